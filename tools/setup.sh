@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine for hypic (system packages via apt-get), builds it, and then
+#   tools/setup.sh demo   runs the demo
+#   tools/setup.sh test   runs the whole test suite (what CI runs)
+#   tools/setup.sh build  only builds
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-build}
+
+pkgs="build-essential cmake pkg-config git ca-certificates libyaml-cpp-dev nlohmann-json3-dev libsqlite3-dev
+      libgtest-dev libgmock-dev libpcre2-dev libboost-dev"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing$missing"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+
+case "$what" in
+  build) ;;
+  test) ctest --test-dir build --output-on-failure -j "$jobs" ;;
+  demo) exec tools/demo.sh ;;
+  *) echo "usage: tools/setup.sh [build|test|demo]" >&2; exit 2 ;;
+esac
