@@ -1,0 +1,188 @@
+#include "runtime/model_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+
+namespace hypic {
+using nlohmann::json;
+
+namespace {
+
+int64_t get_int(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_number_integer())
+    throw ModelError(where + ": missing or non-integer '" + key + "'");
+  return j[key].get<int64_t>();
+}
+
+int64_t get_int_or(const json& j, const char* key, int64_t fallback, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_number_integer()) throw ModelError(where + ": '" + key + "' is not an integer");
+  return j[key].get<int64_t>();
+}
+
+double get_num_or(const json& j, const char* key, double fallback, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_number()) throw ModelError(where + ": '" + key + "' is not a number");
+  return j[key].get<double>();
+}
+
+bool get_bool_or(const json& j, const char* key, bool fallback) {
+  return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+int64_t ModelConfig::num_linear_layers() const {
+  int64_t n = 0;
+  for (auto k : layer_kinds) n += k == LayerKind::LinearAttention;
+  return n;
+}
+
+ModelConfig ModelConfig::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError("cannot open model config '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw FormatError("'" + path + "' is not valid JSON: " + e.what());
+  }
+  return from_json(j, path);
+}
+
+ModelConfig ModelConfig::from_json(const json& root, const std::string& where) {
+  if (!root.is_object()) throw FormatError(where + ": config is not a JSON object");
+  ModelConfig c;
+  if (!root.contains("model_type") || !root["model_type"].is_string())
+    throw ModelError(where + ": missing 'model_type'");
+  c.model_type = root["model_type"].get<std::string>();
+
+  const json* tj = &root;
+  if (c.model_type == "qwen3_5" || c.model_type == "qwen3_5_moe") {
+    if (!root.contains("text_config") || !root["text_config"].is_object())
+      throw ModelError(where + ": model_type '" + c.model_type + "' needs a 'text_config' object");
+    tj = &root["text_config"];
+    c.text_model_type = tj->value("model_type", c.model_type + "_text");
+    c.weight_prefix = "model.language_model.";
+  } else if (c.model_type == "qwen3_next" || c.model_type == "qwen3_5_text" || c.model_type == "qwen3_5_moe_text") {
+    c.text_model_type = c.model_type;
+    c.weight_prefix = "model.";
+  } else {
+    throw ModelError(where + ": unsupported model_type '" + c.model_type +
+                     "' (supported: qwen3_next, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text)");
+  }
+  const json& t = *tj;
+  const bool next = c.text_model_type == "qwen3_next";
+  const bool moe35 = c.text_model_type == "qwen3_5_moe_text";
+  if (!next && c.text_model_type != "qwen3_5_text" && !moe35)
+    throw ModelError(where + ": unsupported text_config model_type '" + c.text_model_type + "'");
+
+  c.hidden_size = get_int(t, "hidden_size", where);
+  c.num_layers = get_int(t, "num_hidden_layers", where);
+  c.vocab_size = get_int(t, "vocab_size", where);
+  c.rms_norm_eps = static_cast<float>(get_num_or(t, "rms_norm_eps", 1e-6, where));
+  // The wrappers keep tie_word_embeddings at the top level; text configs inside.
+  c.tie_word_embeddings = get_bool_or(t, "tie_word_embeddings", get_bool_or(root, "tie_word_embeddings", false));
+
+  c.num_heads = get_int(t, "num_attention_heads", where);
+  c.num_kv_heads = get_int_or(t, "num_key_value_heads", c.num_heads, where);
+  c.head_dim = get_int_or(t, "head_dim", c.hidden_size / std::max<int64_t>(1, c.num_heads), where);
+  c.attn_output_gate = get_bool_or(t, "attn_output_gate", true);
+
+  // RoPE: transformers v5 nests it in rope_parameters; older configs keep it at the top level.
+  double prf = 0.25;
+  if (t.contains("rope_parameters") && t["rope_parameters"].is_object()) {
+    const json& rp = t["rope_parameters"];
+    const std::string type = rp.value("rope_type", std::string("default"));
+    if (type != "default")
+      throw ModelError(where + ": rope_type '" + type + "' is not supported (only 'default', incl. text-only M-RoPE)");
+    c.rope_theta = get_num_or(rp, "rope_theta", get_num_or(t, "rope_theta", 10000.0, where), where);
+    prf = get_num_or(rp, "partial_rotary_factor", get_num_or(t, "partial_rotary_factor", prf, where), where);
+  } else {
+    c.rope_theta = get_num_or(t, "rope_theta", 10000.0, where);
+    prf = get_num_or(t, "partial_rotary_factor", prf, where);
+    if (t.contains("rope_scaling") && t["rope_scaling"].is_object()) {
+      const json& rs = t["rope_scaling"];
+      const std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+      if (type != "default")
+        throw ModelError(where + ": rope_scaling type '" + type + "' is not supported");
+    }
+  }
+  c.rotary_dim = static_cast<int64_t>(c.head_dim * prf);
+  if (c.rotary_dim % 2 != 0 || c.rotary_dim <= 0 || c.rotary_dim > c.head_dim)
+    throw ModelError(where + ": partial_rotary_factor " + std::to_string(prf) + " gives an invalid rotary dim");
+
+  c.lin_k_heads = get_int(t, "linear_num_key_heads", where);
+  c.lin_v_heads = get_int(t, "linear_num_value_heads", where);
+  c.lin_k_dim = get_int(t, "linear_key_head_dim", where);
+  c.lin_v_dim = get_int(t, "linear_value_head_dim", where);
+  c.conv_kernel = get_int_or(t, "linear_conv_kernel_dim", 4, where);
+  c.grouped_linear_proj = next;
+  if (c.lin_v_heads % c.lin_k_heads != 0)
+    throw ModelError(where + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
+  if (c.num_heads % c.num_kv_heads != 0)
+    throw ModelError(where + ": num_attention_heads must be a multiple of num_key_value_heads");
+
+  c.intermediate_size = get_int_or(t, "intermediate_size", 0, where);
+  c.num_experts = get_int_or(t, "num_experts", 0, where);
+  if (c.text_model_type == "qwen3_5_text") c.num_experts = 0;  // dense family
+  if (c.num_experts > 0) {
+    c.experts_per_tok = get_int(t, "num_experts_per_tok", where);
+    c.moe_intermediate_size = get_int(t, "moe_intermediate_size", where);
+    c.shared_expert_intermediate_size = get_int_or(t, "shared_expert_intermediate_size", 0, where);
+    c.norm_topk_prob = moe35 ? true : get_bool_or(t, "norm_topk_prob", true);
+    if (c.experts_per_tok <= 0 || c.experts_per_tok > c.num_experts)
+      throw ModelError(where + ": num_experts_per_tok out of range");
+  }
+
+  // Layer schedule.
+  if (t.contains("layer_types") && t["layer_types"].is_array()) {
+    for (auto& v : t["layer_types"]) {
+      const std::string s = v.is_string() ? v.get<std::string>() : "";
+      if (s == "linear_attention") c.layer_kinds.push_back(LayerKind::LinearAttention);
+      else if (s == "full_attention") c.layer_kinds.push_back(LayerKind::FullAttention);
+      else throw ModelError(where + ": unknown layer type " + v.dump() + " in layer_types");
+    }
+    if (static_cast<int64_t>(c.layer_kinds.size()) != c.num_layers)
+      throw ModelError(where + ": layer_types has " + std::to_string(c.layer_kinds.size()) + " entries for " +
+                       std::to_string(c.num_layers) + " layers");
+  } else {
+    const int64_t interval = get_int_or(t, "full_attention_interval", 4, where);
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      c.layer_kinds.push_back((i + 1) % interval == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
+  }
+  std::vector<int64_t> mlp_only;
+  if (t.contains("mlp_only_layers") && t["mlp_only_layers"].is_array())
+    for (auto& v : t["mlp_only_layers"]) mlp_only.push_back(v.get<int64_t>());
+  const int64_t sparse_step = next ? get_int_or(t, "decoder_sparse_step", 1, where) : 1;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    bool moe = c.num_experts > 0 && (i + 1) % sparse_step == 0;
+    for (auto m : mlp_only) moe = moe && m != i;
+    c.layer_is_moe.push_back(moe);
+    if (!moe && c.intermediate_size <= 0)
+      throw ModelError(where + ": layer " + std::to_string(i) + " is dense but intermediate_size is missing");
+  }
+
+  std::ostringstream fp;
+  fp << c.text_model_type << '|' << c.hidden_size << '|' << c.num_layers << '|' << c.vocab_size << '|' << c.num_heads
+     << '|' << c.num_kv_heads << '|' << c.head_dim << '|' << c.rope_theta << '|' << c.rotary_dim << '|'
+     << c.lin_k_heads << '|' << c.lin_v_heads << '|' << c.lin_k_dim << '|' << c.lin_v_dim << '|' << c.num_experts;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(fp.str())));
+  c.fingerprint = buf;
+  return c;
+}
+
+}  // namespace hypic

@@ -1,0 +1,76 @@
+// The weights of a hybrid model, checked against its config: every tensor present with the expected
+// shape (errors name the tensor). Large matrices stay views into the memory-mapped checkpoint in their
+// stored type; small vectors (norms, gates) are converted to fp32.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/model_config.h"
+#include "runtime/safetensors.h"
+
+namespace hypic {
+
+// A row-major [out, in] weight matrix used as y = x W^T.
+struct Linear {
+  const void* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t out = 0, in = 0;
+};
+
+struct GatedDeltaNetWeights {
+  Linear in_qkv;   // [2*key_dim + value_dim, D], rows in conv-channel order q | k | v
+  Linear in_z;     // [value_dim, D]
+  Linear in_b;     // [Hv, D]
+  Linear in_a;     // [Hv, D]
+  Linear out;      // [D, value_dim]
+  std::vector<float> conv_w;   // [conv_dim, K]
+  std::vector<float> A_log;    // [Hv]
+  std::vector<float> dt_bias;  // [Hv]
+  std::vector<float> norm_w;   // [dv]
+};
+
+struct AttentionWeights {
+  Linear q;  // [H * hd * (gate ? 2 : 1), D]; per head: query then gate
+  Linear k;  // [Hkv * hd, D]
+  Linear v;  // [Hkv * hd, D]
+  Linear o;  // [D, H * hd]
+  std::vector<float> q_norm, k_norm;  // [hd]
+};
+
+struct MlpWeights {
+  Linear gate, up;  // [I, D]
+  Linear down;      // [D, I]
+};
+
+struct MoeWeights {
+  Linear router;  // [E, D]
+  std::vector<MlpWeights> experts;
+  bool has_shared = false;
+  MlpWeights shared;
+  Linear shared_gate;  // [1, D]
+};
+
+struct LayerWeights {
+  LayerKind kind;
+  bool moe = false;
+  std::vector<float> input_norm, post_norm;  // [D]
+  GatedDeltaNetWeights lin;
+  AttentionWeights attn;
+  MlpWeights mlp;
+  MoeWeights moe_w;
+};
+
+struct ModelWeights {
+  Checkpoint checkpoint;  // keeps the mappings alive
+  Linear embed;           // [V, D]
+  Linear lm_head;         // [V, D] (the embedding when tied)
+  std::vector<float> final_norm;
+  std::vector<LayerWeights> layers;
+  std::vector<std::shared_ptr<std::vector<char>>> owned;  // re-ordered copies (grouped projections)
+  std::string fingerprint;  // identifies these exact weights
+
+  static ModelWeights load(const ModelConfig& cfg, const std::string& dir);
+};
+
+}  // namespace hypic

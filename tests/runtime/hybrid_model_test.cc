@@ -1,0 +1,198 @@
+// The CPU forward pass against transformers' logits on the tiny fixture models
+// (tools/fixtures/make_tiny_models.py): prefill, prefill + continuation, token-by-token decode.
+#include "runtime/hybrid_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/error.h"
+#include "runtime/safetensors.h"
+
+namespace hypic {
+namespace {
+
+const std::string kModels = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/";
+
+struct Golden {
+  std::vector<int> ids, ids_short, greedy;
+  Tensor logits, logits_short, greedy_logits;
+};
+
+std::vector<int> to_ints(const Tensor& t) {
+  std::vector<int> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(static_cast<int>(t.data<int64_t>()[i]));
+  return v;
+}
+
+Golden load_golden(const std::string& name) {
+  auto f = SafetensorsFile::open(kModels + name + "/golden.safetensors");
+  Golden g;
+  g.ids = to_ints(f->get("input_ids"));
+  g.ids_short = to_ints(f->get("input_ids_short"));
+  g.greedy = to_ints(f->get("greedy_ids"));
+  g.logits = f->get("logits");
+  g.logits_short = f->get("logits_short");
+  g.greedy_logits = f->get("greedy_logits");
+  return g;
+}
+
+float max_abs_diff(const float* a, const float* b, int64_t n) {
+  float m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+class ModelGolden : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    model_ = HybridModel::load(kModels + GetParam());
+    g_ = load_golden(GetParam());
+    V_ = model_->config().vocab_size;
+  }
+  std::unique_ptr<HybridModel> model_;
+  Golden g_;
+  int64_t V_ = 0;
+};
+
+TEST_P(ModelGolden, PrefillMatchesTransformers) {
+  SequenceState st = model_->new_state();
+  auto logits = model_->forward(g_.ids, st, true);
+  ASSERT_EQ(logits.size(), g_.ids.size() * V_);
+  EXPECT_LE(max_abs_diff(logits.data(), g_.logits.data<float>(), logits.size()), 1e-3f);
+
+  SequenceState st2 = model_->new_state();
+  auto short_logits = model_->forward(g_.ids_short, st2, true);
+  EXPECT_LE(max_abs_diff(short_logits.data(), g_.logits_short.data<float>(), short_logits.size()), 1e-3f);
+}
+
+TEST_P(ModelGolden, ContinuationMatchesSinglePrefill) {
+  // Uneven pieces: a multi-token continuation must carry the conv tail, the linear state and the KV.
+  const std::vector<size_t> cuts = {0, 5, 6, 23, g_.ids.size()};
+  SequenceState st = model_->new_state();
+  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    std::vector<int> piece(g_.ids.begin() + cuts[c], g_.ids.begin() + cuts[c + 1]);
+    auto logits = model_->forward(piece, st, true);
+    EXPECT_LE(max_abs_diff(logits.data(), g_.logits.data<float>() + cuts[c] * V_, logits.size()), 1e-3f)
+        << "piece " << c;
+  }
+  EXPECT_EQ(st.length, static_cast<int64_t>(g_.ids.size()));
+}
+
+TEST_P(ModelGolden, TokenByTokenDecodeMatches) {
+  SequenceState st = model_->new_state();
+  for (size_t t = 0; t < g_.ids.size(); ++t) {
+    const int one[1] = {g_.ids[t]};
+    auto logits = model_->forward(one, st);
+    ASSERT_LE(max_abs_diff(logits.data(), g_.logits.data<float>() + t * V_, V_), 1e-3f) << "position " << t;
+  }
+}
+
+TEST_P(ModelGolden, GreedyGenerationMatches) {
+  SequenceState st = model_->new_state();
+  auto logits = model_->forward(g_.ids, st);
+  for (size_t i = 0; i < g_.greedy.size(); ++i) {
+    EXPECT_LE(max_abs_diff(logits.data(), g_.greedy_logits.data<float>() + i * V_, V_), 1e-3f) << "step " << i;
+    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    ASSERT_EQ(next, g_.greedy[i]) << "step " << i;
+    const int one[1] = {next};
+    logits = model_->forward(one, st);
+  }
+}
+
+TEST_P(ModelGolden, LongPrefillEqualsDecodeAcrossChunks) {
+  // Crosses several 64-token chunks of the chunked delta rule; decode is the recurrent form.
+  std::vector<int> ids;
+  for (int i = 0; i < 150; ++i) ids.push_back(g_.ids[(i * 7) % g_.ids.size()]);
+  SequenceState a = model_->new_state(), b = model_->new_state();
+  auto full = model_->forward(ids, a, true);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const int one[1] = {ids[t]};
+    auto logits = model_->forward(one, b);
+    ASSERT_LE(max_abs_diff(logits.data(), full.data() + t * V_, V_), 1e-3f) << "position " << t;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ModelGolden,
+                         ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe"));
+
+// ---- bad input: clear typed errors, never a crash ----
+
+namespace fs = std::filesystem;
+
+class BadModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("hypic_bad_model_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    for (auto& e : fs::directory_iterator(kModels + "qwen3_5_dense")) fs::copy(e.path(), dir_ / e.path().filename());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string message_of(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+  void rewrite_config(const std::function<void(std::string&)>& edit) {
+    std::ifstream in(dir_ / "config.json");
+    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    edit(s);
+    std::ofstream(dir_ / "config.json") << s;
+  }
+  fs::path dir_;
+};
+
+TEST_F(BadModel, MissingDirectory) {
+  EXPECT_NE(message_of([&] { HybridModel::load((dir_ / "nope").string()); }).find("does not exist"), std::string::npos);
+}
+
+TEST_F(BadModel, TruncatedCheckpointNamesTheFile) {
+  fs::resize_file(dir_ / "model.safetensors", fs::file_size(dir_ / "model.safetensors") / 2);
+  const std::string m = message_of([&] { HybridModel::load(dir_.string()); });
+  EXPECT_NE(m.find("model.safetensors"), std::string::npos) << m;
+  EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+}
+
+TEST_F(BadModel, TinyFileHasNoHeader) {
+  fs::resize_file(dir_ / "model.safetensors", 3);
+  EXPECT_NE(message_of([&] { HybridModel::load(dir_.string()); }).find("truncated"), std::string::npos);
+}
+
+TEST_F(BadModel, UnknownModelType) {
+  rewrite_config([](std::string& s) { s.replace(s.find("qwen3_5_text"), 12, "llama"); });
+  const std::string m = message_of([&] { HybridModel::load(dir_.string()); });
+  EXPECT_NE(m.find("unsupported model_type 'llama'"), std::string::npos) << m;
+}
+
+TEST_F(BadModel, WrongShapeNamesTheTensor) {
+  rewrite_config([](std::string& s) {
+    const auto p = s.find("\"intermediate_size\": 128");
+    ASSERT_NE(p, std::string::npos);
+    s.replace(p, 24, "\"intermediate_size\": 96");
+  });
+  const std::string m = message_of([&] { HybridModel::load(dir_.string()); });
+  EXPECT_NE(m.find("mlp.gate_proj.weight"), std::string::npos) << m;
+  EXPECT_NE(m.find("[96, 64]"), std::string::npos) << m;
+}
+
+TEST_F(BadModel, BrokenConfigJson) {
+  std::ofstream(dir_ / "config.json") << "{ \"model_type\": ";
+  EXPECT_NE(message_of([&] { HybridModel::load(dir_.string()); }).find("config.json"), std::string::npos);
+}
+
+TEST_F(BadModel, IdOutsideVocabulary) {
+  auto model = HybridModel::load(dir_.string());
+  SequenceState st = model->new_state();
+  const std::vector<int> ids = {1, 2, 100000};
+  EXPECT_THROW(model->forward(ids, st), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace hypic
