@@ -1,0 +1,70 @@
+// The caching engine: runs a prompt given as blocks of token ids (the last block is the query tail,
+// never cached) in one of the modes of DESIGN §1.6, against its own segment store.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/hybrid_model.h"
+#include "runtime/segment_store.h"
+#include "runtime/stitch.h"
+
+namespace hypic {
+
+enum class CacheMode {
+  Full,    // no cache: plain prefill of the whole prompt (quality reference)
+  Prefix,  // exact reuse of the longest chain-key prefix at block boundaries (SGLang/vLLM-style)
+  Hypic,   // position-independent reuse: first block exact, transfer operators + seams for the rest
+  Naive,   // ablation: S = S_prefix + S_body (no transfer operator)
+  NoSeam,  // ablation: seam width 0
+};
+
+const char* mode_name(CacheMode m);
+CacheMode parse_mode(const std::string& s);  // throws InvalidArgument
+
+struct EngineOptions {
+  int64_t seam_width = 8;
+  size_t cache_budget_bytes = size_t{1} << 30;
+  std::string tokenizer_fingerprint;  // part of every key
+};
+
+struct BlockOutcome {
+  bool hit = false;  // served from the store (content or chain) instead of being computed
+  int64_t tokens = 0;
+};
+
+struct PromptResult {
+  std::vector<float> logits;  // [V] for the first generated token
+  SequenceState state;        // continues with decode
+  int64_t prompt_tokens = 0;
+  int64_t computed_tokens = 0;  // tokens run through the model for this request (misses included)
+  double ttft_ms = 0;
+  std::vector<BlockOutcome> blocks;  // one per cached block (all but the query)
+};
+
+class Engine {
+ public:
+  Engine(const HybridModel& model, CacheMode mode, EngineOptions opt);
+
+  // blocks.back() is the query tail (at least one token); the others are cacheable blocks.
+  PromptResult run(const std::vector<std::vector<int>>& blocks);
+  // Greedy decode of n tokens continuing `r` (the first comes from r.logits).
+  std::vector<int> greedy_decode(PromptResult& r, int n) const;
+
+  CacheMode mode() const { return mode_; }
+  SegmentStore& store() { return store_; }
+  int64_t seam_width() const { return mode_ == CacheMode::NoSeam ? 0 : opt_.seam_width; }
+
+ private:
+  PromptResult run_full(const std::vector<std::vector<int>>& blocks);
+  PromptResult run_prefix(const std::vector<std::vector<int>>& blocks);
+  PromptResult run_pic(const std::vector<std::vector<int>>& blocks);
+
+  const HybridModel& model_;
+  CacheMode mode_;
+  EngineOptions opt_;
+  KeyContext keys_;
+  SegmentStore store_;
+};
+
+}  // namespace hypic

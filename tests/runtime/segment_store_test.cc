@@ -1,0 +1,74 @@
+#include "runtime/segment_store.h"
+
+#include <gtest/gtest.h>
+
+namespace hypic {
+namespace {
+
+std::shared_ptr<SegmentEntry> entry_of_bytes(size_t floats) {
+  auto e = std::make_shared<SegmentEntry>();
+  e->linear.resize(1);
+  e->linear[0].body.assign(floats, 1.0f);
+  return e;
+}
+
+SegmentKey key(int i) {
+  KeyContext ctx{"m", "t", 8};
+  const int ids[1] = {i};
+  return content_key(ctx, ids);
+}
+
+TEST(SegmentStore, HitsMissesAndBytes) {
+  SegmentStore s(1 << 20);
+  EXPECT_EQ(s.find_content(key(1)), nullptr);
+  s.put_content(key(1), entry_of_bytes(100));
+  EXPECT_NE(s.find_content(key(1)), nullptr);
+  auto st = s.stats();
+  EXPECT_EQ(st.content_hits, 1);
+  EXPECT_EQ(st.content_misses, 1);
+  EXPECT_EQ(st.bytes, 400u);
+  EXPECT_EQ(st.entries, 1u);
+}
+
+TEST(SegmentStore, EvictsLeastRecentlyUsedWithinBudget) {
+  SegmentStore s(1000);  // room for two 400-byte entries
+  s.put_content(key(1), entry_of_bytes(100));
+  s.put_content(key(2), entry_of_bytes(100));
+  ASSERT_NE(s.find_content(key(1)), nullptr);  // 1 is now more recent than 2
+  s.put_content(key(3), entry_of_bytes(100));
+  EXPECT_TRUE(s.contains_content(key(1)));
+  EXPECT_FALSE(s.contains_content(key(2)));
+  EXPECT_TRUE(s.contains_content(key(3)));
+  EXPECT_EQ(s.stats().evictions, 1);
+  EXPECT_LE(s.stats().bytes, 1000u);
+}
+
+TEST(SegmentStore, EntryLargerThanBudgetIsRejectedAndKeepsOthers) {
+  SegmentStore s(1000);
+  s.put_content(key(1), entry_of_bytes(100));
+  s.put_content(key(2), entry_of_bytes(1000));
+  EXPECT_TRUE(s.contains_content(key(1)));
+  EXPECT_FALSE(s.contains_content(key(2)));
+  EXPECT_EQ(s.stats().rejected, 1);
+}
+
+TEST(SegmentStore, EvictedEntryStaysValidForItsHolder) {
+  SegmentStore s(500);
+  s.put_content(key(1), entry_of_bytes(100));
+  auto held = s.find_content(key(1));
+  s.put_content(key(2), entry_of_bytes(100));  // evicts 1
+  EXPECT_FALSE(s.contains_content(key(1)));
+  EXPECT_EQ(held->linear[0].body.size(), 100u);
+}
+
+TEST(SegmentStore, ContentAndChainKeysAreSeparate) {
+  SegmentStore s(1 << 20);
+  s.put_content(key(1), entry_of_bytes(10));
+  EXPECT_EQ(s.find_chain(key(1)), nullptr);
+  s.put_chain(key(1), std::make_shared<PrefixEntry>());
+  EXPECT_NE(s.find_chain(key(1)), nullptr);
+  EXPECT_NE(s.find_content(key(1)), nullptr);
+}
+
+}  // namespace
+}  // namespace hypic
