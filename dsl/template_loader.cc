@@ -551,6 +551,10 @@ class Loader {
                                   u.path[1] + "'");
       }
     }
+    // Framing comes from the chat format; markup typed into a template would forge turns behind its back.
+    for (const auto& b : tpl_.blocks) {
+      if (b.kind == BlockDecl::Kind::kText) check_literal_markup(b.text.nodes(), b.id);
+    }
     // The chat template renders tools inside the first system message, so the tools block must be there.
     for (size_t i = 0; i < tpl_.blocks.size(); ++i) {
       const BlockDecl& b = tpl_.blocks[i];
@@ -567,6 +571,19 @@ class Loader {
       for (size_t j = i + 1; j < tpl_.blocks.size(); ++j)
         if (tpl_.blocks[j].join && j == i + 1)
           throw TemplateError(tpl_.blocks[j].loc, tpl_.blocks[j].id, "a block cannot `join` a tools block");
+    }
+  }
+
+  static void check_literal_markup(const std::vector<TemplateNode>& nodes, const std::string& block) {
+    for (const auto& n : nodes) {
+      if (n.kind == TemplateNode::Kind::kText) {
+        if (auto m = find_chat_markup(n.text))
+          throw TemplateError(n.loc, block,
+                              "template text contains chat markup '" + m->marker +
+                                  "'; roles and tool calls come from the chat format (use a block with that role)");
+      }
+      check_literal_markup(n.body, block);
+      check_literal_markup(n.else_body, block);
     }
   }
 
