@@ -1,0 +1,191 @@
+// hypic eval-pic --model DIR --prompts F.jsonl [--modes full,prefix,hypic,naive,noseam] [--seam 8]
+//                [--decode-tokens 16] [--cache-mb 1024] [--prewarm]
+// Runs every prompt in every mode in one process (each mode with its own segment store, warmed by the
+// prompts before it, or by all prompts with --prewarm) and compares each mode with `full`.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/engine.h"
+#include "runtime/text/tokenizer.h"
+#include "tools/hypic/cli_args.h"
+
+namespace hypic::cli {
+namespace {
+
+struct EvalPrompt {
+  std::vector<std::string> blocks;
+  std::optional<std::string> answer;
+};
+
+std::vector<EvalPrompt> read_prompts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError("cannot open prompts file '" + path + "'");
+  std::vector<EvalPrompt> out;
+  std::string line;
+  for (int ln = 1; std::getline(in, line); ++ln) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(ln);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw FormatError(where + ": not valid JSON: " + e.what());
+    }
+    if (!j.is_object() || !j.contains("blocks") || !j["blocks"].is_array() || j["blocks"].empty())
+      throw FormatError(where + ": expected {\"blocks\": [\"text\", ...], \"answer\": \"...\"}");
+    EvalPrompt p;
+    for (auto& b : j["blocks"]) {
+      if (!b.is_string()) throw FormatError(where + ": every block must be a string");
+      p.blocks.push_back(b.get<std::string>());
+    }
+    if (j.contains("answer") && !j["answer"].is_null()) {
+      if (!j["answer"].is_string()) throw FormatError(where + ": 'answer' must be a string");
+      p.answer = j["answer"].get<std::string>();
+    }
+    out.push_back(std::move(p));
+  }
+  if (out.empty()) throw FormatError(path + ": no prompts");
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, sep);)
+    if (!item.empty()) v.push_back(item);
+  return v;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// KL(p || q) of the softmax distributions of two logit vectors.
+double kl_of_logits(const std::vector<float>& p_logits, const std::vector<float>& q_logits) {
+  auto logsoftmax = [](const std::vector<float>& l) {
+    const double mx = *std::max_element(l.begin(), l.end());
+    double s = 0;
+    for (float v : l) s += std::exp(v - mx);
+    std::vector<double> out(l.size());
+    for (size_t i = 0; i < l.size(); ++i) out[i] = l[i] - mx - std::log(s);
+    return out;
+  };
+  const auto lp = logsoftmax(p_logits), lq = logsoftmax(q_logits);
+  double kl = 0;
+  for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+  return std::max(0.0, kl);
+}
+
+struct ModeStats {
+  int top1 = 0, greedy = 0, exact = 0, with_answer = 0, n = 0;
+  double kl = 0, computed = 0, prompt_tokens = 0;
+  int64_t block_hits = 0, blocks = 0;
+  std::vector<double> ttft;
+};
+
+int run(int argc, char** argv) {
+  Args args(argc, argv, {"prewarm"});
+  args.allow_only({"model", "prompts", "modes", "seam", "decode-tokens", "cache-mb", "prewarm"});
+  const std::string dir = args.require("model");
+  auto model = HybridModel::load(dir);
+  const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
+  const auto prompts = read_prompts(args.require("prompts"));
+  std::vector<CacheMode> modes;
+  for (auto& m : split(args.get("modes", "full,prefix,hypic,naive,noseam"), ',')) modes.push_back(parse_mode(m));
+  const long long seam = args.get_int("seam", 8), n_decode = args.get_int("decode-tokens", 16);
+  const long long cache_mb = args.get_int("cache-mb", 1024);
+  if (seam < 0 || n_decode < 1 || cache_mb < 1) throw UsageError("--seam >= 0, --decode-tokens >= 1, --cache-mb >= 1");
+
+  EngineOptions opt;
+  opt.seam_width = seam;
+  opt.cache_budget_bytes = static_cast<size_t>(cache_mb) << 20;
+  char fp[17];
+  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(tok.fingerprint()));
+  opt.tokenizer_fingerprint = fp;
+
+  std::vector<std::vector<std::vector<int>>> tokenized;
+  for (auto& p : prompts) {
+    std::vector<std::vector<int>> blocks;
+    for (auto& b : p.blocks) blocks.push_back(tok.encode(b));
+    tokenized.push_back(std::move(blocks));
+  }
+  std::vector<int> stop_ids;
+  for (const char* s : {"<|im_end|>", "<|endoftext|>"})
+    if (auto id = tok.token_to_id(s)) stop_ids.push_back(*id);
+
+  Engine reference(*model, CacheMode::Full, opt);
+  std::map<CacheMode, std::unique_ptr<Engine>> engines;
+  for (auto m : modes) engines[m] = std::make_unique<Engine>(*model, m, opt);
+  if (args.has("prewarm"))
+    for (auto& [m, e] : engines)
+      if (m != CacheMode::Full)
+        for (auto& blocks : tokenized) e->run(blocks);
+
+  std::map<CacheMode, ModeStats> stats;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    PromptResult ref = reference.run(tokenized[i]);
+    const std::vector<float> ref_logits = ref.logits;
+    const std::vector<int> ref_tokens = reference.greedy_decode(ref, static_cast<int>(n_decode));
+    const int ref_top1 = ref_tokens[0];
+    for (auto m : modes) {
+      PromptResult r = m == CacheMode::Full ? reference.run(tokenized[i]) : engines[m]->run(tokenized[i]);
+      const std::vector<float> first = r.logits;
+      const std::vector<int> toks = engines[m]->greedy_decode(r, static_cast<int>(n_decode));
+      ModeStats& s = stats[m];
+      ++s.n;
+      s.top1 += toks[0] == ref_top1;
+      s.greedy += toks == ref_tokens;
+      s.kl += kl_of_logits(ref_logits, first);
+      s.computed += static_cast<double>(r.computed_tokens);
+      s.prompt_tokens += static_cast<double>(r.prompt_tokens);
+      s.ttft.push_back(r.ttft_ms);
+      for (auto& b : r.blocks) {
+        s.block_hits += b.hit;
+        ++s.blocks;
+      }
+      if (prompts[i].answer) {
+        ++s.with_answer;
+        auto end = std::find_first_of(toks.begin(), toks.end(), stop_ids.begin(), stop_ids.end());
+        const std::string text = tok.decode(std::vector<int>(toks.begin(), end));
+        s.exact += trim(text) == trim(*prompts[i].answer);
+      }
+    }
+  }
+
+  nlohmann::ordered_json out;
+  out["prompts"] = prompts.size();
+  out["seam"] = seam;
+  out["decode_tokens"] = n_decode;
+  for (auto m : modes) {
+    ModeStats& s = stats[m];
+    std::sort(s.ttft.begin(), s.ttft.end());
+    const double n = s.n;
+    nlohmann::ordered_json j;
+    j["top1_agree"] = s.top1 / n;
+    j["kl_mean"] = s.kl / n;
+    j["greedy_match"] = s.greedy / n;
+    j["exact_match"] = s.with_answer ? nlohmann::ordered_json(static_cast<double>(s.exact) / s.with_answer)
+                                     : nlohmann::ordered_json(nullptr);
+    j["computed_tokens_mean"] = s.computed / n;
+    j["ttft_ms_p50"] = s.ttft[(s.ttft.size() - 1) / 2];
+    j["prompt_tokens_mean"] = s.prompt_tokens / n;
+    j["block_hit_rate"] = s.blocks ? static_cast<double>(s.block_hits) / s.blocks : 0.0;
+    out["modes"][mode_name(m)] = j;
+  }
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+Registrar reg("eval-pic", "compare cache modes (full, prefix, hypic, naive, noseam) on a prompt set", run);
+
+}  // namespace
+}  // namespace hypic::cli
