@@ -1,0 +1,106 @@
+// The built-in Qwen3 framing against the real chat template (rendered by jinja2 into
+// tests/fixtures/dsl/chat_reference.json), and a compiled plan against the same bytes.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "dsl/compiler.h"
+#include "dsl/python_json.h"
+#include "dsl/qwen_framer.h"
+
+using namespace hypic::dsl;
+
+namespace {
+
+Json reference() {
+  std::ifstream in(std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/dsl/chat_reference.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return Json::parse(ss.str());
+}
+
+std::vector<FrameMessage> messages_of(const Json& c) {
+  std::vector<FrameMessage> out;
+  for (const auto& m : c["messages"]) {
+    FrameMessage f{m["role"], m["content"], nullptr, std::nullopt};
+    if (m.contains("tool_calls")) f.tool_calls = m["tool_calls"];
+    if (m.contains("reasoning_content")) f.reasoning_content = m["reasoning_content"].get<std::string>();
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+TEST(QwenFramer, MatchesTheRealChatTemplateByteForByte) {
+  const Json ref = reference();
+  ASSERT_GE(ref.size(), 8u);
+  QwenChatFramer framer;
+  for (const auto& c : ref) {
+    const Json tools = c.contains("tools") && !c["tools"].is_null() ? c["tools"] : Json::array();
+    const FramedConversation f = framer.frame(messages_of(c), tools);
+    EXPECT_EQ(f.text, c["rendered"].get<std::string>()) << c["name"];
+    std::optional<bool> thinking;
+    if (c.contains("enable_thinking")) thinking = c["enable_thinking"].get<bool>();
+    EXPECT_EQ(f.text + framer.generation_prompt(thinking), c["rendered_with_generation_prompt"].get<std::string>())
+        << c["name"];
+  }
+}
+
+TEST(QwenFramer, SpansTileTheTextAndContentIsVerbatim) {
+  QwenChatFramer framer;
+  for (const auto& c : reference()) {
+    const auto msgs = messages_of(c);
+    const Json tools = c.contains("tools") && !c["tools"].is_null() ? c["tools"] : Json::array();
+    const FramedConversation f = framer.frame(msgs, tools);
+    std::vector<ByteSpan> spans = f.messages;
+    if (f.tools) spans.push_back(*f.tools);
+    std::sort(spans.begin(), spans.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+    size_t at = 0;
+    for (const auto& s : spans) {
+      EXPECT_EQ(s.begin, at) << c["name"];
+      at = s.end;
+    }
+    EXPECT_EQ(at, f.text.size()) << c["name"];
+    for (size_t i = 0; i < msgs.size(); ++i)
+      if (f.content_at[i] != std::string::npos) {
+        EXPECT_EQ(f.text.substr(f.content_at[i], msgs[i].content.size()), msgs[i].content) << c["name"] << " " << i;
+      }
+  }
+}
+
+// A template whose conversation is the reference case "system_tools_user" renders those exact bytes.
+TEST(Plan, ConcatenatedBlocksEqualTheChatTemplate) {
+  const Json ref = reference();
+  const Json* c = nullptr;
+  for (const auto& r : ref)
+    if (r["name"] == "system_tools_user") c = &r;
+  ASSERT_NE(c, nullptr);
+  const Template t = parse_template(R"(
+vars:
+  question: string
+tools:
+  - name: search_docs
+    description: Search the documents.
+    parameters: {type: object, properties: {query: {type: string}}, required: [query]}
+  - name: calculator
+    description: 'Evaluate arithmetic, e.g. "2*3".'
+    parameters: {type: object, properties: {expression: {type: string}}}
+blocks:
+  - {id: system, role: system, text: Use tools.}
+  - {id: tools, tools: all}
+  - {id: q, role: user, text: "{{question}}"}
+)",
+                                    "ref.yaml");
+  const PromptPlan plan = compile(t, Json{{"question", "What is 2*3?"}});
+  EXPECT_EQ(plan.text(), (*c)["rendered"].get<std::string>());
+  EXPECT_EQ(plan.text() + plan.generation_prompt, (*c)["rendered_with_generation_prompt"].get<std::string>());
+  ASSERT_EQ(plan.blocks.size(), 3u);
+  EXPECT_EQ(plan.blocks[1].text.rfind("# Tools", 0), 0u);
+}
+
+TEST(PythonJson, WritesWhatJsonDumpsWrites) {
+  const Json j = Json::parse(R"({"b": [1, 2.5, true, null], "a": "q\"u\u00e9\n\u0001", "e": {}})");
+  EXPECT_EQ(python_json_dumps(j), "{\"b\": [1, 2.5, true, null], \"a\": \"q\\\"u\xC3\xA9\\n\\u0001\", \"e\": {}}");
+}
+
+}  // namespace
