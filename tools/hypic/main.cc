@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   for (const auto& c : hypic::cli::commands()) {
     if (c.name != name) continue;
+    if (argc >= 3 && (!std::strcmp(argv[2], "--help") || !std::strcmp(argv[2], "-h"))) {
+      std::printf("hypic %s: %s\n", c.name.c_str(), c.summary.c_str());
+      return 0;
+    }
     try {
       return c.run(argc - 1, argv + 1);
     } catch (const hypic::cli::UsageError& e) {

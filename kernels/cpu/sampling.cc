@@ -1,0 +1,52 @@
+#include "kernels/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace hypic::cpu {
+
+int64_t argmax(const float* logits, int64_t V) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < V; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+int64_t sample(const float* logits, int64_t V, const SamplingParams& p, double u) {
+  if (p.temperature <= 0.0f || p.top_k == 1) return argmax(logits, V);
+  std::vector<int64_t> idx(static_cast<size_t>(V));
+  std::iota(idx.begin(), idx.end(), 0);
+  // Candidates in descending logit order (ties: lower id first), cut to top-k.
+  const int64_t k = p.top_k > 0 ? std::min<int64_t>(p.top_k, V) : V;
+  auto by_logit = [&](int64_t a, int64_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), by_logit);
+  idx.resize(static_cast<size_t>(k));
+  const double mx = logits[idx[0]];
+  std::vector<double> prob(idx.size());
+  double sum = 0;
+  for (size_t i = 0; i < idx.size(); ++i) sum += prob[i] = std::exp((logits[idx[i]] - mx) / p.temperature);
+  // Nucleus: the smallest prefix whose mass reaches top_p.
+  size_t keep = idx.size();
+  if (p.top_p < 1.0f) {
+    double acc = 0;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      acc += prob[i] / sum;
+      if (acc >= p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  double kept = 0;
+  for (size_t i = 0; i < keep; ++i) kept += prob[i];
+  double target = u * kept, acc = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    acc += prob[i];
+    if (target < acc) return idx[i];
+  }
+  return idx[keep - 1];
+}
+
+}  // namespace hypic::cpu

@@ -1,0 +1,20 @@
+// Token sampling from a logits row: greedy, or temperature + top-k + top-p (nucleus).
+#pragma once
+#include <cstdint>
+
+namespace hypic::cpu {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // <= 0: greedy
+  int top_k = 0;             // <= 0: no limit
+  float top_p = 1.0f;        // (0, 1]
+};
+
+// Index of the largest logit (the lowest index among ties).
+int64_t argmax(const float* logits, int64_t V);
+
+// Samples one id. `u` is a uniform draw in [0, 1) supplied by the caller (so runs are reproducible
+// from a seed and the same draw gives the same token on every backend).
+int64_t sample(const float* logits, int64_t V, const SamplingParams& p, double u);
+
+}  // namespace hypic::cpu

@@ -1,0 +1,42 @@
+#include "kernels/sampling.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <vector>
+
+namespace hypic::cpu {
+namespace {
+
+TEST(Sampling, GreedyIsArgmaxWithLowestIdOnTies) {
+  const std::vector<float> l = {0.1f, 2.0f, 2.0f, -1.0f};
+  EXPECT_EQ(argmax(l.data(), 4), 1);
+  EXPECT_EQ(sample(l.data(), 4, {0.0f, 0, 1.0f}, 0.99), 1);
+}
+
+TEST(Sampling, TopKNeverLeavesTheTopK) {
+  const std::vector<float> l = {3.0f, 2.9f, 2.8f, 2.7f, 2.6f};
+  for (double u = 0; u < 1.0; u += 0.01) {
+    const auto id = sample(l.data(), 5, {1.0f, 2, 1.0f}, u);
+    EXPECT_TRUE(id == 0 || id == 1) << u;
+  }
+}
+
+TEST(Sampling, TopPKeepsTheNucleus) {
+  // probabilities ~ 0.64, 0.24, 0.09, 0.03: top_p 0.8 keeps the first two
+  const std::vector<float> l = {3.0f, 2.0f, 1.0f, 0.0f};
+  for (double u = 0; u < 1.0; u += 0.01) EXPECT_LT(sample(l.data(), 4, {1.0f, 0, 0.8f}, u), 2);
+}
+
+TEST(Sampling, FrequenciesFollowTheSoftmax) {
+  const std::vector<float> l = {0.0f, std::log(3.0f)};  // p = 0.25, 0.75
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> U(0.0, 1.0);
+  int ones = 0;
+  for (int i = 0; i < 20000; ++i) ones += sample(l.data(), 2, {1.0f, 0, 1.0f}, U(rng)) == 1;
+  EXPECT_NEAR(ones / 20000.0, 0.75, 0.02);
+}
+
+}  // namespace
+}  // namespace hypic::cpu
