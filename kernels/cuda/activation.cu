@@ -1,0 +1,54 @@
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_util.cuh"
+
+namespace hypic::cuda {
+namespace {
+
+__global__ void silu_kernel(bf16* x, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = __float2bfloat16_rn(detail::silu_f(__bfloat162float(x[i])));
+}
+
+__global__ void swiglu_kernel(const bf16* gate, int64_t lg, const bf16* __restrict__ up, int64_t lu, bf16* out,
+                              int64_t lo, int64_t rows, int64_t I) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * I) return;
+  const int64_t r = i / I, c = i % I;
+  const float g = __bfloat162float(gate[r * lg + c]), u = __bfloat162float(up[r * lu + c]);
+  out[r * lo + c] = __float2bfloat16_rn(detail::silu_f(g) * u);
+}
+
+__global__ void sigmoid_mul_kernel(bf16* x, int64_t lx, const bf16* __restrict__ gate, int64_t lg, int64_t rows,
+                                   int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * n) return;
+  const int64_t r = i / n, c = i % n;
+  x[r * lx + c] = __float2bfloat16_rn(__bfloat162float(x[r * lx + c]) * detail::sigmoid_f(__bfloat162float(gate[r * lg + c])));
+}
+
+}  // namespace
+
+void silu_inplace(bf16* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  silu_kernel<<<detail::blocks_for(n, 256), 256, 0, stream>>>(x, n);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void swiglu(const bf16* gate, int64_t ld_gate, const bf16* up, int64_t ld_up, bf16* out, int64_t ld_out, int64_t rows,
+            int64_t I, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(ld_gate >= I && ld_up >= I && ld_out >= I, "swiglu: row stride smaller than I");
+  if (rows <= 0 || I <= 0) return;
+  swiglu_kernel<<<detail::blocks_for(rows * I, 256), 256, 0, stream>>>(gate, ld_gate, up, ld_up, out, ld_out, rows, I);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void sigmoid_mul(bf16* x, int64_t ld_x, const bf16* gate, int64_t ld_gate, int64_t rows, int64_t n,
+                 cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(ld_x >= n && ld_gate >= n, "sigmoid_mul: row stride smaller than n");
+  if (rows <= 0 || n <= 0) return;
+  sigmoid_mul_kernel<<<detail::blocks_for(rows * n, 256), 256, 0, stream>>>(x, ld_x, gate, ld_gate, rows, n);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace hypic::cuda

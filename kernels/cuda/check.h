@@ -1,0 +1,52 @@
+// Errors of the CUDA backend. Two kinds, as in the rest of hypic: a typed exception for a shape or
+// argument the kernels do not support (the caller can catch it and fall back), and CUDA / cuBLAS
+// failures, which carry the failing call and its location.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace hypic::cuda {
+
+// A CUDA runtime or cuBLAS call failed.
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The op was called with a shape or argument it has no kernel for (e.g. head dim 96 for attention).
+class UnsupportedShape : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+[[noreturn]] void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int line);
+[[noreturn]] void throw_cublas_error(int status, const char* expr, const char* file, int line);
+[[noreturn]] void throw_unsupported(const std::string& what, const char* file, int line);
+
+// True when a CUDA device is present and usable (cudaGetDeviceCount succeeds with a count > 0).
+bool device_available();
+
+}  // namespace hypic::cuda
+
+#define HYPIC_CUDA_CHECK(expr)                                                                  \
+  do {                                                                                          \
+    const cudaError_t hypic_e_ = (expr);                                                        \
+    if (hypic_e_ != cudaSuccess) ::hypic::cuda::throw_cuda_error(hypic_e_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+#define HYPIC_CUBLAS_CHECK(expr)                                                                      \
+  do {                                                                                                \
+    const int hypic_s_ = static_cast<int>(expr);                                                      \
+    if (hypic_s_ != 0) ::hypic::cuda::throw_cublas_error(hypic_s_, #expr, __FILE__, __LINE__);        \
+  } while (0)
+
+// Fails loudly on a shape or argument the kernels do not handle: throws UnsupportedShape with `msg`.
+#define HYPIC_CUDA_REQUIRE(cond, msg)                                                              \
+  do {                                                                                             \
+    if (!(cond)) ::hypic::cuda::throw_unsupported(std::string(msg) + " [" #cond "]", __FILE__, __LINE__); \
+  } while (0)
+
+// After a kernel launch: surfaces launch-configuration errors at the call site.
+#define HYPIC_CUDA_LAUNCH_CHECK() HYPIC_CUDA_CHECK(cudaGetLastError())

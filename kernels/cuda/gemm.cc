@@ -1,0 +1,104 @@
+#include "kernels/cuda/gemm.h"
+
+#include "kernels/cuda/check.h"
+
+namespace hypic::cuda {
+
+Blas::Blas() {
+  HYPIC_CUBLAS_CHECK(cublasCreate(&blas_));
+  HYPIC_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  HYPIC_CUDA_CHECK(cudaMalloc(&ws_, ws_bytes_));
+  HYPIC_CUBLAS_CHECK(cublasSetWorkspace(blas_, ws_, ws_bytes_));
+}
+
+Blas::~Blas() {
+  if (lt_) cublasLtDestroy(lt_);
+  if (blas_) cublasDestroy(blas_);
+  if (ws_) cudaFree(ws_);
+}
+
+bool Blas::cached_algo(const Key& k, cublasLtMatmulAlgo_t* algo) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = algos_.find(k);
+  if (it == algos_.end()) return false;
+  *algo = it->second;
+  return true;
+}
+
+void Blas::store_algo(const Key& k, const cublasLtMatmulAlgo_t& algo) {
+  std::lock_guard<std::mutex> g(mu_);
+  algos_[k] = algo;
+}
+
+namespace {
+
+// RAII for the cuBLASLt descriptors of one call.
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtDescs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+}  // namespace
+
+void gemm_xwt(Blas& blas, const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y,
+              DType yt, int64_t ldy, bool accumulate, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(M > 0 && N > 0 && K > 0, "gemm_xwt: empty problem");
+  HYPIC_CUDA_REQUIRE(ldx >= K && ldy >= N, "gemm_xwt: leading dimension smaller than the row");
+  HYPIC_CUDA_REQUIRE(yt == DType::BF16 || yt == DType::F32, "gemm_xwt: output must be BF16 or F32");
+  const cudaDataType_t ct = yt == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  // Row-major y[M, N] = x W^T is column-major y^T[N, M] = W[N, K] x^T: A = W (stored K x N, transposed),
+  // B = x (stored K x M), C = y (stored N x M).
+  LtDescs d;
+  HYPIC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  HYPIC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  HYPIC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  HYPIC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_16BF, K, N, K));
+  HYPIC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_16BF, K, M, ldx));
+  HYPIC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, ct, N, M, ldy));
+
+  // The heuristic assumes 256-byte aligned operands unless told otherwise: key the cache on alignment too.
+  auto align_of = [](const void* p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    uint32_t al = 256;
+    while (al > 2 && (a % al) != 0) al /= 2;
+    return al;
+  };
+  const uint32_t al_a = align_of(w), al_b = align_of(x), al_c = align_of(y);
+  const int64_t al_key = (int64_t{al_a} << 20) | (int64_t{al_b} << 10) | al_c;
+  const Blas::Key key{M, N, K, ldx, ldy, al_key, static_cast<int>(yt), accumulate};
+  cublasLtMatmulAlgo_t algo;
+  if (!blas.cached_algo(key, &algo)) {
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.pref));
+    size_t ws = blas.workspace_bytes();
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                            sizeof(ws)));
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
+                                                            sizeof(al_a)));
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
+                                                            sizeof(al_b)));
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c,
+                                                            sizeof(al_c)));
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c,
+                                                            sizeof(al_c)));
+    cublasLtMatmulHeuristicResult_t res{};
+    int found = 0;
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(blas.lt(), d.op, d.a, d.b, d.c, d.c, d.pref, 1, &res, &found));
+    HYPIC_CUDA_REQUIRE(found > 0, "gemm_xwt: cuBLASLt has no algorithm for this problem");
+    algo = res.algo;
+    blas.store_algo(key, algo);
+  }
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  HYPIC_CUBLAS_CHECK(cublasLtMatmul(blas.lt(), d.op, &alpha, w, d.a, x, d.b, &beta, y, d.c, y, d.c, &algo,
+                                    blas.workspace(), blas.workspace_bytes(), stream));
+}
+
+}  // namespace hypic::cuda

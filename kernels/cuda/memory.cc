@@ -1,0 +1,100 @@
+#include "kernels/cuda/memory.h"
+
+#include "kernels/cuda/check.h"
+
+namespace hypic::cuda {
+
+size_t DevicePool::size_class(size_t bytes) {
+  // Small blocks: multiples of 256 B up to 64 KiB. Larger: 8 classes per power of two (at most 12.5% waste).
+  if (bytes == 0) bytes = 1;
+  if (bytes <= (size_t{64} << 10)) return (bytes + 255) & ~size_t{255};
+  size_t p = size_t{1} << (63 - __builtin_clzll(bytes));
+  const size_t step = p / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+DevicePool::~DevicePool() {
+  trim();
+  // Blocks still in use belong to live DeviceBuffers; free them so the pool never leaks device memory.
+  for (auto& [p, sz] : live_) cudaFree(p);
+}
+
+void* DevicePool::allocate(size_t bytes) {
+  const size_t cls = size_class(bytes);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = free_.find(cls);
+    if (it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      cached_ -= cls;
+      in_use_ += cls;
+      live_[p] = cls;
+      return p;
+    }
+  }
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, cls);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    trim();  // give cached blocks back and try once more
+    e = cudaMalloc(&p, cls);
+  }
+  if (e != cudaSuccess) throw_cuda_error(e, "cudaMalloc (DevicePool)", __FILE__, __LINE__);
+  std::lock_guard<std::mutex> g(mu_);
+  in_use_ += cls;
+  live_[p] = cls;
+  return p;
+}
+
+void DevicePool::deallocate(void* p) {
+  if (!p) return;
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = live_.find(p);
+  if (it == live_.end()) throw CudaError("DevicePool::deallocate: pointer not from this pool");
+  const size_t cls = it->second;
+  live_.erase(it);
+  in_use_ -= cls;
+  cached_ += cls;
+  free_[cls].push_back(p);
+}
+
+void DevicePool::trim() {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& [cls, blocks] : free_)
+    for (void* p : blocks) cudaFree(p);
+  free_.clear();
+  cached_ = 0;
+}
+
+size_t DevicePool::bytes_in_use() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return in_use_;
+}
+
+size_t DevicePool::bytes_cached() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return cached_;
+}
+
+Stream::Stream() { HYPIC_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+Stream::~Stream() {
+  if (s_) cudaStreamDestroy(s_);
+}
+void Stream::synchronize() const { HYPIC_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+Event::Event(bool timing) {
+  HYPIC_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+}
+Event::~Event() {
+  if (e_) cudaEventDestroy(e_);
+}
+void Event::record(cudaStream_t s) { HYPIC_CUDA_CHECK(cudaEventRecord(e_, s)); }
+void Event::synchronize() const { HYPIC_CUDA_CHECK(cudaEventSynchronize(e_)); }
+float Event::elapsed_ms(const Event& start) const {
+  float ms = 0;
+  HYPIC_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e_, e_));
+  return ms;
+}
+
+}  // namespace hypic::cuda

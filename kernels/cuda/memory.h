@@ -1,0 +1,110 @@
+// Device memory and stream/event handles for the CUDA backend.
+//   DevicePool: a caching allocator over plain cudaMalloc (never managed memory). Freed blocks go back to
+//     a per-size free list and are reused; trim() returns them to the driver. Thread-safe.
+//   DeviceBuffer: owning handle of one pool block (move-only), returned to its pool on destruction.
+//   Stream / Event: RAII wrappers; Event::elapsed_ms times work between two recorded events.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace hypic::cuda {
+
+class DevicePool {
+ public:
+  DevicePool() = default;
+  ~DevicePool();
+  DevicePool(const DevicePool&) = delete;
+  DevicePool& operator=(const DevicePool&) = delete;
+
+  // A block of at least `bytes` bytes (256-byte aligned). Sizes are rounded up to a size class so that
+  // blocks of similar size are reused. Throws CudaError when the device is out of memory even after
+  // the free lists were returned to the driver.
+  void* allocate(size_t bytes);
+  // Returns a block obtained from allocate() to the free list (no driver call).
+  void deallocate(void* p);
+  // Frees every cached (not in use) block with cudaFree.
+  void trim();
+
+  size_t bytes_in_use() const;
+  size_t bytes_cached() const;
+
+  // The size class a request of `bytes` is served from.
+  static size_t size_class(size_t bytes);
+
+ private:
+  mutable std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
+  std::map<void*, size_t> live_;                // block -> size class
+  size_t in_use_ = 0, cached_ = 0;
+};
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DevicePool& pool, size_t bytes) : pool_(&pool), p_(pool.allocate(bytes)), bytes_(bytes) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : pool_(o.pool_), p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      pool_ = o.pool_;
+      p_ = o.p_;
+      bytes_ = o.bytes_;
+      o.p_ = nullptr;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void reset() {
+    if (p_) pool_->deallocate(p_);
+    p_ = nullptr;
+  }
+  void* get() const { return p_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(p_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  DevicePool* pool_ = nullptr;
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Stream {
+ public:
+  Stream();  // non-blocking stream (does not synchronise with the legacy default stream)
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+  operator cudaStream_t() const { return s_; }
+  void synchronize() const;
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+class Event {
+ public:
+  explicit Event(bool timing = true);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return e_; }
+  void record(cudaStream_t s);
+  void synchronize() const;
+  // Milliseconds between `start` and this event (both recorded and complete).
+  float elapsed_ms(const Event& start) const;
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+}  // namespace hypic::cuda
