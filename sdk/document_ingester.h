@@ -1,0 +1,27 @@
+// Ingests a folder of text documents into a retrieval database: every regular file with a text
+// extension, path keys relative to the folder (so ids survive moving the folder), unchanged files skipped.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sdk/fts_retriever.h"
+
+namespace hypic::sdk {
+
+struct IngestOptions {
+  size_t chunk_tokens = 256;
+  const TokenCounter* counter = nullptr;  // null: count whitespace-separated words
+  std::vector<std::string> extensions = {".txt", ".md", ".markdown", ".rst"};
+};
+
+struct IngestReport {
+  size_t documents_added = 0;      // new or changed
+  size_t documents_unchanged = 0;
+  size_t chunks_added = 0;
+  std::vector<std::string> skipped;  // files that are not valid UTF-8 text
+};
+
+// IoError when `dir` is not a readable folder.
+IngestReport ingest_directory(FtsRetriever& store, const std::string& dir, const IngestOptions& options);
+
+}  // namespace hypic::sdk
