@@ -35,3 +35,34 @@ __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 }  // namespace hypic::cuda::detail
+
+namespace hypic::cuda::detail {
+
+// Copies a [rows_valid, cols_valid] bf16 tile (row stride src_ld elements) into shared memory
+// [rows_total, cols_total] (row stride dst_ld), zero-filling the rest. All threads of the block take part.
+// 16-byte accesses when the columns and the source rows allow it.
+__device__ __forceinline__ void load_tile_bf16(__nv_bfloat16* dst, int dst_ld, const __nv_bfloat16* src,
+                                               int64_t src_ld, int rows_valid, int cols_valid, int rows_total,
+                                               int cols_total) {
+  const bool vec = (cols_valid % 8 == 0) && (src_ld % 8 == 0) && (dst_ld % 8 == 0) && (cols_total % 8 == 0) &&
+                   ((reinterpret_cast<uintptr_t>(src) & 15) == 0);
+  if (vec) {
+    const int cv = cols_total / 8;
+    for (int i = threadIdx.x; i < rows_total * cv; i += blockDim.x) {
+      const int r = i / cv, c = (i % cv) * 8;
+      uint4 val = make_uint4(0, 0, 0, 0);
+      if (r < rows_valid && c < cols_valid) val = *reinterpret_cast<const uint4*>(src + r * src_ld + c);
+      *reinterpret_cast<uint4*>(dst + r * dst_ld + c) = val;
+    }
+  } else {
+    for (int i = threadIdx.x; i < rows_total * cols_total; i += blockDim.x) {
+      const int r = i / cols_total, c = i % cols_total;
+      dst[r * dst_ld + c] = (r < rows_valid && c < cols_valid) ? src[r * src_ld + c] : __float2bfloat16_rn(0.0f);
+    }
+  }
+}
+
+// Byte offset rounded up so that every shared-memory array starts 128-byte aligned (wmma needs 32).
+__host__ __device__ constexpr size_t align128(size_t x) { return (x + 127) & ~size_t{127}; }
+
+}  // namespace hypic::cuda::detail

@@ -1,0 +1,50 @@
+// Gated DeltaNet on device (same math as kernels/delta_rule.h), per value head h:
+//   S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,   o_t = S_t^T q_t
+// S is [dk, dv] fp32. q and k are expected l2-normalised and q already scaled (the CPU contract).
+// Grouped heads: q/k have Hk heads and value head h reads q/k head h / (H / Hk).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/types.h"
+
+namespace hypic::cuda {
+
+struct GdnShape {
+  int64_t T;   // tokens in total (all sequences, packed)
+  int64_t N;   // sequences
+  int64_t H;   // value heads
+  int64_t Hk;  // q/k heads (H % Hk == 0)
+  int64_t dk;  // key dim, <= 128
+  int64_t dv;  // value dim
+};
+
+// Bytes of device workspace gdn_chunked_prefill needs (per-chunk pseudo-values, WY weights, decays).
+size_t gdn_chunked_workspace_bytes(const GdnShape& s);
+
+// Chunked prefill (chunk 64, WY/UT form on tensor cores), optionally building the transfer operator of
+// every sequence in the same pass.
+//   q, k:       [T, Hk, dk] bf16           v: [T, H, dv] bf16
+//   g, beta:    [T, H] fp32 (g = log decay, <= 0)
+//   cu_seqlens: [N + 1] int32 on the device, token offsets of the packed sequences (null when N == 1);
+//               max_seqlen: the longest sequence (host value)
+//   state:      [N, H, dk, dv] fp32, in/out: the initial state, replaced by the final state
+//   out:        [T, H, dv] bf16, or null when only the state is wanted
+//   transfer:   [N, H, dk, dk] fp32 in/out, or null. When given it is left-multiplied by the sequence's
+//               transfer operator A_T ... A_1, A_t = exp(g_t)(I - beta_t k_t k_t^T) (pass the identity to
+//               start a span), exactly as kernels/cpu delta_rule_transfer.
+//   workspace:  gdn_chunked_workspace_bytes(s) bytes of device memory
+// Throws UnsupportedShape for dk > 128 or inconsistent heads.
+void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                         const float* beta, const int32_t* cu_seqlens, int64_t max_seqlen, float* state, bf16* out,
+                         float* transfer, void* workspace, cudaStream_t stream);
+
+// Recurrent form for decode (and short spans): s.N independent sequences of s.T tokens EACH.
+//   q, k: [N, T, Hk, dk] bf16; v: [N, T, H, dv] bf16; g, beta: [N, T, H] fp32;
+//   state: [N, H, dk, dv] fp32 in/out; out: [N, T, H, dv] bf16 or null. dk <= 128.
+void gdn_recurrent(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g, const float* beta,
+                   float* state, bf16* out, cudaStream_t stream);
+
+}  // namespace hypic::cuda
