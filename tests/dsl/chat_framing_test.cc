@@ -104,3 +104,34 @@ TEST(PythonJson, WritesWhatJsonDumpsWrites) {
 }
 
 }  // namespace
+
+// The DSL's framer and the runtime's chat format are two transcriptions of one template: they must agree.
+#include "runtime/text/qwen_chat_format.h"
+
+namespace {
+
+TEST(QwenFramer, AgreesWithTheRuntimeChatFormat) {
+  hypic::QwenChatFormat runtime_format;
+  QwenChatFramer framer;
+  for (const auto& c : reference()) {
+    Json conv{{"messages", c["messages"]}};
+    if (c.contains("tools") && !c["tools"].is_null()) conv["tools"] = c["tools"];
+    const hypic::Conversation parsed = hypic::parse_openai_conversation(conv, c["name"].get<std::string>());
+    hypic::RenderOptions opts;
+    opts.add_generation_prompt = false;
+    const hypic::RenderedChat r = runtime_format.render(parsed, opts);
+    const Json tools = conv.contains("tools") ? conv["tools"] : Json::array();
+    const FramedConversation f = framer.frame(messages_of(c), tools);
+    EXPECT_EQ(f.text, r.text) << c["name"];
+    ASSERT_EQ(f.messages.size(), r.messages.size());
+    // Spans agree except that the runtime gives a first system message the tool docs as well.
+    for (size_t i = 0; i < r.messages.size(); ++i) {
+      EXPECT_EQ(f.messages[i].begin, r.messages[i].begin) << c["name"] << " " << i;
+      if (!(i == 0 && f.tools)) {
+        EXPECT_EQ(f.messages[i].end, r.messages[i].end) << c["name"] << " " << i;
+      }
+    }
+  }
+}
+
+}  // namespace

@@ -5,7 +5,9 @@
 
 #include "dsl/compiler.h"
 #include "dsl/hf_plan_tokenizer.h"
+#include "dsl/qwen_framer.h"
 #include "runtime/hybrid_model.h"
+#include "runtime/text/chat_format.h"
 #include "tools/hypic/cli_args.h"
 
 namespace {
@@ -33,6 +35,10 @@ int run_render(int argc, char** argv) {
     const std::string dir = args.get("model-dir", "");
     tok = std::make_unique<Tokenizer>(Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string()));
     plan_tok = std::make_unique<dsl::HfPlanTokenizer>(*tok);
+    // Plans are framed by the built-in Qwen3 framer; refuse a model whose own template is another format.
+    const std::string format = load_chat_format(dir)->name();
+    if (format != dsl::QwenChatFramer().name())
+      throw ModelError(dir + ": chat format '" + format + "' is not supported by prompt plans yet (qwen3 only)");
     // The engine keys segments by the loaded weights' fingerprint; use the same one.
     opt.model_fingerprint = HybridModel::load(dir)->fingerprint();
     opt.tokenizer = plan_tok.get();
