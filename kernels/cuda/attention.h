@@ -1,0 +1,36 @@
+// Softmax attention on device with grouped KV heads, causal by global position: key j is visible to
+// query i iff k_pos[j] <= q_pos[i] (keys may come from several cached segments plus fresh tokens, in
+// any order). Same math as kernels/attention.h; a query that sees no key gets a zero output.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/types.h"
+
+namespace hypic::cuda {
+
+struct AttentionShape {
+  int64_t Tq;   // query rows
+  int64_t Tk;   // key/value rows
+  int64_t Hq;   // query heads
+  int64_t Hkv;  // key/value heads (Hq % Hkv == 0; query head h reads kv head h / (Hq / Hkv))
+  int64_t d;    // head dim of q, k and v (d % 8 == 0, d <= 256)
+};
+
+// Flash-style prefill (online softmax, 64 x 64 tiles in shared memory, mma.sync bf16 tensor cores,
+// fp32 accumulation).
+//   q: [Tq, Hq, d] bf16; k, v: [Tk, Hkv, d] bf16; q_pos: [Tq] int64; k_pos: [Tk] int64 (device);
+//   out: [Tq, Hq, d] bf16. scale multiplies q.k (usually 1/sqrt(d)).
+// Key tiles whose every position lies after the block's last query are skipped.
+void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
+                       const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream);
+
+// Decode form for few query rows (split over the keys, flash-decoding style, then a combine pass).
+// Same arguments; workspace: attention_decode_workspace_bytes(s) bytes of device memory.
+size_t attention_decode_workspace_bytes(const AttentionShape& s);
+void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
+                      const int64_t* k_pos, float scale, bf16* out, void* workspace, cudaStream_t stream);
+
+}  // namespace hypic::cuda

@@ -1,0 +1,237 @@
+#include <climits>
+#include <vector>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/moe.h"
+
+namespace hypic::cuda {
+namespace {
+
+constexpr int kMaxE = 1024, kPerLane = kMaxE / 32;
+
+// One warp per token: softmax over E logits held in registers (lane owns experts lane, lane+32, ...),
+// then K rounds of warp arg-max (ties to the lower id).
+__global__ void route_kernel(const float* __restrict__ logits, int64_t T, int E, int K, bool normalize,
+                             int32_t* __restrict__ ids, float* __restrict__ weights) {
+  const int64_t t = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (t >= T) return;
+  float val[kPerLane];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int r = 0; r < kPerLane; ++r) {
+    const int e = r * 32 + lane;
+    val[r] = e < E ? logits[t * E + e] : -INFINITY;
+    mx = fmaxf(mx, val[r]);
+  }
+  mx = detail::warp_max(mx);
+  float sum = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kPerLane; ++r) {
+    const int e = r * 32 + lane;
+    val[r] = e < E ? expf(val[r] - mx) : -1.0f;  // probabilities are >= 0: -1 marks "not an expert"
+    sum += e < E ? val[r] : 0.0f;
+  }
+  sum = detail::warp_sum(sum);
+  float chosen_sum = 0.0f, my_w = 0.0f;
+  int my_id = 0;
+  for (int j = 0; j < K; ++j) {
+    float best = -2.0f;
+    int bid = INT_MAX;
+#pragma unroll
+    for (int r = 0; r < kPerLane; ++r)
+      if (val[r] > best) {  // strict: the lowest id wins among a lane's equal values
+        best = val[r];
+        bid = r * 32 + lane;
+      }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bid, o);
+      if (ob > best || (ob == best && oi < bid)) {
+        best = ob;
+        bid = oi;
+      }
+    }
+    const float p = best / sum;
+    chosen_sum += p;
+    if (lane == j) {
+      my_id = bid;
+      my_w = p;
+    }
+#pragma unroll
+    for (int r = 0; r < kPerLane; ++r)
+      if (r * 32 + lane == bid) val[r] = -2.0f;
+  }
+  // K <= 32: slot j was kept by lane j.
+  if (lane < K) {
+    ids[t * K + lane] = my_id;
+    weights[t * K + lane] = normalize ? my_w / chosen_sum : my_w;
+  }
+}
+
+__global__ void count_kernel(const int32_t* __restrict__ ids, int64_t n, int32_t* counts, int32_t* rank) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) rank[i] = atomicAdd(&counts[ids[i]], 1);
+}
+
+__global__ void scan_kernel(const int32_t* __restrict__ counts, int E, int32_t* offsets) {
+  if (threadIdx.x != 0) return;  // E <= 1024: a serial scan is a few microseconds
+  int32_t acc = 0;
+  for (int e = 0; e < E; ++e) {
+    offsets[e] = acc;
+    acc += counts[e];
+  }
+  offsets[E] = acc;
+}
+
+__global__ void place_kernel(const int32_t* __restrict__ ids, int64_t n, int K, const int32_t* __restrict__ offsets,
+                             const int32_t* __restrict__ rank, int32_t* src_token, int32_t* slot_row) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int32_t row = offsets[ids[i]] + rank[i];
+  src_token[row] = int32_t(i / K);
+  slot_row[i] = row;
+}
+
+__global__ void gather_kernel(const bf16* __restrict__ x, int64_t R, int64_t D, const int32_t* __restrict__ src,
+                              bf16* __restrict__ xs) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= R * D) return;
+  const int64_t r = i / D, c = i % D;
+  xs[i] = x[int64_t(src[r]) * D + c];
+}
+
+__global__ void combine_kernel(const bf16* __restrict__ ys, int64_t T, int K, int64_t D,
+                               const int32_t* __restrict__ slot_row, const float* __restrict__ w, bf16* out,
+                               bool accumulate) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= T * D) return;
+  const int64_t t = i / D, c = i % D;
+  float acc = accumulate ? __bfloat162float(out[i]) : 0.0f;
+  for (int j = 0; j < K; ++j) acc += w[t * K + j] * __bfloat162float(ys[int64_t(slot_row[t * K + j]) * D + c]);
+  out[i] = __float2bfloat16_rn(acc);
+}
+
+}  // namespace
+
+void moe_route(const float* logits, int64_t T, int64_t E, int64_t K, bool normalize, int32_t* ids, float* weights,
+               cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(E > 0 && E <= kMaxE, "moe_route: at most 1024 experts");
+  HYPIC_CUDA_REQUIRE(K > 0 && K <= E && K <= 32, "moe_route: top-k must be in [1, min(E, 32)]");
+  if (T == 0) return;
+  route_kernel<<<detail::blocks_for(T, 4), 128, 0, stream>>>(logits, T, int(E), int(K), normalize, ids, weights);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+size_t moe_plan_workspace_bytes(int64_t T, int64_t K, int64_t E) {
+  return detail::align128(sizeof(int32_t) * E) + detail::align128(sizeof(int32_t) * (E + 1)) +
+         3 * detail::align128(sizeof(int32_t) * T * K);
+}
+
+MoePlan moe_plan_from_workspace(void* workspace, int64_t T, int64_t K, int64_t E) {
+  auto* p = static_cast<unsigned char*>(workspace);
+  MoePlan plan{};
+  plan.counts = reinterpret_cast<int32_t*>(p);
+  p += detail::align128(sizeof(int32_t) * E);
+  plan.offsets = reinterpret_cast<int32_t*>(p);
+  p += detail::align128(sizeof(int32_t) * (E + 1));
+  const size_t tk = detail::align128(sizeof(int32_t) * T * K);
+  plan.rank = reinterpret_cast<int32_t*>(p);
+  plan.src_token = reinterpret_cast<int32_t*>(p + tk);
+  plan.slot_row = reinterpret_cast<int32_t*>(p + 2 * tk);
+  return plan;
+}
+
+void moe_plan(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan& plan, int32_t* counts_host,
+              cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(E > 0 && E <= kMaxE && K > 0, "moe_plan: bad expert shape");
+  const int64_t n = T * K;
+  HYPIC_CUDA_CHECK(cudaMemsetAsync(plan.counts, 0, sizeof(int32_t) * E, stream));
+  if (n > 0) {
+    count_kernel<<<detail::blocks_for(n, 256), 256, 0, stream>>>(ids, n, plan.counts, plan.rank);
+    HYPIC_CUDA_LAUNCH_CHECK();
+  }
+  scan_kernel<<<1, 32, 0, stream>>>(plan.counts, int(E), plan.offsets);
+  HYPIC_CUDA_LAUNCH_CHECK();
+  if (n > 0) {
+    place_kernel<<<detail::blocks_for(n, 256), 256, 0, stream>>>(ids, n, int(K), plan.offsets, plan.rank,
+                                                                 plan.src_token, plan.slot_row);
+    HYPIC_CUDA_LAUNCH_CHECK();
+  }
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(counts_host, plan.counts, sizeof(int32_t) * E, cudaMemcpyDeviceToHost, stream));
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void moe_gather(const bf16* x, int64_t T, int64_t K, int64_t D, const MoePlan& plan, bf16* xs, cudaStream_t stream) {
+  const int64_t n = T * K * D;
+  if (n == 0) return;
+  gather_kernel<<<detail::blocks_for(n, 256), 256, 0, stream>>>(x, T * K, D, plan.src_token, xs);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void moe_grouped_gemm(Blas& blas, const bf16* xs, int64_t Kd, const bf16* const* expert_weights, int64_t N,
+                      const int32_t* counts_host, int64_t E, bf16* ys, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(Kd > 0 && N > 0 && Kd < (int64_t{1} << 31) && N < (int64_t{1} << 31),
+                     "moe_grouped_gemm: bad matrix shape");
+  // Column-major view per expert e (rows r0..r0+n): ys_e^T [N, n] = W_e [N, Kd] xs_e^T [Kd, n].
+  std::vector<cublasOperation_t> ta, tb;
+  std::vector<int> m, n, k, lda, ldb, ldc, group_size;
+  std::vector<float> alpha, beta;
+  std::vector<const void*> A, B;
+  std::vector<void*> C;
+  int64_t row = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t cnt = counts_host[e];
+    if (cnt > 0) {
+      ta.push_back(CUBLAS_OP_T);
+      tb.push_back(CUBLAS_OP_N);
+      m.push_back(int(N));
+      n.push_back(int(cnt));
+      k.push_back(int(Kd));
+      lda.push_back(int(Kd));
+      ldb.push_back(int(Kd));
+      ldc.push_back(int(N));
+      group_size.push_back(1);
+      alpha.push_back(1.0f);
+      beta.push_back(0.0f);
+      A.push_back(expert_weights[e]);
+      B.push_back(xs + row * Kd);
+      C.push_back(ys + row * N);
+    }
+    row += cnt;
+  }
+  const int groups = int(ta.size());
+  if (groups == 0) return;
+  // The pointer arrays live on the device for the call; the workspace of the Blas handle is in use by
+  // cuBLAS itself, so they get their own short-lived allocation (freed after the stream has used it).
+  const size_t bytes = sizeof(void*) * 3 * groups;
+  void* dptr = nullptr;
+  HYPIC_CUDA_CHECK(cudaMallocAsync(&dptr, bytes, stream));
+  std::vector<const void*> all;
+  all.reserve(3 * groups);
+  all.insert(all.end(), A.begin(), A.end());
+  all.insert(all.end(), B.begin(), B.end());
+  for (void* c : C) all.push_back(c);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(dptr, all.data(), bytes, cudaMemcpyHostToDevice, stream));
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host staging vector dies with this scope
+  auto** dA = static_cast<const void**>(dptr);
+  HYPIC_CUBLAS_CHECK(cublasSetStream(blas.handle(), stream));
+  HYPIC_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(blas.handle(), ta.data(), tb.data(), m.data(), n.data(), k.data(),
+                                                alpha.data(), dA, CUDA_R_16BF, lda.data(), dA + groups, CUDA_R_16BF,
+                                                ldb.data(), beta.data(), const_cast<void**>(dA + 2 * groups),
+                                                CUDA_R_16BF, ldc.data(), groups, group_size.data(),
+                                                CUBLAS_COMPUTE_32F));
+  HYPIC_CUDA_CHECK(cudaFreeAsync(dptr, stream));
+}
+
+void moe_combine(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan& plan, const float* weights,
+                 bf16* out, bool accumulate, cudaStream_t stream) {
+  if (T * D == 0) return;
+  combine_kernel<<<detail::blocks_for(T * D, 256), 256, 0, stream>>>(ys, T, int(K), D, plan.slot_row, weights, out,
+                                                                     accumulate);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace hypic::cuda

@@ -1,0 +1,53 @@
+// Mixture-of-experts on device: top-k routing, grouping of token rows by expert, grouped expert GEMMs
+// (one cuBLAS grouped-batched call per projection, no per-token or per-expert tiny launches), and the
+// weighted combine. Same math as the CPU forward pass (runtime/hybrid_model.cc ffn): softmax over the
+// router logits, top-k (ties to the lower expert id), optional renormalisation of the k weights.
+//
+// A layer's MoE is: moe_route -> moe_plan -> moe_gather -> moe_grouped_gemm (gate_up) -> swiglu ->
+// moe_grouped_gemm (down) -> moe_combine.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/types.h"
+
+namespace hypic::cuda {
+
+// logits: [T, E] fp32 router outputs; ids: [T, K] int32; weights: [T, K] fp32 (softmax probabilities of the
+// chosen experts, divided by their sum when normalize). E <= 1024, K <= E.
+void moe_route(const float* logits, int64_t T, int64_t E, int64_t K, bool normalize, int32_t* ids, float* weights,
+               cudaStream_t stream);
+
+// Grouping of the T*K (token, slot) pairs into expert-contiguous rows.
+struct MoePlan {
+  int32_t* counts;    // [E] rows per expert (device)
+  int32_t* offsets;   // [E + 1] first row of each expert (device)
+  int32_t* rank;      // [T * K] scratch
+  int32_t* src_token; // [T * K] token of each grouped row
+  int32_t* slot_row;  // [T * K] grouped row of each (token, slot)
+};
+size_t moe_plan_workspace_bytes(int64_t T, int64_t K, int64_t E);
+MoePlan moe_plan_from_workspace(void* workspace, int64_t T, int64_t K, int64_t E);
+
+// Fills the plan from ids and copies the per-expert counts to counts_host ([E] host memory). Synchronises
+// the stream once: the grouped GEMM needs the group sizes on the host.
+void moe_plan(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan& plan, int32_t* counts_host,
+              cudaStream_t stream);
+
+// xs[r, :] = x[src_token[r], :]; x: [T, D] bf16; xs: [T*K, D] bf16.
+void moe_gather(const bf16* x, int64_t T, int64_t K, int64_t D, const MoePlan& plan, bf16* xs, cudaStream_t stream);
+
+// For every expert e with counts_host[e] > 0: ys[rows of e] = xs[rows of e] W_e^T, W_e: [N, Kd] bf16 at
+// expert_weights[e] (a HOST array of E device pointers); xs: [T*K, Kd] bf16, ys: [T*K, N] bf16.
+// One cublasGemmGroupedBatchedEx call (bf16 in, fp32 accumulate).
+void moe_grouped_gemm(Blas& blas, const bf16* xs, int64_t Kd, const bf16* const* expert_weights, int64_t N,
+                      const int32_t* counts_host, int64_t E, bf16* ys, cudaStream_t stream);
+
+// out[t, :] (+)= sum_k weights[t, k] * ys[slot_row[t * K + k], :]  (fp32 sum, bf16 out [T, D]).
+void moe_combine(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan& plan, const float* weights,
+                 bf16* out, bool accumulate, cudaStream_t stream);
+
+}  // namespace hypic::cuda

@@ -1,0 +1,44 @@
+// Token selection on device, one block per row of logits.
+//   Greedy: the arg-max (ties to the lowest id).
+//   Sampling: x = logits / temperature; keep the top_k largest (top_k <= 0: all; ties at the k-th value
+//   are all kept); then the smallest set of largest-probability tokens whose mass reaches top_p of the
+//   kept mass (top_p >= 1: all); draw from the kept set with u = sampling_uniform(seed, row) by walking the
+//   kept tokens in id order. temperature <= 0 means greedy. Thresholds are found exactly by a bitwise
+//   search over the order-preserving integer image of the floats (no sort).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace hypic::cuda {
+
+struct SamplingParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+};
+
+// logits: [B, V] fp32; out: [B] int32.
+void argmax_rows(const float* logits, int64_t B, int64_t V, int32_t* out, cudaStream_t stream);
+void sample_rows(const float* logits, int64_t B, int64_t V, const SamplingParams& p, int32_t* out,
+                 cudaStream_t stream);
+
+// The uniform number in [0, 1) that row `row` draws for `seed` (splitmix64; host and device agree).
+__host__ __device__ inline float sampling_uniform(uint64_t seed, uint64_t row) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (row + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);  // 24 random bits
+}
+
+// Order-preserving map of a float to uint32 (larger float -> larger key).
+__host__ __device__ inline uint32_t float_order_key(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+}  // namespace hypic::cuda
