@@ -35,9 +35,15 @@ Engine::Engine(const HybridModel& model, CacheMode mode, EngineOptions opt)
 }
 
 PromptResult Engine::run(const std::vector<std::vector<int>>& blocks) {
-  if (blocks.empty() || blocks.back().empty()) throw InvalidArgument("a prompt needs a non-empty query tail");
+  std::vector<PromptBlock> b;
+  for (auto& t : blocks) b.push_back({t, BlockCache::Cache});
+  return run(b);
+}
+
+PromptResult Engine::run(const std::vector<PromptBlock>& blocks) {
+  if (blocks.empty() || blocks.back().tokens.empty()) throw InvalidArgument("a prompt needs a non-empty query tail");
   for (size_t i = 0; i + 1 < blocks.size(); ++i)
-    if (blocks[i].empty()) throw InvalidArgument("block " + std::to_string(i) + " is empty");
+    if (blocks[i].tokens.empty()) throw InvalidArgument("block " + std::to_string(i) + " is empty");
   const auto t0 = std::chrono::steady_clock::now();
   PromptResult r;
   switch (mode_) {
@@ -46,28 +52,28 @@ PromptResult Engine::run(const std::vector<std::vector<int>>& blocks) {
     default: r = run_pic(blocks); break;
   }
   r.ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  for (auto& b : blocks) r.prompt_tokens += static_cast<int64_t>(b.size());
+  for (auto& b : blocks) r.prompt_tokens += static_cast<int64_t>(b.tokens.size());
   return r;
 }
 
-PromptResult Engine::run_full(const std::vector<std::vector<int>>& blocks) {
+PromptResult Engine::run_full(const std::vector<PromptBlock>& blocks) {
   PromptResult r;
   std::vector<int> all;
-  for (auto& b : blocks) all.insert(all.end(), b.begin(), b.end());
+  for (auto& b : blocks) all.insert(all.end(), b.tokens.begin(), b.tokens.end());
   r.state = model_.new_state();
   r.logits = model_.forward(all, r.state);
   r.computed_tokens = static_cast<int64_t>(all.size());
-  for (size_t i = 0; i + 1 < blocks.size(); ++i) r.blocks.push_back({false, static_cast<int64_t>(blocks[i].size())});
+  for (size_t i = 0; i + 1 < blocks.size(); ++i) r.blocks.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
   return r;
 }
 
-PromptResult Engine::run_prefix(const std::vector<std::vector<int>>& blocks) {
+PromptResult Engine::run_prefix(const std::vector<PromptBlock>& blocks) {
   const ModelConfig& cfg = model_.config();
   const size_t k = blocks.size() - 1;
   std::vector<SegmentKey> chain(k);
   std::optional<SegmentKey> parent;
   for (size_t i = 0; i < k; ++i) {
-    chain[i] = chain_key(parent, content_key(keys_, blocks[i]));
+    chain[i] = chain_key(parent, content_key(keys_, blocks[i].tokens));
     parent = chain[i];
   }
   // Longest run of cached block ends from the start; rebuild the exact state from it.
@@ -75,6 +81,7 @@ PromptResult Engine::run_prefix(const std::vector<std::vector<int>>& blocks) {
   r.state = model_.new_state();
   size_t j = 0;
   for (; j < k; ++j) {
+    if (blocks[j].cache == BlockCache::None) break;
     auto e = store_.find_chain(chain[j]);
     if (!e) break;
     for (int l = 0; l < cfg.num_layers; ++l) {
@@ -94,12 +101,16 @@ PromptResult Engine::run_prefix(const std::vector<std::vector<int>>& blocks) {
   // Prefill the rest block by block, keeping a snapshot at every block end.
   for (size_t i = j; i < k; ++i) {
     const int64_t start = r.state.length;
+    const int64_t n = static_cast<int64_t>(blocks[i].tokens.size());
     std::vector<size_t> kv_rows(cfg.num_layers);
     for (int l = 0; l < cfg.num_layers; ++l) kv_rows[l] = r.state.layers[l].attn.k.size();
-    model_.forward(blocks[i], r.state);
+    model_.forward(blocks[i].tokens, r.state);
+    r.computed_tokens += n;
+    r.blocks.push_back({false, n});
+    if (blocks[i].cache == BlockCache::None) continue;
     auto e = std::make_shared<PrefixEntry>();
     e->start = start;
-    e->length = static_cast<int64_t>(blocks[i].size());
+    e->length = n;
     e->conv_tail.resize(cfg.num_layers);
     e->state.resize(cfg.num_layers);
     e->k.resize(cfg.num_layers);
@@ -114,16 +125,14 @@ PromptResult Engine::run_prefix(const std::vector<std::vector<int>>& blocks) {
         e->v[l].assign(ls.attn.v.begin() + kv_rows[l], ls.attn.v.end());
       }
     }
-    store_.put_chain(chain[i], std::move(e));
-    r.computed_tokens += static_cast<int64_t>(blocks[i].size());
-    r.blocks.push_back({false, static_cast<int64_t>(blocks[i].size())});
+    store_.put_chain(chain[i], std::move(e), blocks[i].cache == BlockCache::Pin);
   }
-  r.logits = model_.forward(blocks.back(), r.state);
-  r.computed_tokens += static_cast<int64_t>(blocks.back().size());
+  r.logits = model_.forward(blocks.back().tokens, r.state);
+  r.computed_tokens += static_cast<int64_t>(blocks.back().tokens.size());
   return r;
 }
 
-PromptResult Engine::run_pic(const std::vector<std::vector<int>>& blocks) {
+PromptResult Engine::run_pic(const std::vector<PromptBlock>& blocks) {
   const size_t k = blocks.size() - 1;
   PromptResult r;
   if (k == 0) {  // nothing to reuse
@@ -131,21 +140,35 @@ PromptResult Engine::run_pic(const std::vector<std::vector<int>>& blocks) {
   }
   std::vector<std::shared_ptr<const SegmentEntry>> segs;
   for (size_t i = 0; i < k; ++i) {
-    const SegmentKey key = content_key(keys_, blocks[i]);
+    const int64_t n = static_cast<int64_t>(blocks[i].tokens.size());
+    if (blocks[i].cache == BlockCache::None) {
+      // Never stored: the stitch recomputes all of its tokens under the true prefix (all seam).
+      auto pass = std::make_shared<SegmentEntry>();
+      pass->tokens = blocks[i].tokens;
+      pass->seam = n;
+      r.blocks.push_back({false, n});
+      segs.push_back(std::move(pass));
+      continue;
+    }
+    const SegmentKey key = content_key(keys_, blocks[i].tokens);
     auto e = store_.find_content(key);
     const bool hit = e != nullptr;
     if (!hit) {
-      auto built = std::make_shared<SegmentEntry>(prefill_segment(model_, blocks[i], seam_width()));
+      auto built = std::make_shared<SegmentEntry>(prefill_segment(model_, blocks[i].tokens, seam_width()));
       r.computed_tokens += built->size();
-      store_.put_content(key, built);
+      store_.put_content(key, built, blocks[i].cache == BlockCache::Pin);
       e = built;
     }
     r.blocks.push_back({hit, e->size()});
     segs.push_back(std::move(e));
   }
-  SequenceState base = state_from_first_segment(model_, *segs.front());
-  segs.erase(segs.begin());
-  StitchResult s = stitch(model_, std::move(base), segs, blocks.back(),
+  // The first block starts at position 0: its isolated run is exact, so its whole state is reused.
+  SequenceState base = model_.new_state();
+  if (blocks[0].cache != BlockCache::None) {
+    base = state_from_first_segment(model_, *segs.front());
+    segs.erase(segs.begin());
+  }
+  StitchResult s = stitch(model_, std::move(base), segs, blocks.back().tokens,
                           mode_ == CacheMode::Naive ? Composition::NaiveSum : Composition::Transfer);
   r.logits = std::move(s.logits);
   r.state = std::move(s.state);

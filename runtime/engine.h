@@ -22,6 +22,14 @@ enum class CacheMode {
 const char* mode_name(CacheMode m);
 CacheMode parse_mode(const std::string& s);  // throws InvalidArgument
 
+// How a block may be cached: pin (never evicted), cache (LRU), none (always computed, never stored).
+enum class BlockCache { Pin, Cache, None };
+
+struct PromptBlock {
+  std::vector<int> tokens;
+  BlockCache cache = BlockCache::Cache;
+};
+
 struct EngineOptions {
   int64_t seam_width = 8;
   size_t cache_budget_bytes = size_t{1} << 30;
@@ -46,7 +54,9 @@ class Engine {
  public:
   Engine(const HybridModel& model, CacheMode mode, EngineOptions opt);
 
-  // blocks.back() is the query tail (at least one token); the others are cacheable blocks.
+  // blocks.back() is the query tail (at least one token, never cached); the others follow their policy.
+  PromptResult run(const std::vector<PromptBlock>& blocks);
+  // Every block but the query cacheable.
   PromptResult run(const std::vector<std::vector<int>>& blocks);
   // Greedy decode of n tokens continuing `r` (the first comes from r.logits).
   std::vector<int> greedy_decode(PromptResult& r, int n) const;
@@ -56,9 +66,9 @@ class Engine {
   int64_t seam_width() const { return mode_ == CacheMode::NoSeam ? 0 : opt_.seam_width; }
 
  private:
-  PromptResult run_full(const std::vector<std::vector<int>>& blocks);
-  PromptResult run_prefix(const std::vector<std::vector<int>>& blocks);
-  PromptResult run_pic(const std::vector<std::vector<int>>& blocks);
+  PromptResult run_full(const std::vector<PromptBlock>& blocks);
+  PromptResult run_prefix(const std::vector<PromptBlock>& blocks);
+  PromptResult run_pic(const std::vector<PromptBlock>& blocks);
 
   const HybridModel& model_;
   CacheMode mode_;

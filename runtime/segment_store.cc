@@ -1,5 +1,7 @@
 #include "runtime/segment_store.h"
 
+#include <algorithm>
+
 namespace hypic {
 
 SegmentStore::Slot* SegmentStore::touch(const std::string& key) {
@@ -10,26 +12,32 @@ SegmentStore::Slot* SegmentStore::touch(const std::string& key) {
 }
 
 void SegmentStore::evict_to(size_t limit) {
-  while (stats_.bytes > limit && !lru_.empty()) {
-    auto it = slots_.find(lru_.back());
-    stats_.bytes -= it->second.bytes;
-    slots_.erase(it);
-    lru_.pop_back();
+  // Oldest first, skipping pinned entries.
+  auto it = lru_.end();
+  while (stats_.bytes > limit && it != lru_.begin()) {
+    --it;
+    auto slot = slots_.find(*it);
+    if (slot->second.pinned) continue;
+    stats_.bytes -= slot->second.bytes;
+    slots_.erase(slot);
+    it = lru_.erase(it);
     ++stats_.evictions;
   }
 }
 
 void SegmentStore::insert(const std::string& key, Slot slot) {
-  if (slot.bytes > budget_) {
-    ++stats_.rejected;
-    return;
-  }
   if (auto it = slots_.find(key); it != slots_.end()) {
     stats_.bytes -= it->second.bytes;
+    if (it->second.pinned) stats_.pinned_bytes -= it->second.bytes;
     lru_.erase(it->second.lru);
     slots_.erase(it);
   }
+  if (slot.bytes > budget_ - std::min(budget_, stats_.pinned_bytes)) {
+    ++stats_.rejected;
+    return;
+  }
   evict_to(budget_ - slot.bytes);
+  if (slot.pinned) stats_.pinned_bytes += slot.bytes;
   lru_.push_front(key);
   slot.lru = lru_.begin();
   stats_.bytes += slot.bytes;
@@ -56,17 +64,19 @@ bool SegmentStore::contains_content(const SegmentKey& key) const {
   return slots_.count(id('c', key)) > 0;
 }
 
-void SegmentStore::put_content(const SegmentKey& key, std::shared_ptr<const SegmentEntry> e) {
+void SegmentStore::put_content(const SegmentKey& key, std::shared_ptr<const SegmentEntry> e, bool pinned) {
   std::lock_guard<std::mutex> g(mu_);
   Slot s;
+  s.pinned = pinned;
   s.bytes = e->bytes();
   s.content = std::move(e);
   insert(id('c', key), std::move(s));
 }
 
-void SegmentStore::put_chain(const SegmentKey& key, std::shared_ptr<const PrefixEntry> e) {
+void SegmentStore::put_chain(const SegmentKey& key, std::shared_ptr<const PrefixEntry> e, bool pinned) {
   std::lock_guard<std::mutex> g(mu_);
   Slot s;
+  s.pinned = pinned;
   s.bytes = e->bytes();
   s.chain = std::move(e);
   insert(id('p', key), std::move(s));
@@ -84,6 +94,7 @@ void SegmentStore::clear() {
   slots_.clear();
   lru_.clear();
   stats_.bytes = 0;
+  stats_.pinned_bytes = 0;
 }
 
 }  // namespace hypic

@@ -17,8 +17,8 @@ namespace hypic {
 struct SegmentStoreStats {
   int64_t content_hits = 0, content_misses = 0;
   int64_t chain_hits = 0, chain_misses = 0;
-  int64_t insertions = 0, evictions = 0, rejected = 0;  // rejected: larger than the whole budget
-  size_t bytes = 0, entries = 0;
+  int64_t insertions = 0, evictions = 0, rejected = 0;  // rejected: does not fit beside pinned entries
+  size_t bytes = 0, entries = 0, pinned_bytes = 0;
 };
 
 class SegmentStore {
@@ -28,8 +28,9 @@ class SegmentStore {
   std::shared_ptr<const SegmentEntry> find_content(const SegmentKey& key);
   std::shared_ptr<const PrefixEntry> find_chain(const SegmentKey& key);
   // Inserting over an existing key replaces it. An entry larger than the budget is not kept.
-  void put_content(const SegmentKey& key, std::shared_ptr<const SegmentEntry> e);
-  void put_chain(const SegmentKey& key, std::shared_ptr<const PrefixEntry> e);
+  // Pinned entries are never evicted (they still count against the budget).
+  void put_content(const SegmentKey& key, std::shared_ptr<const SegmentEntry> e, bool pinned = false);
+  void put_chain(const SegmentKey& key, std::shared_ptr<const PrefixEntry> e, bool pinned = false);
   // Looks without counting a hit or miss and without refreshing recency.
   bool contains_content(const SegmentKey& key) const;
 
@@ -42,6 +43,7 @@ class SegmentStore {
     std::shared_ptr<const SegmentEntry> content;
     std::shared_ptr<const PrefixEntry> chain;
     size_t bytes = 0;
+    bool pinned = false;
     std::list<std::string>::iterator lru;
   };
   static std::string id(char kind, const SegmentKey& k) { return std::string(1, kind) + k.hex(); }

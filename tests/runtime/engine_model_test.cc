@@ -158,3 +158,28 @@ INSTANTIATE_TEST_SUITE_P(Families, EngineTest, ::testing::Values("qwen3_next_moe
 
 }  // namespace
 }  // namespace hypic
+
+namespace hypic {
+namespace {
+
+TEST_P(EngineTest, UncachedBlockIsRecomputedAndNeverStored) {
+  std::vector<PromptBlock> pb;
+  for (auto& b : blocks_) pb.push_back({b, BlockCache::Cache});
+  pb[2].cache = BlockCache::None;  // e.g. a timestamp or per-user block in the middle
+  Engine e(*model_, CacheMode::Hypic, {});
+  e.run(pb);
+  PromptResult warm = e.run(pb);
+  const int64_t k = static_cast<int64_t>(blocks_.size()) - 1, q = blocks_.back().size();
+  EXPECT_EQ(warm.computed_tokens, (k - 2) * 8 + static_cast<int64_t>(blocks_[2].size()) + q);
+  EXPECT_FALSE(warm.blocks[2].hit);
+  EXPECT_TRUE(warm.blocks[1].hit && warm.blocks[3].hit);
+  EXPECT_EQ(e.store().stats().entries, static_cast<size_t>(k - 1));
+  // An uncached first block: everything after it is stitched onto a computed prefix.
+  pb[2].cache = BlockCache::Cache;
+  pb[0].cache = BlockCache::None;
+  PromptResult r = e.run(pb);
+  EXPECT_EQ(r.state.length, static_cast<int64_t>(concat().size()));
+}
+
+}  // namespace
+}  // namespace hypic

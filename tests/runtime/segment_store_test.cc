@@ -72,3 +72,24 @@ TEST(SegmentStore, ContentAndChainKeysAreSeparate) {
 
 }  // namespace
 }  // namespace hypic
+
+namespace hypic {
+namespace {
+
+TEST(SegmentStore, PinnedEntriesSurviveEviction) {
+  SegmentStore s(1000);
+  s.put_content(key(1), entry_of_bytes(100), /*pinned=*/true);
+  s.put_content(key(2), entry_of_bytes(100));
+  s.put_content(key(3), entry_of_bytes(100));  // must evict 2, not the older pinned 1
+  EXPECT_TRUE(s.contains_content(key(1)));
+  EXPECT_FALSE(s.contains_content(key(2)));
+  EXPECT_TRUE(s.contains_content(key(3)));
+  EXPECT_EQ(s.stats().pinned_bytes, 400u);
+  // An entry that only fits by evicting pinned data is rejected.
+  s.put_content(key(4), entry_of_bytes(200));
+  EXPECT_FALSE(s.contains_content(key(4)));
+  EXPECT_TRUE(s.contains_content(key(1)));
+}
+
+}  // namespace
+}  // namespace hypic
