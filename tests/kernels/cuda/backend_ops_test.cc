@@ -1,0 +1,602 @@
+// Every CUDA op against the CPU reference (kernels/*.h), llama.cpp test-backend-ops style: seeded random
+// inputs rounded to bf16, the CPU op on those values, the CUDA op, and a normalised error
+// max|a - b| / max|b| (test::rel_err) against a per-op tolerance suited to bf16 activations.
+// Shapes: the fixture models' sizes and Qwen3.5-35B-A3B's (GDN 16 k-heads / 32 v-heads, dims 128;
+// attention 16 q / 2 kv heads, head dim 256, rotary 64; conv dim 8192; 256 experts, top 8).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/conv1d.h"
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/conv1d.h"
+#include "kernels/cuda/delta_rule.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/moe.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/sampling.h"
+#include "kernels/cuda/transfer_operator.h"
+#include "kernels/delta_rule.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "kernels/rope.h"
+#include "kernels/transfer_operator.h"
+#include "tests/kernels/cuda/harness.h"
+#include "tests/kernels/test_util.h"
+
+namespace hypic::cuda::test {
+namespace {
+
+using hypic::test::rel_err;
+
+std::vector<float> randn_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
+  auto v = hypic::test::randn(n, seed, scale);
+  round_bf16(v);
+  return v;
+}
+
+// Tolerances (normalised max error).
+constexpr float kTolBf16Out = 1.2e-2f;  // one bf16 rounding of the output, fp32 math
+constexpr float kTolF32Out = 2e-3f;     // fp32 output of bf16 products
+constexpr float kTolAttn = 2e-2f;       // P rounded to bf16 before P V
+constexpr float kTolGdn = 3e-2f;        // WY products with bf16 operands over many chunks
+
+// ---------------------------------------------------------------------------------------------------
+TEST_F(CudaOps, PoolReusesBlocks) {
+  void* a = pool.allocate(1000);
+  pool.deallocate(a);
+  void* b = pool.allocate(900);  // same size class
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(pool.bytes_in_use(), DevicePool::size_class(900));
+  pool.deallocate(b);
+  pool.trim();
+  EXPECT_EQ(pool.bytes_cached(), 0u);
+}
+
+TEST_F(CudaOps, UnsupportedShapeFailsLoudly) {
+  AttentionShape s{1, 1, 4, 3, 64};  // Hq not a multiple of Hkv
+  EXPECT_THROW(attention_prefill(s, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f, nullptr, nullptr),
+               UnsupportedShape);
+  GdnShape g{64, 1, 4, 4, 256, 128, };  // dk > 128
+  EXPECT_THROW(gdn_chunked_prefill(g, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 64, nullptr, nullptr,
+                                   nullptr, nullptr, nullptr),
+               UnsupportedShape);
+}
+
+// ---------------------------------------------------------------------------------------------------
+struct GemmCase {
+  int64_t M, K, N;
+};
+
+TEST_F(CudaOps, GemmMatchesCpu) {
+  Blas blas;
+  Stream st;
+  for (const GemmCase c : {GemmCase{7, 64, 96}, GemmCase{33, 64, 448}, GemmCase{256, 2048, 1024}}) {
+    const auto x = randn_bf16(c.M * c.K, 1), w = randn_bf16(c.N * c.K, 2, 0.05f);
+    std::vector<float> ref(c.M * c.N);
+    cpu::linear(x.data(), c.M, c.K, w.data(), DType::F32, c.N, ref.data());
+    auto dx = to_device_bf16(pool, x), dw = to_device_bf16(pool, w);
+    DevArray<float> y32(pool, c.M * c.N);
+    DevArray<bf16> y16(pool, c.M * c.N);
+    gemm_xwt(blas, dx.get(), c.M, c.K, c.K, dw.get(), c.N, y32.get(), DType::F32, c.N, false, st);
+    gemm_xwt(blas, dx.get(), c.M, c.K, c.K, dw.get(), c.N, y16.get(), DType::BF16, c.N, false, st);
+    st.synchronize();
+    EXPECT_LT(rel_err(y32.download(), ref), kTolF32Out) << c.M << "x" << c.K << "x" << c.N;
+    EXPECT_LT(rel_err(from_device_bf16(y16), ref), kTolBf16Out) << c.M << "x" << c.K << "x" << c.N;
+    // Accumulate: y += x W^T.
+    gemm_xwt(blas, dx.get(), c.M, c.K, c.K, dw.get(), c.N, y32.get(), DType::F32, c.N, true, st);
+    st.synchronize();
+    std::vector<float> twice(ref);
+    for (auto& v : twice) v *= 2;
+    EXPECT_LT(rel_err(y32.download(), twice), kTolF32Out);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+TEST_F(CudaOps, NormsMatchCpu) {
+  Stream st;
+  struct Case {
+    int64_t rows, dim;
+  };
+  for (const Case c : {Case{37, 64}, Case{64, 2048}, Case{16 * 300, 256}, Case{32 * 50, 128}}) {
+    const auto x = randn_bf16(c.rows * c.dim, 3, 2.0f);
+    const auto z = randn_bf16(c.rows * c.dim, 4);
+    const auto w = hypic::test::randn(c.dim, 5, 0.3f);
+    DevArray<float> dwt(pool, w), dx32(pool, x);
+    auto dx = to_device_bf16(pool, x), dz = to_device_bf16(pool, z);
+    DevArray<bf16> dy(pool, c.rows * c.dim);
+    for (bool zc : {false, true}) {
+      std::vector<float> ref(x.size());
+      cpu::rmsnorm(x.data(), ref.data(), c.rows, c.dim, w.data(), 1e-6f, zc);
+      rmsnorm(dx.get(), dy.get(), c.rows, c.dim, dwt.get(), 1e-6f, zc, st);
+      EXPECT_LT(rel_err(from_device_bf16(dy), ref), kTolBf16Out) << "bf16 in, zc " << zc;
+      rmsnorm(dx32.get(), dy.get(), c.rows, c.dim, dwt.get(), 1e-6f, zc, st);
+      EXPECT_LT(rel_err(from_device_bf16(dy), ref), kTolBf16Out) << "f32 in, zc " << zc;
+    }
+    std::vector<float> ref(x.size());
+    cpu::rmsnorm_gated_silu(x.data(), z.data(), ref.data(), c.rows, c.dim, w.data(), 1e-6f);
+    rmsnorm_gated_silu(dx.get(), dz.get(), dy.get(), c.rows, c.dim, dwt.get(), 1e-6f, st);
+    EXPECT_LT(rel_err(from_device_bf16(dy), ref), kTolBf16Out);
+    ref = x;
+    cpu::l2norm_rows(ref.data(), c.rows, c.dim, 1e-6f, 0.088f);
+    l2norm_rows(dx.get(), c.rows, c.dim, 1e-6f, 0.088f, st);
+    EXPECT_LT(rel_err(from_device_bf16(dx), ref), kTolBf16Out);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+TEST_F(CudaOps, RopeMatchesCpu) {
+  Stream st;
+  struct Case {
+    int64_t rows, heads, hd, rot;
+    double theta;
+  };
+  for (const Case c : {Case{19, 4, 32, 8, 1e7}, Case{300, 16, 256, 64, 1e7}, Case{300, 2, 256, 64, 1e7}}) {
+    auto x = randn_bf16(c.rows * c.heads * c.hd, 6);
+    std::vector<int64_t> pos(c.rows);
+    for (int64_t r = 0; r < c.rows; ++r) pos[r] = (r * 977) % 40000;
+    std::vector<float> ref = x;
+    cpu::rope_apply(ref.data(), c.rows, c.heads, c.hd, c.rot, pos.data(), c.theta);
+    auto dx = to_device_bf16(pool, x);
+    DevArray<int64_t> dpos(pool, pos);
+    rope_apply(dx.get(), c.rows, c.heads, c.hd, c.rot, dpos.get(), c.theta, st);
+    auto got = from_device_bf16(dx);
+    EXPECT_LT(rel_err(got, ref), kTolBf16Out) << "apply hd " << c.hd;
+    // Shift the (device-rounded) rotated keys by 1234 positions.
+    round_bf16(got);
+    std::vector<float> ref2 = got;
+    cpu::rope_shift(ref2.data(), c.rows, c.heads, c.hd, c.rot, 1234, c.theta);
+    auto dk = to_device_bf16(pool, got);
+    rope_shift(dk.get(), c.rows, c.heads, c.hd, c.rot, 1234, c.theta, st);
+    EXPECT_LT(rel_err(from_device_bf16(dk), ref2), kTolBf16Out) << "shift hd " << c.hd;
+  }
+  // State re-rotation (fp32 states): [H, dk, dv].
+  const int64_t H = 32, dk = 128, dv = 128, rot = 64;
+  const auto S = hypic::test::randn(H * dk * dv, 7);
+  std::vector<float> ref = S;
+  cpu::rope_shift_state(ref.data(), H, dk, dv, rot, -777, 1e7);
+  DevArray<float> dS(pool, S);
+  rope_shift_state(dS.get(), H, dk, dv, rot, -777, 1e7, st);
+  EXPECT_LT(rel_err(dS.download(), ref), 1e-5f);
+}
+
+// ---------------------------------------------------------------------------------------------------
+TEST_F(CudaOps, CausalConvMatchesCpuPrefillAndDecode) {
+  Stream st;
+  for (const int64_t C : {int64_t{96}, int64_t{8192}}) {
+    const int64_t K = 4;
+    const auto w = randn_bf16(C * K, 8, 0.5f);
+    auto tail = randn_bf16((K - 1) * C, 9);
+    auto dtail = to_device_bf16(pool, tail);
+    auto dw = to_device_bf16(pool, w);
+    // Prefill of 100 tokens, then decode steps of 1 and a short span of 2 (< K - 1).
+    for (const int64_t T : {int64_t{100}, int64_t{1}, int64_t{2}, int64_t{1}}) {
+      const auto x = randn_bf16(T * C, 10 + uint32_t(T));
+      std::vector<float> ref(T * C);
+      cpu::causal_conv1d_silu(x.data(), T, C, w.data(), K, tail.data(), ref.data());
+      auto dx = to_device_bf16(pool, x);
+      DevArray<bf16> dout(pool, T * C);
+      causal_conv1d_silu(dx.get(), T, C, dw.get(), K, dtail.get(), dout.get(), st);
+      EXPECT_LT(rel_err(from_device_bf16(dout), ref), kTolBf16Out) << "C " << C << " T " << T;
+      EXPECT_EQ(rel_err(from_device_bf16(dtail), tail), 0.0f) << "tail, C " << C << " T " << T;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+TEST_F(CudaOps, ActivationsMatchCpu) {
+  Stream st;
+  const int64_t R = 45, I = 512;
+  const auto gu = randn_bf16(R * 2 * I, 11, 2.0f);  // fused [R, 2I]: gate | up
+  std::vector<float> gate(R * I), up(R * I);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t i = 0; i < I; ++i) {
+      gate[r * I + i] = gu[r * 2 * I + i];
+      up[r * I + i] = gu[r * 2 * I + I + i];
+    }
+  std::vector<float> ref = gate;
+  cpu::swiglu_inplace(ref.data(), up.data(), R * I);
+  auto dgu = to_device_bf16(pool, gu);
+  DevArray<bf16> dout(pool, R * I);
+  swiglu(dgu.get(), 2 * I, dgu.get() + I, 2 * I, dout.get(), I, R, I, st);
+  EXPECT_LT(rel_err(from_device_bf16(dout), ref), kTolBf16Out);
+
+  ref = gate;
+  cpu::silu_inplace(ref.data(), R * I);
+  auto dg = to_device_bf16(pool, gate);
+  silu_inplace(dg.get(), R * I, st);
+  EXPECT_LT(rel_err(from_device_bf16(dg), ref), kTolBf16Out);
+
+  ref = gate;
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] *= cpu::sigmoid(up[i]);
+  auto dx = to_device_bf16(pool, gate), du = to_device_bf16(pool, up);
+  sigmoid_mul(dx.get(), I, du.get(), I, R, I, st);
+  EXPECT_LT(rel_err(from_device_bf16(dx), ref), kTolBf16Out);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Gated DeltaNet. The CPU reference takes q/k already expanded to the value heads.
+struct GdnInputs {
+  GdnShape s;
+  std::vector<float> q, k, v, g, beta;  // q, k: [T, Hk, dk] (bf16-rounded, l2-normalised, q scaled)
+  std::vector<float> qx, kx;            // expanded to [T, H, dk]
+};
+
+GdnInputs make_gdn(int64_t T, int64_t H, int64_t Hk, int64_t dk, int64_t dv, uint32_t seed) {
+  GdnInputs in;
+  in.s = GdnShape{T, 1, H, Hk, dk, dv};
+  in.q = hypic::test::randn(T * Hk * dk, seed);
+  in.k = hypic::test::randn(T * Hk * dk, seed + 1);
+  hypic::test::l2norm_heads(in.q, dk);
+  hypic::test::l2norm_heads(in.k, dk);
+  for (auto& x : in.q) x /= std::sqrt(float(dk));
+  round_bf16(in.q);
+  round_bf16(in.k);
+  in.v = randn_bf16(T * H * dv, seed + 2);
+  in.g = hypic::test::uniform(T * H, seed + 3, -0.7f, -0.01f);
+  in.beta = hypic::test::uniform(T * H, seed + 4, 0.05f, 0.95f);
+  in.qx.resize(T * H * dk);
+  in.kx.resize(T * H * dk);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kh = h / (H / Hk);
+      std::copy_n(&in.q[(t * Hk + kh) * dk], dk, &in.qx[(t * H + h) * dk]);
+      std::copy_n(&in.k[(t * Hk + kh) * dk], dk, &in.kx[(t * H + h) * dk]);
+    }
+  return in;
+}
+
+std::vector<float> identity_ops(int64_t N, int64_t H, int64_t dk) {
+  std::vector<float> T(N * H * dk * dk, 0.0f);
+  for (int64_t i = 0; i < N * H; ++i)
+    for (int64_t d = 0; d < dk; ++d) T[(i * dk + d) * dk + d] = 1.0f;
+  return T;
+}
+
+struct GdnCase {
+  int64_t T, H, Hk, dk, dv;
+};
+
+TEST_F(CudaOps, GdnChunkedMatchesCpuWithTransfer) {
+  Stream st;
+  for (const GdnCase c : {GdnCase{150, 4, 2, 16, 24}, GdnCase{64, 4, 4, 16, 16}, GdnCase{300, 32, 16, 128, 128},
+                          GdnCase{1, 32, 16, 128, 128}}) {
+    const GdnInputs in = make_gdn(c.T, c.H, c.Hk, c.dk, c.dv, 21);
+    const cpu::DeltaRuleShape cs{c.T, c.H, c.dk, c.dv};
+    const auto S0 = hypic::test::randn(c.H * c.dk * c.dv, 22, 0.3f);
+    std::vector<float> S_ref = S0, o_ref(c.T * c.H * c.dv);
+    cpu::delta_rule_recurrent(cs, in.qx.data(), in.kx.data(), in.v.data(), in.g.data(), in.beta.data(), S_ref.data(),
+                              o_ref.data());
+    std::vector<float> T_ref = identity_ops(1, c.H, c.dk);
+    cpu::delta_rule_transfer(c.T, c.H, c.dk, in.kx.data(), in.g.data(), in.beta.data(), T_ref.data());
+
+    auto dq = to_device_bf16(pool, in.q), dk = to_device_bf16(pool, in.k), dv = to_device_bf16(pool, in.v);
+    DevArray<float> dg(pool, in.g), db(pool, in.beta), dS(pool, S0), dT(pool, identity_ops(1, c.H, c.dk));
+    DevArray<bf16> dout(pool, c.T * c.H * c.dv);
+    DevArray<unsigned char> ws(pool, gdn_chunked_workspace_bytes(in.s));
+    gdn_chunked_prefill(in.s, dq.get(), dk.get(), dv.get(), dg.get(), db.get(), nullptr, c.T, dS.get(), dout.get(),
+                        dT.get(), ws.get(), st);
+    const std::string what = "T " + std::to_string(c.T) + " H " + std::to_string(c.H) + " dk " + std::to_string(c.dk);
+    EXPECT_LT(rel_err(from_device_bf16(dout), o_ref), kTolGdn) << "out, " << what;
+    EXPECT_LT(rel_err(dS.download(), S_ref), kTolGdn) << "state, " << what;
+    EXPECT_LT(rel_err(dT.download(), T_ref), kTolGdn) << "transfer, " << what;
+
+    // Zero-start body state + transfer reproduce the state from S0 (the composition law on device).
+    std::vector<float> zero(c.H * c.dk * c.dv, 0.0f);
+    DevArray<float> dSb(pool, zero), dT2(pool, identity_ops(1, c.H, c.dk)), dS0(pool, S0), dOut(pool, zero.size());
+    gdn_chunked_prefill(in.s, dq.get(), dk.get(), dv.get(), dg.get(), db.get(), nullptr, c.T, dSb.get(), nullptr,
+                        dT2.get(), ws.get(), st);
+    const TransferShape ts{TransferKind::Dense, c.H, c.dk, c.dv};
+    const float* hT[1] = {dT2.get()};
+    const float* hS0[1] = {dS0.get()};
+    const float* hSb[1] = {dSb.get()};
+    float* hO[1] = {dOut.get()};
+    DevArray<const float*> pT(pool, std::vector<const float*>(hT, hT + 1)), pS0(pool, std::vector<const float*>(hS0, hS0 + 1)),
+        pSb(pool, std::vector<const float*>(hSb, hSb + 1));
+    DevArray<float*> pO(pool, std::vector<float*>(hO, hO + 1));
+    transfer_apply_batched(ts, 1, pT.get(), pS0.get(), pSb.get(), pO.get(), st);
+    EXPECT_LT(rel_err(dOut.download(), S_ref), kTolGdn) << "T S0 + S_body, " << what;
+  }
+}
+
+TEST_F(CudaOps, GdnChunkedPackedSequences) {
+  Stream st;
+  const int64_t H = 32, Hk = 16, dk = 128, dv = 128;
+  const std::vector<int32_t> cu = {0, 70, 70 + 130, 70 + 130 + 64};
+  const int64_t T = cu.back(), N = 3;
+  const GdnInputs in = make_gdn(T, H, Hk, dk, dv, 31);
+  GdnShape s = in.s;
+  s.N = N;
+  const auto S0 = hypic::test::randn(N * H * dk * dv, 32, 0.3f);
+  std::vector<float> S_ref = S0, o_ref(T * H * dv), T_ref = identity_ops(N, H, dk);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t b = cu[n], L = cu[n + 1] - cu[n];
+    cpu::delta_rule_recurrent({L, H, dk, dv}, in.qx.data() + b * H * dk, in.kx.data() + b * H * dk,
+                              in.v.data() + b * H * dv, in.g.data() + b * H, in.beta.data() + b * H,
+                              S_ref.data() + n * H * dk * dv, o_ref.data() + b * H * dv);
+    cpu::delta_rule_transfer(L, H, dk, in.kx.data() + b * H * dk, in.g.data() + b * H, in.beta.data() + b * H,
+                             T_ref.data() + n * H * dk * dk);
+  }
+  auto dq = to_device_bf16(pool, in.q), dk_ = to_device_bf16(pool, in.k), dv_ = to_device_bf16(pool, in.v);
+  DevArray<float> dg(pool, in.g), db(pool, in.beta), dS(pool, S0), dT(pool, identity_ops(N, H, dk));
+  DevArray<int32_t> dcu(pool, cu);
+  DevArray<bf16> dout(pool, T * H * dv);
+  DevArray<unsigned char> ws(pool, gdn_chunked_workspace_bytes(s));
+  gdn_chunked_prefill(s, dq.get(), dk_.get(), dv_.get(), dg.get(), db.get(), dcu.get(), 130, dS.get(), dout.get(),
+                      dT.get(), ws.get(), st);
+  EXPECT_LT(rel_err(from_device_bf16(dout), o_ref), kTolGdn);
+  EXPECT_LT(rel_err(dS.download(), S_ref), kTolGdn);
+  EXPECT_LT(rel_err(dT.download(), T_ref), kTolGdn);
+}
+
+TEST_F(CudaOps, GdnRecurrentMatchesCpu) {
+  Stream st;
+  for (const GdnCase c : {GdnCase{1, 4, 2, 16, 24}, GdnCase{1, 32, 16, 128, 128}, GdnCase{5, 32, 16, 128, 128}}) {
+    const int64_t N = 3, T = c.T;
+    // N sequences of T tokens each, laid out [N, T, ...]: run the CPU per sequence.
+    const GdnInputs in = make_gdn(N * T, c.H, c.Hk, c.dk, c.dv, 41);
+    const auto S0 = hypic::test::randn(N * c.H * c.dk * c.dv, 42, 0.3f);
+    std::vector<float> S_ref = S0, o_ref(N * T * c.H * c.dv);
+    for (int64_t n = 0; n < N; ++n)
+      cpu::delta_rule_recurrent({T, c.H, c.dk, c.dv}, in.qx.data() + n * T * c.H * c.dk,
+                                in.kx.data() + n * T * c.H * c.dk, in.v.data() + n * T * c.H * c.dv,
+                                in.g.data() + n * T * c.H, in.beta.data() + n * T * c.H,
+                                S_ref.data() + n * c.H * c.dk * c.dv, o_ref.data() + n * T * c.H * c.dv);
+    auto dq = to_device_bf16(pool, in.q), dk = to_device_bf16(pool, in.k), dv = to_device_bf16(pool, in.v);
+    DevArray<float> dg(pool, in.g), db(pool, in.beta), dS(pool, S0);
+    DevArray<bf16> dout(pool, o_ref.size());
+    gdn_recurrent(GdnShape{T, N, c.H, c.Hk, c.dk, c.dv}, dq.get(), dk.get(), dv.get(), dg.get(), db.get(), dS.get(),
+                  dout.get(), st);
+    EXPECT_LT(rel_err(from_device_bf16(dout), o_ref), kTolBf16Out) << "T " << T << " H " << c.H;
+    EXPECT_LT(rel_err(dS.download(), S_ref), 1e-5f) << "T " << T << " H " << c.H;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+TEST_F(CudaOps, TransferComposeBatchedMatchesCpu) {
+  Stream st;
+  for (const TransferKind kind : {TransferKind::Scalar, TransferKind::Diagonal, TransferKind::Dense}) {
+    const TransferShape ts{kind, 32, 128, 128};
+    const int64_t B = 3, nt = cpu::transfer_numel(ts), ns = cpu::state_numel(ts);
+    std::vector<std::vector<float>> T1, T2, S0, Sb;
+    std::vector<DevArray<float>> dT1, dT2, dS0, dSb, dOut, dTT;
+    std::vector<const float*> pT1, pT2, pS0, pSb;
+    std::vector<float*> pOut, pTT;
+    for (int64_t b = 0; b < B; ++b) {
+      T1.push_back(hypic::test::uniform(nt, 50 + b, -0.2f, 0.2f));
+      T2.push_back(hypic::test::uniform(nt, 60 + b, -0.2f, 0.2f));
+      S0.push_back(hypic::test::randn(ns, 70 + b));
+      Sb.push_back(hypic::test::randn(ns, 80 + b));
+      dT1.emplace_back(pool, T1[b]);
+      dT2.emplace_back(pool, T2[b]);
+      dS0.emplace_back(pool, S0[b]);
+      dSb.emplace_back(pool, Sb[b]);
+      dOut.emplace_back(pool, ns);
+      dTT.emplace_back(pool, nt);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      pT1.push_back(dT1[b].get());
+      pT2.push_back(dT2[b].get());
+      pS0.push_back(dS0[b].get());
+      pSb.push_back(dSb[b].get());
+      pOut.push_back(dOut[b].get());
+      pTT.push_back(dTT[b].get());
+    }
+    DevArray<const float*> aT1(pool, pT1), aT2(pool, pT2), aS0(pool, pS0), aSb(pool, pSb);
+    DevArray<float*> aOut(pool, pOut), aTT(pool, pTT);
+    transfer_apply_batched(ts, B, aT1.get(), aS0.get(), aSb.get(), aOut.get(), st);
+    transfer_compose_batched(ts, B, aT2.get(), aT1.get(), aTT.get(), st);
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<float> ref(ns), tref(nt);
+      cpu::transfer_apply(ts, T1[b].data(), S0[b].data(), Sb[b].data(), ref.data());
+      cpu::transfer_compose(ts, T2[b].data(), T1[b].data(), tref.data());
+      EXPECT_LT(rel_err(dOut[b].download(), ref), 1e-5f) << "apply kind " << int(kind);
+      EXPECT_LT(rel_err(dTT[b].download(), tref), 1e-5f) << "compose kind " << int(kind);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Keys assembled like a stitch: two cached segments (positions 0..a-1 and a..a+b-1, stored out of order)
+// plus fresh tokens; queries are the fresh tokens (and, for prefill, part of a segment's seam).
+struct AttnCase {
+  int64_t Tq, Tk, Hq, Hkv, d;
+};
+
+void run_attention(DevicePool& pool, const AttnCase& c, bool decode, uint32_t seed) {
+  Stream st;
+  const auto q = randn_bf16(c.Tq * c.Hq * c.d, seed), k = randn_bf16(c.Tk * c.Hkv * c.d, seed + 1),
+             v = randn_bf16(c.Tk * c.Hkv * c.d, seed + 2);
+  std::vector<int64_t> kpos(c.Tk), qpos(c.Tq);
+  // Keys: second half of the cached positions first, then the first half (segments in any order).
+  const int64_t half = c.Tk / 2;
+  for (int64_t j = 0; j < c.Tk; ++j) kpos[j] = j < c.Tk - half ? j + half : j - (c.Tk - half);
+  // Queries: the last Tq positions, plus one query before every key (it sees nothing: zero output).
+  for (int64_t i = 0; i < c.Tq; ++i) qpos[i] = c.Tk - c.Tq + i;
+  if (c.Tq > 2) qpos[1] = -1;
+  const float scale = 1.0f / std::sqrt(float(c.d));
+  std::vector<float> ref(c.Tq * c.Hq * c.d);
+  cpu::attention({c.Tq, c.Tk, c.Hq, c.Hkv, c.d, c.d}, q.data(), k.data(), v.data(), qpos.data(), kpos.data(), scale,
+                 ref.data());
+  auto dq = to_device_bf16(pool, q), dk = to_device_bf16(pool, k), dv = to_device_bf16(pool, v);
+  DevArray<int64_t> dqp(pool, qpos), dkp(pool, kpos);
+  DevArray<bf16> dout(pool, ref.size());
+  const AttentionShape s{c.Tq, c.Tk, c.Hq, c.Hkv, c.d};
+  if (decode) {
+    DevArray<unsigned char> ws(pool, attention_decode_workspace_bytes(s));
+    attention_decode(s, dq.get(), dk.get(), dv.get(), dqp.get(), dkp.get(), scale, dout.get(), ws.get(), st);
+    EXPECT_LT(rel_err(from_device_bf16(dout), ref), kTolBf16Out) << "decode Tk " << c.Tk << " d " << c.d;
+  } else {
+    attention_prefill(s, dq.get(), dk.get(), dv.get(), dqp.get(), dkp.get(), scale, dout.get(), st);
+    EXPECT_LT(rel_err(from_device_bf16(dout), ref), kTolAttn) << "prefill Tq " << c.Tq << " Tk " << c.Tk << " d "
+                                                              << c.d;
+  }
+}
+
+TEST_F(CudaOps, AttentionPrefillMatchesCpu) {
+  for (const AttnCase c : {AttnCase{40, 40, 4, 2, 32}, AttnCase{100, 333, 16, 2, 64}, AttnCase{130, 500, 16, 2, 128},
+                           AttnCase{300, 700, 16, 2, 256}, AttnCase{1, 70, 16, 2, 256}})
+    run_attention(pool, c, false, 90);
+}
+
+TEST_F(CudaOps, AttentionDecodeMatchesCpu) {
+  for (const AttnCase c : {AttnCase{1, 40, 4, 2, 32}, AttnCase{1, 3000, 16, 2, 256}, AttnCase{4, 1500, 16, 2, 128},
+                           AttnCase{2, 5, 16, 2, 64}})
+    run_attention(pool, c, true, 95);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// MoE: CPU reference as in the forward pass (softmax, top-k, renormalise, per-expert SwiGLU MLP).
+struct MoeCase {
+  int64_t T, E, K, D, I;
+};
+
+TEST_F(CudaOps, MoeMatchesCpu) {
+  Blas blas;
+  Stream st;
+  for (const MoeCase c : {MoeCase{13, 8, 2, 64, 32}, MoeCase{96, 256, 8, 512, 128}, MoeCase{24, 256, 8, 2048, 512}}) {
+    const auto x = randn_bf16(c.T * c.D, 100);
+    const auto logits = hypic::test::randn(c.T * c.E, 101, 2.0f);
+    std::vector<std::vector<float>> wgu(c.E), wd(c.E);  // gate_up [2I, D] (gate rows first), down [D, I]
+    for (int64_t e = 0; e < c.E; ++e) {
+      wgu[e] = randn_bf16(2 * c.I * c.D, 200 + uint32_t(e), 0.05f);
+      wd[e] = randn_bf16(c.D * c.I, 900 + uint32_t(e), 0.05f);
+    }
+    // CPU.
+    std::vector<float> probs = logits, ref(c.T * c.D, 0.0f);
+    cpu::softmax_rows(probs.data(), c.T, c.E);
+    std::vector<int32_t> ref_ids(c.T * c.K);
+    std::vector<float> ref_w(c.T * c.K);
+    for (int64_t t = 0; t < c.T; ++t) {
+      std::vector<int> order(c.E);
+      std::iota(order.begin(), order.end(), 0);
+      const float* p = probs.data() + t * c.E;
+      std::partial_sort(order.begin(), order.begin() + c.K, order.end(),
+                        [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+      float sum = 0;
+      for (int64_t j = 0; j < c.K; ++j) sum += p[order[j]];
+      for (int64_t j = 0; j < c.K; ++j) {
+        const int e = order[j];
+        ref_ids[t * c.K + j] = e;
+        ref_w[t * c.K + j] = p[e] / sum;
+        std::vector<float> h(2 * c.I), y(c.D);
+        cpu::linear(x.data() + t * c.D, 1, c.D, wgu[e].data(), DType::F32, 2 * c.I, h.data());
+        cpu::swiglu_inplace(h.data(), h.data() + c.I, c.I);
+        std::vector<float> act(h.begin(), h.begin() + c.I);
+        round_bf16(act);  // the device keeps the activation in bf16
+        cpu::linear(act.data(), 1, c.I, wd[e].data(), DType::F32, c.D, y.data());
+        for (int64_t d = 0; d < c.D; ++d) ref[t * c.D + d] += ref_w[t * c.K + j] * y[d];
+      }
+    }
+    // CUDA.
+    auto dx = to_device_bf16(pool, x);
+    DevArray<float> dlog(pool, logits), dw(pool, c.T * c.K);
+    DevArray<int32_t> dids(pool, c.T * c.K);
+    moe_route(dlog.get(), c.T, c.E, c.K, true, dids.get(), dw.get(), st);
+    EXPECT_EQ(dids.download(), ref_ids) << "routing E " << c.E;
+    EXPECT_LT(rel_err(dw.download(), ref_w), 1e-5f);
+    DevArray<unsigned char> ws(pool, moe_plan_workspace_bytes(c.T, c.K, c.E));
+    const MoePlan plan = moe_plan_from_workspace(ws.get(), c.T, c.K, c.E);
+    std::vector<int32_t> counts(c.E);
+    moe_plan(dids.get(), c.T, c.K, c.E, plan, counts.data(), st);
+    EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), int64_t{0}), c.T * c.K);
+    std::vector<DevArray<bf16>> dgu, ddown;
+    std::vector<const bf16*> pgu, pdown;
+    for (int64_t e = 0; e < c.E; ++e) {
+      dgu.push_back(to_device_bf16(pool, wgu[e]));
+      ddown.push_back(to_device_bf16(pool, wd[e]));
+    }
+    for (int64_t e = 0; e < c.E; ++e) {
+      pgu.push_back(dgu[e].get());
+      pdown.push_back(ddown[e].get());
+    }
+    const int64_t R = c.T * c.K;
+    DevArray<bf16> xs(pool, R * c.D), h(pool, R * 2 * c.I), act(pool, R * c.I), ys(pool, R * c.D),
+        out(pool, c.T * c.D);
+    moe_gather(dx.get(), c.T, c.K, c.D, plan, xs.get(), st);
+    moe_grouped_gemm(blas, xs.get(), c.D, pgu.data(), 2 * c.I, counts.data(), c.E, h.get(), st);
+    swiglu(h.get(), 2 * c.I, h.get() + c.I, 2 * c.I, act.get(), c.I, R, c.I, st);
+    moe_grouped_gemm(blas, act.get(), c.I, pdown.data(), c.D, counts.data(), c.E, ys.get(), st);
+    moe_combine(ys.get(), c.T, c.K, c.D, plan, dw.get(), out.get(), false, st);
+    EXPECT_LT(rel_err(from_device_bf16(out), ref), 2 * kTolBf16Out) << "MoE E " << c.E << " D " << c.D;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Sampling: CPU reference with the same definitions (top-k by value with ties kept, top-p as the upper
+// set reaching top_p of the mass, the draw walks kept ids in order with the same uniform number).
+int32_t cpu_sample(const float* x, int64_t V, const SamplingParams& p, uint64_t row, std::vector<char>* allowed) {
+  std::vector<float> s(x, x + V);
+  for (auto& v : s) v /= p.temperature;
+  std::vector<float> sorted = s;
+  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+  float thr = -INFINITY;
+  if (p.top_k > 0 && p.top_k < V) thr = sorted[p.top_k - 1];
+  const float mx = sorted[0];
+  double kept = 0;
+  for (float v : s)
+    if (v >= thr) kept += std::exp(v - mx);
+  if (p.top_p < 1.0f) {
+    double acc = 0;
+    for (float v : sorted) {  // descending; ties enter together with the first of them
+      if (v < thr) break;
+      acc += std::exp(v - mx);
+      if (acc >= p.top_p * kept) {
+        thr = v;
+        break;
+      }
+    }
+  }
+  double total = 0;
+  for (float v : s)
+    if (v >= thr) total += std::exp(v - mx);
+  allowed->assign(V, 0);
+  for (int64_t i = 0; i < V; ++i) (*allowed)[i] = s[i] >= thr;
+  const double u = sampling_uniform(p.seed, row) * total;
+  double acc = 0;
+  int32_t last = -1;
+  for (int64_t i = 0; i < V; ++i) {
+    if (s[i] < thr) continue;
+    acc += std::exp(s[i] - mx);
+    last = int32_t(i);
+    if (u < acc) return last;
+  }
+  return last;
+}
+
+TEST_F(CudaOps, SamplingMatchesCpu) {
+  Stream st;
+  const int64_t B = 64;
+  for (const int64_t V : {int64_t{448}, int64_t{151936}}) {
+    const auto logits = hypic::test::randn(B * V, 300, 3.0f);
+    DevArray<float> dl(pool, logits);
+    DevArray<int32_t> dout(pool, B);
+    argmax_rows(dl.get(), B, V, dout.get(), st);
+    const auto am = dout.download();
+    for (int64_t b = 0; b < B; ++b)
+      EXPECT_EQ(am[b], std::max_element(logits.begin() + b * V, logits.begin() + (b + 1) * V) - (logits.begin() + b * V));
+    for (const SamplingParams p : {SamplingParams{1.0f, 1, 1.0f, 7}, SamplingParams{0.8f, 40, 0.95f, 11},
+                                   SamplingParams{1.2f, 0, 0.9f, 13}, SamplingParams{1.0f, 0, 1.0f, 17}}) {
+      sample_rows(dl.get(), B, V, p, dout.get(), st);
+      const auto got = dout.download();
+      int agree = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        std::vector<char> allowed;
+        const int32_t want = cpu_sample(logits.data() + b * V, V, p, uint64_t(b), &allowed);
+        agree += got[b] == want;
+        ASSERT_GE(got[b], 0);
+        ASSERT_LT(got[b], V);
+        EXPECT_TRUE(allowed[got[b]]) << "row " << b << " drew a filtered token, top_k " << p.top_k;
+      }
+      // Float sums in another order may move a boundary draw by one token, rarely.
+      EXPECT_GE(agree, B - 2) << "V " << V << " top_k " << p.top_k << " top_p " << p.top_p;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hypic::cuda::test

@@ -1,0 +1,66 @@
+// Helpers of the CPU-vs-CUDA op harness: device arrays, bf16 rounding, the skip-without-GPU fixture.
+#pragma once
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/memory.h"
+#include "kernels/cuda/types.h"
+#include "kernels/dtype.h"
+
+namespace hypic::cuda::test {
+
+// Every test skips (CI has no GPU) unless a device answers.
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!device_available()) GTEST_SKIP() << "no CUDA device";
+  }
+  DevicePool pool;
+};
+
+template <class T>
+struct DevArray {
+  DeviceBuffer buf;
+  size_t n = 0;
+  DevArray(DevicePool& pool, size_t count) : buf(pool, sizeof(T) * (count ? count : 1)), n(count) {}
+  DevArray(DevicePool& pool, const std::vector<T>& host) : DevArray(pool, host.size()) { upload(host); }
+  T* get() const { return buf.as<T>(); }
+  void upload(const std::vector<T>& host) {
+    HYPIC_CUDA_CHECK(cudaMemcpy(get(), host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(n);
+    HYPIC_CUDA_CHECK(cudaDeviceSynchronize());
+    HYPIC_CUDA_CHECK(cudaMemcpy(h.data(), get(), sizeof(T) * n, cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+// Rounds in place to bf16 precision (the CPU reference then sees exactly the device's inputs).
+inline void round_bf16(std::vector<float>& v) {
+  for (auto& x : v) x = bf16_to_f32(f32_to_bf16(x));
+}
+
+// A bf16 device copy of fp32 host data (rounded to nearest even).
+inline DevArray<bf16> to_device_bf16(DevicePool& pool, const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+  DevArray<bf16> d(pool, v.size());
+  HYPIC_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), 2 * h.size(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+inline std::vector<float> from_device_bf16(const DevArray<bf16>& d) {
+  std::vector<uint16_t> h(d.n);
+  HYPIC_CUDA_CHECK(cudaDeviceSynchronize());
+  HYPIC_CUDA_CHECK(cudaMemcpy(h.data(), d.get(), 2 * h.size(), cudaMemcpyDeviceToHost));
+  std::vector<float> f(h.size());
+  for (size_t i = 0; i < h.size(); ++i) f[i] = bf16_to_f32(h[i]);
+  return f;
+}
+
+}  // namespace hypic::cuda::test
