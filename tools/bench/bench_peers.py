@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Times the peer kernels on the same shapes as hypic_bench_kernels and prints one JSON object.
+
+  - flash-linear-attention's chunk_gated_delta_rule (the fla-core wheel), one GDN layer of
+    Qwen3.5-35B-A3B: 16 q/k heads expanded to 32 v heads, dims 128; with and without the second call
+    that a non-fused transfer build would need (v = 0, initial state = I per head column block);
+  - torch scaled_dot_product_attention with the flash backend, causal, 16 q heads, 2 kv heads, dim 256.
+
+Usage: python3 tools/bench/bench_peers.py [--tokens 8192,32768] [--iters 20]
+"""
+import argparse
+import json
+
+import torch
+import torch.nn.functional as F
+
+
+def time_ms(fn, iters):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(iters):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / iters
+
+
+def bench_gdn(T, iters):
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+    H, Hk, D = 32, 16, 128
+    dev, bf = "cuda", torch.bfloat16
+    g_ = torch.Generator(device=dev).manual_seed(0)
+    q = torch.randn(1, T, Hk, D, device=dev, dtype=bf, generator=g_)
+    k = torch.randn(1, T, Hk, D, device=dev, dtype=bf, generator=g_)
+    # Qwen3-Next expands q/k to the value heads before the kernel (repeat_interleave).
+    q = F.normalize(q.float(), dim=-1).to(bf).repeat_interleave(H // Hk, dim=2).contiguous()
+    k = F.normalize(k.float(), dim=-1).to(bf).repeat_interleave(H // Hk, dim=2).contiguous()
+    v = torch.randn(1, T, H, D, device=dev, dtype=bf, generator=g_)
+    g = -torch.rand(1, T, H, device=dev, dtype=torch.float32, generator=g_) * 0.69 - 0.01
+    beta = (torch.rand(1, T, H, device=dev, dtype=torch.float32, generator=g_) * 0.9 + 0.05).to(bf)
+    h0 = torch.zeros(1, H, D, D, device=dev, dtype=torch.float32)
+
+    def run():
+        return chunk_gated_delta_rule(q, k, v, g, beta, scale=D ** -0.5, initial_state=h0,
+                                      output_final_state=True)
+
+    ms = time_ms(run, iters)
+    # Transfer operator the non-fused way: the same kernel again with v = 0 and S0 = I (dk x dk per head).
+    v0 = torch.zeros_like(v)
+    eye = torch.eye(D, device=dev, dtype=torch.float32).expand(1, H, D, D).contiguous()
+
+    def run_t():
+        run()
+        return chunk_gated_delta_rule(q, k, v0, g, beta, scale=D ** -0.5, initial_state=eye,
+                                      output_final_state=True)
+
+    ms_t = time_ms(run_t, iters)
+    return ms, ms_t
+
+
+def bench_sdpa(T, iters):
+    dev, bf = "cuda", torch.bfloat16
+    Hq, Hkv, D = 16, 2, 256
+    q = torch.randn(1, Hq, T, D, device=dev, dtype=bf)
+    k = torch.randn(1, Hkv, T, D, device=dev, dtype=bf).repeat_interleave(Hq // Hkv, dim=1)
+    v = torch.randn(1, Hkv, T, D, device=dev, dtype=bf).repeat_interleave(Hq // Hkv, dim=1)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def run():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    return time_ms(run, iters)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", default="8192,32768")
+    ap.add_argument("--iters", type=int, default=20)
+    a = ap.parse_args()
+    res = []
+    for T in [int(t) for t in a.tokens.split(",")]:
+        try:
+            ms, ms_t = bench_gdn(T, a.iters)
+            res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "variant": "out+state", "ms": round(ms, 4)})
+            res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "variant": "out+state+transfer(2nd call)",
+                        "ms": round(ms_t, 4)})
+        except Exception as e:  # report and keep going: the attention peer is independent
+            res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "error": repr(e)})
+        ms = bench_sdpa(T, a.iters)
+        flops = 4.0 * T * T / 2 * 16 * 256
+        res.append({"op": "torch_sdpa_flash", "tokens": T, "variant": "causal", "ms": round(ms, 4),
+                    "tflops": round(flops / (ms * 1e-3) / 1e12, 1)})
+    print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": res}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
