@@ -1,0 +1,44 @@
+// The Qwen3 vocab under other normalizers and pre-tokenizers (every Split behavior, invert, String
+// patterns, Digits, GPT-2 ByteLevel regex, NFD/NFKC/NFKD, Prepend): ids must equal the Python
+// `tokenizers` package's (goldens: tests/fixtures/tokenizer/variant_goldens.json).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/text/tokenizer.h"
+
+namespace hypic {
+namespace {
+
+const std::string kDir = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(TokenizerVariants, MatchReferenceIds) {
+  nlohmann::json base = nlohmann::json::parse(slurp(kDir + "qwen3-tokenizer/tokenizer.json"));
+  const auto variants = nlohmann::json::parse(slurp(kDir + "tokenizer/variant_goldens.json"));
+  ASSERT_GE(variants.size(), 10u);
+  size_t cases = 0;
+  for (const auto& v : variants) {
+    base["normalizer"] = v["normalizer"];
+    base["pre_tokenizer"] = v["pre_tokenizer"];
+    const Tokenizer tok = Tokenizer::from_json(base.dump(), v["name"].get<std::string>());
+    for (const auto& c : v["cases"]) {
+      const std::string text = c["text"];
+      EXPECT_EQ(tok.encode(text), c["ids"].get<std::vector<int>>()) << v["name"] << ": " << nlohmann::json(text).dump();
+      ++cases;
+    }
+  }
+  EXPECT_GE(cases, 700u);
+}
+
+}  // namespace
+}  // namespace hypic
