@@ -1,0 +1,83 @@
+// hypic::sdk::Agent — a prompt template + tools + the tool-using loop. One run: compile the template
+// with variables into a plan (every block a cache segment), prefill it through the engine, then
+// generate; tool calls are executed and their results appended (only the new text is run), until the
+// model answers without a tool call or the step bound is reached. Nothing a tool or the model does
+// crashes the loop: errors go back to the model as tool messages.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dsl/template.h"
+#include "sdk/history_store.h"
+#include "sdk/session.h"
+#include "sdk/tool.h"
+
+namespace hypic::sdk {
+
+struct AgentRunOptions {
+  std::function<void(std::string_view)> on_text;  // streamed assistant text of every step
+  const std::atomic<bool>* cancel = nullptr;
+  std::optional<int> max_steps;  // overrides the template's agent.max_steps
+};
+
+struct BlockReport {
+  std::string id;
+  std::string cache;  // pin | cache | none
+  int64_t tokens = 0;
+  bool hit = false;
+};
+
+struct ToolInvocation {
+  std::string name;
+  Json arguments;
+  bool ok = false;
+  std::string result;  // what the model was given
+};
+
+struct AgentResult {
+  std::string answer;
+  std::string reasoning;
+  int steps = 0;
+  std::string finish_reason;  // answered | max_steps | length | cancelled
+  std::vector<ToolInvocation> tool_calls;
+  std::vector<BlockReport> blocks;
+  int64_t prompt_tokens = 0, computed_tokens = 0;
+  double ttft_ms = 0;
+  std::vector<HistoryMessage> messages;  // this run's new messages (user, assistant, tool, ...)
+};
+
+class Agent {
+ public:
+  Agent(Runtime& rt, dsl::Template tpl, ToolRegistry tools);
+
+  // Replaces sampling from the model (tests script the model's replies; the text still runs through
+  // the model so the session's state stays the true transcript).
+  using Generator = std::function<Generation(Session&, const GenerateOptions&)>;
+  void set_generator(Generator g) { generator_ = std::move(g); }
+  // Persists every run as one turn of `session_id` and fills the template's history slot from it.
+  void set_history(HistoryStore* store, std::string session_id);
+
+  AgentResult run(Json vars, const AgentRunOptions& options = {});
+
+  const dsl::Template& template_() const { return tpl_; }
+  ToolRegistry& tools() { return tools_; }
+
+ private:
+  std::string continuation_text(const std::vector<HistoryMessage>& step_messages) const;
+
+  Runtime& rt_;
+  dsl::Template tpl_;
+  ToolRegistry tools_;
+  Generator generator_;
+  HistoryStore* history_ = nullptr;
+  std::string history_session_;
+};
+
+// A generator that replays fixed replies (the first reply for step 1, ...); each reply is tokenized
+// and run through the model as if sampled. For tests and demos of the loop.
+Agent::Generator scripted_generator(std::vector<std::string> replies);
+
+}  // namespace hypic::sdk

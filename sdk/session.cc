@@ -1,0 +1,109 @@
+#include "sdk/session.h"
+
+#include <algorithm>
+
+#include "runtime/error.h"
+#include "runtime/text/streaming_decoder.h"
+
+namespace hypic::sdk {
+
+const char* finish_name(Generation::Finish f) {
+  switch (f) {
+    case Generation::Finish::Stop: return "stop";
+    case Generation::Finish::Length: return "length";
+    case Generation::Finish::Cancelled: return "cancelled";
+  }
+  return "?";
+}
+
+Session::Session(Runtime& rt) : rt_(rt), state_(rt.model().new_state()) {}
+
+PromptResult Session::prefill(const std::vector<PromptBlock>& blocks) {
+  PromptResult r = rt_.engine().run(blocks);
+  state_ = std::move(r.state);
+  r.state = SequenceState();
+  logits_ = r.logits;
+  pending_.clear();
+  started_ = true;
+  return r;
+}
+
+void Session::append_tokens(std::span<const int> ids) {
+  std::vector<int> run = pending_;
+  run.insert(run.end(), ids.begin(), ids.end());
+  if (run.empty()) return;
+  logits_ = rt_.model().forward(run, state_);
+  pending_.clear();
+  started_ = true;
+}
+
+void Session::append_text(const std::string& text) {
+  const std::vector<int> ids = rt_.tokenizer().encode(text);
+  append_tokens(ids);
+}
+
+Generation Session::generate(const GenerateOptions& opt) {
+  if (!started_) throw InvalidArgument("generate: the session has no prompt yet");
+  if (!pending_.empty()) append_tokens({});
+  rng_.seed(opt.seed);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  const auto& stops = rt_.stop_ids();
+  StreamingDecoder dec(rt_.tokenizer());
+  Generation g;
+  std::string held;  // text not yet streamed because it may be the start of a stop string
+  auto flush = [&](bool all) {
+    size_t keep = 0;
+    if (!all)
+      for (auto& s : opt.stop)
+        for (size_t k = std::min(s.size() - 1, held.size()); k > keep; --k)
+          if (held.compare(held.size() - k, k, s, 0, k) == 0) {
+            keep = k;
+            break;
+          }
+    if (opt.on_text && held.size() > keep) opt.on_text(std::string_view(held).substr(0, held.size() - keep));
+    held.erase(0, held.size() - keep);
+  };
+  for (int i = 0; i < opt.max_tokens; ++i) {
+    if (opt.cancel && opt.cancel->load()) {
+      g.finish = Generation::Finish::Cancelled;
+      break;
+    }
+    const int id = static_cast<int>(
+        cpu::sample(logits_.data(), static_cast<int64_t>(logits_.size()), opt.sampling, uniform(rng_)));
+    g.tokens.push_back(id);
+    if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
+      pending_.push_back(id);  // run with the next appended text, so the transcript stays exact
+      g.finish = Generation::Finish::Stop;
+      break;
+    }
+    const std::string piece = dec.push(id);
+    g.text += piece;
+    held += piece;
+    bool stopped = false;
+    for (auto& s : opt.stop) {
+      if (!s.empty() && g.text.size() >= s.size() && g.text.compare(g.text.size() - s.size(), s.size(), s) == 0) {
+        g.text.resize(g.text.size() - s.size());
+        held.resize(held.size() >= s.size() ? held.size() - s.size() : 0);
+        stopped = true;
+        break;
+      }
+    }
+    if (stopped) {
+      pending_.push_back(id);
+      g.finish = Generation::Finish::Stop;
+      break;
+    }
+    flush(false);
+    const int one[1] = {id};
+    logits_ = rt_.model().forward(one, state_);
+  }
+  const std::string rest = dec.finish();
+  if (g.finish != Generation::Finish::Stop) {
+    g.text += rest;
+    held += rest;
+  }
+  flush(true);
+  return g;
+}
+
+}  // namespace hypic::sdk

@@ -1,0 +1,154 @@
+// The agent loop on a tiny fixture model with scripted model replies: tool calls run, every failure
+// goes back to the model as a tool message, the step bound holds, blocks hit the cache on reuse, and
+// sessions persist in SQLite.
+#include "sdk/agent.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "dsl/template.h"
+#include "runtime/error.h"
+#include "tests/sdk/temp_dir.h"
+
+namespace hypic::sdk {
+namespace {
+
+const std::string kRoot = HYPIC_SOURCE_DIR;
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RuntimeOptions o;
+    o.model_dir = kRoot + "/tests/fixtures/models/qwen3_5_dense";
+    rt_ = Runtime::open(o);
+    tpl_ = dsl::load_template(kRoot + "/tests/fixtures/sdk/agent.yaml");
+    Tool add;
+    add.name = "add";
+    add.parameters = Json::parse(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"]})");
+    add.fn = [](const Json& a) -> Json { return std::to_string(a["a"].get<long long>() + a["b"].get<long long>()); };
+    tools_.add(add);
+    Tool explode;
+    explode.name = "explode";
+    explode.fn = [](const Json&) -> Json { throw std::runtime_error("boom"); };
+    tools_.add(explode);
+  }
+  Json vars(const std::string& q) const {
+    return Json{{"docs", Json::array({"Kelmora lives in Drast.", "The code of Pelu is 5831."})}, {"question", q}};
+  }
+  std::unique_ptr<Runtime> rt_;
+  dsl::Template tpl_;
+  ToolRegistry tools_;
+};
+
+const char* kAddCall = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 2, \"b\": 3}}\n</tool_call>";
+
+TEST_F(AgentTest, ToolCallThenAnswer) {
+  Agent agent(*rt_, tpl_, tools_);
+  agent.set_generator(scripted_generator({kAddCall, "The sum is 5."}));
+  AgentResult r = agent.run(vars("What is 2 + 3?"));
+  EXPECT_EQ(r.finish_reason, "answered");
+  EXPECT_EQ(r.steps, 2);
+  EXPECT_EQ(r.answer, "The sum is 5.");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_TRUE(r.tool_calls[0].ok);
+  EXPECT_EQ(r.tool_calls[0].result, "5");
+  // user, assistant(tool_calls), tool, assistant
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[2].role, "tool");
+  EXPECT_EQ(r.messages[2].content, "5");
+}
+
+TEST_F(AgentTest, EveryFailureGoesBackToTheModel) {
+  Agent agent(*rt_, tpl_, tools_);
+  agent.set_generator(scripted_generator({
+      "<tool_call>\n{\"name\": \"weather\", \"arguments\": {}}\n</tool_call>",             // unknown tool
+      "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": \"two\"}}\n</tool_call>",   // bad arguments
+      "<tool_call>\n{\"name\": \"explode\", \"arguments\": {}}\n</tool_call>",             // tool throws
+      "Sorry, I could not compute it.",
+  }));
+  AgentResult r = agent.run(vars("What is 2 + 3?"));
+  EXPECT_EQ(r.finish_reason, "answered");
+  EXPECT_EQ(r.steps, 4);
+  ASSERT_EQ(r.tool_calls.size(), 3u);
+  EXPECT_NE(r.tool_calls[0].result.find("unknown tool 'weather'"), std::string::npos);
+  EXPECT_NE(r.tool_calls[1].result.find("bad arguments"), std::string::npos);
+  EXPECT_NE(r.tool_calls[2].result.find("boom"), std::string::npos);
+  for (auto& c : r.tool_calls) EXPECT_FALSE(c.ok);
+}
+
+TEST_F(AgentTest, MalformedToolCallJsonIsReported) {
+  Agent agent(*rt_, tpl_, tools_);
+  agent.set_generator(scripted_generator({"<tool_call>\n{\"name\": \"add\", \"arguments\": {\n</tool_call>", "ok"}));
+  AgentResult r = agent.run(vars("q"));
+  EXPECT_EQ(r.steps, 2);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_FALSE(r.tool_calls[0].ok);
+  EXPECT_NE(r.tool_calls[0].result.find("could not use your tool call"), std::string::npos);
+}
+
+TEST_F(AgentTest, StepBoundHolds) {
+  Agent agent(*rt_, tpl_, tools_);
+  agent.set_generator(scripted_generator(std::vector<std::string>(10, kAddCall)));
+  AgentResult r = agent.run(vars("loop forever"));
+  EXPECT_EQ(r.finish_reason, "max_steps");
+  EXPECT_EQ(r.steps, 4);  // agent.max_steps in the template
+  EXPECT_EQ(r.tool_calls.size(), 4u);
+}
+
+TEST_F(AgentTest, SecondRunHitsTheCachedBlocks) {
+  Agent agent(*rt_, tpl_, tools_);
+  agent.set_generator(scripted_generator({"first", "second"}));
+  AgentResult a = agent.run(vars("Where does Kelmora live?"));
+  AgentResult b = agent.run(vars("What is the code of Pelu?"));
+  ASSERT_EQ(a.blocks.size(), b.blocks.size());
+  for (size_t i = 0; i + 1 < b.blocks.size(); ++i) {
+    EXPECT_FALSE(a.blocks[i].hit) << a.blocks[i].id;
+    EXPECT_TRUE(b.blocks[i].hit) << b.blocks[i].id;
+  }
+  EXPECT_FALSE(b.blocks.back().hit);  // the question is never cached
+  EXPECT_LT(b.computed_tokens, a.computed_tokens);
+}
+
+TEST_F(AgentTest, SampledGenerationStreamsAndCancels) {
+  Agent agent(*rt_, tpl_, tools_);
+  std::string streamed;
+  std::atomic<bool> cancel{false};
+  AgentRunOptions opt;
+  opt.cancel = &cancel;
+  opt.on_text = [&](std::string_view t) {
+    streamed += t;
+    cancel = true;  // stop after the first piece of text
+  };
+  AgentResult r = agent.run(vars("Say something."), opt);
+  EXPECT_EQ(r.finish_reason, "cancelled");
+  EXPECT_EQ(r.answer.empty(), streamed.empty());
+}
+
+TEST_F(AgentTest, HistoryPersistsAndFeedsTheNextRun) {
+  test::TempDir dir;
+  const std::string db = dir.file("history.sqlite");
+  {
+    HistoryStore store = HistoryStore::open(db);
+    Agent agent(*rt_, tpl_, tools_);
+    agent.set_history(&store, "s1");
+    agent.set_generator(scripted_generator({kAddCall, "It is 5."}));
+    agent.run(vars("What is 2 + 3?"));
+  }
+  HistoryStore store = HistoryStore::open(db);  // as after a restart
+  const auto msgs = store.messages("s1");
+  ASSERT_EQ(msgs.size(), 4u);
+  EXPECT_EQ(msgs[0].content, "What is 2 + 3?");
+  EXPECT_EQ(msgs[3].content, "It is 5.");
+  Agent agent(*rt_, tpl_, tools_);
+  agent.set_history(&store, "s1");
+  agent.set_generator(scripted_generator({"Yes."}));
+  AgentResult r = agent.run(vars("Are you sure?"));
+  size_t history_blocks = 0;
+  for (auto& b : r.blocks) history_blocks += b.id.rfind("history.", 0) == 0;
+  EXPECT_EQ(history_blocks, 4u);
+  EXPECT_EQ(store.messages("s1").size(), 6u);
+}
+
+}  // namespace
+}  // namespace hypic::sdk
