@@ -54,6 +54,7 @@ class StringFinder : public Finder {
 // Cuts `text` into alternating match / non-match spans covering it entirely.
 void spans_of(const Finder& f, std::string_view text, bool invert, std::vector<Span>& out) {
   out.clear();
+  if (text.empty()) return;
   size_t pos = 0, search = 0;
   while (search <= text.size()) {
     size_t b = 0, e = 0;

@@ -73,5 +73,28 @@ TEST(StreamingDecoder, HoldsBackPartialCharacterUntilComplete) {
   EXPECT_THROW(d2.push(1 << 30), InvalidArgument);
 }
 
+// A decoder chain that treats the first token specially (Strip of the leading space) and turns
+// <0xXX> tokens into bytes: streaming must still add up to the full decode.
+TEST(StreamingDecoder, WorksWithByteFallbackAndStripDecoders) {
+  const Tokenizer t = Tokenizer::from_json(R"({
+    "model": {"type": "BPE", "byte_fallback": true,
+              "vocab": {"<unk>": 0, "\u2581": 1, "a": 2, "b": 3, "\u2581a": 4, "ab": 5, "\u2581ab": 6, "<0xC3>": 7, "<0xA9>": 8},
+              "merges": []},
+    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                                                  {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                  {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}})",
+                                           "inline.json");
+  const std::vector<int> ids{6, 6, 1, 7, 8, 4};
+  StreamingDecoder dec(t);
+  std::vector<std::string> chunks;
+  for (int id : ids) chunks.push_back(dec.push(id));
+  chunks.push_back(dec.finish());
+  std::string all;
+  for (const auto& c : chunks) all += c;
+  EXPECT_EQ(all, t.decode(ids));
+  EXPECT_EQ(all, "ab ab \xC3\xA9 a");
+  EXPECT_EQ(chunks[3], "");  // the first byte of é alone is held back
+}
+
 }  // namespace
 }  // namespace hypic

@@ -118,6 +118,7 @@ TEST(Tokenizer, LoadErrorsNameTheFile) {
 }
 
 // A small hand-written byte-fallback BPE (the Llama/SentencePiece style) with "a b"-string merges.
+// Expected values are what the Python `tokenizers` package gives for the same JSON.
 TEST(Tokenizer, ByteFallbackAndStringMerges) {
   const char* json = R"({
     "added_tokens": [{"id": 9, "content": "<s>", "special": true, "normalized": false}],
@@ -138,6 +139,8 @@ TEST(Tokenizer, ByteFallbackAndStringMerges) {
   EXPECT_EQ(t.encode("zz"), (std::vector<int>{1, 0}));            // unknowns fuse into one <unk>
   EXPECT_EQ(t.encode("<s>ab"), (std::vector<int>{9, 6}));
   EXPECT_EQ(t.decode(std::vector<int>{6, 6, 1, 7, 8}), "ab ab \xC3\xA9");
+  EXPECT_EQ(t.decode(std::vector<int>{7, 2}), "\xEF\xBF\xBD" "a");  // a lone byte token is U+FFFD
+  EXPECT_EQ(t.decode(std::vector<int>{1, 7}), "\xEF\xBF\xBD");
 }
 
 }  // namespace
