@@ -1,0 +1,68 @@
+#include "tools/hypic/agent_cli.h"
+
+#include <cstdio>
+
+#include "sdk/builtin_tools.h"
+
+namespace hypic::cli {
+
+AgentEnv open_agent_env(const Args& args) {
+  AgentEnv env;
+  sdk::RuntimeOptions ro;
+  ro.model_dir = args.require("model");
+  ro.mode = parse_mode(args.get("mode", "hypic"));
+  ro.seam_width = args.get_int("seam", 8);
+  const long long mb = args.get_int("cache-mb", 1024);
+  if (mb < 1 || ro.seam_width < 0) throw UsageError("--cache-mb must be >= 1 and --seam >= 0");
+  ro.cache_bytes = static_cast<size_t>(mb) << 20;
+  env.runtime = sdk::Runtime::open(ro);
+  env.tools.add(sdk::calculator_tool());
+  if (args.has("docs-db")) {
+    env.docs.emplace(sdk::FtsRetriever::open(args.get("docs-db", "")));
+    env.tools.add(sdk::search_docs_tool(*env.docs));
+  }
+  return env;
+}
+
+void retrieve_into(const AgentEnv& env, const dsl::Template& tpl, sdk::Json& vars, const std::string& into,
+                   const std::string& query_var, size_t k) {
+  if (!env.docs || vars.contains(into) || !vars.contains(query_var) || !vars[query_var].is_string()) return;
+  for (auto& v : tpl.vars)
+    if (v.name == into) {
+      vars[into] = sdk::chunks_to_json(env.docs->search(vars[query_var].get<std::string>(), k));
+      return;
+    }
+}
+
+void print_report(const sdk::AgentResult& r, bool show_answer) {
+  if (show_answer) std::printf("%s\n", r.answer.c_str());
+  for (auto& t : r.tool_calls)
+    std::printf("  [tool] %s %s -> %s%s\n", t.name.c_str(), t.arguments.dump().c_str(), t.ok ? "" : "(error) ",
+                t.result.substr(0, 200).c_str());
+  int hits = 0;
+  for (auto& b : r.blocks) hits += b.hit;
+  std::printf("  [cache] %d/%zu blocks hit, %lld of %lld prompt tokens computed, TTFT %.1f ms, %d step(s), %s\n", hits,
+              r.blocks.size(), static_cast<long long>(r.computed_tokens), static_cast<long long>(r.prompt_tokens),
+              r.ttft_ms, r.steps, r.finish_reason.c_str());
+  for (auto& b : r.blocks)
+    std::printf("    %-28s %-5s %5lld tokens  %s\n", b.id.substr(0, 28).c_str(), b.cache.c_str(),
+                static_cast<long long>(b.tokens), b.hit ? "hit" : "computed");
+}
+
+sdk::Json report_json(const sdk::AgentResult& r) {
+  sdk::Json j;
+  j["answer"] = r.answer;
+  j["finish_reason"] = r.finish_reason;
+  j["steps"] = r.steps;
+  j["ttft_ms"] = r.ttft_ms;
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["computed_tokens"] = r.computed_tokens;
+  j["tool_calls"] = sdk::Json::array();
+  for (auto& t : r.tool_calls)
+    j["tool_calls"].push_back({{"name", t.name}, {"arguments", t.arguments}, {"ok", t.ok}, {"result", t.result}});
+  j["blocks"] = sdk::Json::array();
+  for (auto& b : r.blocks) j["blocks"].push_back({{"id", b.id}, {"cache", b.cache}, {"tokens", b.tokens}, {"hit", b.hit}});
+  return j;
+}
+
+}  // namespace hypic::cli

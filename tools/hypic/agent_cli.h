@@ -1,0 +1,32 @@
+// Pieces shared by `hypic run` and `hypic chat`: opening the runtime and the tools from options, and
+// printing an agent run's report.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "sdk/agent.h"
+#include "sdk/fts_retriever.h"
+#include "tools/hypic/cli_args.h"
+
+namespace hypic::cli {
+
+struct AgentEnv {
+  std::unique_ptr<sdk::Runtime> runtime;
+  std::optional<sdk::FtsRetriever> docs;  // --docs-db
+  sdk::ToolRegistry tools;                // calculator, and search_docs with --docs-db
+};
+
+// Reads --model, --mode, --seam, --cache-mb, --docs-db.
+AgentEnv open_agent_env(const Args& args);
+
+// Fills the list variable `into` with the best chunks for vars[query_var] when the template declares
+// `into`, a retriever is open and the caller gave no value.
+void retrieve_into(const AgentEnv& env, const dsl::Template& tpl, sdk::Json& vars, const std::string& into,
+                   const std::string& query_var, size_t k);
+
+// Human-readable report of one run (answer, tool calls, per-block cache hits, timing).
+void print_report(const sdk::AgentResult& r, bool show_answer);
+sdk::Json report_json(const sdk::AgentResult& r);
+
+}  // namespace hypic::cli

@@ -1,0 +1,108 @@
+// hypic chat --model DIR [--template F] [--db FILE] [--session ID] [--docs-db FILE] [--mode hypic]
+// An interactive terminal chat that keeps history: every line is one agent run whose history slot
+// holds the earlier turns (cached segments, so each turn computes little more than the new text).
+// /exit or end of input quits. With --db the conversation persists and resumes by --session.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <unistd.h>
+
+#include "tools/hypic/agent_cli.h"
+
+namespace hypic::cli {
+namespace {
+
+// Used without --template: system prompt, tool docs, history, the new message.
+constexpr const char* kDefaultTemplate = R"(name: chat
+vars:
+  history: { type: list, default: [], markup: neutralize }
+  question: { type: string, volatile: true }
+  system: { type: string, default: "You are a helpful assistant." }
+tools:
+  - name: calculator
+    description: Evaluate an arithmetic expression.
+    parameters:
+      type: object
+      properties:
+        expression: { type: string }
+      required: [expression]
+agent:
+  max_steps: 4
+  max_tokens: 256
+blocks:
+  - id: system
+    role: system
+    cache: pin
+    text: "{{system}}"
+  - id: tools
+    tools: all
+  - id: history
+    history: history
+  - id: message
+    role: user
+    cache: none
+    text: "{{question}}"
+)";
+
+int run(int argc, char** argv) {
+  Args args(argc, argv);
+  args.allow_only({"model", "template", "db", "session", "docs-db", "mode", "seam", "cache-mb", "system"});
+  const dsl::Template tpl = args.has("template") ? dsl::load_template(args.get("template", ""))
+                                                 : dsl::parse_template(kDefaultTemplate, "<built-in chat template>");
+  AgentEnv env = open_agent_env(args);
+  // Without --db the history lives in a temporary database for this process only.
+  std::string db = args.get("db", "");
+  std::string tmp;
+  if (db.empty()) {
+    tmp = (std::filesystem::temp_directory_path() / ("hypic_chat_" + std::to_string(::getpid()) + ".sqlite")).string();
+    db = tmp;
+  }
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      if (!path.empty()) {
+        std::error_code ec;
+        for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix, ec);
+      }
+    }
+  } cleanup{tmp};
+  sdk::HistoryStore history = sdk::HistoryStore::open(db);
+  const std::string session = args.get("session", "chat");
+  sdk::Agent agent(*env.runtime, tpl, env.tools);
+  agent.set_history(&history, session);
+  const size_t earlier = history.messages(session).size();
+  if (earlier) std::fprintf(stderr, "(resuming session '%s': %zu earlier messages)\n", session.c_str(), earlier);
+
+  sdk::AgentRunOptions opt;
+  opt.on_text = [](std::string_view t) {
+    std::fwrite(t.data(), 1, t.size(), stdout);
+    std::fflush(stdout);
+  };
+  const bool tty = isatty(0);
+  for (std::string line;;) {
+    if (tty) std::fprintf(stderr, "> ");
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    sdk::Json vars{{"question", line}};
+    if (args.has("system")) vars["system"] = args.get("system", "");
+    retrieve_into(env, tpl, vars, "chunks", "question", 4);
+    try {
+      const sdk::AgentResult r = agent.run(vars, opt);
+      std::printf("\n");
+      int hits = 0;
+      for (auto& b : r.blocks) hits += b.hit;
+      std::fprintf(stderr, "  [%d/%zu blocks hit, %lld/%lld tokens computed, TTFT %.1f ms, %s]\n", hits, r.blocks.size(),
+                   static_cast<long long>(r.computed_tokens), static_cast<long long>(r.prompt_tokens), r.ttft_ms,
+                   r.finish_reason.c_str());
+    } catch (const Error& e) {
+      // A bad line (e.g. chat markup typed into the message) must not end the conversation.
+      std::fprintf(stderr, "error: %s\n", e.what());
+    }
+  }
+  return 0;
+}
+
+Registrar reg("chat", "interactive terminal chat that keeps history", run);
+
+}  // namespace
+}  // namespace hypic::cli
