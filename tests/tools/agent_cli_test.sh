@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# hypic run / hypic chat on a fixture model: per-block cache hits across runs in one process, clear
+# errors, and a chat session that survives a SIGKILL between turns and resumes from SQLite.
+set -euo pipefail
+M="$HYPIC_SOURCE_DIR/tests/fixtures/models/qwen3_5_dense"
+T="$HYPIC_SOURCE_DIR/examples/templates"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Two runs in one process share the segment store: the second hits every block but the question.
+python3 - "$T/rag_qa.vars.json" "$tmp/vars2.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+w = dict(v, question="And what is a chain key?")
+json.dump([v, w], open(sys.argv[2], "w"))
+PY
+"$HYPIC" run "$T/rag_qa.yaml" --vars "$tmp/vars2.json" --model "$M" --max-steps 1 --json > "$tmp/run.json"
+python3 - "$tmp/run.json" <<'PY'
+import json, sys
+a, b = json.load(open(sys.argv[1]))
+assert not any(x["hit"] for x in a["blocks"]), a["blocks"]
+assert all(x["hit"] for x in b["blocks"][:-1]) and not b["blocks"][-1]["hit"], b["blocks"]
+assert b["computed_tokens"] < a["computed_tokens"] / 4, (a["computed_tokens"], b["computed_tokens"])
+PY
+
+# Bad input: a clear message naming the file, exit status 1, no crash.
+if "$HYPIC" run "$tmp/missing.yaml" --vars "$T/rag_qa.vars.json" --model "$M" 2> "$tmp/err"; then exit 1; fi
+grep -q "missing.yaml" "$tmp/err"
+echo '{"question": 3}' > "$tmp/badvars.json"
+if "$HYPIC" run "$T/rag_qa.yaml" --vars "$tmp/badvars.json" --model "$M" 2> "$tmp/err"; then exit 1; fi
+grep -q "question" "$tmp/err"
+
+# Chat: answer one line, get killed, resume the session from the database.
+db="$tmp/chat.sqlite"
+mkfifo "$tmp/in"
+"$HYPIC" chat --model "$M" --db "$db" --session s1 < "$tmp/in" > "$tmp/out1" 2> "$tmp/err1" &
+pid=$!
+exec 3> "$tmp/in"
+echo "Hello there" >&3
+for _ in $(seq 1 300); do grep -q "blocks hit" "$tmp/err1" && break; sleep 0.1; done
+grep -q "blocks hit" "$tmp/err1"
+kill -9 "$pid"
+wait "$pid" 2>/dev/null || true
+exec 3>&-
+printf 'Second question\n/exit\n' | "$HYPIC" chat --model "$M" --db "$db" --session s1 > "$tmp/out2" 2> "$tmp/err2"
+grep -q "resuming session 's1': 2 earlier messages" "$tmp/err2"
+# The resumed turn ran with the earlier messages as cached history blocks.
+grep -q "blocks hit" "$tmp/err2"
