@@ -1,6 +1,6 @@
 #include "dsl/qwen_framer.h"
 
-#include "dsl/python_json.h"
+#include "runtime/text/python_json.h"
 #include "runtime/error.h"
 
 namespace hypic::dsl {

@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "dsl/compiler.h"
-#include "dsl/python_json.h"
 #include "dsl/qwen_framer.h"
 
 using namespace hypic::dsl;
@@ -96,11 +95,6 @@ blocks:
   EXPECT_EQ(plan.text() + plan.generation_prompt, (*c)["rendered_with_generation_prompt"].get<std::string>());
   ASSERT_EQ(plan.blocks.size(), 3u);
   EXPECT_EQ(plan.blocks[1].text.rfind("# Tools", 0), 0u);
-}
-
-TEST(PythonJson, WritesWhatJsonDumpsWrites) {
-  const Json j = Json::parse(R"({"b": [1, 2.5, true, null], "a": "q\"u\u00e9\n\u0001", "e": {}})");
-  EXPECT_EQ(python_json_dumps(j), "{\"b\": [1, 2.5, true, null], \"a\": \"q\\\"u\xC3\xA9\\n\\u0001\", \"e\": {}}");
 }
 
 }  // namespace
