@@ -1,0 +1,282 @@
+#include "runtime/cuda/cuda_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/conv1d.h"
+#include "kernels/cuda/delta_rule.h"
+#include "kernels/cuda/model_glue.h"
+#include "kernels/cuda/moe.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
+#include "runtime/error.h"
+
+namespace hypic {
+namespace fs = std::filesystem;
+using cuda::bf16;
+using cuda::DeviceBuffer;
+
+namespace {
+// Below this many tokens the delta rule runs in its recurrent form (as the CPU forward pass does) and
+// attention in its split-key decode form; above, the chunked / flash prefill kernels.
+constexpr int64_t kChunkedMinTokens = 16;
+constexpr int64_t kDecodeMaxRows = 16;
+}  // namespace
+
+// Per-forward buffers for T tokens, from the model's pool (blocks are reused by the next call).
+struct CudaModel::Scratch {
+  int64_t T = 0;
+  DeviceBuffer ids, pos;  // int32 [T], int64 [T]
+  DeviceBuffer h;         // fp32 [T, D]: the residual stream
+  DeviceBuffer x;         // bf16 [T, D]: the normed input of a sublayer
+  // Gated DeltaNet.
+  DeviceBuffer qkv, conv, z, ba, q, k, v, g, beta, o, gdn_ws;
+  // Attention.
+  DeviceBuffer qg, aq, att;
+  // Dense MLP.
+  DeviceBuffer gu;
+  // MoE.
+  DeviceBuffer router, sel, wts, plan_ws, xs, egu, eact, ys, y, sgu, sh, sg;
+
+  float* hp() const { return h.as<float>(); }
+  bf16* xp() const { return x.as<bf16>(); }
+  const int64_t* posp() const { return pos.as<int64_t>(); }
+};
+
+CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint)
+    : cfg_(std::move(cfg)), fingerprint_(std::move(fingerprint)) {}
+
+CudaModel::~CudaModel() = default;
+
+std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir) {
+  if (!fs::is_directory(dir)) throw IoError("model directory '" + dir + "' does not exist");
+  ModelConfig cfg = ModelConfig::load((fs::path(dir) / "config.json").string());
+  const ModelWeights w = ModelWeights::load(cfg, dir);
+  return upload(cfg, w);
+}
+
+std::unique_ptr<CudaModel> CudaModel::upload(const ModelConfig& cfg, const ModelWeights& w) {
+  std::unique_ptr<CudaModel> m(new CudaModel(cfg, w.fingerprint));
+  m->w_ = DeviceWeights::upload(cfg, w, m->stream_);
+  return m;
+}
+
+std::unique_ptr<CudaModel> CudaModel::random(const ModelConfig& cfg, uint64_t seed) {
+  std::unique_ptr<CudaModel> m(new CudaModel(cfg, "random-" + cfg.fingerprint + "-" + std::to_string(seed)));
+  m->w_ = DeviceWeights::random(cfg, seed, m->stream_);
+  return m;
+}
+
+void CudaModel::gemm(const bf16* x, int64_t T, int64_t ldx, const DeviceLinear& w, void* y, DType yt,
+                     bool accumulate) {
+  cuda::gemm_xwt(blas_, x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate, stream_);
+}
+
+std::vector<float> CudaModel::forward(std::span<const int> ids, CudaSequenceState& st, bool all_logits) {
+  const int64_t T = static_cast<int64_t>(ids.size()), D = cfg_.hidden_size, V = cfg_.vocab_size;
+  if (T == 0) throw InvalidArgument("forward: no tokens to run");
+  HYPIC_ASSERT(static_cast<int64_t>(st.lin.size()) == cfg_.num_layers &&
+                   static_cast<int64_t>(st.attn.size()) == cfg_.num_layers,
+               "state of another model");
+  for (int64_t t = 0; t < T; ++t)
+    if (ids[t] < 0 || ids[t] >= V)
+      throw InvalidArgument("token id " + std::to_string(ids[t]) + " at index " + std::to_string(t) +
+                            " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  cudaStream_t cs = stream_;
+
+  // Scratch sized for T tokens; only what this model's layer kinds use.
+  Scratch s;
+  s.T = T;
+  auto buf = [&](size_t bytes) { return bytes ? DeviceBuffer(pool_, bytes) : DeviceBuffer(); };
+  const size_t t = static_cast<size_t>(T);
+  s.ids = buf(sizeof(int32_t) * t);
+  s.pos = buf(sizeof(int64_t) * t);
+  s.h = buf(sizeof(float) * t * D);
+  s.x = buf(sizeof(bf16) * t * D);
+  bool any_lin = false, any_attn = false, any_dense = false, any_moe = false;
+  for (int64_t l = 0; l < cfg_.num_layers; ++l) {
+    (cfg_.layer_kinds[l] == LayerKind::LinearAttention ? any_lin : any_attn) = true;
+    (cfg_.layer_is_moe[l] ? any_moe : any_dense) = true;
+  }
+  if (any_lin) {
+    const int64_t C = cfg_.lin_conv_dim(), vd = cfg_.lin_value_dim(), Hv = cfg_.lin_v_heads,
+                  kd = cfg_.lin_key_dim();
+    s.qkv = buf(sizeof(bf16) * t * C);
+    s.conv = buf(sizeof(bf16) * t * C);
+    s.z = buf(sizeof(bf16) * t * vd);
+    s.ba = buf(sizeof(float) * t * 2 * Hv);
+    s.q = buf(sizeof(bf16) * t * kd);
+    s.k = buf(sizeof(bf16) * t * kd);
+    s.v = buf(sizeof(bf16) * t * vd);
+    s.g = buf(sizeof(float) * t * Hv);
+    s.beta = buf(sizeof(float) * t * Hv);
+    s.o = buf(sizeof(bf16) * t * vd);
+    if (T >= kChunkedMinTokens)
+      s.gdn_ws = buf(cuda::gdn_chunked_workspace_bytes(
+          {T, 1, cfg_.lin_v_heads, cfg_.lin_k_heads, cfg_.lin_k_dim, cfg_.lin_v_dim}));
+  }
+  if (any_attn) {
+    const int64_t qd = cfg_.num_heads * cfg_.head_dim;
+    s.qg = buf(sizeof(bf16) * t * qd * (cfg_.attn_output_gate ? 2 : 1));
+    if (cfg_.attn_output_gate) s.aq = buf(sizeof(bf16) * t * qd);
+    s.att = buf(sizeof(bf16) * t * qd);
+  }
+  if (any_dense) s.gu = buf(sizeof(bf16) * t * 2 * cfg_.intermediate_size);
+  if (any_moe) {
+    const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size,
+                  Is = cfg_.shared_expert_intermediate_size;
+    s.router = buf(sizeof(float) * t * E);
+    s.sel = buf(sizeof(int32_t) * t * K);
+    s.wts = buf(sizeof(float) * t * K);
+    s.plan_ws = buf(cuda::moe_plan_workspace_bytes(T, K, E));
+    s.xs = buf(sizeof(bf16) * t * K * D);
+    s.egu = buf(sizeof(bf16) * t * K * 2 * I);
+    s.eact = buf(sizeof(bf16) * t * K * I);
+    s.ys = buf(sizeof(bf16) * t * K * D);
+    s.y = buf(sizeof(bf16) * t * D);
+    if (Is > 0) {
+      s.sgu = buf(sizeof(bf16) * t * 2 * Is);
+      s.sh = buf(sizeof(bf16) * t * D);
+      s.sg = buf(sizeof(float) * t);
+    }
+    counts_host_.resize(static_cast<size_t>(E));
+  }
+
+  // Pageable host copies return once the data is staged, so the host vectors may go out of scope.
+  const std::vector<int32_t> ids32(ids.begin(), ids.end());
+  std::vector<int64_t> pos(t);
+  std::iota(pos.begin(), pos.end(), st.length);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(s.ids.get(), ids32.data(), sizeof(int32_t) * t, cudaMemcpyHostToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(s.pos.get(), pos.data(), sizeof(int64_t) * t, cudaMemcpyHostToDevice, cs));
+
+  cuda::embed_rows(w_.embed.w, s.ids.as<int32_t>(), T, D, s.hp(), cs);
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const DeviceLayer& L = w_.layers[l];
+    cuda::rmsnorm(s.hp(), s.xp(), T, D, L.input_norm, cfg_.rms_norm_eps, true, cs);
+    if (L.kind == LayerKind::LinearAttention) linear_mixer(l, T, st.lin[l], s);
+    else attention_mixer(l, T, st.attn[l], s);
+    cuda::rmsnorm(s.hp(), s.xp(), T, D, L.post_norm, cfg_.rms_norm_eps, true, cs);
+    ffn(l, T, s);
+  }
+
+  const int64_t rows = all_logits ? T : 1;
+  cuda::rmsnorm(s.hp() + (T - rows) * D, s.xp(), rows, D, w_.final_norm, cfg_.rms_norm_eps, true, cs);
+  DeviceBuffer logits(pool_, sizeof(float) * rows * V);
+  gemm(s.xp(), rows, D, w_.lm_head, logits.get(), DType::F32);
+  std::vector<float> out(static_cast<size_t>(rows * V));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), logits.get(), sizeof(float) * out.size(), cudaMemcpyDeviceToHost, cs));
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(cs));
+  st.length += T;
+  return out;
+}
+
+void CudaModel::linear_mixer(int layer, int64_t T, CudaLinearLayerState& st, Scratch& s) {
+  const DeviceGdn& G = w_.layers[layer].lin;
+  const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
+  const int64_t C = cfg_.lin_conv_dim(), vd = cfg_.lin_value_dim(), D = cfg_.hidden_size;
+  cudaStream_t cs = stream_;
+  bf16 *qkv = s.qkv.as<bf16>(), *conv = s.conv.as<bf16>(), *z = s.z.as<bf16>(), *o = s.o.as<bf16>();
+  gemm(s.xp(), T, D, G.qkv, qkv, DType::BF16);
+  gemm(s.xp(), T, D, G.z, z, DType::BF16);
+  gemm(s.xp(), T, D, G.ba, s.ba.get(), DType::F32);  // fp32: the gates are sensitive to rounding of a
+  cuda::causal_conv1d_silu(qkv, T, C, G.conv_w, cfg_.conv_kernel, st.conv_tail.as<bf16>(), conv, cs);
+  cuda::gdn_split_qkv(conv, T, Hk, dk, Hv, dv, 1.0f / std::sqrt(static_cast<float>(dk)), 1e-6f, s.q.as<bf16>(),
+                      s.k.as<bf16>(), s.v.as<bf16>(), cs);
+  cuda::gdn_gates(s.ba.as<float>(), T, Hv, G.A_log, G.dt_bias, s.g.as<float>(), s.beta.as<float>(), cs);
+  const cuda::GdnShape shape{T, 1, Hv, Hk, dk, dv};
+  if (T >= kChunkedMinTokens)
+    cuda::gdn_chunked_prefill(shape, s.q.as<bf16>(), s.k.as<bf16>(), s.v.as<bf16>(), s.g.as<float>(),
+                              s.beta.as<float>(), nullptr, T, st.S.as<float>(), o, nullptr, s.gdn_ws.get(), cs);
+  else
+    cuda::gdn_recurrent(shape, s.q.as<bf16>(), s.k.as<bf16>(), s.v.as<bf16>(), s.g.as<float>(), s.beta.as<float>(),
+                        st.S.as<float>(), o, cs);
+  cuda::rmsnorm_gated_silu(o, z, o, T * Hv, dv, G.norm_w, cfg_.rms_norm_eps, cs);
+  gemm(o, T, vd, G.out, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
+}
+
+void CudaModel::attention_mixer(int layer, int64_t T, CudaAttentionLayerState& kv, Scratch& s) {
+  const DeviceAttention& A = w_.layers[layer].attn;
+  const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, D = cfg_.hidden_size;
+  const bool gated = cfg_.attn_output_gate;
+  cudaStream_t cs = stream_;
+  bf16* qg = s.qg.as<bf16>();
+  gemm(s.xp(), T, D, A.q, qg, DType::BF16);
+  // Per head the projection holds the query then the gate: copy the queries out as [T, H, hd] rows.
+  bf16* q = qg;
+  if (gated) {
+    q = s.aq.as<bf16>();
+    HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(q, sizeof(bf16) * hd, qg, sizeof(bf16) * 2 * hd, sizeof(bf16) * hd, T * H,
+                                       cudaMemcpyDeviceToDevice, cs));
+  }
+  // Append this call's keys and values to the cache (projected straight into it), with positions.
+  const int64_t row = Hkv * hd, r0 = kv.rows;
+  kv.reserve(r0 + T, row, cs);
+  bf16* kn = kv.k.as<bf16>() + r0 * row;
+  gemm(s.xp(), T, D, A.k, kn, DType::BF16);
+  gemm(s.xp(), T, D, A.v, kv.v.as<bf16>() + r0 * row, DType::BF16);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(kv.pos.as<int64_t>() + r0, s.posp(), sizeof(int64_t) * T, cudaMemcpyDeviceToDevice,
+                                   cs));
+  kv.rows = r0 + T;
+  cuda::rmsnorm(q, q, T * H, hd, A.q_norm, cfg_.rms_norm_eps, true, cs);
+  cuda::rmsnorm(kn, kn, T * Hkv, hd, A.k_norm, cfg_.rms_norm_eps, true, cs);
+  cuda::rope_apply(q, T, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+  cuda::rope_apply(kn, T, Hkv, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+
+  bf16* att = s.att.as<bf16>();
+  const cuda::AttentionShape shape{T, kv.rows, H, Hkv, hd};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (T <= kDecodeMaxRows) {
+    DeviceBuffer ws(pool_, cuda::attention_decode_workspace_bytes(shape));
+    cuda::attention_decode(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), s.posp(), kv.pos.as<int64_t>(), scale, att,
+                           ws.get(), cs);
+  } else {
+    cuda::attention_prefill(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), s.posp(), kv.pos.as<int64_t>(), scale, att,
+                            cs);
+  }
+  if (gated) cuda::sigmoid_mul(att, hd, qg + hd, 2 * hd, T * H, hd, cs);
+  gemm(att, T, H * hd, A.o, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
+}
+
+void CudaModel::ffn(int layer, int64_t T, Scratch& s) {
+  const DeviceLayer& L = w_.layers[layer];
+  const int64_t D = cfg_.hidden_size;
+  cudaStream_t cs = stream_;
+  if (!L.moe) {
+    const int64_t I = cfg_.intermediate_size;
+    bf16* gu = s.gu.as<bf16>();
+    gemm(s.xp(), T, D, L.mlp.gate_up, gu, DType::BF16);
+    cuda::swiglu(gu, 2 * I, gu + I, 2 * I, gu, 2 * I, T, I, cs);
+    gemm(gu, T, 2 * I, L.mlp.down, s.hp(), DType::F32, /*accumulate=*/true);
+    return;
+  }
+  const DeviceMoe& M = L.moe_w;
+  const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size;
+  gemm(s.xp(), T, D, M.router, s.router.get(), DType::F32);
+  cuda::moe_route(s.router.as<float>(), T, E, K, cfg_.norm_topk_prob, s.sel.as<int32_t>(), s.wts.as<float>(), cs);
+  const cuda::MoePlan plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
+  cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, counts_host_.data(), cs);
+  bf16 *xs = s.xs.as<bf16>(), *egu = s.egu.as<bf16>(), *eact = s.eact.as<bf16>(), *ys = s.ys.as<bf16>();
+  cuda::moe_gather(s.xp(), T, K, D, plan, xs, cs);
+  cuda::moe_grouped_gemm(blas_, xs, D, M.gate_up_ptrs.data(), 2 * I, counts_host_.data(), E, egu, cs);
+  cuda::swiglu(egu, 2 * I, egu + I, 2 * I, eact, I, T * K, I, cs);
+  cuda::moe_grouped_gemm(blas_, eact, I, M.down_ptrs.data(), D, counts_host_.data(), E, ys, cs);
+  bf16* y = s.y.as<bf16>();
+  cuda::moe_combine(ys, T, K, D, plan, s.wts.as<float>(), y, false, cs);
+  if (!M.has_shared) {
+    cuda::residual_add(s.hp(), y, nullptr, nullptr, T, D, cs);
+    return;
+  }
+  const int64_t Is = cfg_.shared_expert_intermediate_size;
+  bf16* sgu = s.sgu.as<bf16>();
+  gemm(s.xp(), T, D, M.shared.gate_up, sgu, DType::BF16);
+  cuda::swiglu(sgu, 2 * Is, sgu + Is, 2 * Is, sgu, 2 * Is, T, Is, cs);
+  gemm(sgu, T, 2 * Is, M.shared.down, s.sh.get(), DType::BF16);
+  gemm(s.xp(), T, D, M.shared_gate, s.sg.get(), DType::F32);
+  cuda::residual_add(s.hp(), y, s.sh.as<bf16>(), s.sg.as<float>(), T, D, cs);
+}
+
+}  // namespace hypic

@@ -1,0 +1,82 @@
+#include "runtime/cuda/cuda_sequence_state.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/types.h"
+#include "kernels/dtype.h"
+
+namespace hypic {
+
+void CudaAttentionLayerState::reserve(int64_t needed, int64_t row_elems, cudaStream_t stream) {
+  if (needed <= capacity) return;
+  const int64_t cap = std::max({needed, 2 * capacity, int64_t{256}});
+  const size_t row_bytes = sizeof(cuda::bf16) * row_elems;
+  DeviceMemory nk(row_bytes * cap), nv(row_bytes * cap), np(sizeof(int64_t) * cap);
+  if (rows > 0) {
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(nk.get(), k.get(), row_bytes * rows, cudaMemcpyDeviceToDevice, stream));
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(nv.get(), v.get(), row_bytes * rows, cudaMemcpyDeviceToDevice, stream));
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(np.get(), pos.get(), sizeof(int64_t) * rows, cudaMemcpyDeviceToDevice, stream));
+    // The old blocks are freed below; cudaFree waits for the device, so the copies have read them.
+  }
+  k = std::move(nk);
+  v = std::move(nv);
+  pos = std::move(np);
+  capacity = cap;
+}
+
+CudaSequenceState CudaSequenceState::empty_for(const ModelConfig& cfg) {
+  CudaSequenceState s;
+  s.lin.resize(static_cast<size_t>(cfg.num_layers));
+  s.attn.resize(static_cast<size_t>(cfg.num_layers));
+  for (int64_t i = 0; i < cfg.num_layers; ++i) {
+    if (cfg.layer_kinds[i] != LayerKind::LinearAttention) continue;
+    s.lin[i].conv_tail = DeviceMemory(sizeof(cuda::bf16) * (cfg.conv_kernel - 1) * cfg.lin_conv_dim(), true);
+    s.lin[i].S = DeviceMemory(sizeof(float) * cfg.lin_v_heads * cfg.lin_k_dim * cfg.lin_v_dim, true);
+  }
+  return s;
+}
+
+size_t CudaSequenceState::bytes() const {
+  size_t n = 0;
+  for (auto& l : lin) n += l.conv_tail.bytes() + l.S.bytes();
+  for (auto& a : attn) n += a.k.bytes() + a.v.bytes() + a.pos.bytes();
+  return n;
+}
+
+namespace {
+
+std::vector<float> bf16_to_host_f32(const void* dev, size_t n) {
+  std::vector<uint16_t> raw(n);
+  if (n) HYPIC_CUDA_CHECK(cudaMemcpy(raw.data(), dev, 2 * n, cudaMemcpyDeviceToHost));
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(raw[i]);
+  return out;
+}
+
+}  // namespace
+
+SequenceState CudaSequenceState::download(const ModelConfig& cfg) const {
+  HYPIC_CUDA_CHECK(cudaDeviceSynchronize());
+  SequenceState s = SequenceState::empty_for(cfg);
+  s.length = length;
+  const int64_t row = cfg.num_kv_heads * cfg.head_dim;
+  for (int64_t i = 0; i < cfg.num_layers; ++i) {
+    if (cfg.layer_kinds[i] == LayerKind::LinearAttention) {
+      s.layers[i].lin.conv_tail = bf16_to_host_f32(lin[i].conv_tail.get(), s.layers[i].lin.conv_tail.size());
+      HYPIC_CUDA_CHECK(cudaMemcpy(s.layers[i].lin.S.data(), lin[i].S.get(), sizeof(float) * s.layers[i].lin.S.size(),
+                                  cudaMemcpyDeviceToHost));
+    } else {
+      const CudaAttentionLayerState& a = attn[i];
+      AttentionLayerState& h = s.layers[i].attn;
+      h.k = bf16_to_host_f32(a.k.get(), static_cast<size_t>(a.rows * row));
+      h.v = bf16_to_host_f32(a.v.get(), static_cast<size_t>(a.rows * row));
+      h.pos.resize(static_cast<size_t>(a.rows));
+      if (a.rows)
+        HYPIC_CUDA_CHECK(cudaMemcpy(h.pos.data(), a.pos.get(), sizeof(int64_t) * a.rows, cudaMemcpyDeviceToHost));
+    }
+  }
+  return s;
+}
+
+}  // namespace hypic

@@ -1,0 +1,45 @@
+// The running state of one sequence on the device, the counterpart of SequenceState:
+//   linear-attention layers: the conv tail [K-1, conv_dim] bf16 (the last K-1 pre-conv inputs, oldest
+//     first) and the recurrent state [Hv, dk, dv] fp32;
+//   full-attention layers: keys (post-norm, post-RoPE) and values [rows, Hkv, hd] bf16 with their global
+//     positions [rows] int64, in buffers that grow by doubling.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/cuda/device_memory.h"
+#include "runtime/model_config.h"
+#include "runtime/sequence_state.h"
+
+namespace hypic {
+
+struct CudaLinearLayerState {
+  DeviceMemory conv_tail;  // bf16 [K-1, conv_dim]
+  DeviceMemory S;          // fp32 [Hv, dk, dv]
+};
+
+struct CudaAttentionLayerState {
+  DeviceMemory k, v;  // bf16 [capacity, Hkv, hd]
+  DeviceMemory pos;   // int64 [capacity]
+  int64_t rows = 0, capacity = 0;
+
+  // Makes room for `needed` rows of `row_elems` elements each, keeping the existing rows (work ordered
+  // on `stream`).
+  void reserve(int64_t needed, int64_t row_elems, cudaStream_t stream);
+};
+
+struct CudaSequenceState {
+  std::vector<CudaLinearLayerState> lin;    // [num_layers]; empty for attention layers
+  std::vector<CudaAttentionLayerState> attn;  // [num_layers]; empty for linear layers
+  int64_t length = 0;                         // next position
+
+  static CudaSequenceState empty_for(const ModelConfig& cfg);
+  size_t bytes() const;  // device bytes held (allocated capacity)
+  // A host copy in the CPU layout (fp32), e.g. to compare with HybridModel or to hand to the CPU engine.
+  // Synchronises the device.
+  SequenceState download(const ModelConfig& cfg) const;
+};
+
+}  // namespace hypic
