@@ -1,0 +1,217 @@
+// The CUDA forward pass (runtime/cuda/cuda_model.h) on the fixture models against the CPU HybridModel
+// (fp32) and transformers' golden logits: prefill, continuation in uneven pieces, token-by-token decode,
+// long prefills across delta-rule chunks, and the random-weights path. bf16 weights and activations,
+// so the comparison is by error relative to the logit range and by top-1 agreement.
+#include "runtime/cuda/cuda_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "kernels/cuda/check.h"
+#include "runtime/error.h"
+#include "runtime/hybrid_model.h"
+#include "runtime/safetensors.h"
+
+namespace hypic {
+namespace {
+
+const std::string kModels = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/";
+
+// bf16 tolerances: worst logit error and mean error as fractions of the reference's logit range, and
+// the share of positions whose arg-max agrees.
+constexpr float kMaxRel = 0.04f;
+constexpr float kMeanRel = 0.006f;
+constexpr double kTop1 = 0.95;
+
+struct Agreement {
+  float max_rel = 0, mean_rel = 0;
+  double top1 = 0;
+};
+
+// a, b: [rows, V]; b is the reference.
+Agreement compare(const float* a, const float* b, int64_t rows, int64_t V) {
+  const auto [lo, hi] = std::minmax_element(b, b + rows * V);
+  const float range = std::max(*hi - *lo, 1e-6f);
+  double sum = 0;
+  float mx = 0;
+  int64_t same = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = a + r * V;
+    const float* y = b + r * V;
+    for (int64_t i = 0; i < V; ++i) {
+      const float d = std::fabs(x[i] - y[i]);
+      mx = std::max(mx, d);
+      sum += d;
+    }
+    same += (std::max_element(x, x + V) - x) == (std::max_element(y, y + V) - y);
+  }
+  return {mx / range, static_cast<float>(sum / (rows * V) / range), static_cast<double>(same) / rows};
+}
+
+void expect_close(const Agreement& g, const std::string& what) {
+  std::printf("[ metrics  ] %-40s max_rel %.5f mean_rel %.6f top1 %.3f\n", what.c_str(), g.max_rel, g.mean_rel,
+              g.top1);
+  EXPECT_LE(g.max_rel, kMaxRel) << what;
+  EXPECT_LE(g.mean_rel, kMeanRel) << what;
+  EXPECT_GE(g.top1, kTop1) << what;
+}
+
+std::vector<int> to_ints(const Tensor& t) {
+  std::vector<int> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(static_cast<int>(t.data<int64_t>()[i]));
+  return v;
+}
+
+class CudaModelFixture : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+    const std::string dir = kModels + GetParam();
+    cpu_ = HybridModel::load(dir);
+    gpu_ = CudaModel::load(dir);
+    golden_ = SafetensorsFile::open(dir + "/golden.safetensors");
+    ids_ = to_ints(golden_->get("input_ids"));
+    logits_ = golden_->get("logits");
+    V_ = cpu_->config().vocab_size;
+  }
+  const float* golden_row(size_t t) const { return logits_.data<float>() + t * V_; }
+
+  std::unique_ptr<HybridModel> cpu_;
+  std::unique_ptr<CudaModel> gpu_;
+  std::shared_ptr<SafetensorsFile> golden_;
+  std::vector<int> ids_;
+  Tensor logits_;
+  int64_t V_ = 0;
+};
+
+TEST_P(CudaModelFixture, PrefillMatchesCpuAndTransformers) {
+  CudaSequenceState st = gpu_->new_state();
+  const auto gpu = gpu_->forward(ids_, st, true);
+  ASSERT_EQ(gpu.size(), ids_.size() * V_);
+  EXPECT_EQ(st.length, static_cast<int64_t>(ids_.size()));
+  SequenceState cst = cpu_->new_state();
+  const auto cpu = cpu_->forward(ids_, cst, true);
+  const int64_t T = static_cast<int64_t>(ids_.size());
+  expect_close(compare(gpu.data(), cpu.data(), T, V_), GetParam() + " prefill vs cpu");
+  expect_close(compare(gpu.data(), logits_.data<float>(), T, V_), GetParam() + " prefill vs golden");
+
+  // Last-token logits alone are the last row of the full output.
+  CudaSequenceState st2 = gpu_->new_state();
+  const auto last = gpu_->forward(ids_, st2);
+  ASSERT_EQ(last.size(), static_cast<size_t>(V_));
+  expect_close(compare(last.data(), gpu.data() + (T - 1) * V_, 1, V_), GetParam() + " last row");
+}
+
+TEST_P(CudaModelFixture, StateMatchesCpu) {
+  CudaSequenceState st = gpu_->new_state();
+  gpu_->forward(ids_, st);
+  SequenceState cst = cpu_->new_state();
+  cpu_->forward(ids_, cst);
+  const SequenceState g = st.download(cpu_->config());
+  ASSERT_EQ(g.length, cst.length);
+  for (size_t l = 0; l < g.layers.size(); ++l) {
+    if (cpu_->config().layer_kinds[l] == LayerKind::LinearAttention) {
+      const auto& a = g.layers[l].lin.S;
+      const auto& b = cst.layers[l].lin.S;
+      float mx = 0, ref = 1e-6f;
+      for (size_t i = 0; i < a.size(); ++i) {
+        mx = std::max(mx, std::fabs(a[i] - b[i]));
+        ref = std::max(ref, std::fabs(b[i]));
+      }
+      EXPECT_LE(mx / ref, 0.05f) << "linear state of layer " << l;
+    } else {
+      EXPECT_EQ(g.layers[l].attn.pos, cst.layers[l].attn.pos) << "KV positions of layer " << l;
+    }
+  }
+}
+
+TEST_P(CudaModelFixture, ContinuationInPieces) {
+  // Uneven pieces: decode-sized, one token, a chunked piece (17 tokens) on a non-zero state, the rest.
+  const std::vector<size_t> cuts = {0, 5, 6, 23, ids_.size()};
+  CudaSequenceState st = gpu_->new_state();
+  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    const std::vector<int> piece(ids_.begin() + cuts[c], ids_.begin() + cuts[c + 1]);
+    const auto logits = gpu_->forward(piece, st, true);
+    expect_close(compare(logits.data(), golden_row(cuts[c]), static_cast<int64_t>(piece.size()), V_),
+                 GetParam() + " piece " + std::to_string(c));
+  }
+  EXPECT_EQ(st.length, static_cast<int64_t>(ids_.size()));
+}
+
+TEST_P(CudaModelFixture, TokenByTokenDecode) {
+  CudaSequenceState st = gpu_->new_state();
+  std::vector<float> all;
+  for (int id : ids_) {
+    const int one[1] = {id};
+    const auto logits = gpu_->forward(one, st);
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  expect_close(compare(all.data(), logits_.data<float>(), static_cast<int64_t>(ids_.size()), V_),
+               GetParam() + " decode vs golden");
+}
+
+TEST_P(CudaModelFixture, LongPrefillAcrossChunksMatchesCpuAndDecode) {
+  // 150 tokens: three 64-token chunks of the chunked delta rule and the flash attention prefill; then the
+  // same tokens one by one (recurrent delta rule, split-key attention decode, KV growth past 256 rows).
+  std::vector<int> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back(ids_[(i * 7) % ids_.size()]);
+  const std::vector<int> head(ids.begin(), ids.begin() + 150);
+  CudaSequenceState a = gpu_->new_state();
+  const auto gpu = gpu_->forward(head, a, true);
+  SequenceState c = cpu_->new_state();
+  const auto cpu = cpu_->forward(head, c, true);
+  expect_close(compare(gpu.data(), cpu.data(), 150, V_), GetParam() + " 150-token prefill vs cpu");
+
+  CudaSequenceState b = gpu_->new_state();
+  std::vector<float> dec;
+  for (int id : ids) {
+    const int one[1] = {id};
+    const auto logits = gpu_->forward(one, b);
+    dec.insert(dec.end(), logits.begin(), logits.end());
+  }
+  expect_close(compare(dec.data(), gpu.data(), 150, V_), GetParam() + " decode vs prefill (150)");
+  // Positions 150..299 continue the prefilled state with a second long piece.
+  const std::vector<int> tail(ids.begin() + 150, ids.end());
+  const auto cont = gpu_->forward(tail, a, true);
+  expect_close(compare(cont.data(), dec.data() + 150 * V_, 150, V_), GetParam() + " continuation vs decode");
+}
+
+TEST_P(CudaModelFixture, RejectsIdsOutsideTheVocabulary) {
+  CudaSequenceState st = gpu_->new_state();
+  const std::vector<int> bad = {1, 2, static_cast<int>(V_)};
+  EXPECT_THROW(gpu_->forward(bad, st), InvalidArgument);
+  EXPECT_THROW(gpu_->forward(std::vector<int>{}, st), InvalidArgument);
+  EXPECT_EQ(st.length, 0);
+}
+
+TEST_P(CudaModelFixture, RandomWeightsOfTheFixtureShape) {
+  // The random-weights path: finite O(1) logits, and prefill agrees with token-by-token decode.
+  auto rnd = CudaModel::random(cpu_->config(), 1234);
+  std::vector<int> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % static_cast<int>(V_));
+  CudaSequenceState a = rnd->new_state(), b = rnd->new_state();
+  const auto full = rnd->forward(ids, a, true);
+  float mx = 0;
+  for (float x : full) {
+    ASSERT_TRUE(std::isfinite(x));
+    mx = std::max(mx, std::fabs(x));
+  }
+  EXPECT_GT(mx, 1e-2f);
+  EXPECT_LT(mx, 100.0f);
+  std::vector<float> dec;
+  for (int id : ids) {
+    const int one[1] = {id};
+    const auto logits = rnd->forward(one, b);
+    dec.insert(dec.end(), logits.begin(), logits.end());
+  }
+  expect_close(compare(dec.data(), full.data(), 40, V_), GetParam() + " random: decode vs prefill");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaModelFixture,
+                         ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe"));
+
+}  // namespace
+}  // namespace hypic
