@@ -1,0 +1,220 @@
+// Whole-model throughput of the CUDA forward pass (runtime/cuda/cuda_model.h), printed as one JSON object:
+// prefill tokens/s of one sequence from position 0, then decode tokens/s at batch 1 continuing it, and
+// each as a fraction of the device's limits:
+//   prefill: model FLOPs (projections, attention scores/values, chunked delta rule) per second over the
+//     measured bf16 GEMM rate (--peak-tflops, default 790 for an H200);
+//   decode: bytes read per token (every weight a token touches: the non-expert matrices, the top-k
+//     experts of each MoE layer, the LM head; plus the recurrent states, conv tails and the KV cache at
+//     that step's context length) per second over HBM bandwidth (--peak-tbps, default 4.3).
+// Usage:
+//   hypic_bench_model --config CONFIG.json --random-weights [--prefill 8192] [--decode 128] [--seed 1]
+//   hypic_bench_model --model DIR [--prefill N] [--decode N]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/check.h"
+#include "runtime/cuda/cuda_model.h"
+#include "runtime/error.h"
+#include "runtime/model_config.h"
+
+using namespace hypic;
+
+namespace {
+
+struct Args {
+  std::string config, model;
+  bool random_weights = false;
+  int64_t prefill = 8192, decode = 128;
+  uint64_t seed = 1;
+  double peak_tflops = 790.0, peak_tbps = 4.3;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "hypic_bench_model: %s\n"
+               "usage: hypic_bench_model --config CONFIG.json --random-weights [--prefill N] [--decode N] [--seed S]\n"
+               "       hypic_bench_model --model DIR [--prefill N] [--decode N]\n"
+               "       [--peak-tflops 790] [--peak-tbps 4.3]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value for " + k);
+      return argv[++i];
+    };
+    if (k == "--config") a.config = value();
+    else if (k == "--model") a.model = value();
+    else if (k == "--random-weights") a.random_weights = true;
+    else if (k == "--prefill") a.prefill = std::atoll(value().c_str());
+    else if (k == "--decode") a.decode = std::atoll(value().c_str());
+    else if (k == "--seed") a.seed = std::strtoull(value().c_str(), nullptr, 10);
+    else if (k == "--peak-tflops") a.peak_tflops = std::atof(value().c_str());
+    else if (k == "--peak-tbps") a.peak_tbps = std::atof(value().c_str());
+    else usage("unknown option " + k);
+  }
+  if (a.random_weights && !a.model.empty()) usage("--random-weights and --model exclude each other");
+  if (a.random_weights && a.config.empty()) usage("--random-weights needs --config");
+  if (!a.random_weights && a.model.empty()) usage("give --config CONFIG.json --random-weights, or --model DIR");
+  if (a.prefill < 1 || a.decode < 0) usage("--prefill must be >= 1 and --decode >= 0");
+  return a;
+}
+
+// Multiply-adds count 2 FLOPs. Matrix parameters one token multiplies through (per layer kind).
+struct Counts {
+  double proj_params_per_token = 0;  // every projection a token runs through, LM head excluded
+  double lm_head_params = 0;
+  double weight_bytes_per_decode_token = 0;  // bf16 weights a decode step reads (incl. LM head, one embed row)
+  double state_bytes = 0;                    // GDN states (fp32) + conv tails (bf16), read per step
+  double kv_bytes_per_row = 0;               // bf16 K and V of one position, all attention layers
+  double attn_flops_per_qk_pair = 0;         // QK^T and PV over all attention layers, per visible pair
+  double gdn_flops_per_token = 0;            // chunked delta rule, all linear layers
+};
+
+Counts count(const ModelConfig& c) {
+  Counts n;
+  const double D = c.hidden_size, V = c.vocab_size;
+  const double Hk = c.lin_k_heads, Hv = c.lin_v_heads, dk = c.lin_k_dim, dv = c.lin_v_dim;
+  const double H = c.num_heads, Hkv = c.num_kv_heads, hd = c.head_dim, chunk = 64;
+  double nonexpert = 0, expert_active = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.layer_kinds[l] == LayerKind::LinearAttention) {
+      nonexpert += D * (2 * Hk * dk + 2 * Hv * dv + 2 * Hv) + Hv * dv * D;
+      n.state_bytes += 4 * Hv * dk * dv + 2 * (c.conv_kernel - 1) * (2 * Hk * dk + Hv * dv);
+      // Per token and value head: Q S0, W S0, K^T Vn (3 dk dv MACs); in-chunk QK^T, KK^T, A K (3 C dk);
+      // in-chunk P Vn and A V (2 C dv).
+      n.gdn_flops_per_token += 2 * Hv * (3 * dk * dv + 3 * chunk * dk + 2 * chunk * dv);
+    } else {
+      nonexpert += D * (H * hd * (c.attn_output_gate ? 2 : 1) + 2 * Hkv * hd) + H * hd * D;
+      n.kv_bytes_per_row += 2 * 2 * Hkv * hd;
+      n.attn_flops_per_qk_pair += 2 * 2 * H * hd;
+    }
+    if (c.layer_is_moe[l]) {
+      nonexpert += c.num_experts * D + 3 * D * c.shared_expert_intermediate_size +
+                   (c.shared_expert_intermediate_size > 0 ? D : 0);
+      expert_active += c.experts_per_tok * 3 * D * c.moe_intermediate_size;
+    } else {
+      nonexpert += 3 * D * c.intermediate_size;
+    }
+  }
+  n.proj_params_per_token = nonexpert + expert_active;
+  n.lm_head_params = V * D;
+  n.weight_bytes_per_decode_token = 2 * (nonexpert + expert_active + V * D + D);
+  return n;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<int> random_ids(int64_t n, int64_t V, uint64_t seed) {
+  std::vector<int> ids(static_cast<size_t>(n));
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& id : ids) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    id = static_cast<int>(x % static_cast<uint64_t>(V));
+  }
+  return ids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  try {
+    if (!cuda::device_available()) {
+      std::fprintf(stderr, "hypic_bench_model: no CUDA device\n");
+      return 1;
+    }
+    cudaDeviceProp prop{};
+    HYPIC_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+
+    std::unique_ptr<CudaModel> model;
+    const auto t_load = std::chrono::steady_clock::now();
+    if (a.random_weights) {
+      std::string path = a.config;
+      if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "config.json").string();
+      model = CudaModel::random(ModelConfig::load(path), a.seed);
+    } else {
+      model = CudaModel::load(a.model);
+    }
+    const double load_s = seconds_since(t_load);
+    const ModelConfig& cfg = model->config();
+    const Counts cnt = count(cfg);
+
+    // Warm-up: cuBLAS heuristics, kernel attributes, the scratch pool at the measured sizes.
+    const std::vector<int> ids = random_ids(a.prefill + a.decode, cfg.vocab_size, a.seed);
+    {
+      CudaSequenceState w = model->new_state();
+      const std::vector<int> head(ids.begin(), ids.begin() + a.prefill);
+      model->forward(head, w);
+      for (int i = 0; i < 3 && i < a.decode; ++i) model->forward(std::span<const int>(&ids[a.prefill + i], 1), w);
+    }
+
+    CudaSequenceState st = model->new_state();
+    const std::vector<int> prompt(ids.begin(), ids.begin() + a.prefill);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> logits = model->forward(prompt, st);
+    const double prefill_s = seconds_since(t0);
+
+    const double T = static_cast<double>(a.prefill);
+    const double proj_flops = 2 * cnt.proj_params_per_token * T + 2 * cnt.lm_head_params;
+    const double attn_flops = cnt.attn_flops_per_qk_pair * T * (T + 1) / 2;
+    const double gdn_flops = cnt.gdn_flops_per_token * T;
+    const double prefill_flops = proj_flops + attn_flops + gdn_flops;
+
+    // Decode: greedy continuation, one token per call, logits copied back each step (as a caller sees it).
+    double decode_s = 0, decode_bytes = 0;
+    for (int64_t i = 0; i < a.decode; ++i) {
+      const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      const int one[1] = {next};
+      const double ctx = static_cast<double>(st.length + 1);
+      decode_bytes += cnt.weight_bytes_per_decode_token + cnt.state_bytes + cnt.kv_bytes_per_row * ctx;
+      t0 = std::chrono::steady_clock::now();
+      logits = model->forward(one, st);
+      decode_s += seconds_since(t0);
+    }
+
+    const double prefill_tps = T / prefill_s, prefill_tflops = prefill_flops / prefill_s / 1e12;
+    std::printf("{\n");
+    std::printf("  \"device\": \"%s\",\n", prop.name);
+    std::printf("  \"model\": \"%s\",\n", a.random_weights ? ("random weights, " + a.config).c_str() : a.model.c_str());
+    std::printf("  \"layers\": %lld, \"linear_layers\": %lld, \"hidden\": %lld, \"experts\": %lld, \"top_k\": %lld,\n",
+                (long long)cfg.num_layers, (long long)cfg.num_linear_layers(), (long long)cfg.hidden_size,
+                (long long)cfg.num_experts, (long long)cfg.experts_per_tok);
+    std::printf("  \"weight_bytes\": %zu, \"load_seconds\": %.3f,\n", model->weight_bytes(), load_s);
+    std::printf("  \"prefill\": {\"tokens\": %lld, \"seconds\": %.6f, \"tokens_per_s\": %.1f,\n", (long long)a.prefill,
+                prefill_s, prefill_tps);
+    std::printf("    \"flops\": %.6e, \"projection_flops\": %.6e, \"attention_flops\": %.6e, \"gdn_flops\": %.6e,\n",
+                prefill_flops, proj_flops, attn_flops, gdn_flops);
+    std::printf("    \"tflops_per_s\": %.2f, \"peak_tflops\": %.1f, \"fraction_of_peak\": %.4f},\n", prefill_tflops,
+                a.peak_tflops, prefill_tflops / a.peak_tflops);
+    if (a.decode > 0) {
+      const double tps = static_cast<double>(a.decode) / decode_s, tbps = decode_bytes / decode_s / 1e12;
+      std::printf("  \"decode\": {\"tokens\": %lld, \"batch\": 1, \"context_start\": %lld, \"seconds\": %.6f, "
+                  "\"tokens_per_s\": %.2f, \"ms_per_token\": %.3f,\n",
+                  (long long)a.decode, (long long)a.prefill, decode_s, tps, 1e3 * decode_s / a.decode);
+      std::printf("    \"bytes_per_token\": %.6e, \"weight_bytes_per_token\": %.6e, \"state_bytes\": %.6e,\n",
+                  decode_bytes / a.decode, cnt.weight_bytes_per_decode_token, cnt.state_bytes);
+      std::printf("    \"tb_per_s\": %.4f, \"peak_tb_per_s\": %.2f, \"fraction_of_peak\": %.4f},\n", tbps, a.peak_tbps,
+                  tbps / a.peak_tbps);
+    }
+    std::printf("  \"sequence_state_bytes\": %zu\n}\n", st.bytes());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hypic_bench_model: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
