@@ -17,7 +17,8 @@ void CudaAttentionLayerState::reserve(int64_t needed, int64_t row_elems, cudaStr
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(nk.get(), k.get(), row_bytes * rows, cudaMemcpyDeviceToDevice, stream));
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(nv.get(), v.get(), row_bytes * rows, cudaMemcpyDeviceToDevice, stream));
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(np.get(), pos.get(), sizeof(int64_t) * rows, cudaMemcpyDeviceToDevice, stream));
-    // The old blocks are freed below; cudaFree waits for the device, so the copies have read them.
+    // The old blocks are freed below: the copies (and earlier readers) must be done with them.
+    HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   k = std::move(nk);
   v = std::move(nv);
