@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "kernels/cuda/check.h"
 #include "runtime/error.h"
@@ -20,21 +23,23 @@ namespace {
 
 const std::string kModels = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/";
 
-// bf16 tolerances: worst logit error and mean error as fractions of the reference's logit range, and
-// the share of positions whose arg-max agrees.
-constexpr float kMaxRel = 0.04f;
-constexpr float kMeanRel = 0.006f;
-constexpr double kTop1 = 0.95;
-
 struct Agreement {
-  float max_rel = 0, mean_rel = 0;
-  double top1 = 0;
+  float max_rel = 0, mean_rel = 0;  // worst and mean logit error as fractions of the logit range
+  double top1 = 0;                  // share of positions whose arg-max agrees
 };
 
-// a, b: [rows, V]; b is the reference.
-Agreement compare(const float* a, const float* b, int64_t rows, int64_t V) {
-  const auto [lo, hi] = std::minmax_element(b, b + rows * V);
-  const float range = std::max(*hi - *lo, 1e-6f);
+// "Within bf16 tolerance" is what transformers itself shows in bf16 on the same fixture
+// (bf16_reference.json, tools/fixtures/make_bf16_reference.py): one bf16 run against fp32 may err by
+// 1.25x that, two bf16 runs against each other by 2x; top-1 agreement may be 0.10 / 0.15 lower.
+struct Tolerance {
+  float max_rel, mean_rel;
+  double top1;
+};
+
+// a, b: [rows, V]; b is the reference; errors relative to `range` (the model's golden logit range,
+// so short pieces are judged on the same scale as whole prompts).
+Agreement compare(const float* a, const float* b, int64_t rows, int64_t V, float range) {
+  range = std::max(range, 1e-6f);
   double sum = 0;
   float mx = 0;
   int64_t same = 0;
@@ -51,12 +56,12 @@ Agreement compare(const float* a, const float* b, int64_t rows, int64_t V) {
   return {mx / range, static_cast<float>(sum / (rows * V) / range), static_cast<double>(same) / rows};
 }
 
-void expect_close(const Agreement& g, const std::string& what) {
-  std::printf("[ metrics  ] %-40s max_rel %.5f mean_rel %.6f top1 %.3f\n", what.c_str(), g.max_rel, g.mean_rel,
-              g.top1);
-  EXPECT_LE(g.max_rel, kMaxRel) << what;
-  EXPECT_LE(g.mean_rel, kMeanRel) << what;
-  EXPECT_GE(g.top1, kTop1) << what;
+void expect_close(const Agreement& g, const Tolerance& t, const std::string& what) {
+  std::printf("[ metrics  ] %-40s max_rel %.5f mean_rel %.6f top1 %.3f  (limits %.4f %.5f %.3f)\n", what.c_str(),
+              g.max_rel, g.mean_rel, g.top1, t.max_rel, t.mean_rel, t.top1);
+  EXPECT_LE(g.max_rel, t.max_rel) << what;
+  EXPECT_LE(g.mean_rel, t.mean_rel) << what;
+  EXPECT_GE(g.top1, t.top1) << what;
 }
 
 std::vector<int> to_ints(const Tensor& t) {
@@ -76,6 +81,14 @@ class CudaModelFixture : public ::testing::TestWithParam<std::string> {
     ids_ = to_ints(golden_->get("input_ids"));
     logits_ = golden_->get("logits");
     V_ = cpu_->config().vocab_size;
+    std::ifstream in(dir + "/bf16_reference.json");
+    ASSERT_TRUE(in) << "missing " << dir << "/bf16_reference.json";
+    const auto ref = nlohmann::json::parse(in);
+    range_ = ref["logit_range"].get<float>();
+    const float mx = ref["max_rel"].get<float>(), mean = ref["mean_rel"].get<float>();
+    const double top1 = ref["top1"].get<double>();
+    one_ = {1.25f * mx, 1.25f * mean, top1 - 0.10};
+    two_ = {2.0f * mx, 2.0f * mean, top1 - 0.15};
   }
   const float* golden_row(size_t t) const { return logits_.data<float>() + t * V_; }
 
@@ -85,6 +98,8 @@ class CudaModelFixture : public ::testing::TestWithParam<std::string> {
   std::vector<int> ids_;
   Tensor logits_;
   int64_t V_ = 0;
+  float range_ = 1;
+  Tolerance one_{}, two_{};  // one bf16 run vs fp32; two bf16 runs vs each other
 };
 
 TEST_P(CudaModelFixture, PrefillMatchesCpuAndTransformers) {
@@ -95,14 +110,15 @@ TEST_P(CudaModelFixture, PrefillMatchesCpuAndTransformers) {
   SequenceState cst = cpu_->new_state();
   const auto cpu = cpu_->forward(ids_, cst, true);
   const int64_t T = static_cast<int64_t>(ids_.size());
-  expect_close(compare(gpu.data(), cpu.data(), T, V_), GetParam() + " prefill vs cpu");
-  expect_close(compare(gpu.data(), logits_.data<float>(), T, V_), GetParam() + " prefill vs golden");
+  expect_close(compare(gpu.data(), cpu.data(), T, V_, range_), one_, GetParam() + " prefill vs cpu");
+  expect_close(compare(gpu.data(), logits_.data<float>(), T, V_, range_), one_, GetParam() + " prefill vs golden");
 
   // Last-token logits alone are the last row of the full output.
   CudaSequenceState st2 = gpu_->new_state();
   const auto last = gpu_->forward(ids_, st2);
   ASSERT_EQ(last.size(), static_cast<size_t>(V_));
-  expect_close(compare(last.data(), gpu.data() + (T - 1) * V_, 1, V_), GetParam() + " last row");
+  expect_close(compare(last.data(), gpu.data() + (T - 1) * V_, 1, V_, range_), Tolerance{1e-3f, 1e-4f, 1.0},
+               GetParam() + " last row");
 }
 
 TEST_P(CudaModelFixture, StateMatchesCpu) {
@@ -135,7 +151,7 @@ TEST_P(CudaModelFixture, ContinuationInPieces) {
   for (size_t c = 0; c + 1 < cuts.size(); ++c) {
     const std::vector<int> piece(ids_.begin() + cuts[c], ids_.begin() + cuts[c + 1]);
     const auto logits = gpu_->forward(piece, st, true);
-    expect_close(compare(logits.data(), golden_row(cuts[c]), static_cast<int64_t>(piece.size()), V_),
+    expect_close(compare(logits.data(), golden_row(cuts[c]), static_cast<int64_t>(piece.size()), V_, range_), one_,
                  GetParam() + " piece " + std::to_string(c));
   }
   EXPECT_EQ(st.length, static_cast<int64_t>(ids_.size()));
@@ -149,7 +165,7 @@ TEST_P(CudaModelFixture, TokenByTokenDecode) {
     const auto logits = gpu_->forward(one, st);
     all.insert(all.end(), logits.begin(), logits.end());
   }
-  expect_close(compare(all.data(), logits_.data<float>(), static_cast<int64_t>(ids_.size()), V_),
+  expect_close(compare(all.data(), logits_.data<float>(), static_cast<int64_t>(ids_.size()), V_, range_), one_,
                GetParam() + " decode vs golden");
 }
 
@@ -163,7 +179,7 @@ TEST_P(CudaModelFixture, LongPrefillAcrossChunksMatchesCpuAndDecode) {
   const auto gpu = gpu_->forward(head, a, true);
   SequenceState c = cpu_->new_state();
   const auto cpu = cpu_->forward(head, c, true);
-  expect_close(compare(gpu.data(), cpu.data(), 150, V_), GetParam() + " 150-token prefill vs cpu");
+  expect_close(compare(gpu.data(), cpu.data(), 150, V_, range_), one_, GetParam() + " 150-token prefill vs cpu");
 
   CudaSequenceState b = gpu_->new_state();
   std::vector<float> dec;
@@ -172,11 +188,12 @@ TEST_P(CudaModelFixture, LongPrefillAcrossChunksMatchesCpuAndDecode) {
     const auto logits = gpu_->forward(one, b);
     dec.insert(dec.end(), logits.begin(), logits.end());
   }
-  expect_close(compare(dec.data(), gpu.data(), 150, V_), GetParam() + " decode vs prefill (150)");
+  expect_close(compare(dec.data(), gpu.data(), 150, V_, range_), two_, GetParam() + " decode vs prefill (150)");
   // Positions 150..299 continue the prefilled state with a second long piece.
   const std::vector<int> tail(ids.begin() + 150, ids.end());
   const auto cont = gpu_->forward(tail, a, true);
-  expect_close(compare(cont.data(), dec.data() + 150 * V_, 150, V_), GetParam() + " continuation vs decode");
+  expect_close(compare(cont.data(), dec.data() + 150 * V_, 150, V_, range_), two_,
+               GetParam() + " continuation vs decode");
 }
 
 TEST_P(CudaModelFixture, RejectsIdsOutsideTheVocabulary) {
@@ -207,7 +224,8 @@ TEST_P(CudaModelFixture, RandomWeightsOfTheFixtureShape) {
     const auto logits = rnd->forward(one, b);
     dec.insert(dec.end(), logits.begin(), logits.end());
   }
-  expect_close(compare(dec.data(), full.data(), 40, V_), GetParam() + " random: decode vs prefill");
+  const auto [lo, hi] = std::minmax_element(full.begin(), full.end());
+  expect_close(compare(dec.data(), full.data(), 40, V_, *hi - *lo), two_, GetParam() + " random: decode vs prefill");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaModelFixture,
