@@ -50,18 +50,20 @@ Generation Session::generate(const GenerateOptions& opt) {
   const auto& stops = rt_.stop_ids();
   StreamingDecoder dec(rt_.tokenizer());
   Generation g;
-  std::string held;  // text not yet streamed because it may be the start of a stop string
+  size_t streamed = 0;  // bytes of g.text already given to on_text
+  // Streams all text that cannot be the start of a stop string still being completed.
   auto flush = [&](bool all) {
     size_t keep = 0;
     if (!all)
       for (auto& s : opt.stop)
-        for (size_t k = std::min(s.size() - 1, held.size()); k > keep; --k)
-          if (held.compare(held.size() - k, k, s, 0, k) == 0) {
+        for (size_t k = std::min(s.empty() ? 0 : s.size() - 1, g.text.size() - streamed); k > keep; --k)
+          if (g.text.compare(g.text.size() - k, k, s, 0, k) == 0) {
             keep = k;
             break;
           }
-    if (opt.on_text && held.size() > keep) opt.on_text(std::string_view(held).substr(0, held.size() - keep));
-    held.erase(0, held.size() - keep);
+    const size_t upto = g.text.size() - keep;
+    if (opt.on_text && upto > streamed) opt.on_text(std::string_view(g.text).substr(streamed, upto - streamed));
+    streamed = std::max(streamed, upto);
   };
   for (int i = 0; i < opt.max_tokens; ++i) {
     if (opt.cancel && opt.cancel->load()) {
@@ -76,19 +78,17 @@ Generation Session::generate(const GenerateOptions& opt) {
       g.finish = Generation::Finish::Stop;
       break;
     }
-    const std::string piece = dec.push(id);
-    g.text += piece;
-    held += piece;
-    bool stopped = false;
+    const size_t before = g.text.size();
+    g.text += dec.push(id);
+    // A stop string may end anywhere inside the new piece: search the region it could overlap.
+    size_t cut = std::string::npos;
     for (auto& s : opt.stop) {
-      if (!s.empty() && g.text.size() >= s.size() && g.text.compare(g.text.size() - s.size(), s.size(), s) == 0) {
-        g.text.resize(g.text.size() - s.size());
-        held.resize(held.size() >= s.size() ? held.size() - s.size() : 0);
-        stopped = true;
-        break;
-      }
+      if (s.empty()) continue;
+      const size_t from = before >= s.size() ? before - s.size() + 1 : 0;
+      cut = std::min(cut, g.text.find(s, from));
     }
-    if (stopped) {
+    if (cut != std::string::npos) {
+      g.text.resize(cut);
       pending_.push_back(id);
       g.finish = Generation::Finish::Stop;
       break;
@@ -97,11 +97,7 @@ Generation Session::generate(const GenerateOptions& opt) {
     const int one[1] = {id};
     logits_ = rt_.model().forward(one, state_);
   }
-  const std::string rest = dec.finish();
-  if (g.finish != Generation::Finish::Stop) {
-    g.text += rest;
-    held += rest;
-  }
+  if (g.finish != Generation::Finish::Stop) g.text += dec.finish();
   flush(true);
   return g;
 }

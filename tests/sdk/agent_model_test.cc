@@ -152,3 +152,35 @@ TEST_F(AgentTest, HistoryPersistsAndFeedsTheNextRun) {
 
 }  // namespace
 }  // namespace hypic::sdk
+
+namespace hypic::sdk {
+namespace {
+
+TEST(SessionTest, StopStringEndsGenerationAndIsNotStreamed) {
+  RuntimeOptions o;
+  o.model_dir = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/qwen3_5_dense";
+  auto rt = Runtime::open(o);
+  Session probe(*rt);
+  probe.prefill({{rt->tokenizer().encode("<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"), BlockCache::None}});
+  GenerateOptions free_run;
+  free_run.max_tokens = 12;
+  const Generation g = probe.generate(free_run);
+  ASSERT_GE(g.text.size(), 4u);
+  // Stop at a string the model is known to produce (greedy is deterministic), plus an empty one.
+  const std::string stop = g.text.substr(2, 2);
+  Session s(*rt);
+  s.prefill({{rt->tokenizer().encode("<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"), BlockCache::None}});
+  GenerateOptions opt;
+  opt.max_tokens = 12;
+  opt.stop = {"", stop};
+  std::string streamed;
+  opt.on_text = [&](std::string_view t) { streamed += t; };
+  const Generation h = s.generate(opt);
+  EXPECT_EQ(h.finish, Generation::Finish::Stop);
+  EXPECT_EQ(h.text.find(stop), std::string::npos);
+  EXPECT_EQ(streamed, h.text);
+  EXPECT_EQ(g.text.rfind(h.text, 0), 0u);  // the same greedy text, cut before the stop string
+}
+
+}  // namespace
+}  // namespace hypic::sdk
