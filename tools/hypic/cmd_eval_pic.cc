@@ -1,8 +1,10 @@
 // hypic eval-pic --model DIR --prompts F.jsonl [--modes full,prefix,hypic,naive,noseam] [--seam 8]
-//                [--decode-tokens 16] [--cache-mb 1024] [--prewarm]
+//                [--decode-tokens 16] [--cache-mb 1024] [--prewarm] [--show N]
 // Runs every prompt in every mode in one process (each mode with its own segment store, warmed by the
 // prompts before it, or by all prompts with --prewarm) and compares each mode with `full`.
+// --show N prints the first N prompts' answers per mode to stderr (stdout stays one JSON object).
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -94,7 +96,8 @@ struct ModeStats {
 
 int run(int argc, char** argv) {
   Args args(argc, argv, {"prewarm"});
-  args.allow_only({"model", "prompts", "modes", "seam", "decode-tokens", "cache-mb", "prewarm"});
+  args.allow_only({"model", "prompts", "modes", "seam", "decode-tokens", "cache-mb", "prewarm", "show"});
+  const long long show = args.get_int("show", 0);
   const std::string dir = args.require("model");
   auto model = HybridModel::load(dir);
   const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
@@ -136,6 +139,19 @@ int run(int argc, char** argv) {
     const std::vector<float> ref_logits = ref.logits;
     const std::vector<int> ref_tokens = reference.greedy_decode(ref, static_cast<int>(n_decode));
     const int ref_top1 = ref_tokens[0];
+    auto text_of = [&](const std::vector<int>& toks) {
+      auto end = std::find_first_of(toks.begin(), toks.end(), stop_ids.begin(), stop_ids.end());
+      return trim(tok.decode(std::vector<int>(toks.begin(), end)));
+    };
+    const bool shown = static_cast<long long>(i) < show;
+    if (shown) {
+      std::string q = prompts[i].blocks.back();
+      for (const char* mark : {"<|im_start|>", "<|im_end|>"})
+        for (size_t at; (at = q.find(mark)) != std::string::npos;) q.erase(at, std::strlen(mark));
+      if (const auto nl = trim(q).find('\n'); nl != std::string::npos) q = trim(q).substr(0, nl);  // drop the role header
+      std::fprintf(stderr, "prompt %zu (%zu blocks): %s\n", i + 1, prompts[i].blocks.size(), trim(q).c_str());
+      if (prompts[i].answer) std::fprintf(stderr, "  expected: %s\n", prompts[i].answer->c_str());
+    }
     for (auto m : modes) {
       PromptResult r = m == CacheMode::Full ? reference.run(tokenized[i]) : engines[m]->run(tokenized[i]);
       const std::vector<float> first = r.logits;
@@ -152,11 +168,17 @@ int run(int argc, char** argv) {
         s.block_hits += b.hit;
         ++s.blocks;
       }
+      const std::string text = text_of(toks);
       if (prompts[i].answer) {
         ++s.with_answer;
-        auto end = std::find_first_of(toks.begin(), toks.end(), stop_ids.begin(), stop_ids.end());
-        const std::string text = tok.decode(std::vector<int>(toks.begin(), end));
-        s.exact += trim(text) == trim(*prompts[i].answer);
+        s.exact += text == trim(*prompts[i].answer);
+      }
+      if (shown) {
+        int hits = 0;
+        for (auto& b : r.blocks) hits += b.hit;
+        std::fprintf(stderr, "  %-7s %-12s blocks hit %d/%zu, computed %5lld of %5lld tokens, TTFT %7.1f ms\n",
+                     mode_name(m), ("\"" + text + "\"").c_str(), hits, r.blocks.size(),
+                     static_cast<long long>(r.computed_tokens), static_cast<long long>(r.prompt_tokens), r.ttft_ms);
       }
     }
   }
