@@ -1,0 +1,179 @@
+"""The synthetic retrieval-QA task shared by make_tokenizer.py, make_eval.py and train.py.
+
+A prompt is a list of blocks, each tokenized on its own (as `hypic eval-pic` does):
+  [system block] [document]... [question tail]
+The system block opens the user turn, every document is one block, and the question tail closes the user
+turn and opens the assistant turn. The answer is the value of one fact of one document, followed by
+<|im_end|>:
+
+  <|im_start|>system\\nAnswer the question from the documents.<|im_end|>\\n<|im_start|>user\\n
+  The code of Kelmora is 5831. The old bridge was quiet at night. Pelu lives in Drast.\\n
+  ...
+  Question: What is the code of Kelmora?<|im_end|>\\n<|im_start|>assistant\\n
+  -> 5831<|im_end|>
+
+Names (subjects and places) are random syllable words drawn per seed and values are random 4-digit
+numbers, so an evaluation file's facts are new to a model trained on other seeds: it must read them
+from the documents. Every subject has exactly one fact and names are unique within a document pool, so
+every question has exactly one answer in any prompt drawn from that pool.
+
+Seeds: 0..999_999 are reserved for evaluation and test files (make_eval.py); training draws from
+seeds >= 1_000_000 (train.py), the tokenizer corpus from seed 2_000_000_000.
+"""
+from __future__ import annotations
+
+import random
+
+EVAL_SEED_LIMIT = 1_000_000  # seeds below this are evaluation-only
+TRAIN_SEED_BASE = 1_000_000
+TOKENIZER_SEED = 2_000_000_000
+
+ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "h", "j",
+          "br", "dr", "gr", "kr", "tr", "st", "th", "sh", "ch", "pl", "fl", "sk", "qu", "w"]
+VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o", "ai", "ou", "ei", "y"]
+CODAS = ["", "", "", "n", "r", "l", "s", "m", "x", "rn", "st", "th", "nd"]
+
+NUM_ATTRS = ["code", "number", "pin", "key", "badge", "room", "gate", "seat"]
+PLACE_REL = "home"  # "X lives in Y." / "Where does X live?"
+
+ADJ = ["old", "new", "small", "quiet", "busy", "long", "narrow", "bright", "dark", "green", "cold", "warm",
+       "wooden", "empty", "little", "famous", "hidden", "tall", "broken", "open"]
+NOUN = ["bridge", "road", "garden", "market", "river", "station", "library", "tower", "harbor", "school",
+        "house", "square", "forest", "field", "shop", "hall", "village", "lake", "hill", "street"]
+VERB = ["was quiet", "was crowded", "stayed open", "looked calm", "was closed", "felt cold", "was busy",
+        "looked empty", "was painted", "was cleaned", "was repaired", "smelled of bread", "was full of birds",
+        "was lit", "stood still"]
+WHEN = ["at night", "in the morning", "all day", "in winter", "in spring", "after the rain", "last week",
+        "every evening", "for a while", "on most days", "before noon", "during the fair"]
+FILLER_EXTRA = [
+    "Nobody remembers who built it.", "Visitors often walk there after lunch.", "The weather was mild.",
+    "Some people say it is the best place in the region.", "A few children played near the water.",
+    "The records are kept in a blue box.", "Letters arrive there twice a week.",
+    "It is a good place to rest.", "Most of the trees there are very old.", "The path is hard to find.",
+]
+
+SYSTEMS = [
+    "<|im_start|>system\nAnswer the question from the documents.<|im_end|>\n<|im_start|>user\n",
+    "<|im_start|>system\nYou are a helpful assistant. Use only the documents below.<|im_end|>\n<|im_start|>user\n",
+    "<|im_start|>system\nRead the documents and answer briefly.<|im_end|>\n<|im_start|>user\n",
+]
+QUESTION_TAIL = "Question: {q}<|im_end|>\n<|im_start|>assistant\n"
+# A follow-up turn (training only: several questions per sequence for more answer tokens per forward).
+FOLLOWUP_HEAD = "\n<|im_start|>user\n"
+
+
+def make_name(rng: random.Random) -> str:
+    n = rng.choice([2, 2, 2, 3])
+    s = "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + (rng.choice(CODAS) if i == n - 1 else "")
+                for i in range(n))
+    return s[0].upper() + s[1:]
+
+
+def make_value(rng: random.Random) -> str:
+    return str(rng.randint(1000, 9999))
+
+
+def filler(rng: random.Random) -> str:
+    if rng.random() < 0.25:
+        return rng.choice(FILLER_EXTRA)
+    art = rng.choice(["The", "A", "That"])
+    return f"{art} {rng.choice(ADJ)} {rng.choice(NOUN)} {rng.choice(VERB)} {rng.choice(WHEN)}."
+
+
+class Namer:
+    """Draws names that are unique within one pool/prompt."""
+
+    def __init__(self, rng: random.Random):
+        self.rng, self.used = rng, set()
+
+    def __call__(self) -> str:
+        for _ in range(1000):
+            n = make_name(self.rng)
+            if n not in self.used:
+                self.used.add(n)
+                return n
+        raise RuntimeError("name space exhausted")
+
+
+def fact_sentence(attr: str, subj: str, value: str) -> str:
+    if attr == PLACE_REL:
+        return f"{subj} lives in {value}."
+    return f"The {attr} of {subj} is {value}."
+
+
+def question_text(attr: str, subj: str) -> str:
+    if attr == PLACE_REL:
+        return f"Where does {subj} live?"
+    return f"What is the {attr} of {subj}?"
+
+
+HOME_PROB = 0.25  # share of facts that are "X lives in Y." (the rest: "The <attr> of X is NNNN.")
+TRAIN_HOME_PROB = 0.4  # training sees more of the (harder to learn) place answers
+
+
+def make_document(rng: random.Random, namer: Namer, n_subjects=(2, 3), n_filler=(1, 2), home_prob=HOME_PROB):
+    """Returns (text, facts) where facts = [(attr, subject, value)]. One fact per subject: a subject is
+    the key of exactly one value (its numeric attribute, or its home)."""
+    facts = []
+    for _ in range(rng.randint(*n_subjects)):
+        subj = namer()
+        a = PLACE_REL if rng.random() < home_prob else rng.choice(NUM_ATTRS)
+        facts.append((a, subj, namer() if a == PLACE_REL else make_value(rng)))
+    sents = [fact_sentence(*f) for f in facts] + [filler(rng) for _ in range(rng.randint(*n_filler))]
+    rng.shuffle(sents)
+    return " ".join(sents) + "\n", facts
+
+
+def make_document_v1(rng: random.Random, namer: Namer):
+    """The first training stage's documents (kept to reproduce it): 1-2 subjects with 1-2 facts each, so a
+    subject can hold two numeric attributes ("The room of X is .. The pin of X is .."). The model trained on
+    these alone reached 69% exact match: it had learned retrieval by subject, not by attribute (README.md)."""
+    facts = []
+    for _ in range(rng.randint(1, 2)):
+        subj = namer()
+        seen = set()
+        for a in rng.sample(NUM_ATTRS + [PLACE_REL, PLACE_REL], rng.randint(1, 2)):
+            if a in seen:
+                continue
+            seen.add(a)
+            facts.append((a, subj, namer() if a == PLACE_REL else make_value(rng)))
+    sents = [fact_sentence(*f) for f in facts] + [filler(rng) for _ in range(rng.randint(1, 2))]
+    rng.shuffle(sents)
+    return " ".join(sents) + "\n", facts
+
+
+def make_prompt(rng: random.Random, docs, n_questions: int = 1):
+    """docs: list of (text, facts) in prompt order. Returns blocks, [(question_tail, answer)].
+    The first question tail is the last eval block; further (tail, answer) pairs are follow-up turns."""
+    all_facts = [f for _, fs in docs for f in fs]
+    qs = rng.sample(all_facts, min(n_questions, len(all_facts)))
+    turns = [(QUESTION_TAIL.format(q=question_text(a, s)), v) for a, s, v in qs]
+    blocks = [rng.choice(SYSTEMS)] + [d for d, _ in docs]
+    return blocks, turns
+
+
+def eval_prompts(seed: int, count: int, pool: int = 40, min_docs: int = 2, max_docs: int = 8):
+    """Evaluation prompts: documents drawn from a per-seed pool (they recur across prompts, in new orders and
+    combinations, as retrieved chunks do). Yields {"blocks": [...], "answer": "..."}."""
+    if not (0 <= seed < EVAL_SEED_LIMIT):
+        raise ValueError(f"evaluation seeds are 0..{EVAL_SEED_LIMIT - 1}")
+    rng = random.Random(seed)
+    namer = Namer(rng)
+    docs = [make_document(rng, namer) for _ in range(pool)]
+    for _ in range(count):
+        chosen = rng.sample(range(pool), rng.randint(min_docs, min(max_docs, pool)))
+        target = rng.choice(chosen)
+        attr, subj, value = rng.choice(docs[target][1])
+        blocks = [rng.choice(SYSTEMS)] + [docs[c][0] for c in chosen]
+        blocks.append(QUESTION_TAIL.format(q=question_text(attr, subj)))
+        yield {"blocks": blocks, "answer": value}
+
+
+def train_sample(rng: random.Random, n_docs: int, n_questions: int, doc_style: str = "v2"):
+    """One training sequence's pieces: blocks (system + documents) and question turns (tail, answer)."""
+    namer = Namer(rng)
+    if doc_style == "v1":
+        docs = [make_document_v1(rng, namer) for _ in range(n_docs)]
+    else:
+        docs = [make_document(rng, namer, home_prob=TRAIN_HOME_PROB) for _ in range(n_docs)]
+    return make_prompt(rng, docs, n_questions)

@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Trains the tiny Qwen3-Next retrieval-QA model (tools/train/model.py) on the synthetic task (task.py) for a
+fixed wall-clock budget, then exports the Hugging Face checkpoint and measures greedy exact match.
+
+    python3 tools/train/train.py --tokenizer examples/models/hypic-qa-tiny --out /tmp/run --train-seconds 400
+
+Data: every sequence is a system block, 1-8 fresh documents (training seeds >= 1000000) and several
+question/answer turns (the first exactly as in evaluation, the rest follow-up turns: more answer tokens per
+forward). Loss: cross-entropy on answer tokens (+<|im_end|>), plus --lm-weight times the LM loss on the
+document and question tokens. Curriculum on the number of documents (max grows from 2 to 8 over the first
+--ramp fraction of the run). LR: linear warm-up, cosine decay over the time budget.
+Outputs in --out: hf/ (config.json, model.safetensors, tokenizer files), ckpt_fp32_*.safetensors, log.txt,
+result.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import random
+import shutil
+import sys
+import time
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
+
+import model as M  # noqa: E402
+import task  # noqa: E402
+
+IGNORE, LM, ANS = 0, 1, 2
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Data
+# ----------------------------------------------------------------------------------------------------------
+
+class BatchMaker:
+    def __init__(self, tok_path: str, batch: int, max_q: int, ramp: float, doc_style: str = "v2"):
+        self.doc_style = doc_style
+        self.tok = Tokenizer.from_file(tok_path)
+        self.im_end = self.tok.token_to_id("<|im_end|>")
+        self.batch, self.max_q, self.ramp = batch, max_q, ramp
+
+    def sequence(self, rng, progress):
+        max_docs = min(8, 2 + int(6 * progress / self.ramp)) if self.ramp > 0 else 8
+        n_docs = rng.randint(1 if progress < 0.1 else 2, max_docs)
+        blocks, turns = task.train_sample(rng, n_docs, rng.randint(1, self.max_q), self.doc_style)
+        pieces = [(b, IGNORE if i == 0 else LM) for i, b in enumerate(blocks)]
+        for j, (tail, ans) in enumerate(turns):
+            if j:
+                pieces.append((task.FOLLOWUP_HEAD, IGNORE))
+            pieces.append((tail, LM))
+            pieces.append((ans, ANS))
+        return pieces
+
+    def make(self, rng, progress):
+        seqs = [self.sequence(rng, progress) for _ in range(self.batch)]
+        flat = [p for s in seqs for p in s]
+        enc = self.tok.encode_batch([t for t, _ in flat], add_special_tokens=False)
+        ids_l, typ_l, k = [], [], 0
+        for s in seqs:
+            ids, typ = [], []
+            for _, kind in s:
+                e = enc[k].ids
+                k += 1
+                ids += e
+                typ += [kind] * len(e)
+                if kind == ANS:
+                    ids.append(self.im_end)
+                    typ.append(ANS)
+            ids_l.append(ids)
+            typ_l.append(typ)
+        T = max(len(x) for x in ids_l)
+        T = (T + 63) // 64 * 64
+        ids = torch.zeros(self.batch, T, dtype=torch.int64)
+        typ = torch.zeros(self.batch, T, dtype=torch.int8)
+        for i, (a, b) in enumerate(zip(ids_l, typ_l)):
+            ids[i, : len(a)] = torch.tensor(a)
+            typ[i, : len(b)] = torch.tensor(b, dtype=torch.int8)
+        return ids, typ
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __init__(self, tok_path, batch, max_q, ramp, progress, seed, doc_style):
+        self.args = (tok_path, batch, max_q, ramp, doc_style)
+        self.progress, self.seed = progress, seed
+
+    def __iter__(self):
+        wi = torch.utils.data.get_worker_info()
+        wid = wi.id if wi else 0
+        bm = BatchMaker(*self.args)
+        rng = random.Random(task.TRAIN_SEED_BASE + self.seed * 1000 + wid)
+        while True:
+            yield bm.make(rng, self.progress.value)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Greedy exact match with our model (full recompute per step, as eval-pic's full mode)
+# ----------------------------------------------------------------------------------------------------------
+
+def encode_prompt(tok, blocks):
+    return [i for b in blocks for i in tok.encode(b, add_special_tokens=False).ids]
+
+
+@torch.no_grad()
+def greedy_answers(model, tok, prompts, device, n_new=8, bs=100, autocast=False):
+    stop = {tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")}
+    outs = []
+    for s in range(0, len(prompts), bs):
+        chunk = [encode_prompt(tok, p["blocks"]) for p in prompts[s: s + bs]]
+        L = torch.tensor([len(c) for c in chunk], device=device)
+        ids = torch.zeros(len(chunk), int(L.max()) + n_new, dtype=torch.int64, device=device)
+        for i, c in enumerate(chunk):
+            ids[i, : len(c)] = torch.tensor(c)
+        gen = []
+        for t in range(n_new):
+            upto = int(L.max()) + t
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
+                h = model.hidden(ids[:, :upto])
+            pos = L - 1 + t
+            logits = model.lm_head(h[torch.arange(len(chunk), device=device), pos].float())
+            nxt = logits.float().argmax(-1)
+            ids[torch.arange(len(chunk), device=device), L + t] = nxt
+            gen.append(nxt)
+        gen = torch.stack(gen, 1).tolist()
+        for g in gen:
+            cut = next((i for i, x in enumerate(g) if x in stop), len(g))
+            outs.append((g, tok.decode(g[:cut], skip_special_tokens=False).strip()))
+    return outs
+
+
+def exact_match(model, tok, prompts, device, autocast=False):
+    outs = greedy_answers(model, tok, prompts, device, autocast=autocast)
+    return sum(o[1] == p["answer"].strip() for o, p in zip(outs, prompts)) / max(1, len(prompts)), outs
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Main
+# ----------------------------------------------------------------------------------------------------------
+
+def save_ckpt(model, out, log):
+    from safetensors.torch import save_file
+    sd = {k: v.detach().float().cpu().contiguous() for k, v in model.state_dict().items()}
+    keys = sorted(sd, key=lambda k: -sd[k].numel())
+    parts = [[], []]  # two files of about equal size: each stays under the device tool's 16 MiB per-file limit
+    sizes = [0, 0]
+    for k in keys:
+        j = 0 if sizes[0] <= sizes[1] else 1
+        parts[j].append(k)
+        sizes[j] += sd[k].numel()
+    for i, ks in enumerate(parts):
+        save_file({k: sd[k] for k in ks}, os.path.join(out, f"ckpt_fp32_{i}.safetensors"))
+    log(f"checkpoint saved ({sum(v.numel() for v in sd.values())} params)")
+
+
+def load_ckpt(model, prefix):
+    from safetensors.torch import load_file
+    sd = {}
+    for i in range(2):
+        sd.update(load_file(f"{prefix}_{i}.safetensors"))
+    model.load_state_dict(sd)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokenizer", required=True, help="dir with tokenizer.json + tokenizer_config.json")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--train-seconds", type=float, default=400)
+    ap.add_argument("--max-steps", type=int, default=10 ** 9)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--min-lr-frac", type=float, default=0.05)
+    ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--wd", type=float, default=0.1)
+    ap.add_argument("--lm-weight", type=float, default=0.2)
+    ap.add_argument("--max-q", type=int, default=6)
+    ap.add_argument("--ramp", type=float, default=0.35)
+    ap.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--doc-style", default="v2", choices=["v1", "v2"],
+                    help="training documents: v2 one fact per subject (task.py); v1 the first stage's")
+    ap.add_argument("--init", default="", help="resume weights: prefix of ckpt_fp32_{0,1}.safetensors")
+    ap.add_argument("--eval-every", type=float, default=60.0, help="seconds")
+    ap.add_argument("--val-seed", type=int, default=99)
+    ap.add_argument("--val-count", type=int, default=200)
+    ap.add_argument("--test-seed", type=int, default=1)
+    ap.add_argument("--test-count", type=int, default=500)
+    ap.add_argument("--hf-check", type=int, default=64, help="prompts greedy-decoded by transformers at the end")
+    ap.add_argument("--gdn-init", default="short", choices=["short", "long"],
+                    help="GDN decay init (model.Qwen3Next); the shipped model used short")
+    ap.add_argument("--cfg", default="{}", help="JSON overrides for model.qwen3_next_config kwargs")
+    args = ap.parse_args()
+
+    os.makedirs(args.out, exist_ok=True)
+    logf = open(os.path.join(args.out, "log.txt"), "a")
+
+    def log(s):
+        line = f"[{time.strftime('%H:%M:%S')}] {s}"
+        print(line, flush=True)
+        logf.write(line + "\n")
+        logf.flush()
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(args.seed)
+    tok_path = os.path.join(args.tokenizer, "tokenizer.json")
+    tok = Tokenizer.from_file(tok_path)
+    cfg = M.qwen3_next_config(vocab=tok.get_vocab_size(with_added_tokens=True), bos=tok.token_to_id("<|endoftext|>"),
+                              eos=tok.token_to_id("<|im_end|>"), **json.loads(args.cfg))
+    model = M.Qwen3Next(cfg, gdn_init=args.gdn_init)
+    if args.init:
+        load_ckpt(model, args.init)
+        log(f"resumed from {args.init}")
+    model = model.to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"device {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}), params {n_params}, "
+        f"args {vars(args)}")
+    log(f"config {json.dumps(cfg)}")
+
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (decay if p.dim() >= 2 and not n.endswith("conv1d.weight") else no_decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=device.type == "cuda")
+
+    progress = mp.Value("d", 0.0, lock=False)
+    ds = Stream(tok_path, args.batch, args.max_q, args.ramp, progress, args.seed, args.doc_style)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers, pin_memory=device.type == "cuda",
+                                     prefetch_factor=4 if args.workers else None, persistent_workers=False)
+    val = list(task.eval_prompts(args.val_seed, args.val_count))
+    autocast = device.type == "cuda"
+
+    t0 = time.time()
+    last_eval, last_ckpt, step = t0, t0, 0
+    acc = {"ans_loss": 0.0, "lm_loss": 0.0, "ans_acc": 0.0, "tok": 0, "n": 0}
+    data_wait = 0.0
+    it = iter(dl)
+    while True:
+        el = time.time() - t0
+        p = min(1.0, el / args.train_seconds)
+        progress.value = p
+        if p >= 1.0 or step >= args.max_steps:
+            break
+        lr = args.lr * min(1.0, (step + 1) / args.warmup) * (
+            args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * p)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        tw = time.time()
+        ids, typ = next(it)
+        data_wait += time.time() - tw
+        ids = ids.to(device, non_blocking=True)
+        typ = typ.to(device, non_blocking=True)
+        inp, tgt, tt = ids[:, :-1], ids[:, 1:], typ[:, 1:]
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
+            logits = model(inp)
+        ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="none")
+        ce = ce.view_as(tgt)
+        am, lm = (tt == ANS), (tt == LM)
+        ans_loss = (ce * am).sum() / am.sum().clamp(min=1)
+        lm_loss = (ce * lm).sum() / lm.sum().clamp(min=1)
+        loss = ans_loss + args.lm_weight * lm_loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        with torch.no_grad():
+            pred_ok = (logits.argmax(-1) == tgt) & am
+            acc["ans_loss"] += ans_loss.detach()
+            acc["lm_loss"] += lm_loss.detach()
+            acc["ans_acc"] += pred_ok.sum() / am.sum().clamp(min=1)
+            acc["tok"] += ids.numel()
+            acc["n"] += 1
+        if step % 50 == 0 or step == 5:
+            n = acc["n"]
+            el = time.time() - t0
+            log(f"step {step} t={el:.0f}s p={p:.2f} lr={lr:.2e} T={ids.shape[1]} ans_loss={float(acc['ans_loss']) / n:.3f} "
+                f"ans_tok_acc={float(acc['ans_acc']) / n:.3f} lm_loss={float(acc['lm_loss']) / n:.3f} gn={float(gn):.2f} "
+                f"tok/s={acc['tok'] / max(1e-9, el):.0f} steps/s={step / max(1e-9, el):.2f} data_wait={data_wait:.1f}s")
+            acc = {"ans_loss": 0.0, "lm_loss": 0.0, "ans_acc": 0.0, "tok": acc["tok"], "n": 0}
+        now = time.time()
+        if now - last_eval > args.eval_every:
+            model.eval()
+            em, _ = exact_match(model, tok, val, device, autocast=autocast)
+            model.train()
+            log(f"step {step} t={now - t0:.0f}s val EM (seed {args.val_seed}, {len(val)} prompts, bf16) = {em:.3f}")
+            last_eval = time.time()
+        if now - last_ckpt > 90:
+            save_ckpt(model, args.out, log)
+            last_ckpt = time.time()
+
+    log(f"training done: {step} steps in {time.time() - t0:.0f}s")
+    save_ckpt(model, args.out, log)
+    del it, dl
+
+    # Export: round the stored-bf16 tensors, write the HF dir.
+    model.eval()
+    model = model.float()
+    M.round_to_storage_(model)
+    hf = os.path.join(args.out, "hf")
+    M.export_hf(model, hf)
+    for f in ["tokenizer.json", "tokenizer_config.json"]:
+        shutil.copy(os.path.join(args.tokenizer, f), os.path.join(hf, f))
+    result = {"steps": step, "train_seconds": args.train_seconds, "params": n_params, "args": vars(args)}
+    for name, seed, count in [("val", args.val_seed, args.val_count), ("test", args.test_seed, args.test_count)]:
+        prompts = list(task.eval_prompts(seed, count))
+        em, outs = exact_match(model, tok, prompts, device, autocast=False)
+        result[f"em_{name}_seed{seed}_fp32"] = em
+        log(f"final EM {name} seed {seed} ({count} prompts, fp32, exported weights) = {em:.4f}")
+        if name == "test":
+            wrong = [(p["answer"], o[1]) for o, p in zip(outs, prompts) if o[1] != p["answer"].strip()][:10]
+            log(f"some misses (answer, got): {wrong}")
+            test_prompts, test_outs = prompts, outs
+
+    # transformers: same logits and same greedy answers on the exported checkpoint.
+    if args.hf_check:
+        try:
+            import transformers
+            hm = transformers.AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32,
+                                                                   attn_implementation="eager").to(device).eval()
+            agree, maxdiff = 0, 0.0
+            for p, o in zip(test_prompts[: args.hf_check], test_outs[: args.hf_check]):
+                ids = encode_prompt(tok, p["blocks"])
+                seq = list(ids)
+                for t in range(len(o[0])):
+                    with torch.no_grad():
+                        lg = hm(input_ids=torch.tensor([seq], device=device), use_cache=False).logits[0, -1].float()
+                        if t == 0:
+                            mine = model(torch.tensor([seq], device=device))[0, -1].float()
+                            maxdiff = max(maxdiff, (lg - mine).abs().max().item())
+                    nxt = int(lg.argmax())
+                    seq.append(nxt)
+                    if nxt in (tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")):
+                        break
+                gen = seq[len(ids):]
+                agree += gen == o[0][: len(gen)]
+            result["hf_greedy_agree"] = agree / args.hf_check
+            result["hf_first_logits_maxdiff"] = maxdiff
+            log(f"transformers {transformers.__version__}: greedy agree {agree}/{args.hf_check}, "
+                f"first-token logits max|diff| {maxdiff:.3g}")
+        except Exception as e:  # keep the checkpoint even if this check breaks
+            log(f"transformers check failed: {e!r}")
+            result["hf_check_error"] = repr(e)
+    with open(os.path.join(args.out, "result.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    log("done")
+
+
+if __name__ == "__main__":
+    main()
