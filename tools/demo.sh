@@ -1,24 +1,21 @@
 #!/usr/bin/env bash
-# The demo behind the README's first command (run by tools/setup.sh demo after the build):
-# a chat prompt through hypic's tokenizer and model, then a RAG-shaped prompt set run in every cache
-# mode side by side (full recompute, prefix cache, hypic, and the two ablations).
+# The demo behind the README's first command (run by tools/setup.sh demo after the build).
+# The shipped model (examples/models/hypic-qa-tiny, trained by tools/train/) answers questions over
+# documents; every document is its own cached segment and recurs across questions in new orders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HYPIC=build/tools/hypic/hypic
-MODEL=${HYPIC_DEMO_MODEL:-tests/fixtures/models/qwen3_next_moe}
+MODEL=examples/models/hypic-qa-tiny
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "== 1. generate: chat prompt -> tokens -> greedy decode ($MODEL)"
-printf '<|im_start|>user\nTell me about the old stone bridge.<|im_end|>\n<|im_start|>assistant\n' > "$tmp/prompt.txt"
-$HYPIC tokenize --tokenizer "$MODEL/tokenizer.json" --text-file "$tmp/prompt.txt" > "$tmp/ids.json"
-echo "prompt ids: $(cat "$tmp/ids.json")"
-$HYPIC generate --model "$MODEL" --ids-file "$tmp/ids.json" --max-new-tokens 24 > "$tmp/out.json"
-echo "new ids:    $(cat "$tmp/out.json")"
-printf 'text:       '; $HYPIC detokenize --tokenizer "$MODEL/tokenizer.json" --ids-file "$tmp/out.json"; echo
-echo "(the fixture model has random weights: the text is noise; what matters is that every step runs)"
+echo "== 1. Questions over documents, through the agent SDK (hypic run, examples/templates/qa_docs.yaml)"
+echo "   8 questions in one process; documents recur, so later questions reuse their cached segments."
+echo "   Expected answers: $(grep -o '"expected": "[^"]*"' examples/templates/qa_docs.vars.json | cut -d'"' -f4 | tr '\n' ' ')"
+$HYPIC run examples/templates/qa_docs.yaml --vars examples/templates/qa_docs.vars.json --model "$MODEL" --brief
 
 echo
-echo "== 2. eval-pic: RAG prompts (system block + 2-5 recurring documents + question), every cache mode"
-head -n 12 tests/fixtures/eval/pic_prompts.jsonl > "$tmp/prompts.jsonl"
-$HYPIC eval-pic --model "$MODEL" --prompts "$tmp/prompts.jsonl" --decode-tokens 8
+echo "== 2. Every cache mode side by side on 60 evaluation prompts (hypic eval-pic)"
+echo "   full: no cache | prefix: exact prefix reuse | hypic: position-independent reuse + seams | naive, noseam: ablations"
+head -n 60 tests/fixtures/eval/qa_eval_seed1.jsonl > "$tmp/prompts.jsonl"
+$HYPIC eval-pic --model "$MODEL" --prompts "$tmp/prompts.jsonl" --decode-tokens 6 --show 2

@@ -46,3 +46,14 @@ printf 'Second question\n/exit\n' | "$HYPIC" chat --model "$M" --db "$db" --sess
 grep -q "resuming session 's1': 2 earlier messages" "$tmp/err2"
 # The resumed turn ran with the earlier messages as cached history blocks.
 grep -q "blocks hit" "$tmp/err2"
+
+# End to end on the shipped trained model: template -> plan -> cached segments -> agent -> answers.
+Q="$HYPIC_SOURCE_DIR/examples/models/hypic-qa-tiny"
+"$HYPIC" run "$T/qa_docs.yaml" --vars "$T/qa_docs.vars.json" --model "$Q" --json > "$tmp/qa.json"
+python3 - "$tmp/qa.json" "$T/qa_docs.vars.json" <<'PY'
+import json, sys
+runs = json.load(open(sys.argv[1])); given = json.load(open(sys.argv[2]))
+answers = [r["answer"] for r in runs]
+assert answers == [v["expected"] for v in given], answers
+assert sum(any(b["hit"] for b in r["blocks"][2:-1]) for r in runs[1:]) >= 4, "documents should recur as hits"
+PY

@@ -1,5 +1,5 @@
 // hypic run TEMPLATE.yaml --vars F.json --model DIR [--docs-db FILE] [--db FILE --session ID]
-//           [--mode hypic] [--seam 8] [--cache-mb N] [--max-steps N] [--top-k-chunks K] [--json]
+//           [--mode hypic] [--seam 8] [--cache-mb N] [--max-steps N] [--top-k-chunks K] [--json | --brief]
 // Runs the agent and prints its answer and per-block cache hits. F may hold one variables object or
 // an array of them: the runs share one process and one segment store (later runs hit earlier blocks).
 #include <cstdio>
@@ -12,9 +12,9 @@ namespace hypic::cli {
 namespace {
 
 int run(int argc, char** argv) {
-  Args args(argc, argv, {"json", "stream"});
+  Args args(argc, argv, {"json", "stream", "brief"});
   args.allow_only({"vars", "model", "docs-db", "db", "session", "mode", "seam", "cache-mb", "max-steps",
-                   "top-k-chunks", "json", "stream"});
+                   "top-k-chunks", "json", "stream", "brief"});
   if (args.positionals().size() != 1) throw UsageError("expected exactly one TEMPLATE.yaml");
   const dsl::Template tpl = dsl::load_template(args.positionals()[0]);
   const sdk::Json given = dsl::load_variables(args.require("vars"));
@@ -37,7 +37,15 @@ int run(int argc, char** argv) {
     retrieve_into(env, tpl, vars, "chunks", "question", static_cast<size_t>(args.get_int("top-k-chunks", 4)));
     const sdk::AgentResult r = agent.run(vars, opt);
     if (json) all.push_back(report_json(r));
-    else {
+    else if (args.has("brief")) {
+      // One line per run: the question (when the template has one), the answer, the cache summary.
+      int hits = 0;
+      for (auto& b : r.blocks) hits += b.hit;
+      const std::string q = vars.contains("question") && vars["question"].is_string() ? vars["question"].get<std::string>() : "";
+      std::printf("%-34s -> %-10s  %2d/%-2zu blocks hit  %4lld/%-4lld tokens computed  TTFT %6.1f ms\n",
+                  q.substr(0, 34).c_str(), r.answer.c_str(), hits, r.blocks.size(),
+                  static_cast<long long>(r.computed_tokens), static_cast<long long>(r.prompt_tokens), r.ttft_ms);
+    } else {
       if (opt.on_text) std::printf("\n");
       print_report(r, !opt.on_text);
     }
