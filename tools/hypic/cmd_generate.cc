@@ -1,35 +1,36 @@
-// hypic generate --model DIR --ids-file F.json --max-new-tokens N [--stop-at-eos ID]
+// hypic generate --model DIR --ids-file F.json --max-new-tokens N [--stop-at-eos ID] [--device cpu|cuda]
+//                [--random-weights] [--seed N]
 // Greedy decoding; prints the new ids as a JSON array.
 #include <algorithm>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/hybrid_model.h"
+#include "runtime/error.h"
+#include "tools/hypic/model_runner.h"
 #include "tools/hypic/cli_args.h"
 
 namespace hypic::cli {
 namespace {
 
 int run(int argc, char** argv) {
-  Args args(argc, argv);
-  args.allow_only({"model", "ids-file", "max-new-tokens", "stop-at-eos"});
-  auto model = HybridModel::load(args.require("model"));
+  Args args(argc, argv, {"random-weights"});
+  args.allow_only({"model", "ids-file", "max-new-tokens", "stop-at-eos", "device", "random-weights", "seed"});
+  auto model = ModelRunner::open(args);
   const std::vector<int> ids = read_ids_json(args.require("ids-file"));
   if (ids.empty()) throw InvalidArgument("ids file '" + args.require("ids-file") + "' holds no token ids");
   const long long n = args.get_int("max-new-tokens", 16);
   if (n < 0) throw UsageError("--max-new-tokens must be >= 0");
   const long long eos = args.get_int("stop-at-eos", -1);
-  SequenceState st = model->new_state();
   std::vector<int> out;
   if (n > 0) {
-    std::vector<float> logits = model->forward(ids, st);
+    std::vector<float> logits = model->forward(ids, false);
     for (long long i = 0; i < n; ++i) {
       const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       out.push_back(next);
       if (next == eos || i + 1 == n) break;
       const int one[1] = {next};
-      logits = model->forward(one, st);
+      logits = model->forward(one, false);
     }
   }
   std::cout << nlohmann::json(out).dump() << "\n";

@@ -1,25 +1,25 @@
-// hypic logits --model DIR --ids-file F.json
+// hypic logits --model DIR --ids-file F.json [--device cpu|cuda] [--random-weights] [--seed N]
 // Prints {"argmax": [one id per position], "last_logits": [vocab floats for the last position]}.
 #include <cstdio>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/hybrid_model.h"
+#include "runtime/error.h"
+#include "tools/hypic/model_runner.h"
 #include "tools/hypic/cli_args.h"
 
 namespace hypic::cli {
 namespace {
 
 int run(int argc, char** argv) {
-  Args args(argc, argv);
-  args.allow_only({"model", "ids-file"});
-  auto model = HybridModel::load(args.require("model"));
+  Args args(argc, argv, {"random-weights"});
+  args.allow_only({"model", "ids-file", "device", "random-weights", "seed"});
+  auto model = ModelRunner::open(args);
   const std::vector<int> ids = read_ids_json(args.require("ids-file"));
   if (ids.empty()) throw InvalidArgument("ids file '" + args.require("ids-file") + "' holds no token ids");
-  SequenceState st = model->new_state();
-  const std::vector<float> all = model->forward(ids, st, /*all_logits=*/true);
-  const int64_t V = model->config().vocab_size;
+  const std::vector<float> all = model->forward(ids, /*all_logits=*/true);
+  const int64_t V = model->vocab_size();
   nlohmann::json out;
   out["argmax"] = nlohmann::json::array();
   for (size_t t = 0; t < ids.size(); ++t) {
