@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On a GPU machine (see docs/benchmarks.md for building with the carried .deps): `hypic logits/generate
+# --device cuda` on the fixture models against the transformers goldens, the shipped QA model's answer
+# on CUDA, and a 35B-A3B-shaped random-weights run. Usage: tools/bench/gpu_cli_check.sh BUILD_DIR
+set -uo pipefail
+H=${1:-build-gpu}/tools/hypic/hypic
+tmp=$(mktemp -d)
+for m in qwen3_next_moe qwen3_5_dense qwen3_5_moe; do
+  F=tests/fixtures/models/$m
+  python3 -c "import json; json.dump(json.load(open('$F/golden.json'))['input_ids'], open('$tmp/ids.json','w'))"
+  $H logits --device cuda --model $F --ids-file $tmp/ids.json > $tmp/l.json
+  $H generate --device cuda --model $F --ids-file $tmp/ids.json --max-new-tokens 12 > $tmp/g.json
+  python3 - "$F/golden.json" $tmp/l.json $tmp/g.json "$m" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1])); a = json.load(open(sys.argv[2]))["argmax"]; gen = json.load(open(sys.argv[3]))
+agree = sum(x == y for x, y in zip(a, g["argmax"])) / len(a)
+same = next((i for i, (x, y) in enumerate(zip(gen, g["greedy_ids"])) if x != y), len(gen))
+print(f"{sys.argv[4]}: cuda argmax agrees with transformers at {agree:.3f} of positions; greedy identical for {same} of {len(gen)} tokens")
+PY
+done
+Q=examples/models/hypic-qa-tiny
+head -1 tests/fixtures/eval/qa_eval_seed1.jsonl | python3 -c "import json,sys; print(''.join(json.loads(sys.stdin.read())['blocks']), end='')" > $tmp/p.txt
+$H tokenize --tokenizer $Q/tokenizer.json --text-file $tmp/p.txt > $tmp/p.json
+$H generate --device cuda --model $Q --ids-file $tmp/p.json --max-new-tokens 5 --stop-at-eos 1019 > $tmp/a.json
+echo "shipped QA model on cuda answers '$($H detokenize --tokenizer $Q/tokenizer.json --ids-file $tmp/a.json)' (expected 4355<|im_end|>)"
+python3 -c "import json; json.dump(list(range(100, 612)), open('$tmp/r.json','w'))"
+start=$(date +%s.%N)
+$H generate --device cuda --random-weights --model tools/bench/configs/qwen3_5_35b_a3b.json --ids-file $tmp/r.json --max-new-tokens 8
+echo "35B-A3B random weights, 512-token prompt + 8 tokens: $(echo "$(date +%s.%N) - $start" | bc) s wall (incl. weight init)"
+rm -rf $tmp
