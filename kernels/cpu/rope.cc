@@ -24,6 +24,19 @@ void rotate_pairs(float* v, int64_t stride, int64_t half, const float* cs, const
   }
 }
 
+// cos/sin of delta * inv_freq_d, in double before rounding: one rotation for every shifted row.
+struct ShiftTables {
+  std::vector<float> cs, sn;
+  ShiftTables(int64_t rot_dim, int64_t delta, double theta) {
+    const auto f = inv_freqs(rot_dim, theta);
+    for (float fd : f) {
+      const double ang = static_cast<double>(delta) * fd;
+      cs.push_back(static_cast<float>(std::cos(ang)));
+      sn.push_back(static_cast<float>(std::sin(ang)));
+    }
+  }
+};
+
 }  // namespace
 
 void rope_apply(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot_dim,
@@ -44,30 +57,16 @@ void rope_apply(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t
 void rope_shift(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot_dim,
                 int64_t delta, double theta) {
   if (delta == 0) return;
-  const int64_t half = rot_dim / 2;
-  const auto f = inv_freqs(rot_dim, theta);
-  std::vector<float> cs(half), sn(half);
-  for (int64_t d = 0; d < half; ++d) {
-    const double ang = static_cast<double>(delta) * f[d];
-    cs[d] = static_cast<float>(std::cos(ang));
-    sn[d] = static_cast<float>(std::sin(ang));
-  }
-  for (int64_t r = 0; r < rows * heads; ++r) rotate_pairs(x + r * head_dim, 1, half, cs.data(), sn.data());
+  const ShiftTables t(rot_dim, delta, theta);
+  for (int64_t r = 0; r < rows * heads; ++r) rotate_pairs(x + r * head_dim, 1, rot_dim / 2, t.cs.data(), t.sn.data());
 }
 
 void rope_shift_state(float* state, int64_t heads, int64_t dk, int64_t dv, int64_t rot_dim,
                       int64_t delta, double theta) {
   if (delta == 0) return;
-  const int64_t half = rot_dim / 2;
-  const auto f = inv_freqs(rot_dim, theta);
-  std::vector<float> cs(half), sn(half);
-  for (int64_t d = 0; d < half; ++d) {
-    const double ang = static_cast<double>(delta) * f[d];
-    cs[d] = static_cast<float>(std::cos(ang));
-    sn[d] = static_cast<float>(std::sin(ang));
-  }
+  const ShiftTables t(rot_dim, delta, theta);
   for (int64_t h = 0; h < heads; ++h)
-    for (int64_t c = 0; c < dv; ++c) rotate_pairs(state + h * dk * dv + c, dv, half, cs.data(), sn.data());
+    for (int64_t c = 0; c < dv; ++c) rotate_pairs(state + h * dk * dv + c, dv, rot_dim / 2, t.cs.data(), t.sn.data());
 }
 
 }  // namespace hypic::cpu
