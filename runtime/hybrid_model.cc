@@ -200,6 +200,7 @@ std::vector<float> HybridModel::forward(std::span<const int> ids, SequenceState&
   const int64_t T = static_cast<int64_t>(ids.size()), D = cfg_.hidden_size, V = cfg_.vocab_size;
   if (T == 0) throw InvalidArgument("forward: no tokens to run");
   HYPIC_ASSERT(static_cast<int64_t>(st.layers.size()) == cfg_.num_layers, "state of another model");
+  cfg_.check_length(st.length + T);
   std::vector<float> h(T * D), x(T * D), y(T * D);
   embed(ids, h.data());
   std::vector<int64_t> pos(T);

@@ -1,5 +1,6 @@
 #include "runtime/model_config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -48,6 +49,12 @@ int64_t ModelConfig::num_linear_layers() const {
   return n;
 }
 
+void ModelConfig::check_length(int64_t length) const {
+  if (max_positions > 0 && length > max_positions)
+    throw InvalidArgument("a sequence of " + std::to_string(length) + " tokens exceeds the model's context of " +
+                          std::to_string(max_positions) + " tokens (max_position_embeddings)");
+}
+
 ModelConfig ModelConfig::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw IoError("cannot open model config '" + path + "'");
@@ -92,6 +99,7 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& where) {
   c.hidden_size = get_int(t, "hidden_size", where);
   c.num_layers = get_int(t, "num_hidden_layers", where);
   c.vocab_size = get_int(t, "vocab_size", where);
+  c.max_positions = std::max<int64_t>(0, get_int_or(t, "max_position_embeddings", 0, where));
   c.rms_norm_eps = static_cast<float>(get_num_or(t, "rms_norm_eps", 1e-6, where));
   // The wrappers keep tie_word_embeddings at the top level; text configs inside.
   c.tie_word_embeddings = get_bool_or(t, "tie_word_embeddings", get_bool_or(root, "tie_word_embeddings", false));

@@ -20,6 +20,7 @@ struct ModelConfig {
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
   int64_t vocab_size = 0;
+  int64_t max_positions = 0;  // max_position_embeddings; 0 when the config does not say
   float rms_norm_eps = 1e-6f;
   bool tie_word_embeddings = false;
 
@@ -55,6 +56,8 @@ struct ModelConfig {
   int64_t lin_value_dim() const { return lin_v_heads * lin_v_dim; }
   int64_t lin_conv_dim() const { return 2 * lin_key_dim() + lin_value_dim(); }
   int64_t num_linear_layers() const;
+  // Throws InvalidArgument when a sequence of `length` tokens does not fit the model's context.
+  void check_length(int64_t length) const;
 
   // Parses config.json (throws FormatError / ModelError naming the file and key).
   static ModelConfig load(const std::string& config_json_path);

@@ -13,6 +13,7 @@ SegmentEntry prefill_segment(const HybridModel& model, std::span<const int> toke
   const ModelConfig& cfg = model.config();
   const int64_t n = static_cast<int64_t>(tokens.size()), D = cfg.hidden_size;
   if (n == 0) throw InvalidArgument("cannot cache an empty block");
+  cfg.check_length((context ? context->length : 0) + n);
   const int64_t w = std::min<int64_t>(std::max<int64_t>(seam_width, 0), n);
   SegmentEntry e;
   e.tokens.assign(tokens.begin(), tokens.end());

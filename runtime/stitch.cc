@@ -30,6 +30,7 @@ StitchResult stitch(const HybridModel& model, SequenceState base,
     pos.push_back(p + static_cast<int64_t>(j));
   }
   const int64_t A = static_cast<int64_t>(ids.size()), Q = static_cast<int64_t>(query.size());
+  cfg.check_length(p + Q);
 
   const cpu::TransferShape ts{cpu::TransferKind::Dense, cfg.lin_v_heads, cfg.lin_k_dim, cfg.lin_v_dim};
   SequenceState st = std::move(base);

@@ -82,6 +82,7 @@ std::vector<float> CudaModel::forward(std::span<const int> ids, CudaSequenceStat
   HYPIC_ASSERT(static_cast<int64_t>(st.lin.size()) == cfg_.num_layers &&
                    static_cast<int64_t>(st.attn.size()) == cfg_.num_layers,
                "state of another model");
+  cfg_.check_length(st.length + T);
   for (int64_t t = 0; t < T; ++t)
     if (ids[t] < 0 || ids[t] >= V)
       throw InvalidArgument("token id " + std::to_string(ids[t]) + " at index " + std::to_string(t) +

@@ -187,6 +187,25 @@ TEST_F(BadModel, BrokenConfigJson) {
   EXPECT_NE(message_of([&] { HybridModel::load(dir_.string()); }).find("config.json"), std::string::npos);
 }
 
+TEST_F(BadModel, OversizedPromptNamesTheContextLength) {
+  rewrite_config([](std::string& s) {
+    const auto p = s.find("\"max_position_embeddings\": 4096");
+    ASSERT_NE(p, std::string::npos);
+    s.replace(p, 31, "\"max_position_embeddings\": 8");
+  });
+  auto model = HybridModel::load(dir_.string());
+  SequenceState st = model->new_state();
+  const std::vector<int> six = {1, 2, 3, 4, 5, 6};
+  model->forward(six, st);  // fits
+  try {
+    model->forward(six, st);  // 12 > 8
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds the model's context of 8"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(st.length, 6);  // the state is untouched by the refused call
+}
+
 TEST_F(BadModel, IdOutsideVocabulary) {
   auto model = HybridModel::load(dir_.string());
   SequenceState st = model->new_state();
