@@ -38,3 +38,18 @@ i = b.find(b"model.norm.weight"); b[i:i+17] = b"model.norm.xeight"; open(p, "wb"
 PY
 expect_fail "lacks tensor 'model.norm.weight'" "$HYPIC" logits --model "$tmp/missing" --ids-file "$tmp/ids.json"
 expect_fail "unknown option --modle" "$HYPIC" logits --modle "$M" --ids-file "$tmp/ids.json"
+
+# eval-pic: a malformed prompts line is named by file:line; an unknown mode is refused.
+printf '{"blocks": ["a", "b"]}\n{"blocks": "not a list"}\n' > "$tmp/bad.jsonl"
+expect_fail "bad.jsonl:2" "$HYPIC" eval-pic --model "$M" --prompts "$tmp/bad.jsonl"
+printf '{"blocks": ["<|im_start|>user\\nhi", " there<|im_end|>\\n<|im_start|>assistant\\n"]}\n' > "$tmp/ok.jsonl"
+expect_fail "unknown mode 'fast'" "$HYPIC" eval-pic --model "$M" --prompts "$tmp/ok.jsonl" --modes full,fast
+"$HYPIC" eval-pic --model "$M" --prompts "$tmp/ok.jsonl" --modes full,hypic --decode-tokens 2 > "$tmp/ep.json"
+python3 - "$tmp/ep.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert set(d["modes"]) == {"full", "hypic"}
+for m in d["modes"].values():
+    assert set(m) >= {"top1_agree", "kl_mean", "greedy_match", "exact_match", "computed_tokens_mean", "ttft_ms_p50"}
+    assert m["exact_match"] is None
+PY
