@@ -8,19 +8,14 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "tests/runtime/text/fixture_files.h"
 #include "runtime/text/python_json.h"
 
 namespace hypic {
 namespace {
 
-const std::string kDir = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/";
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+const std::string& kDir = test::kFixtures;
+using test::slurp;
 
 const ChatFormat& qwen() {
   static const std::unique_ptr<ChatFormat> f = load_chat_format(kDir + "qwen3-tokenizer");

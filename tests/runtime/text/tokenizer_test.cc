@@ -10,18 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "tests/runtime/text/fixture_files.h"
 
 namespace hypic {
 namespace {
 
-const std::string kDir = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/";
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+const std::string& kDir = test::kFixtures;
+using test::slurp;
 
 const Tokenizer& qwen() {
   static const Tokenizer t = Tokenizer::from_file(kDir + "qwen3-tokenizer/tokenizer.json");

@@ -9,18 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/text/tokenizer.h"
+#include "tests/runtime/text/fixture_files.h"
 
 namespace hypic {
 namespace {
 
-const std::string kDir = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/";
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+const std::string& kDir = test::kFixtures;
+using test::slurp;
 
 TEST(TokenizerVariants, MatchReferenceIds) {
   nlohmann::json base = nlohmann::json::parse(slurp(kDir + "qwen3-tokenizer/tokenizer.json"));
