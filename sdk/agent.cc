@@ -69,10 +69,13 @@ std::string Agent::continuation_text(const std::vector<HistoryMessage>& step) co
 AgentResult Agent::run(Json vars, const AgentRunOptions& options) {
   if (!vars.is_object()) throw InvalidArgument("agent variables must be a JSON object");
   // Fill the history slot from the store unless the caller supplied it.
+  std::string stored_history_group;  // the history block declaration filled from the store
   if (history_)
     for (auto& b : tpl_.blocks)
-      if (b.kind == dsl::BlockDecl::Kind::kHistory && !vars.contains(b.history))
+      if (b.kind == dsl::BlockDecl::Kind::kHistory && !vars.contains(b.history)) {
         vars[b.history] = history_->history_variable(history_session_);
+        if (stored_history_group.empty()) stored_history_group = b.id;
+      }
 
   dsl::HfPlanTokenizer plan_tok(rt_.tokenizer());
   dsl::CompileOptions co;
@@ -100,8 +103,26 @@ AgentResult Agent::run(Json vars, const AgentRunOptions& options) {
     res.blocks.push_back({plan.blocks[i].id, dsl::cache_policy_name(plan.blocks[i].cache),
                           static_cast<int64_t>(plan.blocks[i].tokens->size()), hit});
   }
+  auto block_ref = [](const dsl::PlanBlock& b) {
+    return BlockRef{b.id, b.content_key ? b.content_key->hex() : "", b.chain_key ? b.chain_key->hex() : ""};
+  };
   // The turn's user message: the last plan block's message content, as the history will show it.
-  if (plan.blocks.back().role == "user") res.messages.push_back({"user", plan.blocks.back().content});
+  if (plan.blocks.back().role == "user") {
+    HistoryMessage user{"user", plan.blocks.back().content};
+    user.blocks.push_back(block_ref(plan.blocks.back()));
+    res.messages.push_back(std::move(user));
+  }
+  // Earlier messages replayed from the store became history blocks: record which.
+  if (!stored_history_group.empty()) {
+    std::vector<std::pair<int64_t, size_t>> where;  // message index -> (turn, message in turn)
+    for (auto& t : history_->turns(history_session_))
+      for (size_t m = 0; m < t.messages.size(); ++m) where.push_back({t.index, m});
+    for (auto& b : plan.blocks) {
+      if (b.group != stored_history_group || b.kind != "history") continue;
+      const size_t i = std::stoul(b.id.substr(b.id.rfind('.') + 1));
+      if (i < where.size()) history_->set_blocks(history_session_, where[i].first, where[i].second, {block_ref(b)});
+    }
+  }
 
   const dsl::AgentSettings& st = tpl_.agent;
   GenerateOptions go;

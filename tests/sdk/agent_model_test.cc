@@ -147,7 +147,17 @@ TEST_F(AgentTest, HistoryPersistsAndFeedsTheNextRun) {
   size_t history_blocks = 0;
   for (auto& b : r.blocks) history_blocks += b.id.rfind("history.", 0) == 0;
   EXPECT_EQ(history_blocks, 4u);
-  EXPECT_EQ(store.messages("s1").size(), 6u);
+  const auto all = store.messages("s1");
+  ASSERT_EQ(all.size(), 6u);
+  // Which blocks the messages became: the first turn's messages as history blocks of the second run,
+  // the second question as its own block; keys are the 32-hex-digit segment keys.
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(all[i].blocks.size(), 1u) << i;
+    EXPECT_EQ(all[i].blocks[0].block_id, "history." + std::to_string(i));
+    EXPECT_EQ(all[i].blocks[0].content_key.size(), 32u);
+  }
+  ASSERT_EQ(all[4].blocks.size(), 1u);
+  EXPECT_EQ(all[4].blocks[0].block_id, "question");
 }
 
 }  // namespace
