@@ -11,27 +11,6 @@
 namespace hypic::dsl {
 namespace {
 
-const char* json_type_name(const Json& v) {
-  switch (v.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "bool";
-    case Json::value_t::string: return "string";
-    case Json::value_t::array: return "list";
-    case Json::value_t::object: return "object";
-    default: return "number";
-  }
-}
-
-bool fits(VarType t, const Json& v) {
-  switch (t) {
-    case VarType::kString: return v.is_string();
-    case VarType::kNumber: return v.is_number();
-    case VarType::kBool: return v.is_boolean();
-    case VarType::kList: return v.is_array();
-    case VarType::kObject: return v.is_object();
-  }
-  return false;
-}
 
 // One chat message under construction: the blocks that supply its content.
 struct MessageDraft {
@@ -89,12 +68,12 @@ class Compiler {
       else
         throw VariableError(d.loc, "", "required variable '" + d.name + "' (" + var_type_name(d.type) +
                                            ") is missing from " + opt_.vars_source);
-      if (!fits(d.type, *v))
+      if (!value_fits(d.type, *v))
         throw VariableError(d.loc, "", "variable '" + d.name + "' is declared " + var_type_name(d.type) + " but " +
                                            opt_.vars_source + " gives a " + json_type_name(*v));
       if (d.items) {
         for (size_t i = 0; i < v->size(); ++i)
-          if (!fits(*d.items, (*v)[i]))
+          if (!value_fits(*d.items, (*v)[i]))
             throw VariableError(d.loc, "", "element " + std::to_string(i) + " of list '" + d.name + "' is a " +
                                                json_type_name((*v)[i]) + ", declared items: " +
                                                var_type_name(*d.items) + " (from " + opt_.vars_source + ")");

@@ -37,6 +37,8 @@ struct ToolDecl {
 enum class CachePolicy { kPin, kCache, kNone };
 enum class BlockOrder { kFixed, kFree };
 const char* cache_policy_name(CachePolicy p);
+// Whether a JSON value has the declared type (json_type_name, in text_template.h, names a value's type).
+bool value_fits(VarType t, const Json& v);
 const char* block_order_name(BlockOrder o);
 
 struct BlockDecl {

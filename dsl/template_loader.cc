@@ -25,6 +25,17 @@ const char* var_type_name(VarType t) {
   return "?";
 }
 
+bool value_fits(VarType t, const Json& v) {
+  switch (t) {
+    case VarType::kString: return v.is_string();
+    case VarType::kNumber: return v.is_number();
+    case VarType::kBool: return v.is_boolean();
+    case VarType::kList: return v.is_array();
+    case VarType::kObject: return v.is_object();
+  }
+  return false;
+}
+
 const char* cache_policy_name(CachePolicy p) {
   switch (p) {
     case CachePolicy::kPin: return "pin";
@@ -212,17 +223,6 @@ class Loader {
     fail(f, n, "", "unknown type '" + s + "' (types: string, number, bool, list, object)");
   }
 
-  static bool fits(VarType t, const Json& v) {
-    switch (t) {
-      case VarType::kString: return v.is_string();
-      case VarType::kNumber: return v.is_number();
-      case VarType::kBool: return v.is_boolean();
-      case VarType::kList: return v.is_array();
-      case VarType::kObject: return v.is_object();
-    }
-    return false;
-  }
-
   void load_vars(const File& f, const YAML::Node& vars) {
     if (!vars.IsMap()) fail(f, vars, "", "`vars` must be a mapping from variable name to declaration");
     std::set<std::string> seen;
@@ -246,7 +246,7 @@ class Loader {
         if (spec["default"]) {
           d.default_value = to_json(spec["default"]);
           if (d.type == VarType::kString && spec["default"].IsScalar()) d.default_value = spec["default"].Scalar();
-          if (!fits(d.type, d.default_value))
+          if (!value_fits(d.type, d.default_value))
             fail(f, spec["default"], "",
                  "default of variable '" + d.name + "' is not a " + var_type_name(d.type));
           d.required = false;

@@ -276,16 +276,6 @@ void collect_uses(const std::vector<TemplateNode>& nodes, std::vector<std::strin
   }
 }
 
-const char* type_name(const Json& v) {
-  switch (v.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "bool";
-    case Json::value_t::string: return "string";
-    case Json::value_t::array: return "list";
-    case Json::value_t::object: return "object";
-    default: return "number";
-  }
-}
 
 struct Resolved {
   const Json* value;
@@ -318,7 +308,7 @@ Resolved resolve(const std::vector<std::string>& path, const RenderEnv& env, con
       v = &(*v)[idx];
     } else {
       throw VariableError(loc, env.block,
-                          "'" + path_string(head) + "' is a " + type_name(*v) + ", it has no field '" + path[i] +
+                          "'" + path_string(head) + "' is a " + json_type_name(*v) + ", it has no field '" + path[i] +
                               "' (from " + env.vars_source + ")");
     }
   }
@@ -350,7 +340,7 @@ void render_nodes(const std::vector<TemplateNode>& nodes, RenderEnv& env, std::s
           out += v.dump();
         } else {
           throw VariableError(n.loc, env.block,
-                              "'" + path_string(n.path) + "' is a " + type_name(v) +
+                              "'" + path_string(n.path) + "' is a " + json_type_name(v) +
                                   "; only strings, numbers and bools can be substituted (use a field, or "
                                   "{{#each}} for a list)");
         }
@@ -360,7 +350,7 @@ void render_nodes(const std::vector<TemplateNode>& nodes, RenderEnv& env, std::s
         const Resolved r = resolve(n.path, env, n.loc);
         if (!r.value->is_array())
           throw VariableError(n.loc, env.block,
-                              "'" + path_string(n.path) + "' is a " + type_name(*r.value) + ", {{#each}} needs a list");
+                              "'" + path_string(n.path) + "' is a " + json_type_name(*r.value) + ", {{#each}} needs a list");
         for (const Json& elem : *r.value) {
           env.bindings.push_back(Binding{n.loop_name, &elem, r.binding->markup, r.binding->variable});
           render_nodes(n.body, env, out);
@@ -423,6 +413,17 @@ std::string path_string(const std::vector<std::string>& path) {
   std::string s;
   for (const auto& p : path) s += (s.empty() ? "" : ".") + p;
   return s;
+}
+
+const char* json_type_name(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "bool";
+    case Json::value_t::string: return "string";
+    case Json::value_t::array: return "list";
+    case Json::value_t::object: return "object";
+    default: return "number";
+  }
 }
 
 }  // namespace hypic::dsl

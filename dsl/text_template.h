@@ -19,6 +19,9 @@ namespace hypic::dsl {
 
 using Json = nlohmann::ordered_json;
 
+// The name of a JSON value's type in messages: null, bool, number, string, list, object.
+const char* json_type_name(const Json& v);
+
 // Where a YAML scalar's text starts in its file, to turn offsets in the text into file positions.
 struct TextOrigin {
   std::string file;
