@@ -1,7 +1,7 @@
 // Times the CUDA prefill kernels at Qwen3.5-35B-A3B shapes with CUDA events and prints one JSON object.
 //   GDN chunked prefill (16 q/k heads, 32 v heads, dims 128), with and without the fused transfer build;
 //   attention prefill (16 q heads, 2 kv heads, dim 256), causal over fresh tokens.
-// Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20]
+// Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20] [--only gdn|attention]
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -53,14 +53,20 @@ double time_ms(F&& f, int iters, cudaStream_t s) {
 int main(int argc, char** argv) {
   std::vector<int64_t> tokens = {8192, 32768};
   int iters = 20;
+  std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
     if (!std::strcmp(argv[i], "--tokens")) {
       tokens.clear();
       std::stringstream ss(argv[i + 1]);
       std::string t;
       while (std::getline(ss, t, ',')) tokens.push_back(std::atoll(t.c_str()));
     }
+  }
+  if (!only.empty() && only != "gdn" && only != "attention") {
+    std::fprintf(stderr, "--only takes gdn or attention\n");
+    return 2;
   }
   if (!device_available()) {
     std::fprintf(stderr, "no CUDA device\n");
@@ -79,7 +85,7 @@ int main(int argc, char** argv) {
   };
   for (const int64_t T : tokens) {
     // Gated DeltaNet, one layer.
-    {
+    if (only.empty() || only == "gdn") {
       const GdnShape s{T, 1, 32, 16, 128, 128};
       DeviceBuffer q(pool, 2 * T * 16 * 128), k(pool, 2 * T * 16 * 128), v(pool, 2 * T * 32 * 128),
           g(pool, 4 * T * 32), beta(pool, 4 * T * 32), state(pool, 4 * 32 * 128 * 128),
@@ -106,7 +112,7 @@ int main(int argc, char** argv) {
       emit("gdn_chunked_prefill", T, "out+state+transfer", ms_t, flops);
     }
     // Attention, one layer, causal prefill over T fresh tokens.
-    {
+    if (only.empty() || only == "attention") {
       const AttentionShape s{T, T, 16, 2, 256};
       DeviceBuffer q(pool, 2 * T * 16 * 256), k(pool, 2 * T * 2 * 256), v(pool, 2 * T * 2 * 256),
           out(pool, 2 * T * 16 * 256), pos(pool, 8 * T);
