@@ -16,6 +16,7 @@
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/sampling.h"
@@ -523,6 +524,18 @@ TEST_F(CudaOps, MoeMatchesCpu) {
     moe_grouped_gemm(blas, act.get(), c.I, pdown.data(), c.D, counts.data(), c.E, ys.get(), st);
     moe_combine(ys.get(), c.T, c.K, c.D, plan, dw.get(), out.get(), false, st);
     EXPECT_LT(rel_err(from_device_bf16(out), ref), 2 * kTolBf16Out) << "MoE E " << c.E << " D " << c.D;
+
+    // The few-row path (no host sync) on the experts' contiguous blocks, from the same routing.
+    std::vector<float> gu_all, down_all;
+    for (int64_t e = 0; e < c.E; ++e) {
+      gu_all.insert(gu_all.end(), wgu[e].begin(), wgu[e].end());
+      down_all.insert(down_all.end(), wd[e].begin(), wd[e].end());
+    }
+    auto dgu_all = to_device_bf16(pool, gu_all), ddown_all = to_device_bf16(pool, down_all);
+    DevArray<bf16> sact(pool, R * c.I), sout(pool, c.T * c.D);
+    moe_small_gate_up(dx.get(), c.T, c.D, c.D, dids.get(), c.K, dgu_all.get(), c.I, sact.get(), st);
+    moe_small_down_combine(sact.get(), c.T, c.K, c.I, dids.get(), dw.get(), ddown_all.get(), c.D, sout.get(), st);
+    EXPECT_LT(rel_err(from_device_bf16(sout), ref), 2 * kTolBf16Out) << "small MoE E " << c.E << " D " << c.D;
   }
 }
 
