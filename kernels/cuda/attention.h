@@ -29,8 +29,12 @@ void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, co
 
 // Decode form for few query rows (split over the keys, flash-decoding style, then a combine pass).
 // Same arguments; workspace: attention_decode_workspace_bytes(s) bytes of device memory.
+// keys_dev (optional, device int32): only the first min(*keys_dev, s.Tk) keys are read. s.Tk is then the
+// cache's capacity and fixes the launch and the workspace, so a captured CUDA graph stays valid while the
+// cache fills up within that capacity.
 size_t attention_decode_workspace_bytes(const AttentionShape& s);
 void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
-                      const int64_t* k_pos, float scale, bf16* out, void* workspace, cudaStream_t stream);
+                      const int64_t* k_pos, float scale, bf16* out, void* workspace, cudaStream_t stream,
+                      const int32_t* keys_dev = nullptr);
 
 }  // namespace hypic::cuda

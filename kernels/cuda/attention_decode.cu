@@ -25,7 +25,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, i
                                                              const bf16* __restrict__ q, const bf16* __restrict__ k,
                                                              const bf16* __restrict__ v,
                                                              const int64_t* __restrict__ q_pos,
-                                                             const int64_t* __restrict__ k_pos, float scale_log2,
+                                                             const int64_t* __restrict__ k_pos,
+                                                             const int32_t* __restrict__ keys_dev, float scale_log2,
                                                              float* __restrict__ part_o, float* __restrict__ part_ml) {
   constexpr int E = D / 32;  // head-dim elements per lane
   __shared__ float wm[kWarps], wl[kWarps], wo[kWarps][D];
@@ -33,7 +34,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, i
   const int64_t sp = blockIdx.x, h = blockIdx.y, i = blockIdx.z, kh = h / (s.Hq / s.Hkv);
   const int d = int(s.d);
   const int64_t per = (s.Tk + splits - 1) / splits, j_begin = sp * per;
-  const int64_t j_end = j_begin + per < s.Tk ? j_begin + per : s.Tk;
+  const int64_t Tk = keys_dev && int64_t(*keys_dev) < s.Tk ? int64_t(*keys_dev) : s.Tk;
+  const int64_t j_end = j_begin + per < Tk ? j_begin + per : Tk;
   const int64_t qp = q_pos[i];
   float qr[E], acc[E];
 #pragma unroll
@@ -118,7 +120,8 @@ size_t attention_decode_workspace_bytes(const AttentionShape& s) {
 }
 
 void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
-                      const int64_t* k_pos, float scale, bf16* out, void* workspace, cudaStream_t stream) {
+                      const int64_t* k_pos, float scale, bf16* out, void* workspace, cudaStream_t stream,
+                      const int32_t* keys_dev) {
   HYPIC_CUDA_REQUIRE(s.Hq > 0 && s.Hkv > 0 && s.Hq % s.Hkv == 0 && s.Hq <= 65535,
                      "attention_decode: Hq must be a positive multiple of Hkv");
   HYPIC_CUDA_REQUIRE(s.d > 0 && s.d <= kMaxD, "attention_decode: head dim must be <= 256");
@@ -131,11 +134,14 @@ void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, con
   const dim3 grid(unsigned(splits), unsigned(s.Hq), unsigned(s.Tq));
   const float sl2 = scale * 1.4426950408889634f;
   if (D == 64)
-    decode_kernel<64><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, sl2, part_o, part_ml);
+    decode_kernel<64><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, sl2, part_o,
+                                                               part_ml);
   else if (D == 128)
-    decode_kernel<128><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, sl2, part_o, part_ml);
+    decode_kernel<128><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, sl2, part_o,
+                                                               part_ml);
   else
-    decode_kernel<256><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, sl2, part_o, part_ml);
+    decode_kernel<256><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, sl2, part_o,
+                                                               part_ml);
   HYPIC_CUDA_LAUNCH_CHECK();
   combine_kernel<<<unsigned(s.Tq * s.Hq), 128, 0, stream>>>(s, splits, D, part_o, part_ml, out);
   HYPIC_CUDA_LAUNCH_CHECK();

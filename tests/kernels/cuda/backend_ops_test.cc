@@ -15,6 +15,7 @@
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
@@ -448,6 +449,51 @@ TEST_F(CudaOps, AttentionDecodeMatchesCpu) {
   for (const AttnCase c : {AttnCase{1, 40, 4, 2, 32}, AttnCase{1, 3000, 16, 2, 256}, AttnCase{4, 1500, 16, 2, 128},
                            AttnCase{2, 5, 16, 2, 64}})
     run_attention(pool, c, true, 95);
+}
+
+// Graph-replayable decode: the key count comes from the device, the cache holds more (stale) rows.
+TEST_F(CudaOps, AttentionDecodeReadsKeyCountFromDevice) {
+  Stream st;
+  const int64_t cap = 2048, Hq = 16, Hkv = 2, d = 256;
+  const auto q = randn_bf16(Hq * d, 300), k = randn_bf16(cap * Hkv * d, 301), v = randn_bf16(cap * Hkv * d, 302);
+  std::vector<int64_t> kpos(cap), qpos = {5000};
+  std::iota(kpos.begin(), kpos.end(), 0);  // every row would be visible: only the count limits the keys
+  auto dq = to_device_bf16(pool, q), dk = to_device_bf16(pool, k), dv = to_device_bf16(pool, v);
+  DevArray<int64_t> dqp(pool, qpos), dkp(pool, kpos);
+  const AttentionShape s{1, cap, Hq, Hkv, d};
+  DevArray<unsigned char> ws(pool, attention_decode_workspace_bytes(s));
+  for (const int32_t n : {1, 700, 1500, 2048}) {
+    std::vector<float> ref(Hq * d);
+    cpu::attention({1, n, Hq, Hkv, d, d}, q.data(), k.data(), v.data(), qpos.data(), kpos.data(),
+                   1.0f / std::sqrt(float(d)), ref.data());
+    DevArray<int32_t> dn(pool, std::vector<int32_t>{n});
+    DevArray<bf16> dout(pool, ref.size());
+    attention_decode(s, dq.get(), dk.get(), dv.get(), dqp.get(), dkp.get(), 1.0f / std::sqrt(float(d)), dout.get(),
+                     ws.get(), st, dn.get());
+    EXPECT_LT(rel_err(from_device_bf16(dout), ref), kTolBf16Out) << n << " keys";
+  }
+}
+
+TEST_F(CudaOps, KvAppendWritesAtTheDeviceOffset) {
+  Stream st;
+  for (const int64_t row : {int64_t{512}, int64_t{12}}) {
+    const int64_t cap = 40, T = 3;
+    const auto k0 = randn_bf16(cap * row, 310), v0 = randn_bf16(cap * row, 311);
+    const auto kn = randn_bf16(T * row, 312), vn = randn_bf16(T * row, 313);
+    auto dk = to_device_bf16(pool, k0), dv = to_device_bf16(pool, v0), dkn = to_device_bf16(pool, kn),
+         dvn = to_device_bf16(pool, vn);
+    DevArray<int64_t> dpos(pool, std::vector<int64_t>(cap, -1)), dpn(pool, std::vector<int64_t>{70, 71, 72});
+    DevArray<int32_t> end(pool, std::vector<int32_t>{20});
+    kv_append(dkn.get(), dvn.get(), dpn.get(), T, row, end.get(), cap, dk.get(), dv.get(), dpos.get(), st);
+    auto ek = k0, ev = v0;
+    std::copy(kn.begin(), kn.end(), ek.begin() + 17 * row);
+    std::copy(vn.begin(), vn.end(), ev.begin() + 17 * row);
+    std::vector<int64_t> epos(cap, -1);
+    epos[17] = 70, epos[18] = 71, epos[19] = 72;
+    EXPECT_EQ(from_device_bf16(dk), ek) << row;
+    EXPECT_EQ(from_device_bf16(dv), ev) << row;
+    EXPECT_EQ(dpos.download(), epos) << row;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
