@@ -4,14 +4,14 @@
 
 namespace hypic {
 
-SegmentStore::Slot* SegmentStore::touch(const std::string& key) {
+SegmentLru::Slot* SegmentLru::touch(const std::string& key) {
   auto it = slots_.find(key);
   if (it == slots_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second.lru);
   return &it->second;
 }
 
-void SegmentStore::evict_to(size_t limit) {
+void SegmentLru::evict_to(size_t limit) {
   // Oldest first, skipping pinned entries.
   auto it = lru_.end();
   while (stats_.bytes > limit && it != lru_.begin()) {
@@ -25,7 +25,7 @@ void SegmentStore::evict_to(size_t limit) {
   }
 }
 
-void SegmentStore::insert(const std::string& key, Slot slot) {
+void SegmentLru::insert(const std::string& key, Slot slot) {
   if (auto it = slots_.find(key); it != slots_.end()) {
     stats_.bytes -= it->second.bytes;
     if (it->second.pinned) stats_.pinned_bytes -= it->second.bytes;
@@ -45,51 +45,36 @@ void SegmentStore::insert(const std::string& key, Slot slot) {
   ++stats_.insertions;
 }
 
-std::shared_ptr<const SegmentEntry> SegmentStore::find_content(const SegmentKey& key) {
+std::shared_ptr<const void> SegmentLru::find(Kind kind, const SegmentKey& key) {
   std::lock_guard<std::mutex> g(mu_);
-  Slot* s = touch(id('c', key));
-  ++(s ? stats_.content_hits : stats_.content_misses);
-  return s ? s->content : nullptr;
+  Slot* s = touch(id(kind, key));
+  if (kind == Kind::Content) ++(s ? stats_.content_hits : stats_.content_misses);
+  else ++(s ? stats_.chain_hits : stats_.chain_misses);
+  return s ? s->entry : nullptr;
 }
 
-std::shared_ptr<const PrefixEntry> SegmentStore::find_chain(const SegmentKey& key) {
+bool SegmentLru::contains(Kind kind, const SegmentKey& key) const {
   std::lock_guard<std::mutex> g(mu_);
-  Slot* s = touch(id('p', key));
-  ++(s ? stats_.chain_hits : stats_.chain_misses);
-  return s ? s->chain : nullptr;
+  return slots_.count(id(kind, key)) > 0;
 }
 
-bool SegmentStore::contains_content(const SegmentKey& key) const {
-  std::lock_guard<std::mutex> g(mu_);
-  return slots_.count(id('c', key)) > 0;
-}
-
-void SegmentStore::put_content(const SegmentKey& key, std::shared_ptr<const SegmentEntry> e, bool pinned) {
+void SegmentLru::put(Kind kind, const SegmentKey& key, std::shared_ptr<const void> e, size_t bytes, bool pinned) {
   std::lock_guard<std::mutex> g(mu_);
   Slot s;
   s.pinned = pinned;
-  s.bytes = e->bytes();
-  s.content = std::move(e);
-  insert(id('c', key), std::move(s));
+  s.bytes = bytes;
+  s.entry = std::move(e);
+  insert(id(kind, key), std::move(s));
 }
 
-void SegmentStore::put_chain(const SegmentKey& key, std::shared_ptr<const PrefixEntry> e, bool pinned) {
-  std::lock_guard<std::mutex> g(mu_);
-  Slot s;
-  s.pinned = pinned;
-  s.bytes = e->bytes();
-  s.chain = std::move(e);
-  insert(id('p', key), std::move(s));
-}
-
-SegmentStoreStats SegmentStore::stats() const {
+SegmentStoreStats SegmentLru::stats() const {
   std::lock_guard<std::mutex> g(mu_);
   SegmentStoreStats s = stats_;
   s.entries = slots_.size();
   return s;
 }
 
-void SegmentStore::clear() {
+void SegmentLru::clear() {
   std::lock_guard<std::mutex> g(mu_);
   slots_.clear();
   lru_.clear();
