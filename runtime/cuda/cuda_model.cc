@@ -27,26 +27,6 @@ constexpr int64_t kChunkedMinTokens = 16;
 constexpr int64_t kDecodeMaxRows = 16;
 }  // namespace
 
-// Per-forward buffers for T tokens, from the model's pool (blocks are reused by the next call).
-struct CudaModel::Scratch {
-  int64_t T = 0;
-  DeviceBuffer ids, pos;  // int32 [T], int64 [T]
-  DeviceBuffer h;         // fp32 [T, D]: the residual stream
-  DeviceBuffer x;         // bf16 [T, D]: the normed input of a sublayer
-  // Gated DeltaNet.
-  DeviceBuffer qkv, conv, z, ba, q, k, v, g, beta, o, gdn_ws;
-  // Attention.
-  DeviceBuffer qg, aq, att;
-  // Dense MLP.
-  DeviceBuffer gu;
-  // MoE.
-  DeviceBuffer router, sel, wts, plan_ws, xs, egu, eact, ys, y, sgu, sh, sg;
-
-  float* hp() const { return h.as<float>(); }
-  bf16* xp() const { return x.as<bf16>(); }
-  const int64_t* posp() const { return pos.as<int64_t>(); }
-};
-
 CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint)
     : cfg_(std::move(cfg)), fingerprint_(std::move(fingerprint)) {}
 
@@ -76,21 +56,11 @@ void CudaModel::gemm(const bf16* x, int64_t T, int64_t ldx, const DeviceLinear& 
   cuda::gemm_xwt(blas_, x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate, stream_);
 }
 
-std::vector<float> CudaModel::forward(std::span<const int> ids, CudaSequenceState& st, bool all_logits) {
-  const int64_t T = static_cast<int64_t>(ids.size()), D = cfg_.hidden_size, V = cfg_.vocab_size;
-  if (T == 0) throw InvalidArgument("forward: no tokens to run");
-  HYPIC_ASSERT(static_cast<int64_t>(st.lin.size()) == cfg_.num_layers &&
-                   static_cast<int64_t>(st.attn.size()) == cfg_.num_layers,
-               "state of another model");
-  cfg_.check_length(st.length + T);
-  for (int64_t t = 0; t < T; ++t)
-    if (ids[t] < 0 || ids[t] >= V)
-      throw InvalidArgument("token id " + std::to_string(ids[t]) + " at index " + std::to_string(t) +
-                            " is outside the vocabulary [0, " + std::to_string(V) + ")");
-  cudaStream_t cs = stream_;
-
-  // Scratch sized for T tokens; only what this model's layer kinds use.
-  Scratch s;
+CudaActivations CudaModel::activations(int64_t T) {
+  HYPIC_ASSERT(T > 0, "activations for no rows");
+  const int64_t D = cfg_.hidden_size;
+  // Only what this model's layer kinds use.
+  CudaActivations s;
   s.T = T;
   auto buf = [&](size_t bytes) { return bytes ? DeviceBuffer(pool_, bytes) : DeviceBuffer(); };
   const size_t t = static_cast<size_t>(T);
@@ -116,9 +86,9 @@ std::vector<float> CudaModel::forward(std::span<const int> ids, CudaSequenceStat
     s.g = buf(sizeof(float) * t * Hv);
     s.beta = buf(sizeof(float) * t * Hv);
     s.o = buf(sizeof(bf16) * t * vd);
-    if (T >= kChunkedMinTokens)
-      s.gdn_ws = buf(cuda::gdn_chunked_workspace_bytes(
-          {T, 1, cfg_.lin_v_heads, cfg_.lin_k_heads, cfg_.lin_k_dim, cfg_.lin_v_dim}));
+    // Sized for all rows: any piece of them may run chunked (long pieces, or with a transfer operator).
+    s.gdn_ws = buf(cuda::gdn_chunked_workspace_bytes(
+        {T, 1, cfg_.lin_v_heads, cfg_.lin_k_heads, cfg_.lin_k_dim, cfg_.lin_v_dim}));
   }
   if (any_attn) {
     const int64_t qd = cfg_.num_heads * cfg_.head_dim;
@@ -146,60 +116,118 @@ std::vector<float> CudaModel::forward(std::span<const int> ids, CudaSequenceStat
     }
     counts_host_.resize(static_cast<size_t>(E));
   }
+  return s;
+}
 
+void CudaModel::embed(std::span<const int> ids, std::span<const int64_t> pos, CudaActivations& a) {
+  const int64_t T = a.T, V = cfg_.vocab_size;
+  HYPIC_ASSERT(static_cast<int64_t>(ids.size()) == T && static_cast<int64_t>(pos.size()) == T,
+               "embed: ids and positions must cover the activation rows");
+  for (int64_t t = 0; t < T; ++t)
+    if (ids[t] < 0 || ids[t] >= V)
+      throw InvalidArgument("token id " + std::to_string(ids[t]) + " at index " + std::to_string(t) +
+                            " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  cudaStream_t cs = stream_;
   // Pageable host copies return once the data is staged, so the host vectors may go out of scope.
   const std::vector<int32_t> ids32(ids.begin(), ids.end());
-  std::vector<int64_t> pos(t);
-  std::iota(pos.begin(), pos.end(), st.length);
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(s.ids.get(), ids32.data(), sizeof(int32_t) * t, cudaMemcpyHostToDevice, cs));
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(s.pos.get(), pos.data(), sizeof(int64_t) * t, cudaMemcpyHostToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(a.ids.get(), ids32.data(), sizeof(int32_t) * T, cudaMemcpyHostToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(a.pos.get(), pos.data(), sizeof(int64_t) * T, cudaMemcpyHostToDevice, cs));
+  cuda::embed_rows(w_.embed.w, a.ids.as<int32_t>(), T, cfg_.hidden_size, a.hp(), cs);
+}
 
-  cuda::embed_rows(w_.embed.w, s.ids.as<int32_t>(), T, D, s.hp(), cs);
-  for (int l = 0; l < cfg_.num_layers; ++l) {
-    const DeviceLayer& L = w_.layers[l];
-    cuda::rmsnorm(s.hp(), s.xp(), T, D, L.input_norm, cfg_.rms_norm_eps, true, cs);
-    if (L.kind == LayerKind::LinearAttention) linear_mixer(l, T, st.lin[l], s);
-    else attention_mixer(l, T, st.attn[l], s);
-    cuda::rmsnorm(s.hp(), s.xp(), T, D, L.post_norm, cfg_.rms_norm_eps, true, cs);
-    ffn(l, T, s);
-  }
+void CudaModel::input_norm(int layer, CudaActivations& a) {
+  cuda::rmsnorm(a.hp(), a.xp(), a.T, cfg_.hidden_size, w_.layers[layer].input_norm, cfg_.rms_norm_eps, true,
+                stream_);
+}
 
-  const int64_t rows = all_logits ? T : 1;
-  cuda::rmsnorm(s.hp() + (T - rows) * D, s.xp(), rows, D, w_.final_norm, cfg_.rms_norm_eps, true, cs);
-  DeviceBuffer logits(pool_, sizeof(float) * rows * V);
-  gemm(s.xp(), rows, D, w_.lm_head, logits.get(), DType::F32);
+void CudaModel::post_norm(int layer, CudaActivations& a) {
+  cuda::rmsnorm(a.hp(), a.xp(), a.T, cfg_.hidden_size, w_.layers[layer].post_norm, cfg_.rms_norm_eps, true,
+                stream_);
+}
+
+std::vector<float> CudaModel::logits(CudaActivations& a, int64_t rows) {
+  const int64_t D = cfg_.hidden_size, V = cfg_.vocab_size;
+  HYPIC_ASSERT(rows >= 1 && rows <= a.T, "logits: rows out of range");
+  cudaStream_t cs = stream_;
+  // The normed rows go to the front of x (x is free once the last layer ran).
+  cuda::rmsnorm(a.hp() + (a.T - rows) * D, a.xp(), rows, D, w_.final_norm, cfg_.rms_norm_eps, true, cs);
+  DeviceBuffer out_dev(pool_, sizeof(float) * rows * V);
+  gemm(a.xp(), rows, D, w_.lm_head, out_dev.get(), DType::F32);
   std::vector<float> out(static_cast<size_t>(rows * V));
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), logits.get(), sizeof(float) * out.size(), cudaMemcpyDeviceToHost, cs));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), out_dev.get(), sizeof(float) * out.size(), cudaMemcpyDeviceToHost, cs));
   HYPIC_CUDA_CHECK(cudaStreamSynchronize(cs));
+  return out;
+}
+
+std::vector<float> CudaModel::forward(std::span<const int> ids, CudaSequenceState& st, bool all_logits) {
+  const int64_t T = static_cast<int64_t>(ids.size());
+  if (T == 0) throw InvalidArgument("forward: no tokens to run");
+  HYPIC_ASSERT(static_cast<int64_t>(st.lin.size()) == cfg_.num_layers &&
+                   static_cast<int64_t>(st.attn.size()) == cfg_.num_layers,
+               "state of another model");
+  cfg_.check_length(st.length + T);
+  CudaActivations a = activations(T);
+  std::vector<int64_t> pos(static_cast<size_t>(T));
+  std::iota(pos.begin(), pos.end(), st.length);
+  embed(ids, pos, a);
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    input_norm(l, a);
+    if (cfg_.layer_kinds[l] == LayerKind::LinearAttention) {
+      linear_project(l, a);
+      linear_recur(l, a, 0, T, st.lin[l]);
+      linear_output(l, a);
+    } else {
+      attention_mixer(l, a, st.attn[l]);
+    }
+    post_norm(l, a);
+    ffn(l, a);
+  }
+  std::vector<float> out = logits(a, all_logits ? T : 1);
   st.length += T;
   return out;
 }
 
-void CudaModel::linear_mixer(int layer, int64_t T, CudaLinearLayerState& st, Scratch& s) {
+void CudaModel::linear_project(int layer, CudaActivations& s) {
+  const DeviceGdn& G = w_.layers[layer].lin;
+  const int64_t T = s.T, Hv = cfg_.lin_v_heads, D = cfg_.hidden_size;
+  gemm(s.xp(), T, D, G.qkv, s.qkv.get(), DType::BF16);
+  gemm(s.xp(), T, D, G.z, s.z.get(), DType::BF16);
+  gemm(s.xp(), T, D, G.ba, s.ba.get(), DType::F32);  // fp32: the gates are sensitive to rounding of a
+  cuda::gdn_gates(s.ba.as<float>(), T, Hv, G.A_log, G.dt_bias, s.g.as<float>(), s.beta.as<float>(), stream_);
+}
+
+void CudaModel::linear_recur(int layer, CudaActivations& s, int64_t row0, int64_t n, CudaLinearLayerState& st,
+                             float* transfer) {
+  HYPIC_ASSERT(row0 >= 0 && n > 0 && row0 + n <= s.T, "linear_recur: rows out of range");
   const DeviceGdn& G = w_.layers[layer].lin;
   const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
-  const int64_t C = cfg_.lin_conv_dim(), vd = cfg_.lin_value_dim(), D = cfg_.hidden_size;
+  const int64_t C = cfg_.lin_conv_dim(), vd = cfg_.lin_value_dim(), kd = cfg_.lin_key_dim();
   cudaStream_t cs = stream_;
-  bf16 *qkv = s.qkv.as<bf16>(), *conv = s.conv.as<bf16>(), *z = s.z.as<bf16>(), *o = s.o.as<bf16>();
-  gemm(s.xp(), T, D, G.qkv, qkv, DType::BF16);
-  gemm(s.xp(), T, D, G.z, z, DType::BF16);
-  gemm(s.xp(), T, D, G.ba, s.ba.get(), DType::F32);  // fp32: the gates are sensitive to rounding of a
-  cuda::causal_conv1d_silu(qkv, T, C, G.conv_w, cfg_.conv_kernel, st.conv_tail.as<bf16>(), conv, cs);
-  cuda::gdn_split_qkv(conv, T, Hk, dk, Hv, dv, 1.0f / std::sqrt(static_cast<float>(dk)), 1e-6f, s.q.as<bf16>(),
-                      s.k.as<bf16>(), s.v.as<bf16>(), cs);
-  cuda::gdn_gates(s.ba.as<float>(), T, Hv, G.A_log, G.dt_bias, s.g.as<float>(), s.beta.as<float>(), cs);
-  const cuda::GdnShape shape{T, 1, Hv, Hk, dk, dv};
-  if (T >= kChunkedMinTokens)
-    cuda::gdn_chunked_prefill(shape, s.q.as<bf16>(), s.k.as<bf16>(), s.v.as<bf16>(), s.g.as<float>(),
-                              s.beta.as<float>(), nullptr, T, st.S.as<float>(), o, nullptr, s.gdn_ws.get(), cs);
+  bf16* conv = s.conv.as<bf16>() + row0 * C;
+  bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;
+  const float *g = s.g.as<float>() + row0 * Hv, *beta = s.beta.as<float>() + row0 * Hv;
+  bf16* o = s.o.as<bf16>() + row0 * vd;
+  cuda::causal_conv1d_silu(s.qkv.as<bf16>() + row0 * C, n, C, G.conv_w, cfg_.conv_kernel, st.conv_tail.as<bf16>(),
+                           conv, cs);
+  cuda::gdn_split_qkv(conv, n, Hk, dk, Hv, dv, 1.0f / std::sqrt(static_cast<float>(dk)), 1e-6f, q, k, v, cs);
+  const cuda::GdnShape shape{n, 1, Hv, Hk, dk, dv};
+  // Only the chunked kernel builds the transfer operator.
+  if (n >= kChunkedMinTokens || transfer)
+    cuda::gdn_chunked_prefill(shape, q, k, v, g, beta, nullptr, n, st.S.as<float>(), o, transfer, s.gdn_ws.get(), cs);
   else
-    cuda::gdn_recurrent(shape, s.q.as<bf16>(), s.k.as<bf16>(), s.v.as<bf16>(), s.g.as<float>(), s.beta.as<float>(),
-                        st.S.as<float>(), o, cs);
-  cuda::rmsnorm_gated_silu(o, z, o, T * Hv, dv, G.norm_w, cfg_.rms_norm_eps, cs);
+    cuda::gdn_recurrent(shape, q, k, v, g, beta, st.S.as<float>(), o, cs);
+}
+
+void CudaModel::linear_output(int layer, CudaActivations& s) {
+  const DeviceGdn& G = w_.layers[layer].lin;
+  const int64_t T = s.T, Hv = cfg_.lin_v_heads, dv = cfg_.lin_v_dim, vd = cfg_.lin_value_dim();
+  bf16* o = s.o.as<bf16>();
+  cuda::rmsnorm_gated_silu(o, s.z.as<bf16>(), o, T * Hv, dv, G.norm_w, cfg_.rms_norm_eps, stream_);
   gemm(o, T, vd, G.out, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
-void CudaModel::attention_mixer(int layer, int64_t T, CudaAttentionLayerState& kv, Scratch& s) {
+void CudaModel::attention_mixer(int layer, CudaActivations& s, CudaAttentionLayerState& kv) {
+  const int64_t T = s.T;
   const DeviceAttention& A = w_.layers[layer].attn;
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, D = cfg_.hidden_size;
   const bool gated = cfg_.attn_output_gate;
@@ -242,7 +270,8 @@ void CudaModel::attention_mixer(int layer, int64_t T, CudaAttentionLayerState& k
   gemm(att, T, H * hd, A.o, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
-void CudaModel::ffn(int layer, int64_t T, Scratch& s) {
+void CudaModel::ffn(int layer, CudaActivations& s) {
+  const int64_t T = s.T;
   const DeviceLayer& L = w_.layers[layer];
   const int64_t D = cfg_.hidden_size;
   cudaStream_t cs = stream_;

@@ -3,8 +3,10 @@
 // stream, fp32 recurrent states and a bf16 KV cache (kernels/cuda).
 //
 // forward() runs a plain sequence: prefill, multi-token continuation and 1-token decode are the same
-// call. A CudaModel owns its stream, cuBLAS handles and scratch pool; forward() is not thread-safe (one
-// caller at a time per model), while sequence states are independent of each other.
+// call. The per-layer pieces are public because the caching engine (runtime/cuda/cuda_engine.h) drives
+// its own layer loop over selected rows. A CudaModel owns its stream, cuBLAS handles and scratch pool;
+// it is not thread-safe (one caller at a time per model), while sequence states are independent of
+// each other. All work is ordered on stream().
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -14,6 +16,7 @@
 
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/memory.h"
+#include "runtime/cuda/cuda_activations.h"
 #include "runtime/cuda/cuda_sequence_state.h"
 #include "runtime/cuda/device_weights.h"
 #include "runtime/model_config.h"
@@ -43,13 +46,37 @@ class CudaModel {
   // Throws InvalidArgument for no tokens or an id outside [0, vocab).
   std::vector<float> forward(std::span<const int> ids, CudaSequenceState& state, bool all_logits = false);
 
- private:
-  struct Scratch;
-  CudaModel(ModelConfig cfg, std::string fingerprint);
+  cudaStream_t stream() const { return stream_; }
+  cuda::DevicePool& pool() { return pool_; }
 
-  void linear_mixer(int layer, int64_t T, CudaLinearLayerState& st, Scratch& s);
-  void attention_mixer(int layer, int64_t T, CudaAttentionLayerState& kv, Scratch& s);
-  void ffn(int layer, int64_t T, Scratch& s);
+  // ---- building blocks over device buffers (rows are tokens; each adds its output to the residual) ----
+  // Buffers for T rows, from the scratch pool (returned when the activations are destroyed).
+  CudaActivations activations(int64_t T);
+  // h = embedding of `ids`, at global positions `pos` (both [a.T]). Throws InvalidArgument for an id
+  // outside [0, vocab).
+  void embed(std::span<const int> ids, std::span<const int64_t> pos, CudaActivations& a);
+  void input_norm(int layer, CudaActivations& a);  // x = norm(h)
+  void post_norm(int layer, CudaActivations& a);
+  // Gated DeltaNet in three steps, so that the recurrence can run over pieces of the rows with the
+  // caller's state edits between them (the stitch composes cached segments between seams):
+  //   linear_project: projections and gates of every row;
+  //   linear_recur: conv + delta rule over rows [row0, row0 + n) continuing `st`; if `transfer` is
+  //     non-null ([Hv, dk, dk] fp32 on the device, holding an operator) it is left-multiplied by the
+  //     transition of these n tokens (DESIGN §1.2);
+  //   linear_output: gated norm and output projection of every row, h += out.
+  void linear_project(int layer, CudaActivations& a);
+  void linear_recur(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaLinearLayerState& st,
+                    float* transfer = nullptr);
+  void linear_output(int layer, CudaActivations& a);
+  // K/V of every row at a's positions are appended to `kv`; queries attend over every row of `kv`
+  // visible by position (cached rows may come in any order); h += out.
+  void attention_mixer(int layer, CudaActivations& a, CudaAttentionLayerState& kv);
+  void ffn(int layer, CudaActivations& a);  // h += ffn(x)
+  // Final norm + LM head of the last `rows` rows -> host [rows, V]. Synchronises the stream.
+  std::vector<float> logits(CudaActivations& a, int64_t rows);
+
+ private:
+  CudaModel(ModelConfig cfg, std::string fingerprint);
   // y = x W^T into a bf16 or fp32 buffer (rows of x `ldx` apart).
   void gemm(const cuda::bf16* x, int64_t T, int64_t ldx, const DeviceLinear& w, void* y, DType yt,
             bool accumulate = false);

@@ -26,6 +26,51 @@ void CudaAttentionLayerState::reserve(int64_t needed, int64_t row_elems, cudaStr
   capacity = cap;
 }
 
+void CudaAttentionLayerState::append(const void* k_rows, const void* v_rows, const int64_t* positions, int64_t n,
+                                     int64_t row_elems, cudaStream_t stream) {
+  if (n <= 0) return;
+  reserve(rows + n, row_elems, stream);
+  const size_t row_bytes = sizeof(cuda::bf16) * row_elems;
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(k.get()) + row_bytes * rows, k_rows, row_bytes * n,
+                                   cudaMemcpyDeviceToDevice, stream));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(v.get()) + row_bytes * rows, v_rows, row_bytes * n,
+                                   cudaMemcpyDeviceToDevice, stream));
+  // Direction from the pointer (unified addressing); a pageable host source returns once staged, so the
+  // caller may release it.
+  HYPIC_CUDA_CHECK(
+      cudaMemcpyAsync(pos.as<int64_t>() + rows, positions, sizeof(int64_t) * n, cudaMemcpyDefault, stream));
+  rows += n;
+}
+
+namespace {
+
+DeviceMemory copy_of(const DeviceMemory& m, cudaStream_t stream) {
+  DeviceMemory c(m.bytes());
+  if (m.bytes()) HYPIC_CUDA_CHECK(cudaMemcpyAsync(c.get(), m.get(), m.bytes(), cudaMemcpyDeviceToDevice, stream));
+  return c;
+}
+
+}  // namespace
+
+CudaSequenceState CudaSequenceState::clone(cudaStream_t stream) const {
+  CudaSequenceState c;
+  c.length = length;
+  c.lin.resize(lin.size());
+  c.attn.resize(attn.size());
+  for (size_t i = 0; i < lin.size(); ++i) {
+    c.lin[i].conv_tail = copy_of(lin[i].conv_tail, stream);
+    c.lin[i].S = copy_of(lin[i].S, stream);
+  }
+  for (size_t i = 0; i < attn.size(); ++i) {
+    c.attn[i].k = copy_of(attn[i].k, stream);
+    c.attn[i].v = copy_of(attn[i].v, stream);
+    c.attn[i].pos = copy_of(attn[i].pos, stream);
+    c.attn[i].rows = attn[i].rows;
+    c.attn[i].capacity = attn[i].capacity;
+  }
+  return c;
+}
+
 CudaSequenceState CudaSequenceState::empty_for(const ModelConfig& cfg) {
   CudaSequenceState s;
   s.lin.resize(static_cast<size_t>(cfg.num_layers));

@@ -28,6 +28,9 @@ struct CudaAttentionLayerState {
   // Makes room for `needed` rows of `row_elems` elements each, keeping the existing rows (work ordered
   // on `stream`).
   void reserve(int64_t needed, int64_t row_elems, cudaStream_t stream);
+  // Appends n rows: k, v [n, row_elems] bf16 on the device, positions [n] int64 on the host or the device.
+  void append(const void* k_rows, const void* v_rows, const int64_t* positions, int64_t n, int64_t row_elems,
+              cudaStream_t stream);
 };
 
 struct CudaSequenceState {
@@ -36,6 +39,8 @@ struct CudaSequenceState {
   int64_t length = 0;                         // next position
 
   static CudaSequenceState empty_for(const ModelConfig& cfg);
+  // A deep copy (work ordered on `stream`).
+  CudaSequenceState clone(cudaStream_t stream) const;
   size_t bytes() const;  // device bytes held (allocated capacity)
   // A host copy in the CPU layout (fp32), e.g. to compare with HybridModel or to hand to the CPU engine.
   // Synchronises the device.

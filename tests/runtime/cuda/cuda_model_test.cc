@@ -9,60 +9,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
 
 #include "kernels/cuda/check.h"
 #include "runtime/error.h"
 #include "runtime/hybrid_model.h"
 #include "runtime/safetensors.h"
+#include "tests/runtime/cuda/bf16_agreement.h"
 
 namespace hypic {
 namespace {
 
 const std::string kModels = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/";
 
-struct Agreement {
-  float max_rel = 0, mean_rel = 0;  // worst and mean logit error as fractions of the logit range
-  double top1 = 0;                  // share of positions whose arg-max agrees
-};
-
-// "Within bf16 tolerance" is what transformers itself shows in bf16 on the same fixture
-// (bf16_reference.json, tools/fixtures/make_bf16_reference.py): one bf16 run against fp32 may err by
-// 1.25x that, two bf16 runs against each other by 2x; top-1 agreement may be 0.10 / 0.15 lower.
-struct Tolerance {
-  float max_rel, mean_rel;
-  double top1;
-};
-
-// a, b: [rows, V]; b is the reference; errors relative to `range` (the model's golden logit range,
-// so short pieces are judged on the same scale as whole prompts).
-Agreement compare(const float* a, const float* b, int64_t rows, int64_t V, float range) {
-  range = std::max(range, 1e-6f);
-  double sum = 0;
-  float mx = 0;
-  int64_t same = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* x = a + r * V;
-    const float* y = b + r * V;
-    for (int64_t i = 0; i < V; ++i) {
-      const float d = std::fabs(x[i] - y[i]);
-      mx = std::max(mx, d);
-      sum += d;
-    }
-    same += (std::max_element(x, x + V) - x) == (std::max_element(y, y + V) - y);
-  }
-  return {mx / range, static_cast<float>(sum / (rows * V) / range), static_cast<double>(same) / rows};
-}
-
-void expect_close(const Agreement& g, const Tolerance& t, const std::string& what) {
-  std::printf("[ metrics  ] %-40s max_rel %.5f mean_rel %.6f top1 %.3f  (limits %.4f %.5f %.3f)\n", what.c_str(),
-              g.max_rel, g.mean_rel, g.top1, t.max_rel, t.mean_rel, t.top1);
-  EXPECT_LE(g.max_rel, t.max_rel) << what;
-  EXPECT_LE(g.mean_rel, t.mean_rel) << what;
-  EXPECT_GE(g.top1, t.top1) << what;
-}
+using testing_bf16::Agreement;
+using testing_bf16::compare;
+using testing_bf16::expect_close;
+using testing_bf16::Tolerance;
 
 std::vector<int> to_ints(const Tensor& t) {
   std::vector<int> v;
@@ -81,14 +43,10 @@ class CudaModelFixture : public ::testing::TestWithParam<std::string> {
     ids_ = to_ints(golden_->get("input_ids"));
     logits_ = golden_->get("logits");
     V_ = cpu_->config().vocab_size;
-    std::ifstream in(dir + "/bf16_reference.json");
-    ASSERT_TRUE(in) << "missing " << dir << "/bf16_reference.json";
-    const auto ref = nlohmann::json::parse(in);
-    range_ = ref["logit_range"].get<float>();
-    const float mx = ref["max_rel"].get<float>(), mean = ref["mean_rel"].get<float>();
-    const double top1 = ref["top1"].get<double>();
-    one_ = {1.25f * mx, 1.25f * mean, top1 - 0.10};
-    two_ = {2.0f * mx, 2.0f * mean, top1 - 0.15};
+    const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
+    range_ = b.range;
+    one_ = b.one;
+    two_ = b.two;
   }
 
   std::unique_ptr<HybridModel> cpu_;

@@ -1,0 +1,32 @@
+// Device buffers of one pass of CudaModel over T rows (tokens): the fp32 residual stream, the normed
+// sublayer input and every intermediate the layers need, from the model's scratch pool. The layer
+// building blocks of CudaModel read and write them by row, so a caller (the stitch, the isolated segment
+// prefill) can drive its own layer loop over the same rows.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cuda/memory.h"
+#include "kernels/cuda/types.h"
+
+namespace hypic {
+
+struct CudaActivations {
+  int64_t T = 0;
+  cuda::DeviceBuffer ids, pos;  // int32 [T], int64 [T] (global positions)
+  cuda::DeviceBuffer h;         // fp32 [T, D]: the residual stream
+  cuda::DeviceBuffer x;         // bf16 [T, D]: the normed input of a sublayer
+  // Gated DeltaNet.
+  cuda::DeviceBuffer qkv, conv, z, ba, q, k, v, g, beta, o, gdn_ws;
+  // Attention.
+  cuda::DeviceBuffer qg, aq, att;
+  // Dense MLP.
+  cuda::DeviceBuffer gu;
+  // MoE.
+  cuda::DeviceBuffer router, sel, wts, plan_ws, xs, egu, eact, ys, y, sgu, sh, sg;
+
+  float* hp() const { return h.as<float>(); }
+  cuda::bf16* xp() const { return x.as<cuda::bf16>(); }
+  const int64_t* posp() const { return pos.as<int64_t>(); }
+};
+
+}  // namespace hypic

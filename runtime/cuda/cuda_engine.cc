@@ -1,0 +1,178 @@
+#include "runtime/cuda/cuda_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <optional>
+
+#include "kernels/cuda/check.h"
+#include "runtime/cuda/cuda_segment_prefill.h"
+#include "runtime/cuda/cuda_stitch.h"
+#include "runtime/error.h"
+
+namespace hypic {
+
+CudaEngine::CudaEngine(CudaModel& model, CacheMode mode, EngineOptions opt)
+    : model_(model), mode_(mode), opt_(std::move(opt)), store_(opt_.cache_budget_bytes) {
+  if (opt_.seam_width < 0) throw InvalidArgument("seam width must be >= 0");
+  keys_.model_fingerprint = model.fingerprint();
+  keys_.tokenizer_fingerprint = opt_.tokenizer_fingerprint;
+  keys_.seam_width = static_cast<int>(seam_width());
+}
+
+CudaPromptResult CudaEngine::run(const std::vector<std::vector<int>>& blocks) {
+  std::vector<PromptBlock> b;
+  for (auto& t : blocks) b.push_back({t, BlockCache::Cache});
+  return run(b);
+}
+
+CudaPromptResult CudaEngine::run(const std::vector<PromptBlock>& blocks) {
+  if (blocks.empty() || blocks.back().tokens.empty()) throw InvalidArgument("a prompt needs a non-empty query tail");
+  for (size_t i = 0; i + 1 < blocks.size(); ++i)
+    if (blocks[i].tokens.empty()) throw InvalidArgument("block " + std::to_string(i) + " is empty");
+  const auto t0 = std::chrono::steady_clock::now();
+  CudaPromptResult r;
+  switch (mode_) {
+    case CacheMode::Full: r = run_full(blocks); break;
+    case CacheMode::Prefix: r = run_prefix(blocks); break;
+    default: r = run_pic(blocks); break;
+  }
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(model_.stream()));
+  r.ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& b : blocks) r.prompt_tokens += static_cast<int64_t>(b.tokens.size());
+  return r;
+}
+
+CudaPromptResult CudaEngine::run_full(const std::vector<PromptBlock>& blocks) {
+  CudaPromptResult r;
+  std::vector<int> all;
+  for (auto& b : blocks) all.insert(all.end(), b.tokens.begin(), b.tokens.end());
+  r.state = model_.new_state();
+  r.logits = model_.forward(all, r.state);
+  r.computed_tokens = static_cast<int64_t>(all.size());
+  for (size_t i = 0; i + 1 < blocks.size(); ++i) r.blocks.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
+  return r;
+}
+
+CudaPromptResult CudaEngine::run_prefix(const std::vector<PromptBlock>& blocks) {
+  const ModelConfig& cfg = model_.config();
+  const int64_t row = cfg.num_kv_heads * cfg.head_dim;
+  cudaStream_t cs = model_.stream();
+  const size_t k = blocks.size() - 1;
+  std::vector<SegmentKey> chain(k);
+  std::optional<SegmentKey> parent;
+  for (size_t i = 0; i < k; ++i) {
+    chain[i] = chain_key(parent, content_key(keys_, blocks[i].tokens));
+    parent = chain[i];
+  }
+  // Longest run of cached block ends from the start; rebuild the exact state from it.
+  CudaPromptResult r;
+  r.state = model_.new_state();
+  std::vector<std::shared_ptr<const CudaPrefixEntry>> held;  // alive until the copies below ran
+  size_t j = 0;
+  for (; j < k; ++j) {
+    if (blocks[j].cache == BlockCache::None) break;
+    auto e = store_.find_chain(chain[j]);
+    if (!e) break;
+    std::vector<int64_t> pos(static_cast<size_t>(e->length));
+    std::iota(pos.begin(), pos.end(), e->start);
+    for (int l = 0; l < cfg.num_layers; ++l) {
+      if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+        CudaLinearLayerState& ls = r.state.lin[l];
+        HYPIC_CUDA_CHECK(cudaMemcpyAsync(ls.S.get(), e->state[l], ls.S.bytes(), cudaMemcpyDeviceToDevice, cs));
+        HYPIC_CUDA_CHECK(
+            cudaMemcpyAsync(ls.conv_tail.get(), e->conv_tail[l], ls.conv_tail.bytes(), cudaMemcpyDeviceToDevice, cs));
+      } else {
+        r.state.attn[l].append(e->k[l], e->v[l], pos.data(), e->length, row, cs);
+      }
+    }
+    r.state.length = e->start + e->length;
+    r.blocks.push_back({true, e->length});
+    held.push_back(std::move(e));
+  }
+  // Prefill the rest block by block, keeping a snapshot at every block end.
+  for (size_t i = j; i < k; ++i) {
+    const int64_t start = r.state.length;
+    const int64_t n = static_cast<int64_t>(blocks[i].tokens.size());
+    std::vector<int64_t> kv_rows(cfg.num_layers);
+    for (int l = 0; l < cfg.num_layers; ++l) kv_rows[l] = r.state.attn[l].rows;
+    model_.forward(blocks[i].tokens, r.state);
+    r.computed_tokens += n;
+    r.blocks.push_back({false, n});
+    if (blocks[i].cache == BlockCache::None) continue;
+    auto e = std::make_shared<CudaPrefixEntry>(CudaPrefixEntry::allocate(cfg, start, n));
+    for (int l = 0; l < cfg.num_layers; ++l) {
+      if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+        const CudaLinearLayerState& ls = r.state.lin[l];
+        HYPIC_CUDA_CHECK(cudaMemcpyAsync(e->state[l], ls.S.get(), ls.S.bytes(), cudaMemcpyDeviceToDevice, cs));
+        HYPIC_CUDA_CHECK(
+            cudaMemcpyAsync(e->conv_tail[l], ls.conv_tail.get(), ls.conv_tail.bytes(), cudaMemcpyDeviceToDevice, cs));
+      } else {
+        const CudaAttentionLayerState& kv = r.state.attn[l];
+        const size_t bytes = sizeof(cuda::bf16) * n * row;
+        HYPIC_CUDA_CHECK(cudaMemcpyAsync(e->k[l], kv.k.as<cuda::bf16>() + kv_rows[l] * row, bytes,
+                                         cudaMemcpyDeviceToDevice, cs));
+        HYPIC_CUDA_CHECK(cudaMemcpyAsync(e->v[l], kv.v.as<cuda::bf16>() + kv_rows[l] * row, bytes,
+                                         cudaMemcpyDeviceToDevice, cs));
+      }
+    }
+    store_.put_chain(chain[i], std::move(e), blocks[i].cache == BlockCache::Pin);
+  }
+  r.logits = model_.forward(blocks.back().tokens, r.state);
+  r.computed_tokens += static_cast<int64_t>(blocks.back().tokens.size());
+  return r;
+}
+
+CudaPromptResult CudaEngine::run_pic(const std::vector<PromptBlock>& blocks) {
+  const size_t k = blocks.size() - 1;
+  if (k == 0) return run_full(blocks);  // nothing to reuse
+  CudaPromptResult r;
+  std::vector<std::shared_ptr<const CudaSegmentEntry>> segs;
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t n = static_cast<int64_t>(blocks[i].tokens.size());
+    if (blocks[i].cache == BlockCache::None) {
+      // Never stored: the stitch recomputes all of its tokens under the true prefix (all seam).
+      segs.push_back(std::make_shared<CudaSegmentEntry>(CudaSegmentEntry::pass_through(blocks[i].tokens)));
+      r.blocks.push_back({false, n});
+      continue;
+    }
+    const SegmentKey key = content_key(keys_, blocks[i].tokens);
+    auto e = store_.find_content(key);
+    const bool hit = e != nullptr;
+    if (!hit) {
+      auto built = std::make_shared<CudaSegmentEntry>(prefill_segment(model_, blocks[i].tokens, seam_width()));
+      r.computed_tokens += built->size();
+      store_.put_content(key, built, blocks[i].cache == BlockCache::Pin);
+      e = built;
+    }
+    r.blocks.push_back({hit, e->size()});
+    segs.push_back(std::move(e));
+  }
+  // The first block starts at position 0: its isolated run is exact, so its whole state is reused.
+  CudaSequenceState base = model_.new_state();
+  if (blocks[0].cache != BlockCache::None) {
+    base = state_from_first_segment(model_, *segs.front());
+    segs.erase(segs.begin());
+  }
+  CudaStitchResult s = stitch(model_, std::move(base), segs, blocks.back().tokens,
+                              mode_ == CacheMode::Naive ? Composition::NaiveSum : Composition::Transfer);
+  r.logits = std::move(s.logits);
+  r.state = std::move(s.state);
+  r.computed_tokens += s.computed_tokens;
+  return r;
+}
+
+std::vector<int> CudaEngine::greedy_decode(CudaPromptResult& r, int n) {
+  std::vector<int> out;
+  std::vector<float> logits = r.logits;
+  for (int i = 0; i < n; ++i) {
+    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(next);
+    if (i + 1 == n) break;
+    const int one[1] = {next};
+    logits = model_.forward(one, r.state);
+  }
+  return out;
+}
+
+}  // namespace hypic
