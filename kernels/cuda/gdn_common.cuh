@@ -1,0 +1,181 @@
+// Shared pieces of the chunked Gated DeltaNet kernels (gdn_prep.cu, gdn_state.cu, gdn_output.cu): chunk
+// geometry, the workspace layout, and the warp-level load helpers (cp.async, ldmatrix) they use to feed
+// mma.sync m16n8k16 (fragment layouts in kernels/cuda/mma.cuh).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/delta_rule.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace hypic::cuda::gdn {
+
+constexpr int kC = 64;         // chunk length
+constexpr int kThreads = 128;  // 4 warps in every GDN kernel block (gdn_state: 4 per 32 state columns)
+
+// Padded key dim (tiles are DK wide, zero beyond dk) and value dim (a multiple of 64).
+inline int padded_dk(int64_t dk) { return dk <= 64 ? 64 : 128; }
+inline int64_t padded_dv(int64_t dv) { return (dv + 63) / 64 * 64; }
+
+// Chunk slots. Chunk c of sequence n lives in slot bos_n / 64 + n + c: the slots of different sequences
+// never overlap (bos_{n+1} / 64 + 1 >= bos_n / 64 + ceil(len_n / 64)) and there are at most T / 64 + N + 1,
+// so every chunk gets full 64-row workspace tiles without a prefix sum over the sequence lengths.
+inline int64_t slot_count(const GdnShape& s) { return s.T / kC + s.N + 1; }
+
+// Workspace, per value head and slot (tiles contiguous, zero in padded rows and columns):
+//   W  [H, slots, 64, DK]  bf16   A diag(beta e^G) K
+//   UV [H, slots, 64, DVP] bf16   U = A diag(beta) V from gdn_prep, overwritten in place by gdn_state
+//                                  with the chunk's true pseudo-values Vn = U - W S (read by gdn_output)
+//   Sh [H, slots, DK, DVP] bf16   state at the start of every chunk (written only when outputs are wanted)
+//   G  [H, slots, 64]      fp32   in-chunk cumulative log decay (padded rows repeat the last one)
+struct Workspace {
+  bf16* W;
+  bf16* UV;
+  bf16* Sh;
+  float* G;
+  int64_t slots;
+  int dkp;      // DK
+  int64_t dvp;  // DVP
+};
+
+inline size_t workspace_bytes(const GdnShape& s) {
+  using detail::align128;
+  const size_t tiles = size_t(s.H) * size_t(slot_count(s));
+  const size_t dkp = size_t(padded_dk(s.dk)), dvp = size_t(padded_dv(s.dv));
+  return align128(sizeof(bf16) * tiles * kC * dkp) + align128(sizeof(bf16) * tiles * kC * dvp) +
+         align128(sizeof(bf16) * tiles * dkp * dvp) + align128(sizeof(float) * tiles * kC);
+}
+
+inline Workspace carve(const GdnShape& s, void* ws) {
+  using detail::align128;
+  const size_t tiles = size_t(s.H) * size_t(slot_count(s));
+  const size_t dkp = size_t(padded_dk(s.dk)), dvp = size_t(padded_dv(s.dv));
+  auto* p = static_cast<unsigned char*>(ws);
+  Workspace w{};
+  w.W = reinterpret_cast<bf16*>(p);
+  p += align128(sizeof(bf16) * tiles * kC * dkp);
+  w.UV = reinterpret_cast<bf16*>(p);
+  p += align128(sizeof(bf16) * tiles * kC * dvp);
+  w.Sh = reinterpret_cast<bf16*>(p);
+  p += align128(sizeof(bf16) * tiles * dkp * dvp);
+  w.G = reinterpret_cast<float*>(p);
+  w.slots = slot_count(s);
+  w.dkp = int(dkp);
+  w.dvp = int64_t(dvp);
+  return w;
+}
+
+struct SeqRange {
+  int64_t bos, eos;
+};
+
+__device__ __forceinline__ SeqRange seq_range(const int32_t* cu, int64_t n, int64_t T) {
+  return cu ? SeqRange{cu[n], cu[n + 1]} : SeqRange{0, T};
+}
+
+__device__ __forceinline__ int64_t first_slot(int64_t bos, int64_t n) { return bos / kC + n; }
+
+// ---------------------------------------------------------------------------------------------------
+// Loads. Lane = 4 g + t as in mma.cuh.
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(gmem), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// Copies rows [0, rows_valid) x columns [0, cols_valid) of a bf16 matrix (row stride src_ld) into the
+// ROWS x COLS shared tile dst (row stride dst_ld), zero elsewhere. Asynchronous 16-byte copies when the
+// layout allows (the caller commits and waits), plain stores otherwise. All threads of the block take part.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void load_tile(bf16* dst, int dst_ld, const bf16* src, int64_t src_ld, int rows_valid,
+                                          int cols_valid) {
+  if (cols_valid % 8 == 0 && src_ld % 8 == 0 && aligned16(src)) {
+    constexpr int kV = COLS / 8;
+    for (int i = threadIdx.x; i < ROWS * kV; i += blockDim.x) {
+      const int r = i / kV, c = (i % kV) * 8;
+      const bool valid = r < rows_valid && c < cols_valid;
+      cp_async16(dst + r * dst_ld + c, valid ? src + r * src_ld + c : src, valid);
+    }
+  } else {
+    for (int i = threadIdx.x; i < ROWS * COLS; i += blockDim.x) {
+      const int r = i / COLS, c = i % COLS;
+      dst[r * dst_ld + c] = (r < rows_valid && c < cols_valid) ? src[r * src_ld + c] : __float2bfloat16_rn(0.0f);
+    }
+  }
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// A fragment (16 x 16 at m0, k0) of a row-major [m][k] tile.
+__device__ __forceinline__ void frag_a(uint32_t a[4], const bf16* s, int ld, int m0, int k0) {
+  const int lane = threadIdx.x % 32;
+  ldsm_x4(a, s + (m0 + lane % 16) * ld + k0 + (lane / 16) * 8);
+}
+// A fragment (16 x 16 at m0, k0) of A = X^T, X a row-major [k][m] tile.
+__device__ __forceinline__ void frag_a_t(uint32_t a[4], const bf16* s, int ld, int m0, int k0) {
+  const int lane = threadIdx.x % 32, mi = lane / 8;
+  ldsm_x4_t(a, s + (k0 + (mi / 2) * 8 + lane % 8) * ld + m0 + (mi % 2) * 8);
+}
+// B fragments of the two n-tiles n0..n0+7 (b0) and n0+8..n0+15 (b1) at k0, from a row-major [k][n] tile.
+__device__ __forceinline__ void frag_b_kn(uint32_t b0[2], uint32_t b1[2], const bf16* s, int ld, int k0, int n0) {
+  const int lane = threadIdx.x % 32, mi = lane / 8;
+  uint32_t r[4];
+  ldsm_x4_t(r, s + (k0 + (mi % 2) * 8 + lane % 8) * ld + n0 + (mi / 2) * 8);
+  b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
+}
+// The same from a tile stored n-major, [n][k] (B = X^T: e.g. the keys in Q K^T).
+__device__ __forceinline__ void frag_b_nk(uint32_t b0[2], uint32_t b1[2], const bf16* s, int ld, int k0, int n0) {
+  const int lane = threadIdx.x % 32, mi = lane / 8;
+  uint32_t r[4];
+  ldsm_x4(r, s + (n0 + (mi / 2) * 8 + lane % 8) * ld + k0 + (mi % 2) * 8);
+  b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
+}
+
+__device__ __forceinline__ void st_bf16x2(bf16* p, float lo, float hi) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(lo, hi);
+}
+
+// Copies a ROWS x COLS bf16 shared tile to global memory with 16-byte stores (both row strides multiples
+// of 8 elements, the destination 16-byte aligned).
+template <int ROWS, int COLS>
+__device__ __forceinline__ void store_tile16(bf16* dst, int64_t dst_ld, const bf16* src, int src_ld) {
+  constexpr int kV = COLS / 8;
+  for (int i = threadIdx.x; i < ROWS * kV; i += blockDim.x) {
+    const int r = i / kV, c = (i % kV) * 8;
+    *reinterpret_cast<uint4*>(dst + r * dst_ld + c) = *reinterpret_cast<const uint4*>(src + r * src_ld + c);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Launchers (one per kernel file), all on `stream`, in this order.
+
+void launch_prep(const GdnShape& s, const bf16* k, const bf16* v, const float* g, const float* beta,
+                 const int32_t* cu, int64_t max_chunks, const Workspace& w, cudaStream_t stream);
+void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
+                  const Workspace& w, cudaStream_t stream);
+void launch_output(const GdnShape& s, const bf16* q, const bf16* k, const int32_t* cu, int64_t max_chunks,
+                   bf16* out, const Workspace& w, cudaStream_t stream);
+
+}  // namespace hypic::cuda::gdn

@@ -1,0 +1,355 @@
+// gdn_prep: the chunk-local half of the chunked Gated DeltaNet, one block per (chunk, value head,
+// sequence), no dependence between chunks. For a chunk of 64 tokens with in-chunk cumulative log decay G:
+//   L = strict-lower(beta_i e^{G_i - G_j} k_i . k_j)      (K K^T on tensor cores)
+//   A = (I + L)^-1                                        (blockwise, below)
+//   W = A diag(beta e^G) K,   U = A diag(beta) V          (tensor cores, bf16 to the workspace)
+// so that the chunk's true pseudo-values are Vn = U - W S0 (the CPU's forward substitution in matrix form).
+//
+// The inverse. The four 16 x 16 diagonal blocks of I + L are unit lower triangular: one warp each inverts
+// its block by forward substitution in fp32 (lane c owns column c). The off-diagonal blocks follow from
+// (I + L) A = I block row by block row, A_ij = -X_i sum_{j <= m < i} L_im A_mj with X_i the inverted
+// diagonal block, as 16 x 16 products scheduled over the 4 warps in 6 steps. Those products stay fp32
+// accurate to ~16 bits by splitting every operand into bf16 hi + lo and summing the three significant
+// cross products on tensor cores: A is only rounded to bf16 once, as the operand of W and U.
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/gdn_common.cuh"
+
+namespace hypic::cuda::gdn {
+namespace {
+
+using detail::align128;
+using detail::mma_bf16_16816;
+
+template <int DK>
+struct PrepSmem {
+  static constexpr int kLdK = DK + 8;  // bf16 K rows (272 or 144 bytes: ldmatrix rows hit distinct banks)
+  static constexpr int kLdF = kC + 8;  // fp32 64-wide tiles; 72 = 8 mod 32 keeps float2 fragment loads clean
+  static constexpr int kLdB = kC + 8;  // bf16 64-wide tiles
+  static constexpr size_t k = 0;                                   // K [64][kLdK]
+  static constexpr size_t l = align128(k + 2 * kC * kLdK);         // L fp32; later the output staging tile
+  static constexpr size_t a = align128(l + 4 * kC * kLdF);         // A fp32 (upper blocks: temporaries); later V
+  static constexpr size_t aw = align128(a + 4 * kC * kLdF);        // A diag(beta e^G), bf16
+  static constexpr size_t ab = align128(aw + 2 * kC * kLdB);       // A diag(beta), bf16
+  static constexpr size_t gs = align128(ab + 2 * kC * kLdB);       // G
+  static constexpr size_t bs = gs + 4 * kC;                        // beta
+  static constexpr size_t bytes = align128(bs + 4 * kC);
+  static_assert(2 * kC * kLdK <= 4 * kC * kLdF, "W staging fits in the L tile");
+};
+
+__device__ __forceinline__ void split_bf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  const float2 f = __bfloat1622float2(h);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = detail::pack_bf16(x0 - f.x, x1 - f.y);
+}
+
+// c += A B for 16 x 16 fp32 tiles in shared memory (one warp), hi/lo split as described above.
+__device__ __forceinline__ void mm16(float c[2][4], const float* A, int lda, const float* B, int ldb) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  uint32_t ah[4], al[4];
+  const float2 x0 = *reinterpret_cast<const float2*>(A + g * lda + 2 * t);
+  const float2 x1 = *reinterpret_cast<const float2*>(A + (g + 8) * lda + 2 * t);
+  const float2 x2 = *reinterpret_cast<const float2*>(A + g * lda + 2 * t + 8);
+  const float2 x3 = *reinterpret_cast<const float2*>(A + (g + 8) * lda + 2 * t + 8);
+  split_bf16(x0.x, x0.y, ah[0], al[0]);
+  split_bf16(x1.x, x1.y, ah[1], al[1]);
+  split_bf16(x2.x, x2.y, ah[2], al[2]);
+  split_bf16(x3.x, x3.y, ah[3], al[3]);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int n = nt * 8 + g;
+    uint32_t bh[2], bl[2];
+    split_bf16(B[(2 * t) * ldb + n], B[(2 * t + 1) * ldb + n], bh[0], bl[0]);
+    split_bf16(B[(2 * t + 8) * ldb + n], B[(2 * t + 9) * ldb + n], bh[1], bl[1]);
+    mma_bf16_16816(c[nt], ah, bh);
+    mma_bf16_16816(c[nt], ah, bl);
+    mma_bf16_16816(c[nt], al, bh);
+  }
+}
+
+__device__ __forceinline__ void zero16(float c[2][4]) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[nt][e] = 0.0f;
+}
+
+__device__ __forceinline__ void ld16(float c[2][4], const float* D, int ld) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const float2 lo = *reinterpret_cast<const float2*>(D + g * ld + nt * 8 + 2 * t);
+    const float2 hi = *reinterpret_cast<const float2*>(D + (g + 8) * ld + nt * 8 + 2 * t);
+    c[nt][0] = lo.x, c[nt][1] = lo.y, c[nt][2] = hi.x, c[nt][3] = hi.y;
+  }
+}
+
+__device__ __forceinline__ void st16(float* D, int ld, const float c[2][4], float scale) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    *reinterpret_cast<float2*>(D + g * ld + nt * 8 + 2 * t) = make_float2(scale * c[nt][0], scale * c[nt][1]);
+    *reinterpret_cast<float2*>(D + (g + 8) * ld + nt * 8 + 2 * t) = make_float2(scale * c[nt][2], scale * c[nt][3]);
+  }
+}
+
+template <int DK>
+__global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf16* __restrict__ k,
+                                                            const bf16* __restrict__ v, const float* __restrict__ g,
+                                                            const float* __restrict__ beta,
+                                                            const int32_t* __restrict__ cu, Workspace w) {
+  using SM = PrepSmem<DK>;
+  constexpr int kLdK = SM::kLdK, kLdF = SM::kLdF, kLdB = SM::kLdB;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* Ks = reinterpret_cast<bf16*>(smem + SM::k);
+  float* Lf = reinterpret_cast<float*>(smem + SM::l);
+  float* Af = reinterpret_cast<float*>(smem + SM::a);
+  bf16* Aw = reinterpret_cast<bf16*>(smem + SM::aw);
+  bf16* Ab = reinterpret_cast<bf16*>(smem + SM::ab);
+  float* Gs = reinterpret_cast<float*>(smem + SM::gs);
+  float* Bs = reinterpret_cast<float*>(smem + SM::bs);
+  bf16* Stg = reinterpret_cast<bf16*>(smem + SM::l);  // output staging, once L is consumed
+  bf16* Vs = reinterpret_cast<bf16*>(smem + SM::a);   // V slabs, once A is consumed
+
+  const int64_t n = blockIdx.z, h = blockIdx.y;
+  const SeqRange sr = seq_range(cu, n, s.T);
+  const int64_t t0 = sr.bos + int64_t(blockIdx.x) * kC;
+  if (t0 >= sr.eos) return;
+  const int L = int(sr.eos - t0 < kC ? sr.eos - t0 : kC);
+  const int64_t H = s.H, kh = h / (s.H / s.Hk), tile = h * w.slots + first_slot(sr.bos, n) + blockIdx.x;
+  const int dk = int(s.dk), dv = int(s.dv);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+
+  load_tile<kC, DK>(Ks, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, L, dk);
+  cp_async_commit();
+  if (warp == 0) {
+    // Inclusive scan of g over the chunk (two tokens per lane); padded tokens add 0, so their G repeats
+    // the last real one, and their beta is 0.
+    const int i0 = lane * 2, i1 = lane * 2 + 1;
+    const float a = i0 < L ? g[(t0 + i0) * H + h] : 0.0f;
+    const float b = a + (i1 < L ? g[(t0 + i1) * H + h] : 0.0f);
+    float incl = b;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += y;
+    }
+    Gs[i0] = incl - b + a;
+    Gs[i1] = incl;
+    w.G[tile * kC + i0] = incl - b + a;
+    w.G[tile * kC + i1] = incl;
+    Bs[i0] = i0 < L ? beta[(t0 + i0) * H + h] : 0.0f;
+    Bs[i1] = i1 < L ? beta[(t0 + i1) * H + h] : 0.0f;
+  }
+  cp_async_wait_all();
+  __syncthreads();
+
+  // L = strict-lower(beta_i e^{G_i - G_j} (K K^T)_ij): warp w owns rows 16w..16w+15.
+  {
+    float acc[8][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      uint32_t a[4];
+      frag_a(a, Ks, kLdK, warp * 16, ks * 16);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t b0[2], b1[2];
+        frag_b_nk(b0, b1, Ks, kLdK, ks * 16, np * 16);
+        mma_bf16_16816(acc[2 * np], a, b0);
+        mma_bf16_16816(acc[2 * np + 1], a, b1);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = warp * 16 + gq + half * 8;
+      const float bi = Bs[i], gi = Gs[i];
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int j = nt * 8 + 2 * tq;
+        const float l0 = (j < i && i < L) ? bi * expf(gi - Gs[j]) * acc[nt][2 * half] : 0.0f;
+        const float l1 = (j + 1 < i && i < L) ? bi * expf(gi - Gs[j + 1]) * acc[nt][2 * half + 1] : 0.0f;
+        *reinterpret_cast<float2*>(Lf + i * kLdF + j) = make_float2(l0, l1);
+      }
+    }
+  }
+  __syncthreads();
+
+  // Diagonal blocks: X_b = (I + L_bb)^-1, warp b, lane c < 16 runs column c.
+  if (lane < 16) {
+    const int c = lane;
+    const float* Lb = Lf + warp * 16 * kLdF + warp * 16;
+    float* Xb = Af + warp * 16 * kLdF + warp * 16;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float acc = i == c ? 1.0f : 0.0f;
+#pragma unroll
+      for (int j = 0; j < i; ++j) acc -= Lb[i * kLdF + j] * x[j];
+      x[i] = acc;
+      Xb[i * kLdF + c] = acc;
+    }
+  }
+  __syncthreads();
+
+  // Off-diagonal blocks. Temporaries live in A's (unused) upper blocks.
+  {
+    auto Lb = [&](int i, int j) { return Lf + i * 16 * kLdF + j * 16; };
+    auto Ablk = [&](int i, int j) { return Af + i * 16 * kLdF + j * 16; };
+    float c[2][4];
+    zero16(c);
+    // 1: L10 X0, L21 X1, L32 X2, L20 X0
+    if (warp == 0) {
+      mm16(c, Lb(1, 0), kLdF, Ablk(0, 0), kLdF);
+      st16(Ablk(0, 1), kLdF, c, 1.0f);
+    } else if (warp == 1) {
+      mm16(c, Lb(2, 1), kLdF, Ablk(1, 1), kLdF);
+      st16(Ablk(1, 2), kLdF, c, 1.0f);
+    } else if (warp == 2) {
+      mm16(c, Lb(3, 2), kLdF, Ablk(2, 2), kLdF);
+      st16(Ablk(2, 3), kLdF, c, 1.0f);
+    } else {
+      mm16(c, Lb(2, 0), kLdF, Ablk(0, 0), kLdF);
+      st16(Ablk(0, 2), kLdF, c, 1.0f);
+    }
+    __syncthreads();
+    // 2: A10 = -X1 (L10 X0), A21 = -X2 (L21 X1), A32 = -X3 (L32 X2); L31 X1
+    zero16(c);
+    if (warp == 0) {
+      mm16(c, Ablk(1, 1), kLdF, Ablk(0, 1), kLdF);
+      st16(Ablk(1, 0), kLdF, c, -1.0f);
+    } else if (warp == 1) {
+      mm16(c, Ablk(2, 2), kLdF, Ablk(1, 2), kLdF);
+      st16(Ablk(2, 1), kLdF, c, -1.0f);
+    } else if (warp == 2) {
+      mm16(c, Ablk(3, 3), kLdF, Ablk(2, 3), kLdF);
+      st16(Ablk(3, 2), kLdF, c, -1.0f);
+    } else {
+      mm16(c, Lb(3, 1), kLdF, Ablk(1, 1), kLdF);
+      st16(Ablk(1, 3), kLdF, c, 1.0f);
+    }
+    __syncthreads();
+    // 3: L20 X0 + L21 A10, L31 X1 + L32 A21, L30 X0 + L31 A10
+    if (warp == 0) {
+      ld16(c, Ablk(0, 2), kLdF);
+      mm16(c, Lb(2, 1), kLdF, Ablk(1, 0), kLdF);
+      st16(Ablk(0, 2), kLdF, c, 1.0f);
+    } else if (warp == 1) {
+      ld16(c, Ablk(1, 3), kLdF);
+      mm16(c, Lb(3, 2), kLdF, Ablk(2, 1), kLdF);
+      st16(Ablk(1, 3), kLdF, c, 1.0f);
+    } else if (warp == 2) {
+      zero16(c);
+      mm16(c, Lb(3, 0), kLdF, Ablk(0, 0), kLdF);
+      mm16(c, Lb(3, 1), kLdF, Ablk(1, 0), kLdF);
+      st16(Ablk(0, 3), kLdF, c, 1.0f);
+    }
+    __syncthreads();
+    // 4: A20 = -X2 (...), A31 = -X3 (...)
+    zero16(c);
+    if (warp == 0) {
+      mm16(c, Ablk(2, 2), kLdF, Ablk(0, 2), kLdF);
+      st16(Ablk(2, 0), kLdF, c, -1.0f);
+    } else if (warp == 1) {
+      mm16(c, Ablk(3, 3), kLdF, Ablk(1, 3), kLdF);
+      st16(Ablk(3, 1), kLdF, c, -1.0f);
+    }
+    __syncthreads();
+    // 5, 6: A30 = -X3 (L30 X0 + L31 A10 + L32 A20), one warp.
+    if (warp == 0) {
+      ld16(c, Ablk(0, 3), kLdF);
+      mm16(c, Lb(3, 2), kLdF, Ablk(2, 0), kLdF);
+      st16(Ablk(0, 3), kLdF, c, 1.0f);
+      __syncwarp();
+      zero16(c);
+      mm16(c, Ablk(3, 3), kLdF, Ablk(0, 3), kLdF);
+      st16(Ablk(3, 0), kLdF, c, -1.0f);
+    }
+    __syncthreads();
+  }
+
+  // Aw = A diag(beta e^G), Ab = A diag(beta) in bf16 (lower triangle only: the upper blocks hold temporaries).
+  for (int e = threadIdx.x; e < kC * kC / 2; e += kThreads) {
+    const int i = e / (kC / 2), j = (e % (kC / 2)) * 2;
+    const float a0 = j <= i ? Af[i * kLdF + j] * Bs[j] : 0.0f;
+    const float a1 = j + 1 <= i ? Af[i * kLdF + j + 1] * Bs[j + 1] : 0.0f;
+    st_bf16x2(Ab + i * kLdB + j, a0, a1);
+    st_bf16x2(Aw + i * kLdB + j, a0 * expf(Gs[j]), a1 * expf(Gs[j + 1]));
+  }
+  __syncthreads();
+
+  // W = Aw K, staged through the (now free) L tile for 16-byte stores.
+  {
+    float acc[DK / 8][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+      uint32_t a[4];
+      frag_a(a, Aw, kLdB, warp * 16, ks * 16);
+#pragma unroll
+      for (int np = 0; np < DK / 16; ++np) {
+        uint32_t b0[2], b1[2];
+        frag_b_kn(b0, b1, Ks, kLdK, ks * 16, np * 16);
+        mma_bf16_16816(acc[2 * np], a, b0);
+        mma_bf16_16816(acc[2 * np + 1], a, b1);
+      }
+    }
+    const int r = warp * 16 + gq;
+#pragma unroll
+    for (int nt = 0; nt < DK / 8; ++nt) {
+      st_bf16x2(Stg + r * kLdK + nt * 8 + 2 * tq, acc[nt][0], acc[nt][1]);
+      st_bf16x2(Stg + (r + 8) * kLdK + nt * 8 + 2 * tq, acc[nt][2], acc[nt][3]);
+    }
+  }
+  __syncthreads();
+  store_tile16<kC, DK>(w.W + tile * kC * DK, DK, Stg, kLdK);
+
+  // U = Ab V in slabs of 64 value columns (V into the free A tile).
+  for (int c0 = 0; c0 < w.dvp; c0 += 64) {
+    load_tile<kC, 64>(Vs, kLdB, v + (t0 * H + h) * dv + c0, H * dv, L, min(64, dv - c0));
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    float acc[8][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+      uint32_t a[4];
+      frag_a(a, Ab, kLdB, warp * 16, ks * 16);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t b0[2], b1[2];
+        frag_b_kn(b0, b1, Vs, kLdB, ks * 16, np * 16);
+        mma_bf16_16816(acc[2 * np], a, b0);
+        mma_bf16_16816(acc[2 * np + 1], a, b1);
+      }
+    }
+    const int r = warp * 16 + gq;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      st_bf16x2(Stg + r * kLdB + nt * 8 + 2 * tq, acc[nt][0], acc[nt][1]);
+      st_bf16x2(Stg + (r + 8) * kLdB + nt * 8 + 2 * tq, acc[nt][2], acc[nt][3]);
+    }
+    __syncthreads();
+    store_tile16<kC, 64>(w.UV + tile * kC * w.dvp + c0, w.dvp, Stg, kLdB);
+  }
+}
+
+template <int DK>
+void launch(const GdnShape& s, const bf16* k, const bf16* v, const float* g, const float* beta, const int32_t* cu,
+            int64_t max_chunks, const Workspace& w, cudaStream_t stream) {
+  const size_t smem = PrepSmem<DK>::bytes;
+  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_prep_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  gdn_prep_kernel<DK><<<dim3(unsigned(max_chunks), unsigned(s.H), unsigned(s.N)), kThreads, smem, stream>>>(
+      s, k, v, g, beta, cu, w);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void launch_prep(const GdnShape& s, const bf16* k, const bf16* v, const float* g, const float* beta,
+                 const int32_t* cu, int64_t max_chunks, const Workspace& w, cudaStream_t stream) {
+  if (w.dkp == 64)
+    launch<64>(s, k, v, g, beta, cu, max_chunks, w, stream);
+  else
+    launch<128>(s, k, v, g, beta, cu, max_chunks, w, stream);
+}
+
+}  // namespace hypic::cuda::gdn

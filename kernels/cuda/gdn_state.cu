@@ -1,0 +1,206 @@
+// gdn_state: the only sequential part of the chunked Gated DeltaNet. One block per (32 state columns,
+// value head, sequence) walks the chunks; columns of S never mix (A_t acts on the left), so the dv columns
+// split into independent blocks. Per chunk, with W, U, G from gdn_prep:
+//   Vn = U - W S                              (written over U for gdn_output, when outputs are wanted)
+//   S  = e^{G_L} S + K^T diag(e^{G_L - G}) Vn
+// and the chunk's start state S goes to the workspace (bf16) for gdn_output. S stays in fp32 registers
+// for the whole walk (warp w owns state rows w DK/4 .. (w + 1) DK/4 - 1); a bf16 copy in shared memory is
+// the B operand of W S. The next chunk's W, K, U, G arrive by cp.async while this one computes, so a
+// chunk costs two barriers and two short tensor-core products.
+//
+// The transfer operator is the same walk on a dk x dk matrix with U = 0 (T <- (e^{G_L} I - K_d^T W) T):
+// ceil(dk / 32) extra blocks per head in the same launch, running alongside the state blocks.
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/gdn_common.cuh"
+
+namespace hypic::cuda::gdn {
+namespace {
+
+using detail::align128;
+using detail::mma_bf16_16816;
+
+constexpr int kBV = 32;  // state columns per block
+
+template <int DK>
+struct StateSmem {
+  static constexpr int kLdK = DK + 8, kLdV = kBV + 8;  // row strides keep ldmatrix rows on distinct banks
+  static constexpr size_t w = 0;                                    // W [2][64][kLdK]
+  static constexpr size_t k = align128(w + 2 * 2 * kC * kLdK);      // K [2][64][kLdK]
+  static constexpr size_t u = align128(k + 2 * 2 * kC * kLdK);      // U [2][64][kLdV]
+  static constexpr size_t g = align128(u + 2 * 2 * kC * kLdV);      // G [2][64]
+  static constexpr size_t sb = align128(g + 2 * 4 * kC);            // S, bf16 [DK][kLdV]
+  static constexpr size_t vd = align128(sb + 2 * DK * kLdV);        // decayed Vn, bf16 [64][kLdV]
+  static constexpr size_t vn = align128(vd + 2 * kC * kLdV);        // Vn, bf16 [64][kLdV] (output staging)
+  static constexpr size_t bytes = align128(vn + 2 * kC * kLdV);
+};
+
+template <int DK>
+__global__ void __launch_bounds__(kThreads) gdn_state_kernel(GdnShape s, const bf16* __restrict__ k,
+                                                             const int32_t* __restrict__ cu, float* state,
+                                                             float* transfer, bool want_out, Workspace w) {
+  using SM = StateSmem<DK>;
+  constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV;
+  constexpr int MT = DK / 64;  // 16-row state tiles per warp
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* Wb = reinterpret_cast<bf16*>(smem + SM::w);
+  bf16* Kb = reinterpret_cast<bf16*>(smem + SM::k);
+  bf16* Ub = reinterpret_cast<bf16*>(smem + SM::u);
+  float* Gb = reinterpret_cast<float*>(smem + SM::g);
+  bf16* Sb = reinterpret_cast<bf16*>(smem + SM::sb);
+  bf16* Vd = reinterpret_cast<bf16*>(smem + SM::vd);
+  bf16* Vn = reinterpret_cast<bf16*>(smem + SM::vn);
+
+  const int64_t n = blockIdx.z, h = blockIdx.y;
+  const int64_t H = s.H, kh = h / (s.H / s.Hk);
+  const int dk = int(s.dk), dv = int(s.dv);
+  const int nsb = (dv + kBV - 1) / kBV;
+  const bool is_T = int(blockIdx.x) >= nsb;  // a block of transfer-operator columns
+  const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * kBV;
+  const int width = is_T ? dk : dv;  // columns of the matrix this block evolves
+  const int ncols = min(kBV, width - c0);
+  const bool write_out = want_out && !is_T;
+  float* M = is_T ? transfer + (n * H + h) * dk * dk : state + (n * H + h) * dk * dv;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const int srow = warp * (DK / 4);  // first state row of this warp
+
+  float S[MT][4][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = srow + mt * 16 + gq + (e / 2) * 8, c = nt * 8 + 2 * tq + e % 2;
+        S[mt][nt][e] = (r < dk && c < ncols) ? M[int64_t(r) * width + c0 + c] : 0.0f;
+      }
+  auto store_sb = [&]() {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const int r = srow + mt * 16 + gq, c = nt * 8 + 2 * tq;
+        st_bf16x2(Sb + r * kLdV + c, S[mt][nt][0], S[mt][nt][1]);
+        st_bf16x2(Sb + (r + 8) * kLdV + c, S[mt][nt][2], S[mt][nt][3]);
+      }
+  };
+  store_sb();
+
+  const SeqRange sr = seq_range(cu, n, s.T);
+  const int nchunks = int((sr.eos - sr.bos + kC - 1) / kC);
+  const int64_t tile0 = h * w.slots + first_slot(sr.bos, n);
+  auto issue = [&](int c) {
+    const int buf = c & 1;
+    const int64_t t0 = sr.bos + int64_t(c) * kC;
+    const int L = int(sr.eos - t0 < kC ? sr.eos - t0 : kC);
+    load_tile<kC, DK>(Wb + buf * kC * kLdK, kLdK, w.W + (tile0 + c) * kC * DK, DK, kC, DK);
+    load_tile<kC, DK>(Kb + buf * kC * kLdK, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, L, dk);
+    if (!is_T) load_tile<kC, kBV>(Ub + buf * kC * kLdV, kLdV, w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, kC, kBV);
+    if (threadIdx.x < kC / 4) cp_async16(Gb + buf * kC + threadIdx.x * 4, w.G + (tile0 + c) * kC + threadIdx.x * 4, true);
+    cp_async_commit();
+  };
+  if (nchunks > 0) issue(0);
+
+  for (int c = 0; c < nchunks; ++c) {
+    const int buf = c & 1;
+    const bf16* Wc = Wb + buf * kC * kLdK;
+    const bf16* Kc = Kb + buf * kC * kLdK;
+    const bf16* Uc = Ub + buf * kC * kLdV;
+    const float* Gc = Gb + buf * kC;
+    cp_async_wait_all();
+    __syncthreads();  // chunk c landed; Sb holds its start state; everyone is done with the other buffer
+    if (c + 1 < nchunks) issue(c + 1);
+    if (write_out) store_tile16<DK, kBV>(w.Sh + (tile0 + c) * DK * w.dvp + c0, w.dvp, Sb, kLdV);
+
+    const int L = int(sr.eos - sr.bos - int64_t(c) * kC < kC ? sr.eos - sr.bos - int64_t(c) * kC : kC);
+    const float gL = Gc[L - 1];
+    const int r0 = warp * 16 + gq, r1 = r0 + 8;
+    const float d0 = r0 < L ? expf(gL - Gc[r0]) : 0.0f, d1 = r1 < L ? expf(gL - Gc[r1]) : 0.0f;
+
+    // W S: warp w owns chunk rows 16w..16w+15; two accumulator sets halve the mma dependency chains.
+    float va[2][4][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      uint32_t a[4], b[4][2];
+      frag_a(a, Wc, kLdK, warp * 16, ks * 16);
+      frag_b_kn(b[0], b[1], Sb, kLdV, ks * 16, 0);
+      frag_b_kn(b[2], b[3], Sb, kLdV, ks * 16, 16);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) mma_bf16_16816(va[ks % 2][nt], a, b[nt]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int col = nt * 8 + 2 * tq;
+      float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
+      if (!is_T) {
+        u0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r0 * kLdV + col));
+        u1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r1 * kLdV + col));
+      }
+      const float v00 = u0.x - va[0][nt][0] - va[1][nt][0], v01 = u0.y - va[0][nt][1] - va[1][nt][1];
+      const float v10 = u1.x - va[0][nt][2] - va[1][nt][2], v11 = u1.y - va[0][nt][3] - va[1][nt][3];
+      st_bf16x2(Vd + r0 * kLdV + col, v00 * d0, v01 * d0);
+      st_bf16x2(Vd + r1 * kLdV + col, v10 * d1, v11 * d1);
+      if (write_out) {
+        st_bf16x2(Vn + r0 * kLdV + col, v00, v01);
+        st_bf16x2(Vn + r1 * kLdV + col, v10, v11);
+      }
+    }
+    __syncthreads();  // Vd complete; Sb no longer read
+    if (write_out) store_tile16<kC, kBV>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
+
+    // S = e^{G_L} S + K^T Vd.
+    const float eL = expf(gL);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) S[mt][nt][e] *= eL;
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+      uint32_t b[4][2];
+      frag_b_kn(b[0], b[1], Vd, kLdV, ks * 16, 0);
+      frag_b_kn(b[2], b[3], Vd, kLdV, ks * 16, 16);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        uint32_t a[4];
+        frag_a_t(a, Kc, kLdK, srow + mt * 16, ks * 16);
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) mma_bf16_16816(S[mt][nt], a, b[nt]);
+      }
+    }
+    store_sb();
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = srow + mt * 16 + gq + (e / 2) * 8, c = nt * 8 + 2 * tq + e % 2;
+        if (r < dk && c < ncols) M[int64_t(r) * width + c0 + c] = S[mt][nt][e];
+      }
+}
+
+template <int DK>
+void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
+            const Workspace& w, cudaStream_t stream) {
+  const size_t smem = StateSmem<DK>::bytes;
+  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int blocks = int((s.dv + kBV - 1) / kBV + (transfer ? (s.dk + kBV - 1) / kBV : 0));
+  gdn_state_kernel<DK><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kThreads, smem, stream>>>(
+      s, k, cu, state, transfer, want_out, w);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
+                  const Workspace& w, cudaStream_t stream) {
+  if (w.dkp == 64)
+    launch<64>(s, k, cu, state, transfer, want_out, w, stream);
+  else
+    launch<128>(s, k, cu, state, transfer, want_out, w, stream);
+}
+
+}  // namespace hypic::cuda::gdn

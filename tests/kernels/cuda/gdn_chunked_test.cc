@@ -1,0 +1,97 @@
+// gdn_chunked_prefill against the CPU recurrence on the cases the fixture and model shapes of
+// backend_ops_test.cc leave out: many chunks (the sequential walk and its cp.async double buffer), the
+// dk <= 64 tile, value dims that are not multiples of 64 or of 8 (padded slabs, scalar load paths), strong
+// decay (e^G underflowing within a chunk), and packed batches with empty and one-token sequences.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/cuda/delta_rule.h"
+#include "kernels/delta_rule.h"
+#include "tests/kernels/cuda/harness.h"
+#include "tests/kernels/test_util.h"
+
+namespace hypic::cuda::test {
+namespace {
+
+using hypic::test::rel_err;
+
+constexpr float kTol = 3e-2f;  // as CudaOps.GdnChunked*: bf16 WY operands over many chunks
+
+struct Case {
+  std::vector<int32_t> cu;  // sequence offsets; one sequence when size 2
+  int64_t H, Hk, dk, dv;
+  float g_lo;  // g ~ U(g_lo, -0.01)
+};
+
+void run_case(DevicePool& pool, const Case& c) {
+  const int64_t T = c.cu.back(), N = int64_t(c.cu.size()) - 1, H = c.H, Hk = c.Hk, dk = c.dk, dv = c.dv;
+  auto q = hypic::test::randn(T * Hk * dk, 51), k = hypic::test::randn(T * Hk * dk, 52);
+  hypic::test::l2norm_heads(q, dk);
+  hypic::test::l2norm_heads(k, dk);
+  for (auto& x : q) x /= std::sqrt(float(dk));
+  round_bf16(q);
+  round_bf16(k);
+  auto v = hypic::test::randn(T * H * dv, 53);
+  round_bf16(v);
+  const auto g = hypic::test::uniform(T * H, 54, c.g_lo, -0.01f);
+  const auto beta = hypic::test::uniform(T * H, 55, 0.05f, 0.95f);
+  std::vector<float> qx(T * H * dk), kx(T * H * dk);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      std::copy_n(&q[(t * Hk + h / (H / Hk)) * dk], dk, &qx[(t * H + h) * dk]);
+      std::copy_n(&k[(t * Hk + h / (H / Hk)) * dk], dk, &kx[(t * H + h) * dk]);
+    }
+
+  const auto S0 = hypic::test::randn(N * H * dk * dv, 56, 0.3f);
+  std::vector<float> T0(N * H * dk * dk);
+  for (int64_t i = 0; i < N * H * dk * dk; ++i) T0[i] = 0.1f * float((i * 7919) % 13) / 13.0f;  // not the identity
+  std::vector<float> S_ref = S0, T_ref = T0, o_ref(T * H * dv);
+  int64_t max_len = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t b = c.cu[n], L = c.cu[n + 1] - c.cu[n];
+    max_len = std::max(max_len, L);
+    cpu::delta_rule_recurrent({L, H, dk, dv}, qx.data() + b * H * dk, kx.data() + b * H * dk, v.data() + b * H * dv,
+                              g.data() + b * H, beta.data() + b * H, S_ref.data() + n * H * dk * dv,
+                              o_ref.data() + b * H * dv);
+    cpu::delta_rule_transfer(L, H, dk, kx.data() + b * H * dk, g.data() + b * H, beta.data() + b * H,
+                             T_ref.data() + n * H * dk * dk);
+  }
+
+  const GdnShape s{T, N, H, Hk, dk, dv};
+  auto dq = to_device_bf16(pool, q), dk_ = to_device_bf16(pool, k), dv_ = to_device_bf16(pool, v);
+  DevArray<float> dg(pool, g), db(pool, beta), dS(pool, S0), dT(pool, T0);
+  DevArray<int32_t> dcu(pool, c.cu);
+  DevArray<bf16> dout(pool, T * H * dv);
+  DevArray<unsigned char> ws(pool, gdn_chunked_workspace_bytes(s));
+  // Poison the workspace: padded tiles must not depend on what was there before.
+  HYPIC_CUDA_CHECK(cudaMemset(ws.get(), 0xff, ws.n));
+  gdn_chunked_prefill(s, dq.get(), dk_.get(), dv_.get(), dg.get(), db.get(), N > 1 ? dcu.get() : nullptr, max_len,
+                      dS.get(), dout.get(), dT.get(), ws.get(), nullptr);
+  const std::string what = "T " + std::to_string(T) + " N " + std::to_string(N) + " dk " + std::to_string(dk) +
+                           " dv " + std::to_string(dv) + " g_lo " + std::to_string(c.g_lo);
+  EXPECT_LT(rel_err(from_device_bf16(dout), o_ref), kTol) << "out, " << what;
+  EXPECT_LT(rel_err(dS.download(), S_ref), kTol) << "state, " << what;
+  EXPECT_LT(rel_err(dT.download(), T_ref), kTol) << "transfer, " << what;
+}
+
+TEST_F(CudaOps, GdnChunkedLongSequence) {
+  run_case(pool, {{0, 1000}, 4, 2, 128, 128, -0.7f});  // 16 chunks, last one partial
+}
+
+TEST_F(CudaOps, GdnChunkedSmallKeyDimAndOddValueDims) {
+  run_case(pool, {{0, 333}, 4, 4, 48, 96, -0.7f});    // dk <= 64 tiles, dv 96: a half-filled second slab
+  run_case(pool, {{0, 200}, 2, 1, 64, 20, -0.7f});    // dv 20: scalar loads and stores
+  run_case(pool, {{0, 129}, 2, 2, 128, 200, -0.7f});  // 7 state blocks, 4 output slabs
+}
+
+TEST_F(CudaOps, GdnChunkedStrongDecay) {
+  run_case(pool, {{0, 400}, 4, 2, 128, 64, -6.0f});  // e^G underflows to 0 inside every chunk
+}
+
+TEST_F(CudaOps, GdnChunkedPackedWithEmptyAndTinySequences) {
+  run_case(pool, {{0, 0, 1, 65, 65, 300, 301}, 4, 2, 128, 128, -0.7f});
+}
+
+}  // namespace
+}  // namespace hypic::cuda::test
