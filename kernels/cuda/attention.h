@@ -19,11 +19,13 @@ struct AttentionShape {
   int64_t d;    // head dim of q, k and v (d % 8 == 0, d <= 256)
 };
 
-// Flash-style prefill (online softmax, 64 x 64 tiles in shared memory, mma.sync bf16 tensor cores,
-// fp32 accumulation).
+// Flash-style prefill (online softmax, 128 query rows x 64-key tiles streamed by cp.async, mma.sync
+// bf16 tensor cores, fp32 accumulation).
 //   q: [Tq, Hq, d] bf16; k, v: [Tk, Hkv, d] bf16; q_pos: [Tq] int64; k_pos: [Tk] int64 (device);
-//   out: [Tq, Hq, d] bf16. scale multiplies q.k (usually 1/sqrt(d)).
-// Key tiles whose every position lies after the block's last query are skipped.
+//   out: [Tq, Hq, d] bf16. scale multiplies q.k (usually 1/sqrt(d)). q, k, v and out must be 16-byte
+//   aligned (UnsupportedShape otherwise).
+// Key tiles whose every position lies after the block's last query are skipped; per-element masks are
+// applied only to tiles whose positions straddle a warp's queries.
 void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
                        const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream);
 

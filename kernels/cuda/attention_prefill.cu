@@ -1,40 +1,87 @@
-// Flash-style attention prefill. Block = 4 warps = 64 query rows of one query head; warp w owns rows
-// 16w..16w+15. Per key tile of 64: S = Q K^T (mma.sync, fp32 in registers), mask by position, online
-// softmax in base 2 on the accumulator fragments (a row's 8 values live in one quad of lanes), P is
-// repacked from the S fragments straight into A fragments (no shared-memory round trip), O += P V with
-// V's B fragments loaded by ldmatrix.trans. Head dim is a template (64 / 128 / 256, zero-padded above d).
-#include <cfloat>
+// Flash-style attention prefill (FA2-like schedule on mma.sync).
+//
+// Block = 8 warps = 128 query rows of one query head; warp w owns rows 16w..16w+15 and keeps its O
+// accumulator (16 x D fp32) in registers. Key tiles of 64 rows stream through shared memory with
+// cp.async: the V load of tile i overlaps S = Q K^T of tile i, the K load of tile i+1 overlaps the
+// softmax and O += P V of tile i. Fragments come from ldmatrix (Q, K as stored; V transposed); P goes
+// from the S accumulators straight into A fragments. Softmax runs in base 2 with the scale folded in.
+//
+// Positions are arbitrary, so the block first scans k_pos per tile (min / max, a chunk of tiles at a
+// time) and keeps only the tiles some of its queries can see. Per warp a kept tile is then hidden
+// (skipped), fully visible (no mask) or mixed (per-element int64 mask); with causal prefill only the
+// tiles on the diagonal are mixed. Blocks run latest query tiles first (they carry the most keys),
+// and the query heads sharing a kv head are adjacent in the launch order (K/V reuse in L2).
 #include <climits>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace hypic::cuda {
 namespace {
 
+using detail::cp_async_16;
 using detail::mma_bf16_16816;
 
-constexpr int kBM = 64, kBN = 64, kThreads = 128;
+constexpr int kWarps = 8, kThreads = 32 * kWarps, kBM = 16 * kWarps, kBN = 64;
+constexpr int kChunk = 512;  // key tiles classified per scan (bounds the scan's shared memory)
 
 template <int D>
 struct Smem {
-  static constexpr int kLd = D + 8;  // +16 bytes per row: conflict-free fragment loads and ldmatrix
+  static constexpr int kLd = D + 8;  // +16 bytes per row: ldmatrix and cp.async rows hit distinct banks
   static constexpr size_t q = 0;
-  static constexpr size_t k = q + sizeof(__nv_bfloat16) * kBM * kLd;
-  static constexpr size_t v = k + sizeof(__nv_bfloat16) * kBN * kLd;
-  static constexpr size_t kpos = v + sizeof(__nv_bfloat16) * kBN * kLd;
-  static constexpr size_t bytes = kpos + sizeof(int64_t) * kBN;
+  static constexpr size_t k = q + 2 * size_t(kBM) * kLd;
+  static constexpr size_t v = k + 2 * size_t(kBN) * kLd;
+  static constexpr size_t kmin = v + 2 * size_t(kBN) * kLd;
+  static constexpr size_t kmax = kmin + sizeof(int64_t) * kChunk;
+  static constexpr size_t list = kmax + sizeof(int64_t) * kChunk;
+  static constexpr size_t keep = list + sizeof(uint16_t) * kChunk;
+  static constexpr size_t bytes = keep + kChunk;
 };
 
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ int64_t warp_min_i64(int64_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const int64_t u = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o);
+    v = u < v ? u : v;
+  }
+  return v;
+}
+__device__ __forceinline__ int64_t warp_max_i64(int64_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const int64_t u = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o);
+    v = u > v ? u : v;
+  }
+  return v;
+}
+
+// rows x D tile (row stride ld_src elements) -> shared (row stride ld_dst), asynchronously; rows at or
+// beyond `valid` and columns at or beyond d are zero-filled. All threads of the block take part.
+template <int D, int ROWS>
+__device__ __forceinline__ void load_tile_async(bf16* dst, int ld_dst, const bf16* src, int64_t ld_src, int valid,
+                                                int d) {
+  constexpr int kCv = D / 8;
+  static_assert(ROWS * kCv % kThreads == 0, "whole 16-byte pieces per thread");
+#pragma unroll
+  for (int it = 0; it < ROWS * kCv / kThreads; ++it) {
+    const int i = int(threadIdx.x) + it * kThreads, r = i / kCv, c = (i % kCv) * 8;
+    const bool ok = r < valid && c < d;
+    cp_async_16(dst + r * ld_dst + c, ok ? src + r * ld_src + c : src, ok ? 16 : 0);
+  }
+}
+
 template <int D>
-__global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionShape s, const bf16* __restrict__ q,
-                                                                     const bf16* __restrict__ k,
-                                                                     const bf16* __restrict__ v,
-                                                                     const int64_t* __restrict__ q_pos,
-                                                                     const int64_t* __restrict__ k_pos,
-                                                                     float scale_log2, bf16* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads, D <= 64 ? 2 : 1)
+    attention_prefill_kernel(AttentionShape s, const bf16* __restrict__ q, const bf16* __restrict__ k,
+                             const bf16* __restrict__ v, const int64_t* __restrict__ q_pos,
+                             const int64_t* __restrict__ k_pos, float scale_log2, bf16* __restrict__ out) {
   using SM = Smem<D>;
   constexpr int kLd = SM::kLd;
   constexpr int kNt = D / 8;  // n8 tiles of the output
@@ -42,140 +89,225 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionSh
   bf16* Qs = reinterpret_cast<bf16*>(smem + SM::q);
   bf16* Ks = reinterpret_cast<bf16*>(smem + SM::k);
   bf16* Vs = reinterpret_cast<bf16*>(smem + SM::v);
-  int64_t* Kp = reinterpret_cast<int64_t*>(smem + SM::kpos);
+  int64_t* Kmin = reinterpret_cast<int64_t*>(smem + SM::kmin);
+  int64_t* Kmax = reinterpret_cast<int64_t*>(smem + SM::kmax);
+  uint16_t* List = reinterpret_cast<uint16_t*>(smem + SM::list);
+  uint8_t* Keep = smem + SM::keep;
+  __shared__ int64_t warp_qmin[kWarps], warp_qmax[kWarps];
+  __shared__ int list_len;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  const int64_t h = blockIdx.y, kh = h / (s.Hq / s.Hkv);
-  const int64_t m0 = int64_t(blockIdx.x) * kBM;
+  // Launch order: latest query tile first; the heads of one kv head side by side.
+  const int64_t n_mt = (s.Tq + kBM - 1) / kBM;
+  const int64_t h = int64_t(blockIdx.x) % s.Hq, kh = h / (s.Hq / s.Hkv);
+  const int64_t m0 = (n_mt - 1 - int64_t(blockIdx.x) / s.Hq) * kBM;
   const int d = int(s.d);
   const int rows = int(s.Tq - m0 < kBM ? s.Tq - m0 : kBM);
+  const int64_t q_ld = s.Hq * d, kv_ld = s.Hkv * d;
 
-  detail::load_tile_bf16(Qs, kLd, q + (m0 * s.Hq + h) * d, s.Hq * d, rows, d, kBM, D);
-  // This thread's two rows and the block's last visible position.
+  load_tile_async<D, kBM>(Qs, kLd, q + (m0 * s.Hq + h) * d, q_ld, rows, d);
+  detail::cp_async_commit();
+
+  // The warp's range of positions (valid rows only), kept in shared memory (registers are scarce).
   const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
-  const int64_t qp_lo = r_lo < rows ? q_pos[m0 + r_lo] : LLONG_MIN;
-  const int64_t qp_hi = r_hi < rows ? q_pos[m0 + r_hi] : LLONG_MIN;
-  __shared__ int64_t block_max_pos;
-  if (threadIdx.x == 0) block_max_pos = LLONG_MIN;
+  {
+    const bool ok = lane < 16 && warp * 16 + lane < rows;
+    const int64_t p = ok ? q_pos[m0 + warp * 16 + lane] : 0;
+    const int64_t mn = warp_min_i64(ok ? p : LLONG_MAX), mx = warp_max_i64(ok ? p : LLONG_MIN);
+    if (lane == 0) {
+      warp_qmin[warp] = mn;
+      warp_qmax[warp] = mx;
+    }
+  }
   __syncthreads();
-  if (threadIdx.x < kBM && threadIdx.x < rows) atomicMax(reinterpret_cast<long long*>(&block_max_pos),
-                                                         static_cast<long long>(q_pos[m0 + threadIdx.x]));
-  __syncthreads();
-  const int64_t max_pos = block_max_pos;
+  int64_t bq_max = LLONG_MIN;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) bq_max = warp_qmax[w] > bq_max ? warp_qmax[w] : bq_max;
 
   float o[kNt][4];
 #pragma unroll
   for (int i = 0; i < kNt; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 
-  for (int64_t j0 = 0; j0 < s.Tk; j0 += kBN) {
-    const int cols = int(s.Tk - j0 < kBN ? s.Tk - j0 : kBN);
-    // Skip tiles no query of the block can see (e.g. the upper triangle of causal prefill).
-    int64_t kp = LLONG_MAX;
-    if (threadIdx.x < kBN) {
-      kp = threadIdx.x < cols ? k_pos[j0 + threadIdx.x] : LLONG_MAX;
-      Kp[threadIdx.x] = kp;
-    }
-    if (!__syncthreads_or(threadIdx.x < kBN && kp <= max_pos)) continue;
-    detail::load_tile_bf16(Ks, kLd, k + (j0 * s.Hkv + kh) * d, s.Hkv * d, cols, d, kBN, D);
-    detail::load_tile_bf16(Vs, kLd, v + (j0 * s.Hkv + kh) * d, s.Hkv * d, cols, d, kBN, D);
-    __syncthreads();
+  const int64_t n_tiles = (s.Tk + kBN - 1) / kBN;
+  const bf16* kbase = k + kh * d;
+  const bf16* vbase = v + kh * d;
+  auto rows_of = [&](int64_t tile) { return int(s.Tk - tile * kBN < kBN ? s.Tk - tile * kBN : kBN); };
 
-    // S = Q K^T for this warp's 16 rows x 64 keys.
-    float sc[kBN / 8][4];
+  for (int64_t c0 = 0; c0 < n_tiles; c0 += kChunk) {
+    const int nc = int(n_tiles - c0 < kChunk ? n_tiles - c0 : kChunk);
+    // Classify the chunk's tiles: min / max key position (a partial tile never counts as fully visible).
+    __syncthreads();  // the previous chunk's list and bounds are no longer read
+#pragma unroll 4
+    for (int lt = warp; lt < nc; lt += kWarps) {
+      const int64_t j = (c0 + lt) * kBN + lane;
+      const int64_t a = j < s.Tk ? k_pos[j] : LLONG_MAX, b = j + 32 < s.Tk ? k_pos[j + 32] : LLONG_MAX;
+      const int64_t mn = warp_min_i64(a < b ? a : b), mx = warp_max_i64(a > b ? a : b);
+      if (lane == 0) {
+        Kmin[lt] = mn;
+        Kmax[lt] = mx;
+        Keep[lt] = mn <= bq_max;
+      }
+    }
+    __syncthreads();
+    if (warp == 0) {  // compact the kept tiles into List, in order
+      int n = 0;
+      for (int b = 0; b < nc; b += 32) {
+        const bool kp = b + lane < nc && Keep[b + lane];
+        const unsigned bal = __ballot_sync(0xffffffffu, kp);
+        if (kp) List[n + __popc(bal & ((1u << lane) - 1))] = uint16_t(b + lane);
+        n += __popc(bal);
+      }
+      if (lane == 0) list_len = n;
+    }
+    __syncthreads();
+    const int n_list = list_len;
+    if (n_list == 0) continue;
+
+    {
+      const int64_t tile = c0 + List[0];
+      load_tile_async<D, kBN>(Ks, kLd, kbase + tile * kBN * kv_ld, kv_ld, rows_of(tile), d);
+      detail::cp_async_commit();
+    }
+    for (int i = 0; i < n_list; ++i) {
+      const int lt = List[i];
+      const int64_t tile = c0 + lt;
+      detail::cp_async_wait<0>();
+      __syncthreads();  // K (and Q) landed for everyone; every warp is done with the previous V
+      load_tile_async<D, kBN>(Vs, kLd, vbase + tile * kBN * kv_ld, kv_ld, rows_of(tile), d);
+      detail::cp_async_commit();
+
+      const int64_t kmn = Kmin[lt], kmx = Kmax[lt];
+      const bool hidden = kmn > warp_qmax[warp], mixed = !hidden && kmx > warp_qmin[warp];
+
+      float sc[kBN / 8][4];
+      if (!hidden) {
+        // S = Q K^T for this warp's 16 rows x 64 keys.
 #pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+        for (int nt = 0; nt < kBN / 8; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+        const bf16* qa = Qs + (warp * 16 + (lane & 15)) * kLd + (lane >> 4) * 8;
+        const bf16* kb = Ks + ((lane & 7) + ((lane >> 4) << 3)) * kLd + ((lane >> 3) & 1) * 8;
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      uint32_t a[4];
-      const bf16* qa = Qs + (warp * 16 + g) * kLd + ks * 16 + 2 * t;
-      a[0] = detail::ld_smem_u32(qa);
-      a[1] = detail::ld_smem_u32(qa + 8 * kLd);
-      a[2] = detail::ld_smem_u32(qa + 8);
-      a[3] = detail::ld_smem_u32(qa + 8 * kLd + 8);
+        for (int ks = 0; ks < D / 16; ++ks) {
+          uint32_t a[4];
+          detail::ldmatrix_x4(a, qa + ks * 16);
+#pragma unroll
+          for (int np = 0; np < kBN / 16; ++np) {
+            uint32_t b[4];
+            detail::ldmatrix_x4(b, kb + np * 16 * kLd + ks * 16);
+            mma_bf16_16816(sc[2 * np], a, b);
+            mma_bf16_16816(sc[2 * np + 1], a, b + 2);
+          }
+        }
+      }
+      detail::cp_async_wait<0>();
+      __syncthreads();  // V landed; every warp is done with K
+      if (i + 1 < n_list) {
+        const int64_t nt_tile = c0 + List[i + 1];
+        load_tile_async<D, kBN>(Ks, kLd, kbase + nt_tile * kBN * kv_ld, kv_ld, rows_of(nt_tile), d);
+        detail::cp_async_commit();
+      }
+      if (hidden) continue;
+
+      // Scale into log2 units, masking by position on tiles that straddle this warp's rows.
+      if (mixed) {
+        const int64_t qp_lo = r_lo < rows ? q_pos[m0 + r_lo] : LLONG_MIN;
+        const int64_t qp_hi = r_hi < rows ? q_pos[m0 + r_hi] : LLONG_MIN;
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int64_t j = tile * kBN + nt * 8 + 2 * t + e;
+            const int64_t kp = j < s.Tk ? __ldg(k_pos + j) : LLONG_MAX;
+            sc[nt][e] = kp <= qp_lo ? sc[nt][e] * scale_log2 : -INFINITY;
+            sc[nt][2 + e] = kp <= qp_hi ? sc[nt][2 + e] * scale_log2 : -INFINITY;
+          }
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sc[nt][e] *= scale_log2;
+      }
+      float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
 #pragma unroll
       for (int nt = 0; nt < kBN / 8; ++nt) {
-        uint32_t b[2];
-        const bf16* kb = Ks + (nt * 8 + g) * kLd + ks * 16 + 2 * t;
-        b[0] = detail::ld_smem_u32(kb);
-        b[1] = detail::ld_smem_u32(kb + 8);
-        mma_bf16_16816(sc[nt], a, b);
+        tmax_lo = fmaxf(tmax_lo, fmaxf(sc[nt][0], sc[nt][1]));
+        tmax_hi = fmaxf(tmax_hi, fmaxf(sc[nt][2], sc[nt][3]));
+      }
+#pragma unroll
+      for (int off = 1; off < 4; off <<= 1) {
+        tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
+        tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
+      }
+      const float mn_lo = fmaxf(m_lo, tmax_lo), mn_hi = fmaxf(m_hi, tmax_hi);
+      // A row that has seen no key yet keeps reference 0 so that exp2(-inf - ref) = 0, never NaN.
+      const float ref_lo = mn_lo == -INFINITY ? 0.0f : mn_lo, ref_hi = mn_hi == -INFINITY ? 0.0f : mn_hi;
+      const float al_lo = ex2(m_lo - ref_lo), al_hi = ex2(m_hi - ref_hi);
+      m_lo = mn_lo;
+      m_hi = mn_hi;
+      if (__any_sync(0xffffffffu, al_lo != 1.0f || al_hi != 1.0f)) {
+#pragma unroll
+        for (int nt = 0; nt < kNt; ++nt) {
+          o[nt][0] *= al_lo;
+          o[nt][1] *= al_lo;
+          o[nt][2] *= al_hi;
+          o[nt][3] *= al_hi;
+        }
+      }
+      // P = exp2(S - ref), packed into A fragments: k-step kk uses score tiles 2kk and 2kk + 1.
+      uint32_t pa[kBN / 16][4];
+      float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt) {
+        const float p0 = ex2(sc[nt][0] - ref_lo), p1 = ex2(sc[nt][1] - ref_lo);
+        const float p2 = ex2(sc[nt][2] - ref_hi), p3 = ex2(sc[nt][3] - ref_hi);
+        sum_lo += p0 + p1;
+        sum_hi += p2 + p3;
+        pa[nt / 2][(nt % 2) * 2 + 0] = detail::pack_bf16(p0, p1);
+        pa[nt / 2][(nt % 2) * 2 + 1] = detail::pack_bf16(p2, p3);
+      }
+      l_lo = l_lo * al_lo + sum_lo;
+      l_hi = l_hi * al_hi + sum_hi;
+      // O += P V.
+      const bf16* vb = Vs + (lane & 15) * kLd + (lane >> 4) * 8;
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk) {
+#pragma unroll
+        for (int nt = 0; nt < kNt; nt += 2) {
+          uint32_t b[4];
+          detail::ldmatrix_x4_trans(b, vb + kk * 16 * kLd + nt * 8);
+          mma_bf16_16816(o[nt], pa[kk], b);
+          mma_bf16_16816(o[nt + 1], pa[kk], b + 2);
+        }
       }
     }
-    // Mask and scale; tile row maxima across the quad.
-    float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t kpj = Kp[nt * 8 + 2 * t + e];
-        sc[nt][e] = kpj <= qp_lo ? sc[nt][e] * scale_log2 : -INFINITY;
-        sc[nt][2 + e] = kpj <= qp_hi ? sc[nt][2 + e] * scale_log2 : -INFINITY;
-        tmax_lo = fmaxf(tmax_lo, sc[nt][e]);
-        tmax_hi = fmaxf(tmax_hi, sc[nt][2 + e]);
-      }
-    }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-      tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
-      tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
-    }
-    const float mn_lo = fmaxf(m_lo, tmax_lo), mn_hi = fmaxf(m_hi, tmax_hi);
-    // A row that has seen no key yet keeps reference 0 so that exp2(-inf - ref) = 0, never NaN.
-    const float ref_lo = mn_lo == -INFINITY ? 0.0f : mn_lo, ref_hi = mn_hi == -INFINITY ? 0.0f : mn_hi;
-    const float al_lo = exp2f(m_lo - ref_lo), al_hi = exp2f(m_hi - ref_hi);
-    m_lo = mn_lo;
-    m_hi = mn_hi;
-    l_lo *= al_lo;
-    l_hi *= al_hi;
-#pragma unroll
-    for (int i = 0; i < kNt; ++i) {
-      o[i][0] *= al_lo;
-      o[i][1] *= al_lo;
-      o[i][2] *= al_hi;
-      o[i][3] *= al_hi;
-    }
-    // P = exp2(S - ref), packed into A fragments: k-step kk uses score tiles 2kk and 2kk + 1.
-    uint32_t pa[kBN / 16][4];
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) {
-      const float p0 = exp2f(sc[nt][0] - ref_lo), p1 = exp2f(sc[nt][1] - ref_lo);
-      const float p2 = exp2f(sc[nt][2] - ref_hi), p3 = exp2f(sc[nt][3] - ref_hi);
-      l_lo += p0 + p1;
-      l_hi += p2 + p3;
-      pa[nt / 2][(nt % 2) * 2 + 0] = detail::pack_bf16(p0, p1);
-      pa[nt / 2][(nt % 2) * 2 + 1] = detail::pack_bf16(p2, p3);
-    }
-    // O += P V.
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-#pragma unroll
-      for (int nt = 0; nt < kNt; nt += 2) {
-        uint32_t b[4];
-        detail::ldmatrix_x4_trans(b, Vs + (kk * 16 + (lane & 15)) * kLd + nt * 8 + (lane >> 4) * 8);
-        mma_bf16_16816(o[nt], pa[kk], b);
-        mma_bf16_16816(o[nt + 1], pa[kk], b + 2);
-      }
-    }
-    __syncthreads();  // K/V/Kp are overwritten by the next tile
   }
 
+  // Normalise and stage this warp's rows in its own Q rows (bf16), then write 16-byte row pieces.
+  detail::cp_async_wait<0>();
+  __syncthreads();  // Q has landed even if no tile was kept
 #pragma unroll
   for (int off = 1; off < 4; off <<= 1) {
     l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
     l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
   }
   const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
+  bf16* stage = Qs + warp * 16 * kLd;
 #pragma unroll
   for (int nt = 0; nt < kNt; ++nt) {
     const int c = nt * 8 + 2 * t;
-    if (c >= d) continue;
-    if (r_lo < rows)
-      *reinterpret_cast<uint32_t*>(out + ((m0 + r_lo) * s.Hq + h) * d + c) =
-          detail::pack_bf16(o[nt][0] * inv_lo, o[nt][1] * inv_lo);
-    if (r_hi < rows)
-      *reinterpret_cast<uint32_t*>(out + ((m0 + r_hi) * s.Hq + h) * d + c) =
-          detail::pack_bf16(o[nt][2] * inv_hi, o[nt][3] * inv_hi);
+    *reinterpret_cast<uint32_t*>(stage + g * kLd + c) = detail::pack_bf16(o[nt][0] * inv_lo, o[nt][1] * inv_lo);
+    *reinterpret_cast<uint32_t*>(stage + (g + 8) * kLd + c) = detail::pack_bf16(o[nt][2] * inv_hi, o[nt][3] * inv_hi);
+  }
+  __syncwarp();
+  constexpr int kCv = D / 8;
+#pragma unroll
+  for (int i = lane; i < 16 * kCv; i += 32) {
+    const int r = i / kCv, c = (i % kCv) * 8;
+    if (warp * 16 + r < rows && c < d)
+      *reinterpret_cast<uint4*>(out + ((m0 + warp * 16 + r) * s.Hq + h) * d + c) =
+          *reinterpret_cast<const uint4*>(stage + r * kLd + c);
   }
 }
 
@@ -185,20 +317,24 @@ void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v
   const size_t smem = Smem<D>::bytes;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         int(smem)));
-  const dim3 grid(unsigned((s.Tq + kBM - 1) / kBM), unsigned(s.Hq));
-  attention_prefill_kernel<D><<<grid, kThreads, smem, stream>>>(s, q, k, v, q_pos, k_pos,
-                                                                scale * 1.4426950408889634f, out);
+  const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq;
+  HYPIC_CUDA_REQUIRE(blocks <= INT_MAX, "attention_prefill: too many query rows x heads");
+  attention_prefill_kernel<D><<<unsigned(blocks), kThreads, smem, stream>>>(s, q, k, v, q_pos, k_pos,
+                                                                          scale * 1.4426950408889634f, out);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 }  // namespace
 
 void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
                        const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream) {
-  HYPIC_CUDA_REQUIRE(s.Hq > 0 && s.Hkv > 0 && s.Hq % s.Hkv == 0 && s.Hq <= 65535,
-                     "attention_prefill: Hq must be a positive multiple of Hkv");
+  HYPIC_CUDA_REQUIRE(s.Hq > 0 && s.Hkv > 0 && s.Hq % s.Hkv == 0, "attention_prefill: Hq must be a positive multiple of Hkv");
   HYPIC_CUDA_REQUIRE(s.d > 0 && s.d % 8 == 0 && s.d <= 256, "attention_prefill: head dim must be a multiple of 8, <= 256");
   HYPIC_CUDA_REQUIRE(s.Tq >= 0 && s.Tk >= 0, "attention_prefill: negative length");
+  HYPIC_CUDA_REQUIRE(aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out),
+                     "attention_prefill: q, k, v and out must be 16-byte aligned");
   if (s.Tq == 0) return;
   if (s.d <= 64)
     launch<64>(s, q, k, v, q_pos, k_pos, scale, out, stream);

@@ -1,0 +1,132 @@
+// attention_prefill against the CPU reference on the position patterns the kernel treats differently:
+// causal fresh tokens (tiles fully visible / mixed on the diagonal / skipped), a cached prefix,
+// shuffled keys with duplicate and out-of-range query positions (every tile mixed), padded head dims,
+// partial query and key tiles, more key tiles than one classification chunk, and no keys at all.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/attention.h"
+#include "tests/kernels/cuda/harness.h"
+#include "tests/kernels/test_util.h"
+
+namespace hypic::cuda::test {
+namespace {
+
+using hypic::test::rel_err;
+
+constexpr float kTolAttn = 2e-2f;  // P rounded to bf16 before P V
+
+struct Case {
+  const char* name;
+  int64_t Tq, Tk, Hq, Hkv, d;
+  std::vector<int64_t> q_pos, k_pos;
+  float q_scale = 1.0f;
+};
+
+std::vector<float> randn_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
+  auto v = hypic::test::randn(n, seed, scale);
+  round_bf16(v);
+  return v;
+}
+
+std::vector<int64_t> iota_from(int64_t n, int64_t first) {
+  std::vector<int64_t> p(n);
+  std::iota(p.begin(), p.end(), first);
+  return p;
+}
+
+void check(DevicePool& pool, const Case& c, uint32_t seed) {
+  Stream st;
+  const auto q = randn_bf16(c.Tq * c.Hq * c.d, seed, c.q_scale), k = randn_bf16(c.Tk * c.Hkv * c.d, seed + 1),
+             v = randn_bf16(c.Tk * c.Hkv * c.d, seed + 2);
+  const float scale = 1.0f / std::sqrt(float(c.d));
+  std::vector<float> ref(c.Tq * c.Hq * c.d);
+  cpu::attention({c.Tq, c.Tk, c.Hq, c.Hkv, c.d, c.d}, q.data(), k.data(), v.data(), c.q_pos.data(), c.k_pos.data(),
+                 scale, ref.data());
+  auto dq = to_device_bf16(pool, q), dk = to_device_bf16(pool, k), dv = to_device_bf16(pool, v);
+  DevArray<int64_t> dqp(pool, c.q_pos), dkp(pool, c.k_pos);
+  DevArray<bf16> dout(pool, ref.size());
+  attention_prefill({c.Tq, c.Tk, c.Hq, c.Hkv, c.d}, dq.get(), dk.get(), dv.get(), dqp.get(), dkp.get(), scale,
+                    dout.get(), st);
+  const auto got = from_device_bf16(dout);
+  EXPECT_LT(rel_err(got, ref), kTolAttn) << c.name;
+  // Rows that see no key must be exactly zero (the relative error above could hide a small leak).
+  for (int64_t i = 0; i < c.Tq; ++i) {
+    if (std::any_of(c.k_pos.begin(), c.k_pos.end(), [&](int64_t p) { return p <= c.q_pos[i]; })) continue;
+    for (int64_t x = 0; x < c.Hq * c.d; ++x) ASSERT_EQ(got[i * c.Hq * c.d + x], 0.0f) << c.name << " row " << i;
+  }
+}
+
+TEST_F(CudaOps, AttentionPrefillCausalFresh) {
+  // Qwen3.5 head layout; Tq = Tk not a multiple of the 128-row query tile nor the 64-key tile.
+  const int64_t T = 777;
+  check(pool, {"causal d256", T, T, 16, 2, 256, iota_from(T, 0), iota_from(T, 0)}, 10);
+  check(pool, {"causal d128", 300, 300, 4, 1, 128, iota_from(300, 0), iota_from(300, 0)}, 20);
+  check(pool, {"causal d64 sharp", 260, 260, 2, 2, 64, iota_from(260, 0), iota_from(260, 0), 4.0f}, 30);
+}
+
+TEST_F(CudaOps, AttentionPrefillCachedPrefix) {
+  // 330 cached keys (two segments stored out of order) then 200 fresh tokens that are also the queries.
+  const int64_t cached = 330, fresh = 200;
+  std::vector<int64_t> kp = iota_from(cached / 2, cached - cached / 2);
+  const auto first = iota_from(cached - cached / 2, 0), tail = iota_from(fresh, cached);
+  kp.insert(kp.end(), first.begin(), first.end());
+  kp.insert(kp.end(), tail.begin(), tail.end());
+  check(pool, {"prefix d256", fresh, cached + fresh, 8, 2, 256, tail, kp}, 40);
+  check(pool, {"prefix d96", fresh, cached + fresh, 6, 3, 96, tail, kp}, 50);
+}
+
+TEST_F(CudaOps, AttentionPrefillShuffledKeys) {
+  // Keys in random order far from zero (int64 positions), queries at random positions including
+  // duplicates and ones before every key; head dims that need zero padding.
+  std::mt19937 rng(7);
+  const int64_t base = int64_t(1) << 40;
+  struct Shape {
+    int64_t Tq, Tk, d;
+  };
+  for (const auto [Tq, Tk, d] : {Shape{150, 400, 40}, Shape{260, 333, 200}, Shape{129, 1000, 256}}) {
+    std::vector<int64_t> kp = iota_from(Tk, base);
+    std::shuffle(kp.begin(), kp.end(), rng);
+    std::vector<int64_t> qp(Tq);
+    std::uniform_int_distribution<int64_t> pick(base - 5, base + Tk + 5);
+    for (auto& p : qp) p = pick(rng);
+    qp[0] = base - 1;  // sees nothing
+    check(pool, {"shuffled", Tq, Tk, 4, 2, d, qp, kp}, 60 + uint32_t(d));
+  }
+}
+
+TEST_F(CudaOps, AttentionPrefillManyKeyTiles) {
+  // More than 512 key tiles (one classification chunk): a long cached prefix, a few queries at its end.
+  const int64_t Tk = 33000, Tq = 140;
+  check(pool, {"long", Tq, Tk, 2, 1, 64, iota_from(Tq, Tk - Tq), iota_from(Tk, 0)}, 70);
+  // Same keys, queries spread so that every chunk holds skipped, mixed and visible tiles.
+  std::vector<int64_t> qp(Tq);
+  for (int64_t i = 0; i < Tq; ++i) qp[i] = (i * 7919) % (Tk + 100) - 50;
+  check(pool, {"long spread", Tq, Tk, 2, 1, 64, qp, iota_from(Tk, 0)}, 80);
+}
+
+TEST_F(CudaOps, AttentionPrefillNoKeys) {
+  const int64_t Tq = 5, Hq = 4, d = 64;
+  DevArray<bf16> q(pool, Tq * Hq * d), out(pool, Tq * Hq * d);
+  HYPIC_CUDA_CHECK(cudaMemset(q.get(), 0, 2 * Tq * Hq * d));
+  HYPIC_CUDA_CHECK(cudaMemset(out.get(), 0x7f, 2 * Tq * Hq * d));
+  DevArray<int64_t> qp(pool, iota_from(Tq, 0));
+  Stream st;
+  attention_prefill({Tq, 0, Hq, 2, d}, q.get(), q.get(), q.get(), qp.get(), qp.get(), 0.125f, out.get(), st);
+  for (const float x : from_device_bf16(out)) ASSERT_EQ(x, 0.0f);
+}
+
+TEST_F(CudaOps, AttentionPrefillRejectsMisalignedRows) {
+  DevArray<bf16> buf(pool, 1024);
+  DevArray<int64_t> pos(pool, 4);
+  Stream st;
+  EXPECT_THROW(attention_prefill({2, 2, 1, 1, 64}, buf.get() + 1, buf.get(), buf.get(), pos.get(), pos.get(), 1.0f,
+                                 buf.get() + 512, st),
+               UnsupportedShape);
+}
+
+}  // namespace
+}  // namespace hypic::cuda::test
