@@ -56,7 +56,7 @@ CudaPromptResult CudaEngine::run_full(const std::vector<PromptBlock>& blocks) {
 
 CudaPromptResult CudaEngine::run_prefix(const std::vector<PromptBlock>& blocks) {
   const ModelConfig& cfg = model_.config();
-  const int64_t row = cfg.num_kv_heads * cfg.head_dim;
+  const int64_t kv_row = cfg.num_kv_heads * cfg.head_dim;
   cudaStream_t cs = model_.stream();
   const size_t k = blocks.size() - 1;
   std::vector<SegmentKey> chain(k);
@@ -83,43 +83,75 @@ CudaPromptResult CudaEngine::run_prefix(const std::vector<PromptBlock>& blocks) 
         HYPIC_CUDA_CHECK(
             cudaMemcpyAsync(ls.conv_tail.get(), e->conv_tail[l], ls.conv_tail.bytes(), cudaMemcpyDeviceToDevice, cs));
       } else {
-        r.state.attn[l].append(e->k[l], e->v[l], pos.data(), e->length, row, cs);
+        r.state.attn[l].append(e->k[l], e->v[l], pos.data(), e->length, kv_row, cs);
       }
     }
     r.state.length = e->start + e->length;
     r.blocks.push_back({true, e->length});
     held.push_back(std::move(e));
   }
-  // Prefill the rest block by block, keeping a snapshot at every block end.
-  for (size_t i = j; i < k; ++i) {
-    const int64_t start = r.state.length;
+  // The missing blocks and the query run in ONE pass (one layer loop over all their rows): the linear
+  // recurrence is split at block ends, where each cacheable block's state is snapshotted, and each block's
+  // KV rows are a slice of the attention layer's rows.
+  const int64_t start0 = r.state.length;
+  std::vector<int> ids;
+  std::vector<int64_t> len;  // rows of blocks j..k-1, then the query
+  std::vector<std::shared_ptr<CudaPrefixEntry>> snap;
+  for (size_t i = j; i <= k; ++i) {
     const int64_t n = static_cast<int64_t>(blocks[i].tokens.size());
-    std::vector<int64_t> kv_rows(cfg.num_layers);
-    for (int l = 0; l < cfg.num_layers; ++l) kv_rows[l] = r.state.attn[l].rows;
-    model_.forward(blocks[i].tokens, r.state);
-    r.computed_tokens += n;
-    r.blocks.push_back({false, n});
-    if (blocks[i].cache == BlockCache::None) continue;
-    auto e = std::make_shared<CudaPrefixEntry>(CudaPrefixEntry::allocate(cfg, start, n));
-    for (int l = 0; l < cfg.num_layers; ++l) {
-      if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
-        const CudaLinearLayerState& ls = r.state.lin[l];
-        HYPIC_CUDA_CHECK(cudaMemcpyAsync(e->state[l], ls.S.get(), ls.S.bytes(), cudaMemcpyDeviceToDevice, cs));
-        HYPIC_CUDA_CHECK(
-            cudaMemcpyAsync(e->conv_tail[l], ls.conv_tail.get(), ls.conv_tail.bytes(), cudaMemcpyDeviceToDevice, cs));
-      } else {
-        const CudaAttentionLayerState& kv = r.state.attn[l];
-        const size_t bytes = sizeof(cuda::bf16) * n * row;
-        HYPIC_CUDA_CHECK(cudaMemcpyAsync(e->k[l], kv.k.as<cuda::bf16>() + kv_rows[l] * row, bytes,
-                                         cudaMemcpyDeviceToDevice, cs));
-        HYPIC_CUDA_CHECK(cudaMemcpyAsync(e->v[l], kv.v.as<cuda::bf16>() + kv_rows[l] * row, bytes,
+    if (i < k && blocks[i].cache != BlockCache::None)
+      snap.push_back(std::make_shared<CudaPrefixEntry>(
+          CudaPrefixEntry::allocate(cfg, start0 + static_cast<int64_t>(ids.size()), n)));
+    else
+      snap.push_back(nullptr);
+    ids.insert(ids.end(), blocks[i].tokens.begin(), blocks[i].tokens.end());
+    len.push_back(n);
+    if (i < k) r.blocks.push_back({false, n});
+  }
+  const int64_t T = static_cast<int64_t>(ids.size());
+  cfg.check_length(start0 + T);
+  CudaActivations a = model_.activations(T);
+  std::vector<int64_t> pos(static_cast<size_t>(T));
+  std::iota(pos.begin(), pos.end(), start0);
+  model_.embed(ids, pos, a);
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    model_.input_norm(l, a);
+    if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+      CudaLinearLayerState& ls = r.state.lin[l];
+      model_.linear_project(l, a);
+      int64_t row = 0;
+      for (size_t p = 0; p < len.size(); ++p) {
+        model_.linear_recur(l, a, row, len[p], ls);
+        row += len[p];
+        if (!snap[p]) continue;
+        HYPIC_CUDA_CHECK(cudaMemcpyAsync(snap[p]->state[l], ls.S.get(), ls.S.bytes(), cudaMemcpyDeviceToDevice, cs));
+        HYPIC_CUDA_CHECK(cudaMemcpyAsync(snap[p]->conv_tail[l], ls.conv_tail.get(), ls.conv_tail.bytes(),
                                          cudaMemcpyDeviceToDevice, cs));
       }
+      model_.linear_output(l, a);
+    } else {
+      CudaAttentionLayerState& kv = r.state.attn[l];
+      int64_t row = kv.rows;
+      model_.attention_mixer(l, a, kv);
+      for (size_t p = 0; p < len.size(); ++p) {
+        if (snap[p]) {
+          const size_t bytes = sizeof(cuda::bf16) * len[p] * kv_row;
+          HYPIC_CUDA_CHECK(
+              cudaMemcpyAsync(snap[p]->k[l], kv.k.as<cuda::bf16>() + row * kv_row, bytes, cudaMemcpyDeviceToDevice, cs));
+          HYPIC_CUDA_CHECK(
+              cudaMemcpyAsync(snap[p]->v[l], kv.v.as<cuda::bf16>() + row * kv_row, bytes, cudaMemcpyDeviceToDevice, cs));
+        }
+        row += len[p];
+      }
     }
-    store_.put_chain(chain[i], std::move(e), blocks[i].cache == BlockCache::Pin);
+    model_.post_norm(l, a);
+    model_.ffn(l, a);
   }
-  r.logits = model_.forward(blocks.back().tokens, r.state);
-  r.computed_tokens += static_cast<int64_t>(blocks.back().tokens.size());
+  r.logits = model_.logits(a, 1);  // synchronises: the snapshots are complete
+  r.state.length = start0 + T;
+  r.computed_tokens += T;
+  for (size_t i = j; i < k; ++i)
+    if (snap[i - j]) store_.put_chain(chain[i], std::move(snap[i - j]), blocks[i].cache == BlockCache::Pin);
   return r;
 }
 
@@ -149,11 +181,9 @@ CudaPromptResult CudaEngine::run_pic(const std::vector<PromptBlock>& blocks) {
     segs.push_back(std::move(e));
   }
   // The first block starts at position 0: its isolated run is exact, so its whole state is reused.
-  CudaSequenceState base = model_.new_state();
-  if (blocks[0].cache != BlockCache::None) {
-    base = state_from_first_segment(model_, *segs.front());
-    segs.erase(segs.begin());
-  }
+  const bool first_cached = blocks[0].cache != BlockCache::None;
+  CudaSequenceState base = first_cached ? state_from_first_segment(model_, *segs.front()) : model_.new_state();
+  if (first_cached) segs.erase(segs.begin());
   CudaStitchResult s = stitch(model_, std::move(base), segs, blocks.back().tokens,
                               mode_ == CacheMode::Naive ? Composition::NaiveSum : Composition::Transfer);
   r.logits = std::move(s.logits);

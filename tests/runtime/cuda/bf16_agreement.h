@@ -4,6 +4,9 @@
 // "Within bf16 tolerance" is what transformers itself shows in bf16 on the same fixture
 // (bf16_reference.json, tools/fixtures/make_bf16_reference.py): one bf16 run against fp32 may err by
 // 1.25x that, two bf16 runs against each other by 2x; top-1 agreement may be 0.10 / 0.15 lower.
+// A cached result chains three bf16 computations (the entry's prefill, the stitch, the continuation) and
+// is judged on the last rows of prompts, where errors are largest: 2.5x the max, 3x the mean, top-1 0.20
+// lower.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -58,7 +61,7 @@ inline void expect_close(const Agreement& g, const Tolerance& t, const std::stri
 // The bounds of a fixture model directory: logit range, one-run and two-run tolerances.
 struct Bounds {
   float range = 1;
-  Tolerance one{}, two{};
+  Tolerance one{}, two{}, three{};
 };
 
 inline Bounds load_bounds(const std::string& dir) {
@@ -71,6 +74,7 @@ inline Bounds load_bounds(const std::string& dir) {
   const double top1 = ref["top1"].get<double>();
   b.one = {1.25f * mx, 1.25f * mean, top1 - 0.10};
   b.two = {2.0f * mx, 2.0f * mean, top1 - 0.15};
+  b.three = {2.5f * mx, 3.0f * mean, top1 - 0.20};
   return b;
 }
 
