@@ -1,9 +1,9 @@
 // Flash-style attention prefill (FA2-like schedule on mma.sync).
 //
 // Block = 8 warps = 128 query rows of one query head; warp w owns rows 16w..16w+15 and keeps its O
-// accumulator (16 x D fp32) in registers. Key tiles of 64 rows stream through shared memory with
-// cp.async: the V load of tile i overlaps S = Q K^T of tile i, the K load of tile i+1 overlaps the
-// softmax and O += P V of tile i. Fragments come from ldmatrix (Q, K as stored; V transposed); P goes
+// accumulator (16 x D fp32) in registers. Key tiles of 64 rows stream through two shared-memory
+// buffers with cp.async: K and V of tile i+1 load while tile i is computed, one barrier per tile.
+// Fragments come from ldmatrix (Q, K as stored; V transposed); P goes
 // from the S accumulators straight into A fragments. Softmax runs in base 2 with the scale folded in.
 //
 // Positions are arbitrary, so the block first scans k_pos per tile (min / max, a chunk of tiles at a
@@ -29,10 +29,10 @@ constexpr int kChunk = 512;  // key tiles classified per scan (bounds the scan's
 template <int D>
 struct Smem {
   static constexpr int kLd = D + 8;  // +16 bytes per row: ldmatrix and cp.async rows hit distinct banks
+  static constexpr size_t tile = 2 * size_t(kBN) * kLd;  // one K or V tile
   static constexpr size_t q = 0;
-  static constexpr size_t k = q + 2 * size_t(kBM) * kLd;
-  static constexpr size_t v = k + 2 * size_t(kBN) * kLd;
-  static constexpr size_t kmin = v + 2 * size_t(kBN) * kLd;
+  static constexpr size_t kv = q + 2 * size_t(kBM) * kLd;  // K0, V0, K1, V1: two tiles in flight
+  static constexpr size_t kmin = kv + 4 * tile;
   static constexpr size_t kmax = kmin + sizeof(int64_t) * kChunk;
   static constexpr size_t list = kmax + sizeof(int64_t) * kChunk;
   static constexpr size_t keep = list + sizeof(uint16_t) * kChunk;
@@ -87,8 +87,6 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 2 : 1)
   constexpr int kNt = D / 8;  // n8 tiles of the output
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Qs = reinterpret_cast<bf16*>(smem + SM::q);
-  bf16* Ks = reinterpret_cast<bf16*>(smem + SM::k);
-  bf16* Vs = reinterpret_cast<bf16*>(smem + SM::v);
   int64_t* Kmin = reinterpret_cast<int64_t*>(smem + SM::kmin);
   int64_t* Kmax = reinterpret_cast<int64_t*>(smem + SM::kmax);
   uint16_t* List = reinterpret_cast<uint16_t*>(smem + SM::list);
@@ -164,18 +162,23 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 2 : 1)
     const int n_list = list_len;
     if (n_list == 0) continue;
 
-    {
-      const int64_t tile = c0 + List[0];
-      load_tile_async<D, kBN>(Ks, kLd, kbase + tile * kBN * kv_ld, kv_ld, rows_of(tile), d);
+    // K and V of kept tile i go to buffer i % 2; tile i + 1 loads while tile i is computed.
+    auto load_kv = [&](int i) {
+      const int64_t tile = c0 + List[i];
+      bf16* kd = reinterpret_cast<bf16*>(smem + SM::kv + (i & 1) * 2 * SM::tile);
+      load_tile_async<D, kBN>(kd, kLd, kbase + tile * kBN * kv_ld, kv_ld, rows_of(tile), d);
+      load_tile_async<D, kBN>(kd + kBN * kLd, kLd, vbase + tile * kBN * kv_ld, kv_ld, rows_of(tile), d);
       detail::cp_async_commit();
-    }
+    };
+    load_kv(0);
     for (int i = 0; i < n_list; ++i) {
       const int lt = List[i];
       const int64_t tile = c0 + lt;
       detail::cp_async_wait<0>();
-      __syncthreads();  // K (and Q) landed for everyone; every warp is done with the previous V
-      load_tile_async<D, kBN>(Vs, kLd, vbase + tile * kBN * kv_ld, kv_ld, rows_of(tile), d);
-      detail::cp_async_commit();
+      __syncthreads();  // tile i (and Q) landed for everyone; every warp is done with tile i - 1
+      if (i + 1 < n_list) load_kv(i + 1);
+      const bf16* Ks = reinterpret_cast<const bf16*>(smem + SM::kv + (i & 1) * 2 * SM::tile);
+      const bf16* Vs = Ks + kBN * kLd;
 
       const int64_t kmn = Kmin[lt], kmx = Kmax[lt];
       const bool hidden = kmn > warp_qmax[warp], mixed = !hidden && kmx > warp_qmin[warp];
@@ -199,13 +202,6 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 2 : 1)
             mma_bf16_16816(sc[2 * np + 1], a, b + 2);
           }
         }
-      }
-      detail::cp_async_wait<0>();
-      __syncthreads();  // V landed; every warp is done with K
-      if (i + 1 < n_list) {
-        const int64_t nt_tile = c0 + List[i + 1];
-        load_tile_async<D, kBN>(Ks, kLd, kbase + nt_tile * kBN * kv_ld, kv_ld, rows_of(nt_tile), d);
-        detail::cp_async_commit();
       }
       if (hidden) continue;
 
