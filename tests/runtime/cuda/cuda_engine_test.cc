@@ -181,12 +181,13 @@ TEST_P(CudaEngineTest, GreedyDecodeFromTheStitchedStateFollowsTheCpu) {
 
 TEST_P(CudaEngineTest, ChainCaseReproducesAFullCudaPrefill) {
   const ModelConfig& cfg = cpu_->config();
-  int first_attention = 0;
-  while (cfg.layer_kinds[first_attention] == LayerKind::LinearAttention) ++first_attention;
+  ASSERT_EQ(cfg.layer_kinds[0], LayerKind::LinearAttention);
   for (int64_t seam : {int64_t{0}, int64_t{8}}) {
     // Entries built under each block's true prefix, stitched, against the CUDA prefill that built those
-    // prefixes (block by block, then the query). Below the first attention layer nothing is approximate:
-    // the composed states are the prefill's up to fp32 rounding of T S + (S_full - T S).
+    // prefixes (block by block, then the query). Nothing is approximate, but the entries, the stitch and
+    // the prefill are three bf16 computations (other row batches, keys rotated back and forth in bf16), and
+    // these fixtures amplify bf16 noise layer by layer (MoE routing flips): the first linear layer's state
+    // must agree closely, deeper ones within 0.3 of their size (a wrong composition errs by O(1)).
     auto first = prefill_segment(*gpu_, blocks_[0], seam);
     CudaSequenceState ctx = gpu_->new_state();
     gpu_->forward(blocks_[0], ctx);
@@ -200,14 +201,14 @@ TEST_P(CudaEngineTest, ChainCaseReproducesAFullCudaPrefill) {
     const std::string what = GetParam() + " chain, seam " + std::to_string(seam);
     EXPECT_EQ(s.computed_tokens, 3 * seam + static_cast<int64_t>(blocks_.back().size()));
     expect_close(compare(s.logits.data(), ref.data(), 1, V_, bounds_.range),
-                 {bounds_.two.max_rel, bounds_.two.mean_rel, 0.0}, what);
+                 {bounds_.three.max_rel, bounds_.three.mean_rel, 0.0}, what);
     const SequenceState a = s.state.download(cfg), b = ctx.download(cfg);
     ASSERT_EQ(a.length, b.length);
     for (size_t l = 0; l < a.layers.size(); ++l) {
       if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
         const float e = rel_err(a.layers[l].lin.S, b.layers[l].lin.S);
         std::printf("[ metrics  ] %s linear state %zu: %.5f\n", what.c_str(), l, e);
-        EXPECT_LE(e, static_cast<int>(l) < first_attention ? 3e-2f : 0.25f) << what << " layer " << l;
+        EXPECT_LE(e, l == 0 ? 1e-2f : 0.3f) << what << " layer " << l;
       } else {
         EXPECT_EQ(a.layers[l].attn.rows(), b.layers[l].attn.rows()) << what << " layer " << l;
       }
@@ -221,8 +222,8 @@ TEST_P(CudaEngineTest, ChainCaseReproducesAFullCudaPrefill) {
       dg.insert(dg.end(), x.begin(), x.end());
       df.insert(df.end(), y.begin(), y.end());
     }
-    expect_close(compare(dg.data(), df.data(), 3, V_, bounds_.range), {bounds_.two.max_rel, bounds_.two.mean_rel, 0.0},
-                 what + " decode");
+    expect_close(compare(dg.data(), df.data(), 3, V_, bounds_.range),
+                 {bounds_.three.max_rel, bounds_.three.mean_rel, 0.0}, what + " decode");
   }
 }
 
