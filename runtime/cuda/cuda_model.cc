@@ -1,6 +1,10 @@
 #include "runtime/cuda/cuda_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <climits>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 
@@ -9,8 +13,10 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/delta_rule.h"
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
 #include "runtime/error.h"
@@ -25,12 +31,51 @@ namespace {
 // attention in its split-key decode form; above, the chunked / flash prefill kernels.
 constexpr int64_t kChunkedMinTokens = 16;
 constexpr int64_t kDecodeMaxRows = 16;
+// Up to this many routed (token, expert) rows the MoE runs on the few-row GEMV kernels.
+constexpr int64_t kSmallMoeRows = 64;
 }  // namespace
 
+// What the captured one-token step reads and writes: fixed buffers, plus the step's inputs uploaded
+// from pinned host memory before each replay.
+struct CudaModel::DecodeGraph {
+  struct Step {
+    int32_t id;
+    int32_t rows_end;  // KV rows after this step's append
+    int64_t pos;
+  };
+  CudaActivations a;           // T = 1
+  DeviceBuffer rows_end;       // int32
+  DeviceBuffer kbuf, vbuf;     // bf16 [Hkv * hd]: this step's key and value before the append
+  DeviceBuffer att_ws;         // attention_decode workspace for `capacity` keys
+  DeviceBuffer logits;         // fp32 [V]
+  std::vector<const void*> bound;  // the state's buffers the graph was captured with
+  int64_t capacity = 0;
+  Step* host = nullptr;  // pinned
+  cudaGraphExec_t exec = nullptr;
+
+  ~DecodeGraph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (host) cudaFreeHost(host);
+  }
+};
+
 CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint)
-    : cfg_(std::move(cfg)), fingerprint_(std::move(fingerprint)) {}
+    : cfg_(std::move(cfg)), fingerprint_(std::move(fingerprint)) {
+  const char* env = std::getenv("HYPIC_CUDA_GRAPHS");
+  graphs_on_ = !(env && std::strcmp(env, "0") == 0);
+}
 
 CudaModel::~CudaModel() = default;
+
+void CudaModel::set_decode_graphs(bool on) {
+  graphs_on_ = on;
+  if (!on) graph_.reset();
+}
+
+bool CudaModel::small_moe(int64_t T) const {
+  const int64_t K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size, D = cfg_.hidden_size;
+  return T * K <= kSmallMoeRows && D % 8 == 0 && I % 8 == 0 && K * I <= 16384;
+}
 
 std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir) {
   if (!fs::is_directory(dir)) throw IoError("model directory '" + dir + "' does not exist");
@@ -166,6 +211,10 @@ std::vector<float> CudaModel::forward(std::span<const int> ids, CudaSequenceStat
                    static_cast<int64_t>(st.attn.size()) == cfg_.num_layers,
                "state of another model");
   cfg_.check_length(st.length + T);
+  if (T == 1 && !all_logits && graphs_on_) {
+    std::vector<float> out = decode_step(ids[0], st);
+    if (!out.empty()) return out;
+  }
   CudaActivations a = activations(T);
   std::vector<int64_t> pos(static_cast<size_t>(T));
   std::iota(pos.begin(), pos.end(), st.length);
@@ -287,15 +336,14 @@ void CudaModel::ffn(int layer, CudaActivations& s) {
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size;
   gemm(s.xp(), T, D, M.router, s.router.get(), DType::F32);
   cuda::moe_route(s.router.as<float>(), T, E, K, cfg_.norm_topk_prob, s.sel.as<int32_t>(), s.wts.as<float>(), cs);
-  const cuda::MoePlan plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
-  cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, counts_host_.data(), cs);
-  bf16 *xs = s.xs.as<bf16>(), *egu = s.egu.as<bf16>(), *eact = s.eact.as<bf16>(), *ys = s.ys.as<bf16>();
-  cuda::moe_gather(s.xp(), T, K, D, plan, xs, cs);
-  cuda::moe_grouped_gemm(blas_, xs, D, M.gate_up_ptrs.data(), 2 * I, counts_host_.data(), E, egu, cs);
-  cuda::swiglu(egu, 2 * I, egu + I, 2 * I, eact, I, T * K, I, cs);
-  cuda::moe_grouped_gemm(blas_, eact, I, M.down_ptrs.data(), D, counts_host_.data(), E, ys, cs);
   bf16* y = s.y.as<bf16>();
-  cuda::moe_combine(ys, T, K, D, plan, s.wts.as<float>(), y, false, cs);
+  if (small_moe(T)) {
+    cuda::moe_small_gate_up(s.xp(), T, D, D, s.sel.as<int32_t>(), K, M.gate_up, I, s.eact.as<bf16>(), cs);
+    cuda::moe_small_down_combine(s.eact.as<bf16>(), T, K, I, s.sel.as<int32_t>(), s.wts.as<float>(), M.down, D, y,
+                                 cs);
+  } else {
+    moe_grouped(layer, s, y);
+  }
   if (!M.has_shared) {
     cuda::residual_add(s.hp(), y, nullptr, nullptr, T, D, cs);
     return;
@@ -307,6 +355,151 @@ void CudaModel::ffn(int layer, CudaActivations& s) {
   gemm(sgu, T, 2 * Is, M.shared.down, s.sh.get(), DType::BF16);
   gemm(s.xp(), T, D, M.shared_gate, s.sg.get(), DType::F32);
   cuda::residual_add(s.hp(), y, s.sh.as<bf16>(), s.sg.as<float>(), T, D, cs);
+}
+
+void CudaModel::moe_grouped(int layer, CudaActivations& s, bf16* y) {
+  const int64_t T = s.T, D = cfg_.hidden_size;
+  const DeviceMoe& M = w_.layers[layer].moe_w;
+  const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size;
+  cudaStream_t cs = stream_;
+  const cuda::MoePlan plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
+  cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, counts_host_.data(), cs);
+  bf16 *xs = s.xs.as<bf16>(), *egu = s.egu.as<bf16>(), *eact = s.eact.as<bf16>(), *ys = s.ys.as<bf16>();
+  cuda::moe_gather(s.xp(), T, K, D, plan, xs, cs);
+  cuda::moe_grouped_gemm(blas_, xs, D, M.gate_up_ptrs.data(), 2 * I, counts_host_.data(), E, egu, cs);
+  cuda::swiglu(egu, 2 * I, egu + I, 2 * I, eact, I, T * K, I, cs);
+  cuda::moe_grouped_gemm(blas_, eact, I, M.down_ptrs.data(), D, counts_host_.data(), E, ys, cs);
+  cuda::moe_combine(ys, T, K, D, plan, s.wts.as<float>(), y, false, cs);
+}
+
+std::vector<float> CudaModel::decode_step(int id, CudaSequenceState& st) {
+  const int64_t V = cfg_.vocab_size, row = cfg_.num_kv_heads * cfg_.head_dim;
+  if (id < 0 || id >= V)
+    throw InvalidArgument("token id " + std::to_string(id) + " at index 0 is outside the vocabulary [0, " +
+                          std::to_string(V) + ")");
+  bool any_moe = false;
+  for (int64_t l = 0; l < cfg_.num_layers; ++l) any_moe = any_moe || cfg_.layer_is_moe[l];
+  if (any_moe && !small_moe(1)) return {};  // the grouped MoE synchronises with the host: not capturable
+  // Every attention layer of a sequence holds the same rows; a state where they differ takes the
+  // launched path.
+  int64_t rows = -1;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    if (cfg_.layer_kinds[l] != LayerKind::FullAttention) continue;
+    if (rows >= 0 && st.attn[l].rows != rows) return {};
+    rows = st.attn[l].rows;
+  }
+  if (rows + 1 > INT32_MAX) return {};
+  cudaStream_t cs = stream_;
+  int64_t capacity = 0;
+  std::vector<const void*> bound;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    if (cfg_.layer_kinds[l] == LayerKind::LinearAttention) {
+      bound.push_back(st.lin[l].S.get());
+      bound.push_back(st.lin[l].conv_tail.get());
+    } else {
+      CudaAttentionLayerState& kv = st.attn[l];
+      kv.reserve(rows + 1, row, cs);
+      capacity = capacity == 0 ? kv.capacity : std::min(capacity, kv.capacity);
+      bound.push_back(kv.k.get());
+      bound.push_back(kv.v.get());
+      bound.push_back(kv.pos.get());
+    }
+  }
+  if (!graph_ || graph_->bound != bound || graph_->capacity != capacity) capture_decode(st, capacity, bound);
+  DecodeGraph& g = *graph_;
+  g.host->id = id;
+  g.host->rows_end = static_cast<int32_t>(rows + 1);
+  g.host->pos = st.length;
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(g.a.ids.get(), &g.host->id, sizeof(int32_t), cudaMemcpyHostToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(g.rows_end.get(), &g.host->rows_end, sizeof(int32_t), cudaMemcpyHostToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(g.a.pos.get(), &g.host->pos, sizeof(int64_t), cudaMemcpyHostToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaGraphLaunch(g.exec, cs));
+  std::vector<float> out(static_cast<size_t>(V));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), g.logits.get(), sizeof(float) * V, cudaMemcpyDeviceToHost, cs));
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(cs));
+  for (int l = 0; l < cfg_.num_layers; ++l)
+    if (cfg_.layer_kinds[l] == LayerKind::FullAttention) st.attn[l].rows = rows + 1;
+  st.length += 1;
+  return out;
+}
+
+void CudaModel::capture_decode(CudaSequenceState& st, int64_t capacity, std::vector<const void*> bound) {
+  graph_.reset();
+  auto g = std::make_unique<DecodeGraph>();
+  const int64_t D = cfg_.hidden_size, V = cfg_.vocab_size, row = cfg_.num_kv_heads * cfg_.head_dim;
+  g->a = activations(1);
+  g->rows_end = DeviceBuffer(pool_, sizeof(int32_t));
+  g->kbuf = DeviceBuffer(pool_, sizeof(bf16) * row);
+  g->vbuf = DeviceBuffer(pool_, sizeof(bf16) * row);
+  g->att_ws = DeviceBuffer(pool_, cuda::attention_decode_workspace_bytes(
+                                      {1, std::max<int64_t>(capacity, 1), cfg_.num_heads, cfg_.num_kv_heads,
+                                       cfg_.head_dim}));
+  g->logits = DeviceBuffer(pool_, sizeof(float) * V);
+  g->bound = std::move(bound);
+  g->capacity = capacity;
+  HYPIC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&g->host), sizeof(DecodeGraph::Step)));
+  cudaStream_t cs = stream_;
+  CudaActivations& a = g->a;
+  cudaGraph_t graph = nullptr;
+  HYPIC_CUDA_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+  try {
+    cuda::embed_rows(w_.embed.w, a.ids.as<int32_t>(), 1, D, a.hp(), cs);
+    for (int l = 0; l < cfg_.num_layers; ++l) {
+      input_norm(l, a);
+      if (cfg_.layer_kinds[l] == LayerKind::LinearAttention) {
+        linear_project(l, a);
+        linear_recur(l, a, 0, 1, st.lin[l]);
+        linear_output(l, a);
+      } else {
+        attention_step(l, a, st.attn[l], *g);
+      }
+      post_norm(l, a);
+      ffn(l, a);
+    }
+    cuda::rmsnorm(a.hp(), a.xp(), 1, D, w_.final_norm, cfg_.rms_norm_eps, true, cs);
+    gemm(a.xp(), 1, D, w_.lm_head, g->logits.get(), DType::F32);
+  } catch (...) {
+    cudaStreamEndCapture(cs, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  HYPIC_CUDA_CHECK(cudaStreamEndCapture(cs, &graph));
+  const cudaError_t err = cudaGraphInstantiate(&g->exec, graph, 0);
+  cudaGraphDestroy(graph);
+  HYPIC_CUDA_CHECK(err);
+  graph_ = std::move(g);
+}
+
+void CudaModel::attention_step(int layer, CudaActivations& s, CudaAttentionLayerState& kv, DecodeGraph& g) {
+  const DeviceAttention& A = w_.layers[layer].attn;
+  const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, D = cfg_.hidden_size;
+  const bool gated = cfg_.attn_output_gate;
+  cudaStream_t cs = stream_;
+  bf16* qg = s.qg.as<bf16>();
+  gemm(s.xp(), 1, D, A.q, qg, DType::BF16);
+  bf16* q = qg;
+  if (gated) {
+    q = s.aq.as<bf16>();
+    HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(q, sizeof(bf16) * hd, qg, sizeof(bf16) * 2 * hd, sizeof(bf16) * hd, H,
+                                       cudaMemcpyDeviceToDevice, cs));
+  }
+  bf16 *kn = g.kbuf.as<bf16>(), *vn = g.vbuf.as<bf16>();
+  gemm(s.xp(), 1, D, A.k, kn, DType::BF16);
+  gemm(s.xp(), 1, D, A.v, vn, DType::BF16);
+  cuda::rmsnorm(q, q, H, hd, A.q_norm, cfg_.rms_norm_eps, true, cs);
+  cuda::rmsnorm(kn, kn, Hkv, hd, A.k_norm, cfg_.rms_norm_eps, true, cs);
+  cuda::rope_apply(q, 1, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+  cuda::rope_apply(kn, 1, Hkv, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+  const int32_t* rows_end = g.rows_end.as<int32_t>();
+  cuda::kv_append(kn, vn, s.posp(), 1, Hkv * hd, rows_end, kv.capacity, kv.k.as<bf16>(), kv.v.as<bf16>(),
+                  kv.pos.as<int64_t>(), cs);
+  bf16* att = s.att.as<bf16>();
+  // The launch is sized by the capacity the workspace was sized for; the keys read stop at rows_end.
+  const cuda::AttentionShape shape{1, g.capacity, H, Hkv, hd};
+  cuda::attention_decode(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), s.posp(), kv.pos.as<int64_t>(),
+                         1.0f / std::sqrt(static_cast<float>(hd)), att, g.att_ws.get(), cs, rows_end);
+  if (gated) cuda::sigmoid_mul(att, hd, qg + hd, 2 * hd, H, hd, cs);
+  gemm(att, 1, H * hd, A.o, s.hp(), DType::F32, /*accumulate=*/true);
 }
 
 }  // namespace hypic

@@ -46,6 +46,14 @@ class CudaModel {
   // Throws InvalidArgument for no tokens or an id outside [0, vocab).
   std::vector<float> forward(std::span<const int> ids, CudaSequenceState& state, bool all_logits = false);
 
+  // One-token forward() steps replay a captured CUDA graph (the default; HYPIC_CUDA_GRAPHS=0 in the
+  // environment or set_decode_graphs(false) launches every kernel instead). The graph reads the token,
+  // its position and the key count from device memory, so it is captured again only when the sequence's
+  // buffers move (another state, a KV cache that outgrew its capacity). Results equal the launched
+  // path's up to the order of the attention sums.
+  void set_decode_graphs(bool on);
+  bool decode_graphs() const { return graphs_on_; }
+
   cudaStream_t stream() const { return stream_; }
   cuda::DevicePool& pool() { return pool_; }
 
@@ -81,6 +89,17 @@ class CudaModel {
   void gemm(const cuda::bf16* x, int64_t T, int64_t ldx, const DeviceLinear& w, void* y, DType yt,
             bool accumulate = false);
 
+  struct DecodeGraph;
+  // MoE of T rows on the few-row kernels (device-side expert ids, no host round trip)?
+  bool small_moe(int64_t T) const;
+  // The routed experts of the T rows through the grouped GEMMs (one host sync for the group sizes).
+  void moe_grouped(int layer, CudaActivations& a, cuda::bf16* y);
+  // The graph-replayed one-token step; an empty result when this state cannot use it (uneven KV rows).
+  std::vector<float> decode_step(int id, CudaSequenceState& st);
+  void capture_decode(CudaSequenceState& st, int64_t capacity, std::vector<const void*> bound);
+  // attention_mixer for the captured step: K/V appended at the device-side count, keys read up to it.
+  void attention_step(int layer, CudaActivations& a, CudaAttentionLayerState& kv, DecodeGraph& g);
+
   ModelConfig cfg_;
   std::string fingerprint_;
   cuda::Stream stream_;
@@ -88,6 +107,8 @@ class CudaModel {
   cuda::DevicePool pool_;  // per-forward scratch, reused across calls
   DeviceWeights w_;
   std::vector<int32_t> counts_host_;  // MoE group sizes (host)
+  bool graphs_on_ = true;
+  std::unique_ptr<DecodeGraph> graph_;
 };
 
 }  // namespace hypic

@@ -158,6 +158,37 @@ TEST_P(CudaModelFixture, LongPrefillAcrossChunksMatchesCpuAndDecode) {
                GetParam() + " continuation vs decode");
 }
 
+TEST_P(CudaModelFixture, GraphDecodeEqualsLaunchedDecode) {
+  // 250 prompt tokens, then 24 steps: the KV cache outgrows its 256 rows on the way (the graph is
+  // captured again), and two sequences alternate on the graph (captured again at every switch).
+  std::vector<int> ids;
+  for (int i = 0; i < 274; ++i) ids.push_back(ids_[(i * 5) % ids_.size()]);
+  const std::vector<int> head(ids.begin(), ids.begin() + 250);
+  CudaSequenceState a = gpu_->new_state();
+  gpu_->forward(head, a);
+  CudaSequenceState b = a.clone(gpu_->stream()), c = a.clone(gpu_->stream());
+  gpu_->set_decode_graphs(false);
+  std::vector<std::vector<float>> launched;
+  for (int i = 250; i < 274; ++i) {
+    const int one[1] = {ids[i]};
+    launched.push_back(gpu_->forward(one, c));
+  }
+  gpu_->set_decode_graphs(true);
+  for (int i = 250; i < 274; ++i) {
+    const int one[1] = {ids[i]};
+    for (CudaSequenceState* st : {&a, &b}) {
+      const auto g = gpu_->forward(one, *st);
+      const auto& l = launched[i - 250];
+      float worst = 0;
+      for (int64_t v = 0; v < V_; ++v) worst = std::max(worst, std::fabs(g[v] - l[v]));
+      EXPECT_LE(worst, 1e-4f * range_) << GetParam() << " step " << i;
+      EXPECT_EQ(std::max_element(g.begin(), g.end()) - g.begin(), std::max_element(l.begin(), l.end()) - l.begin());
+    }
+  }
+  EXPECT_EQ(a.length, 274);
+  EXPECT_EQ(b.length, 274);
+}
+
 TEST_P(CudaModelFixture, RejectsIdsOutsideTheVocabulary) {
   CudaSequenceState st = gpu_->new_state();
   const std::vector<int> bad = {1, 2, static_cast<int>(V_)};
