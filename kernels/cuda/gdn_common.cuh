@@ -93,23 +93,44 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // Copies rows [0, rows_valid) x columns [0, cols_valid) of a bf16 matrix (row stride src_ld) into the
-// ROWS x COLS shared tile dst (row stride dst_ld), zero elsewhere. Asynchronous 16-byte copies when the
-// layout allows (the caller commits and waits), plain stores otherwise. All threads of the block take part.
-template <int ROWS, int COLS>
+// ROWS x COLS shared tile dst (row stride dst_ld), zero elsewhere, by a block of NT threads. Asynchronous
+// 16-byte copies when the layout allows (the caller commits and waits), plain stores otherwise. The thread
+// to element mapping is fixed at compile time, so the fast path unrolls to bare cp.async instructions.
+template <int NT, int ROWS, int COLS>
 __device__ __forceinline__ void load_tile(bf16* dst, int dst_ld, const bf16* src, int64_t src_ld, int rows_valid,
                                           int cols_valid) {
+  constexpr int kV = COLS / 8;
+  static_assert(NT % kV == 0, "a thread keeps one column group");
   if (cols_valid % 8 == 0 && src_ld % 8 == 0 && aligned16(src)) {
-    constexpr int kV = COLS / 8;
-    for (int i = threadIdx.x; i < ROWS * kV; i += blockDim.x) {
-      const int r = i / kV, c = (i % kV) * 8;
+    constexpr int kStep = NT / kV;
+    const int c = (threadIdx.x % kV) * 8;
+#pragma unroll
+    for (int i = 0; i < (ROWS + kStep - 1) / kStep; ++i) {
+      const int r = int(threadIdx.x) / kV + i * kStep;
+      if (ROWS % kStep != 0 && r >= ROWS) break;
       const bool valid = r < rows_valid && c < cols_valid;
       cp_async16(dst + r * dst_ld + c, valid ? src + r * src_ld + c : src, valid);
     }
   } else {
-    for (int i = threadIdx.x; i < ROWS * COLS; i += blockDim.x) {
+    for (int i = threadIdx.x; i < ROWS * COLS; i += NT) {
       const int r = i / COLS, c = i % COLS;
       dst[r * dst_ld + c] = (r < rows_valid && c < cols_valid) ? src[r * src_ld + c] : __float2bfloat16_rn(0.0f);
     }
+  }
+}
+
+// A full ROWS x COLS tile of a workspace array (always 16-byte aligned, no padding to fill).
+template <int NT, int ROWS, int COLS>
+__device__ __forceinline__ void load_tile_full(bf16* dst, int dst_ld, const bf16* src, int64_t src_ld) {
+  constexpr int kV = COLS / 8;
+  static_assert(NT % kV == 0, "a thread keeps one column group");
+  constexpr int kStep = NT / kV;
+  const int c = (threadIdx.x % kV) * 8;
+#pragma unroll
+  for (int i = 0; i < (ROWS + kStep - 1) / kStep; ++i) {
+    const int r = int(threadIdx.x) / kV + i * kStep;
+    if (ROWS % kStep != 0 && r >= ROWS) break;
+    cp_async16(dst + r * dst_ld + c, src + r * src_ld + c, true);
   }
 }
 
@@ -157,16 +178,28 @@ __device__ __forceinline__ void st_bf16x2(bf16* p, float lo, float hi) {
   *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(lo, hi);
 }
 
-// Copies a ROWS x COLS bf16 shared tile to global memory with 16-byte stores (both row strides multiples
-// of 8 elements, the destination 16-byte aligned).
-template <int ROWS, int COLS>
+// Copies a ROWS x COLS bf16 shared tile to global memory with 16-byte stores by NT threads (both row
+// strides multiples of 8 elements, the destination 16-byte aligned). STREAM: evict-first stores, for tiles
+// that only a later kernel reads back.
+template <int NT, int ROWS, int COLS, bool STREAM = false>
 __device__ __forceinline__ void store_tile16(bf16* dst, int64_t dst_ld, const bf16* src, int src_ld) {
   constexpr int kV = COLS / 8;
-  for (int i = threadIdx.x; i < ROWS * kV; i += blockDim.x) {
-    const int r = i / kV, c = (i % kV) * 8;
-    *reinterpret_cast<uint4*>(dst + r * dst_ld + c) = *reinterpret_cast<const uint4*>(src + r * src_ld + c);
+  static_assert(NT % kV == 0, "a thread keeps one column group");
+  constexpr int kStep = NT / kV;
+  const int c = (threadIdx.x % kV) * 8;
+#pragma unroll
+  for (int i = 0; i < (ROWS + kStep - 1) / kStep; ++i) {
+    const int r = int(threadIdx.x) / kV + i * kStep;
+    if (ROWS % kStep != 0 && r >= ROWS) break;
+    const int4 x = *reinterpret_cast<const int4*>(src + r * src_ld + c);
+    if (STREAM)
+      __stcs(reinterpret_cast<int4*>(dst + r * dst_ld + c), x);
+    else
+      *reinterpret_cast<int4*>(dst + r * dst_ld + c) = x;
   }
 }
+
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
 // ---------------------------------------------------------------------------------------------------
 // Launchers (one per kernel file), all on `stream`, in this order.

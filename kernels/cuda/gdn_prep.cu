@@ -22,18 +22,18 @@ using detail::mma_bf16_16816;
 
 template <int DK>
 struct PrepSmem {
-  static constexpr int kLdK = DK + 8;  // bf16 K rows (272 or 144 bytes: ldmatrix rows hit distinct banks)
-  static constexpr int kLdF = kC + 8;  // fp32 64-wide tiles; 72 = 8 mod 32 keeps float2 fragment loads clean
-  static constexpr int kLdB = kC + 8;  // bf16 64-wide tiles
-  static constexpr size_t k = 0;                                   // K [64][kLdK]
-  static constexpr size_t l = align128(k + 2 * kC * kLdK);         // L fp32; later the output staging tile
-  static constexpr size_t a = align128(l + 4 * kC * kLdF);         // A fp32 (upper blocks: temporaries); later V
-  static constexpr size_t aw = align128(a + 4 * kC * kLdF);        // A diag(beta e^G), bf16
-  static constexpr size_t ab = align128(aw + 2 * kC * kLdB);       // A diag(beta), bf16
-  static constexpr size_t gs = align128(ab + 2 * kC * kLdB);       // G
-  static constexpr size_t bs = gs + 4 * kC;                        // beta
+  static constexpr int kLdK = DK + 8;   // bf16 K rows (272 or 144 bytes: ldmatrix rows hit distinct banks)
+  static constexpr int kLdV = 128 + 8;  // bf16 V rows, 128 value columns per pass
+  static constexpr int kLdF = kC + 8;   // fp32 64-wide tiles; 72 = 8 mod 32 keeps float2 fragment loads clean
+  static constexpr int kLdB = kC + 8;   // bf16 Ab, Aw
+  static constexpr size_t k = 0;                              // K [64][kLdK]; later the W staging tile
+  static constexpr size_t v = align128(k + 2 * kC * kLdK);    // V [64][kLdV]; later the U staging tile
+  static constexpr size_t l = align128(v + 2 * kC * kLdV);    // L fp32 [64][kLdF]; later Ab, Aw [64][kLdB]
+  static constexpr size_t a = align128(l + 4 * kC * kLdF);    // A fp32 [64][kLdF] (upper blocks: temporaries)
+  static constexpr size_t gs = align128(a + 4 * kC * kLdF);   // G
+  static constexpr size_t bs = gs + 4 * kC;                   // beta
   static constexpr size_t bytes = align128(bs + 4 * kC);
-  static_assert(2 * kC * kLdK <= 4 * kC * kLdF, "W staging fits in the L tile");
+  static_assert(2 * 2 * kC * kLdB <= 4 * kC * kLdF, "Ab and Aw fit in the L tile");
 };
 
 __device__ __forceinline__ void split_bf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
@@ -99,17 +99,16 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
                                                             const float* __restrict__ beta,
                                                             const int32_t* __restrict__ cu, Workspace w) {
   using SM = PrepSmem<DK>;
-  constexpr int kLdK = SM::kLdK, kLdF = SM::kLdF, kLdB = SM::kLdB;
+  constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kLdF = SM::kLdF, kLdB = SM::kLdB;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Ks = reinterpret_cast<bf16*>(smem + SM::k);
+  bf16* Vs = reinterpret_cast<bf16*>(smem + SM::v);
   float* Lf = reinterpret_cast<float*>(smem + SM::l);
   float* Af = reinterpret_cast<float*>(smem + SM::a);
-  bf16* Aw = reinterpret_cast<bf16*>(smem + SM::aw);
-  bf16* Ab = reinterpret_cast<bf16*>(smem + SM::ab);
+  bf16* Ab = reinterpret_cast<bf16*>(smem + SM::l);              // A diag(beta), once L is consumed
+  bf16* Aw = reinterpret_cast<bf16*>(smem + SM::l) + kC * kLdB;  // A diag(beta e^G)
   float* Gs = reinterpret_cast<float*>(smem + SM::gs);
   float* Bs = reinterpret_cast<float*>(smem + SM::bs);
-  bf16* Stg = reinterpret_cast<bf16*>(smem + SM::l);  // output staging, once L is consumed
-  bf16* Vs = reinterpret_cast<bf16*>(smem + SM::a);   // V slabs, once A is consumed
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
   const SeqRange sr = seq_range(cu, n, s.T);
@@ -119,8 +118,11 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
   const int64_t H = s.H, kh = h / (s.H / s.Hk), tile = h * w.slots + first_slot(sr.bos, n) + blockIdx.x;
   const int dk = int(s.dk), dv = int(s.dv);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const bf16* vsrc = v + (t0 * H + h) * dv;
 
-  load_tile<kC, DK>(Ks, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, L, dk);
+  // K and the first 128 value columns load while the decays are scanned and K K^T, A are computed.
+  load_tile<kThreads, kC, DK>(Ks, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, L, dk);
+  load_tile<kThreads, kC, 128>(Vs, kLdV, vsrc, H * dv, L, min(128, dv));
   cp_async_commit();
   if (warp == 0) {
     // Inclusive scan of g over the chunk (two tokens per lane); padded tokens add 0, so their G repeats
@@ -166,8 +168,8 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const int j = nt * 8 + 2 * tq;
-        const float l0 = (j < i && i < L) ? bi * expf(gi - Gs[j]) * acc[nt][2 * half] : 0.0f;
-        const float l1 = (j + 1 < i && i < L) ? bi * expf(gi - Gs[j + 1]) * acc[nt][2 * half + 1] : 0.0f;
+        const float l0 = (j < i && i < L) ? bi * __expf(gi - Gs[j]) * acc[nt][2 * half] : 0.0f;
+        const float l1 = (j + 1 < i && i < L) ? bi * __expf(gi - Gs[j + 1]) * acc[nt][2 * half + 1] : 0.0f;
         *reinterpret_cast<float2*>(Lf + i * kLdF + j) = make_float2(l0, l1);
       }
     }
@@ -267,17 +269,24 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
     __syncthreads();
   }
 
-  // Aw = A diag(beta e^G), Ab = A diag(beta) in bf16 (lower triangle only: the upper blocks hold temporaries).
-  for (int e = threadIdx.x; e < kC * kC / 2; e += kThreads) {
-    const int i = e / (kC / 2), j = (e % (kC / 2)) * 2;
-    const float a0 = j <= i ? Af[i * kLdF + j] * Bs[j] : 0.0f;
-    const float a1 = j + 1 <= i ? Af[i * kLdF + j + 1] * Bs[j + 1] : 0.0f;
-    st_bf16x2(Ab + i * kLdB + j, a0, a1);
-    st_bf16x2(Aw + i * kLdB + j, a0 * expf(Gs[j]), a1 * expf(Gs[j + 1]));
+  // Aw = A diag(beta e^G), Ab = A diag(beta) in bf16 over the consumed L (lower triangle only: the upper
+  // blocks hold temporaries). Thread: one column pair, every fourth row.
+  {
+    const int j = (threadIdx.x % 32) * 2;
+    const float b0 = Bs[j], b1 = Bs[j + 1], w0 = b0 * __expf(Gs[j]), w1 = b1 * __expf(Gs[j + 1]);
+#pragma unroll
+    for (int rr = 0; rr < kC / 4; ++rr) {
+      const int i = threadIdx.x / 32 + rr * 4;
+      const float2 x = *reinterpret_cast<const float2*>(Af + i * kLdF + j);
+      const float a0 = j <= i ? x.x : 0.0f, a1 = j + 1 <= i ? x.y : 0.0f;
+      st_bf16x2(Ab + i * kLdB + j, a0 * b0, a1 * b1);
+      st_bf16x2(Aw + i * kLdB + j, a0 * w0, a1 * w1);
+    }
   }
   __syncthreads();
 
-  // W = Aw K, staged through the (now free) L tile for 16-byte stores.
+  // W = Aw K, staged over K for 16-byte stores.
+  const int r = warp * 16 + gq;
   {
     float acc[DK / 8][4] = {};
 #pragma unroll
@@ -292,43 +301,49 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
         mma_bf16_16816(acc[2 * np + 1], a, b1);
       }
     }
-    const int r = warp * 16 + gq;
+    __syncthreads();
 #pragma unroll
     for (int nt = 0; nt < DK / 8; ++nt) {
-      st_bf16x2(Stg + r * kLdK + nt * 8 + 2 * tq, acc[nt][0], acc[nt][1]);
-      st_bf16x2(Stg + (r + 8) * kLdK + nt * 8 + 2 * tq, acc[nt][2], acc[nt][3]);
+      st_bf16x2(Ks + r * kLdK + nt * 8 + 2 * tq, acc[nt][0], acc[nt][1]);
+      st_bf16x2(Ks + (r + 8) * kLdK + nt * 8 + 2 * tq, acc[nt][2], acc[nt][3]);
     }
   }
-  __syncthreads();
-  store_tile16<kC, DK>(w.W + tile * kC * DK, DK, Stg, kLdK);
 
-  // U = Ab V in slabs of 64 value columns (V into the free A tile).
-  for (int c0 = 0; c0 < w.dvp; c0 += 64) {
-    load_tile<kC, 64>(Vs, kLdB, v + (t0 * H + h) * dv + c0, H * dv, L, min(64, dv - c0));
-    cp_async_commit();
-    cp_async_wait_all();
-    __syncthreads();
-    float acc[8][4] = {};
+  // U = Ab V, 128 value columns per pass, staged over V.
+  for (int c0 = 0; c0 < w.dvp; c0 += 128) {
+    const int ncols = int(min(int64_t{128}, w.dvp - c0));  // 64 or 128
+    if (c0 > 0) {
+      __syncthreads();
+      load_tile<kThreads, kC, 128>(Vs, kLdV, vsrc + c0, H * dv, L, min(128, dv - c0));
+      cp_async_commit();
+      cp_async_wait_all();
+      __syncthreads();
+    }
+    float acc[16][4] = {};
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
       uint32_t a[4];
       frag_a(a, Ab, kLdB, warp * 16, ks * 16);
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
+      for (int np = 0; np < 8; ++np) {
         uint32_t b0[2], b1[2];
-        frag_b_kn(b0, b1, Vs, kLdB, ks * 16, np * 16);
+        frag_b_kn(b0, b1, Vs, kLdV, ks * 16, np * 16);
         mma_bf16_16816(acc[2 * np], a, b0);
         mma_bf16_16816(acc[2 * np + 1], a, b1);
       }
     }
-    const int r = warp * 16 + gq;
+    __syncthreads();
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      st_bf16x2(Stg + r * kLdB + nt * 8 + 2 * tq, acc[nt][0], acc[nt][1]);
-      st_bf16x2(Stg + (r + 8) * kLdB + nt * 8 + 2 * tq, acc[nt][2], acc[nt][3]);
+    for (int nt = 0; nt < 16; ++nt) {
+      st_bf16x2(Vs + r * kLdV + nt * 8 + 2 * tq, acc[nt][0], acc[nt][1]);
+      st_bf16x2(Vs + (r + 8) * kLdV + nt * 8 + 2 * tq, acc[nt][2], acc[nt][3]);
     }
     __syncthreads();
-    store_tile16<kC, 64>(w.UV + tile * kC * w.dvp + c0, w.dvp, Stg, kLdB);
+    if (c0 == 0) store_tile16<kThreads, kC, DK>(w.W + tile * kC * DK, DK, Ks, kLdK);
+    if (ncols == 128)
+      store_tile16<kThreads, kC, 128>(w.UV + tile * kC * w.dvp + c0, w.dvp, Vs, kLdV);
+    else
+      store_tile16<kThreads, kC, 64>(w.UV + tile * kC * w.dvp + c0, w.dvp, Vs, kLdV);
   }
 }
 

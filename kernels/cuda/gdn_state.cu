@@ -4,9 +4,9 @@
 //   Vn = U - W S                              (written over U for gdn_output, when outputs are wanted)
 //   S  = e^{G_L} S + K^T diag(e^{G_L - G}) Vn
 // and the chunk's start state S goes to the workspace (bf16) for gdn_output. S stays in fp32 registers
-// for the whole walk (warp w owns state rows w DK/4 .. (w + 1) DK/4 - 1); a bf16 copy in shared memory is
-// the B operand of W S. The next chunk's W, K, U, G arrive by cp.async while this one computes, so a
-// chunk costs two barriers and two short tensor-core products.
+// for the whole walk (8 warps, each a 16-row tile); a bf16 copy in shared memory is the B operand of W S.
+// The next chunk's W, K, U, G arrive by cp.async while this one computes (and the one after next is
+// pulled into L2), so a chunk costs two barriers and two short tensor-core products per warp.
 //
 // The transfer operator is the same walk on a dk x dk matrix with U = 0 (T <- (e^{G_L} I - K_d^T W) T):
 // ceil(dk / 32) extra blocks per head in the same launch, running alongside the state blocks.
@@ -19,7 +19,9 @@ namespace {
 using detail::align128;
 using detail::mma_bf16_16816;
 
-constexpr int kBV = 32;  // state columns per block
+constexpr int kBV = 32;       // state columns per block
+constexpr int kNT = 256;      // 8 warps
+constexpr int kPrefetch = 4;  // chunks ahead that the tiles are pulled towards L2
 
 template <int DK>
 struct StateSmem {
@@ -34,13 +36,23 @@ struct StateSmem {
   static constexpr size_t bytes = align128(vn + 2 * kC * kLdV);
 };
 
+// Warp w: in W S, chunk rows 16 (w % 4).. and columns 16 (w / 4)..; in the state update, state rows
+// kRows w.. (16-row tiles) and kBN 8-column tiles.
 template <int DK>
-__global__ void __launch_bounds__(kThreads) gdn_state_kernel(GdnShape s, const bf16* __restrict__ k,
-                                                             const int32_t* __restrict__ cu, float* state,
-                                                             float* transfer, bool want_out, Workspace w) {
+struct StateSplit {
+  static constexpr int kBN = DK == 128 ? 4 : 2;
+  __device__ static int srow(int warp) { return DK == 128 ? warp * 16 : (warp % 4) * 16; }
+  __device__ static int scol(int warp) { return DK == 128 ? 0 : (warp / 4) * 16; }
+};
+
+template <int DK>
+__global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf16* __restrict__ k,
+                                                        const int32_t* __restrict__ cu, float* state,
+                                                        float* transfer, bool want_out, Workspace w) {
   using SM = StateSmem<DK>;
-  constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV;
-  constexpr int MT = DK / 64;  // 16-row state tiles per warp
+  using SP = StateSplit<DK>;
+  constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kBN = SP::kBN;
+  static_assert(DK == 64 || DK == 128, "padded key dim");
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Wb = reinterpret_cast<bf16*>(smem + SM::w);
   bf16* Kb = reinterpret_cast<bf16*>(smem + SM::k);
@@ -60,44 +72,59 @@ __global__ void __launch_bounds__(kThreads) gdn_state_kernel(GdnShape s, const b
   const int ncols = min(kBV, width - c0);
   const bool write_out = want_out && !is_T;
   float* M = is_T ? transfer + (n * H + h) * dk * dk : state + (n * H + h) * dk * dv;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
-  const int srow = warp * (DK / 4);  // first state row of this warp
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  const int ra = (warp % 4) * 16, ca = (warp / 4) * 16;        // W S tile of this warp
+  const int srow = SP::srow(warp), scol = SP::scol(warp);      // state tile of this warp
 
-  float S[MT][4][4];
+  float S[kBN][4];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+  for (int nt = 0; nt < kBN; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = srow + mt * 16 + gq + (e / 2) * 8, c = nt * 8 + 2 * tq + e % 2;
-        S[mt][nt][e] = (r < dk && c < ncols) ? M[int64_t(r) * width + c0 + c] : 0.0f;
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int r = srow + gq + (e / 2) * 8, c = scol + nt * 8 + 2 * tq + e % 2;
+      S[nt][e] = (r < dk && c < ncols) ? M[int64_t(r) * width + c0 + c] : 0.0f;
+    }
   auto store_sb = [&]() {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        const int r = srow + mt * 16 + gq, c = nt * 8 + 2 * tq;
-        st_bf16x2(Sb + r * kLdV + c, S[mt][nt][0], S[mt][nt][1]);
-        st_bf16x2(Sb + (r + 8) * kLdV + c, S[mt][nt][2], S[mt][nt][3]);
-      }
+    for (int nt = 0; nt < kBN; ++nt) {
+      const int r = srow + gq, c = scol + nt * 8 + 2 * tq;
+      st_bf16x2(Sb + r * kLdV + c, S[nt][0], S[nt][1]);
+      st_bf16x2(Sb + (r + 8) * kLdV + c, S[nt][2], S[nt][3]);
+    }
   };
   store_sb();
 
   const SeqRange sr = seq_range(cu, n, s.T);
   const int nchunks = int((sr.eos - sr.bos + kC - 1) / kC);
   const int64_t tile0 = h * w.slots + first_slot(sr.bos, n);
+  auto chunk_len = [&](int c) {
+    const int64_t left = sr.eos - sr.bos - int64_t(c) * kC;
+    return int(left < kC ? left : kC);
+  };
   auto issue = [&](int c) {
     const int buf = c & 1;
     const int64_t t0 = sr.bos + int64_t(c) * kC;
-    const int L = int(sr.eos - t0 < kC ? sr.eos - t0 : kC);
-    load_tile<kC, DK>(Wb + buf * kC * kLdK, kLdK, w.W + (tile0 + c) * kC * DK, DK, kC, DK);
-    load_tile<kC, DK>(Kb + buf * kC * kLdK, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, L, dk);
-    if (!is_T) load_tile<kC, kBV>(Ub + buf * kC * kLdV, kLdV, w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, kC, kBV);
-    if (threadIdx.x < kC / 4) cp_async16(Gb + buf * kC + threadIdx.x * 4, w.G + (tile0 + c) * kC + threadIdx.x * 4, true);
+    load_tile_full<kNT, kC, DK>(Wb + buf * kC * kLdK, kLdK, w.W + (tile0 + c) * kC * DK, DK);
+    load_tile<kNT, kC, DK>(Kb + buf * kC * kLdK, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, chunk_len(c), dk);
+    if (!is_T) load_tile_full<kNT, kC, kBV>(Ub + buf * kC * kLdV, kLdV, w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp);
+    if (tid < kC / 4) cp_async16(Gb + buf * kC + tid * 4, w.G + (tile0 + c) * kC + tid * 4, true);
     cp_async_commit();
   };
+  // The walk is latency-bound: pulling the tiles of chunk c + kPrefetch into L2 keeps the cp.async of
+  // chunk c + 1 an L2 hit. One 128-byte line per thread and tile.
+  auto prefetch = [&](int c) {
+    const int64_t t0 = sr.bos + int64_t(c) * kC;
+    if (tid < kC * DK * 2 / 128) prefetch_l2(reinterpret_cast<const char*>(w.W + (tile0 + c) * kC * DK) + tid * 128);
+    if (tid < 2 * kC) {
+      const int r = tid / 2, half = tid % 2;
+      if (r < chunk_len(c) && half * 64 < dk) prefetch_l2(k + ((t0 + r) * s.Hk + kh) * dk + half * 64);
+    } else if (tid < 3 * kC) {
+      if (!is_T) prefetch_l2(w.UV + ((tile0 + c) * kC + tid - 2 * kC) * w.dvp + c0);
+    } else if (tid < 3 * kC + 2) {
+      prefetch_l2(w.G + (tile0 + c) * kC + (tid - 3 * kC) * 32);
+    }
+  };
+  for (int c = 1; c < kPrefetch && c < nchunks; ++c) prefetch(c);
   if (nchunks > 0) issue(0);
 
   for (int c = 0; c < nchunks; ++c) {
@@ -109,27 +136,27 @@ __global__ void __launch_bounds__(kThreads) gdn_state_kernel(GdnShape s, const b
     cp_async_wait_all();
     __syncthreads();  // chunk c landed; Sb holds its start state; everyone is done with the other buffer
     if (c + 1 < nchunks) issue(c + 1);
-    if (write_out) store_tile16<DK, kBV>(w.Sh + (tile0 + c) * DK * w.dvp + c0, w.dvp, Sb, kLdV);
+    if (c + kPrefetch < nchunks) prefetch(c + kPrefetch);
+    if (write_out) store_tile16<kNT, DK, kBV, true>(w.Sh + (tile0 + c) * DK * w.dvp + c0, w.dvp, Sb, kLdV);
 
-    const int L = int(sr.eos - sr.bos - int64_t(c) * kC < kC ? sr.eos - sr.bos - int64_t(c) * kC : kC);
+    const int L = chunk_len(c);
     const float gL = Gc[L - 1];
-    const int r0 = warp * 16 + gq, r1 = r0 + 8;
-    const float d0 = r0 < L ? expf(gL - Gc[r0]) : 0.0f, d1 = r1 < L ? expf(gL - Gc[r1]) : 0.0f;
+    const int r0 = ra + gq, r1 = r0 + 8;
+    const float d0 = r0 < L ? __expf(gL - Gc[r0]) : 0.0f, d1 = r1 < L ? __expf(gL - Gc[r1]) : 0.0f;
 
-    // W S: warp w owns chunk rows 16w..16w+15; two accumulator sets halve the mma dependency chains.
-    float va[2][4][4] = {};
+    // W S; two accumulator sets halve the mma dependency chains.
+    float va[2][2][4] = {};
 #pragma unroll
     for (int ks = 0; ks < DK / 16; ++ks) {
-      uint32_t a[4], b[4][2];
-      frag_a(a, Wc, kLdK, warp * 16, ks * 16);
-      frag_b_kn(b[0], b[1], Sb, kLdV, ks * 16, 0);
-      frag_b_kn(b[2], b[3], Sb, kLdV, ks * 16, 16);
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) mma_bf16_16816(va[ks % 2][nt], a, b[nt]);
+      uint32_t a[4], b0[2], b1[2];
+      frag_a(a, Wc, kLdK, ra, ks * 16);
+      frag_b_kn(b0, b1, Sb, kLdV, ks * 16, ca);
+      mma_bf16_16816(va[ks % 2][0], a, b0);
+      mma_bf16_16816(va[ks % 2][1], a, b1);
     }
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int col = nt * 8 + 2 * tq;
+    for (int nt = 0; nt < 2; ++nt) {
+      const int col = ca + nt * 8 + 2 * tq;
       float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
       if (!is_T) {
         u0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r0 * kLdV + col));
@@ -145,41 +172,33 @@ __global__ void __launch_bounds__(kThreads) gdn_state_kernel(GdnShape s, const b
       }
     }
     __syncthreads();  // Vd complete; Sb no longer read
-    if (write_out) store_tile16<kC, kBV>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
+    if (write_out) store_tile16<kNT, kC, kBV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
 
     // S = e^{G_L} S + K^T Vd.
-    const float eL = expf(gL);
+    const float eL = __expf(gL);
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int nt = 0; nt < kBN; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) S[mt][nt][e] *= eL;
+      for (int e = 0; e < 4; ++e) S[nt][e] *= eL;
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
-      uint32_t b[4][2];
-      frag_b_kn(b[0], b[1], Vd, kLdV, ks * 16, 0);
-      frag_b_kn(b[2], b[3], Vd, kLdV, ks * 16, 16);
+      uint32_t a[4], b[kBN][2];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        uint32_t a[4];
-        frag_a_t(a, Kc, kLdK, srow + mt * 16, ks * 16);
+      for (int np = 0; np < kBN / 2; ++np) frag_b_kn(b[2 * np], b[2 * np + 1], Vd, kLdV, ks * 16, scol + np * 16);
+      frag_a_t(a, Kc, kLdK, srow, ks * 16);
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) mma_bf16_16816(S[mt][nt], a, b[nt]);
-      }
+      for (int nt = 0; nt < kBN; ++nt) mma_bf16_16816(S[nt], a, b[nt]);
     }
     store_sb();
   }
 
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+  for (int nt = 0; nt < kBN; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = srow + mt * 16 + gq + (e / 2) * 8, c = nt * 8 + 2 * tq + e % 2;
-        if (r < dk && c < ncols) M[int64_t(r) * width + c0 + c] = S[mt][nt][e];
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int r = srow + gq + (e / 2) * 8, c = scol + nt * 8 + 2 * tq + e % 2;
+      if (r < dk && c < ncols) M[int64_t(r) * width + c0 + c] = S[nt][e];
+    }
 }
 
 template <int DK>
@@ -188,7 +207,7 @@ void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, f
   const size_t smem = StateSmem<DK>::bytes;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int blocks = int((s.dv + kBV - 1) / kBV + (transfer ? (s.dk + kBV - 1) / kBV : 0));
-  gdn_state_kernel<DK><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kThreads, smem, stream>>>(
+  gdn_state_kernel<DK><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
       s, k, cu, state, transfer, want_out, w);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
