@@ -83,6 +83,7 @@ __global__ void __launch_bounds__(kOutThreads) gdn_output_kernel(GdnShape s, con
       frag_a(a, Qs, kLdK, rw, ks * 16);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
+        if (np * 16 > rw) break;  // causal: key tiles right of the diagonal are masked out anyway
         uint32_t b0[2], b1[2];
         frag_b_nk(b0, b1, Ks, kLdK, ks * 16, np * 16);
         mma_bf16_16816(acc[2 * np], a, b0);
@@ -139,6 +140,7 @@ __global__ void __launch_bounds__(kOutThreads) gdn_output_kernel(GdnShape s, con
       }
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
+        if (ks * 16 > rw) break;  // P is zero right of the diagonal
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           uint32_t b0[2], b1[2];

@@ -7,10 +7,10 @@
 //
 // The inverse. The four 16 x 16 diagonal blocks of I + L are unit lower triangular: one warp each inverts
 // its block by forward substitution in fp32 (lane c owns column c). The off-diagonal blocks follow from
-// (I + L) A = I block row by block row, A_ij = -X_i sum_{j <= m < i} L_im A_mj with X_i the inverted
-// diagonal block, as 16 x 16 products scheduled over the 4 warps in 6 steps. Those products stay fp32
-// accurate to ~16 bits by splitting every operand into bf16 hi + lo and summing the three significant
-// cross products on tensor cores: A is only rounded to bf16 once, as the operand of W and U.
+// (I + L) A = I as the inverse of a block-triangular matrix, 16 x 16 products scheduled over the 4 warps
+// in 4 steps (below). Those products stay fp32 accurate to ~16 bits by splitting every operand into bf16
+// hi + lo and summing the three significant cross products on tensor cores: A is only rounded to bf16
+// once, as the operand of W and U.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
 
@@ -155,6 +155,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
       frag_a(a, Ks, kLdK, warp * 16, ks * 16);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
+        if (np > warp) break;  // L is strictly lower: key tiles right of the diagonal are not needed
         uint32_t b0[2], b1[2];
         frag_b_nk(b0, b1, Ks, kLdK, ks * 16, np * 16);
         mma_bf16_16816(acc[2 * np], a, b0);
@@ -193,78 +194,75 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
   }
   __syncthreads();
 
-  // Off-diagonal blocks. Temporaries live in A's (unused) upper blocks.
+  // Off-diagonal blocks, as the inverse of a 2 x 2 block-triangular matrix twice over: first the two 32 x 32
+  // diagonal inverses Y0 = [X0 0; A10 X1], Y1 = [X2 0; A32 X3], then the lower-left 32 x 32 block
+  // -Y1 L' Y0 (L' = [L20 L21; L30 L31]) as P = L' Y0 and -Y1 P. Temporaries live in A's (unused) upper
+  // blocks. Four barrier steps; at most two 16 x 16 products per warp and step.
   {
     auto Lb = [&](int i, int j) { return Lf + i * 16 * kLdF + j * 16; };
     auto Ablk = [&](int i, int j) { return Af + i * 16 * kLdF + j * 16; };
+    float* T10 = Ablk(0, 1);  // L10 X0
+    float* T32 = Ablk(2, 3);  // L32 X2
+    float* P00 = Ablk(0, 2);  // L20 X0, then + L21 A10
+    float* P10 = Ablk(0, 3);  // L30 X0, then + L31 A10
+    float* P01 = Ablk(1, 2);  // L21 X1
+    float* P11 = Ablk(1, 3);  // L31 X1
     float c[2][4];
     zero16(c);
-    // 1: L10 X0, L21 X1, L32 X2, L20 X0
     if (warp == 0) {
       mm16(c, Lb(1, 0), kLdF, Ablk(0, 0), kLdF);
-      st16(Ablk(0, 1), kLdF, c, 1.0f);
+      st16(T10, kLdF, c, 1.0f);
     } else if (warp == 1) {
-      mm16(c, Lb(2, 1), kLdF, Ablk(1, 1), kLdF);
-      st16(Ablk(1, 2), kLdF, c, 1.0f);
-    } else if (warp == 2) {
       mm16(c, Lb(3, 2), kLdF, Ablk(2, 2), kLdF);
-      st16(Ablk(2, 3), kLdF, c, 1.0f);
-    } else {
+      st16(T32, kLdF, c, 1.0f);
+    } else if (warp == 2) {
       mm16(c, Lb(2, 0), kLdF, Ablk(0, 0), kLdF);
-      st16(Ablk(0, 2), kLdF, c, 1.0f);
+      st16(P00, kLdF, c, 1.0f);
+    } else {
+      mm16(c, Lb(3, 0), kLdF, Ablk(0, 0), kLdF);
+      st16(P10, kLdF, c, 1.0f);
     }
     __syncthreads();
-    // 2: A10 = -X1 (L10 X0), A21 = -X2 (L21 X1), A32 = -X3 (L32 X2); L31 X1
     zero16(c);
-    if (warp == 0) {
-      mm16(c, Ablk(1, 1), kLdF, Ablk(0, 1), kLdF);
+    if (warp == 0) {  // A10 = -X1 L10 X0
+      mm16(c, Ablk(1, 1), kLdF, T10, kLdF);
       st16(Ablk(1, 0), kLdF, c, -1.0f);
-    } else if (warp == 1) {
-      mm16(c, Ablk(2, 2), kLdF, Ablk(1, 2), kLdF);
-      st16(Ablk(2, 1), kLdF, c, -1.0f);
-    } else if (warp == 2) {
-      mm16(c, Ablk(3, 3), kLdF, Ablk(2, 3), kLdF);
+    } else if (warp == 1) {  // A32 = -X3 L32 X2
+      mm16(c, Ablk(3, 3), kLdF, T32, kLdF);
       st16(Ablk(3, 2), kLdF, c, -1.0f);
+    } else if (warp == 2) {
+      mm16(c, Lb(2, 1), kLdF, Ablk(1, 1), kLdF);
+      st16(P01, kLdF, c, 1.0f);
     } else {
       mm16(c, Lb(3, 1), kLdF, Ablk(1, 1), kLdF);
-      st16(Ablk(1, 3), kLdF, c, 1.0f);
+      st16(P11, kLdF, c, 1.0f);
     }
     __syncthreads();
-    // 3: L20 X0 + L21 A10, L31 X1 + L32 A21, L30 X0 + L31 A10
     if (warp == 0) {
-      ld16(c, Ablk(0, 2), kLdF);
+      ld16(c, P00, kLdF);
       mm16(c, Lb(2, 1), kLdF, Ablk(1, 0), kLdF);
-      st16(Ablk(0, 2), kLdF, c, 1.0f);
+      st16(P00, kLdF, c, 1.0f);
     } else if (warp == 1) {
-      ld16(c, Ablk(1, 3), kLdF);
-      mm16(c, Lb(3, 2), kLdF, Ablk(2, 1), kLdF);
-      st16(Ablk(1, 3), kLdF, c, 1.0f);
-    } else if (warp == 2) {
-      zero16(c);
-      mm16(c, Lb(3, 0), kLdF, Ablk(0, 0), kLdF);
+      ld16(c, P10, kLdF);
       mm16(c, Lb(3, 1), kLdF, Ablk(1, 0), kLdF);
-      st16(Ablk(0, 3), kLdF, c, 1.0f);
+      st16(P10, kLdF, c, 1.0f);
     }
     __syncthreads();
-    // 4: A20 = -X2 (...), A31 = -X3 (...)
     zero16(c);
-    if (warp == 0) {
-      mm16(c, Ablk(2, 2), kLdF, Ablk(0, 2), kLdF);
+    if (warp == 0) {  // A20 = -X2 P00
+      mm16(c, Ablk(2, 2), kLdF, P00, kLdF);
       st16(Ablk(2, 0), kLdF, c, -1.0f);
-    } else if (warp == 1) {
-      mm16(c, Ablk(3, 3), kLdF, Ablk(1, 3), kLdF);
-      st16(Ablk(3, 1), kLdF, c, -1.0f);
-    }
-    __syncthreads();
-    // 5, 6: A30 = -X3 (L30 X0 + L31 A10 + L32 A20), one warp.
-    if (warp == 0) {
-      ld16(c, Ablk(0, 3), kLdF);
-      mm16(c, Lb(3, 2), kLdF, Ablk(2, 0), kLdF);
-      st16(Ablk(0, 3), kLdF, c, 1.0f);
-      __syncwarp();
-      zero16(c);
-      mm16(c, Ablk(3, 3), kLdF, Ablk(0, 3), kLdF);
+    } else if (warp == 1) {  // A21 = -X2 P01
+      mm16(c, Ablk(2, 2), kLdF, P01, kLdF);
+      st16(Ablk(2, 1), kLdF, c, -1.0f);
+    } else if (warp == 2) {  // A30 = -(A32 P00 + X3 P10)
+      mm16(c, Ablk(3, 2), kLdF, P00, kLdF);
+      mm16(c, Ablk(3, 3), kLdF, P10, kLdF);
       st16(Ablk(3, 0), kLdF, c, -1.0f);
+    } else {  // A31 = -(A32 P01 + X3 P11)
+      mm16(c, Ablk(3, 2), kLdF, P01, kLdF);
+      mm16(c, Ablk(3, 3), kLdF, P11, kLdF);
+      st16(Ablk(3, 1), kLdF, c, -1.0f);
     }
     __syncthreads();
   }

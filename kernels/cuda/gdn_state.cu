@@ -135,25 +135,27 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
     const float* Gc = Gb + buf * kC;
     cp_async_wait_all();
     __syncthreads();  // chunk c landed; Sb holds its start state; everyone is done with the other buffer
-    if (c + 1 < nchunks) issue(c + 1);
-    if (c + kPrefetch < nchunks) prefetch(c + kPrefetch);
-    if (write_out) store_tile16<kNT, DK, kBV, true>(w.Sh + (tile0 + c) * DK * w.dvp + c0, w.dvp, Sb, kLdV);
 
     const int L = chunk_len(c);
     const float gL = Gc[L - 1];
     const int r0 = ra + gq, r1 = r0 + 8;
     const float d0 = r0 < L ? __expf(gL - Gc[r0]) : 0.0f, d1 = r1 < L ? __expf(gL - Gc[r1]) : 0.0f;
 
-    // W S; two accumulator sets halve the mma dependency chains.
-    float va[2][2][4] = {};
+    // W S; four accumulator sets keep the mma dependency chains short.
+    float va[4][2][4] = {};
 #pragma unroll
     for (int ks = 0; ks < DK / 16; ++ks) {
       uint32_t a[4], b0[2], b1[2];
       frag_a(a, Wc, kLdK, ra, ks * 16);
       frag_b_kn(b0, b1, Sb, kLdV, ks * 16, ca);
-      mma_bf16_16816(va[ks % 2][0], a, b0);
-      mma_bf16_16816(va[ks % 2][1], a, b1);
+      mma_bf16_16816(va[ks % 4][0], a, b0);
+      mma_bf16_16816(va[ks % 4][1], a, b1);
     }
+    // Off the critical path, while the products are in flight: the next chunk's loads, the L2 prefetch,
+    // and the start state for gdn_output (Sb is not overwritten before the barrier below).
+    if (c + 1 < nchunks) issue(c + 1);
+    if (c + kPrefetch < nchunks) prefetch(c + kPrefetch);
+    if (write_out) store_tile16<kNT, DK, kBV, true>(w.Sh + (tile0 + c) * DK * w.dvp + c0, w.dvp, Sb, kLdV);
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
       const int col = ca + nt * 8 + 2 * tq;
@@ -162,8 +164,10 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
         u0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r0 * kLdV + col));
         u1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r1 * kLdV + col));
       }
-      const float v00 = u0.x - va[0][nt][0] - va[1][nt][0], v01 = u0.y - va[0][nt][1] - va[1][nt][1];
-      const float v10 = u1.x - va[0][nt][2] - va[1][nt][2], v11 = u1.y - va[0][nt][3] - va[1][nt][3];
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) p[e] = (va[0][nt][e] + va[1][nt][e]) + (va[2][nt][e] + va[3][nt][e]);
+      const float v00 = u0.x - p[0], v01 = u0.y - p[1], v10 = u1.x - p[2], v11 = u1.y - p[3];
       st_bf16x2(Vd + r0 * kLdV + col, v00 * d0, v01 * d0);
       st_bf16x2(Vd + r1 * kLdV + col, v10 * d1, v11 * d1);
       if (write_out) {
@@ -172,7 +176,6 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
       }
     }
     __syncthreads();  // Vd complete; Sb no longer read
-    if (write_out) store_tile16<kNT, kC, kBV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
 
     // S = e^{G_L} S + K^T Vd.
     const float eL = __expf(gL);
@@ -189,6 +192,8 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
 #pragma unroll
       for (int nt = 0; nt < kBN; ++nt) mma_bf16_16816(S[nt], a, b[nt]);
     }
+    // Vn is rewritten only after the next top barrier.
+    if (write_out) store_tile16<kNT, kC, kBV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
     store_sb();
   }
 
