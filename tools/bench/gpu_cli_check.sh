@@ -23,6 +23,15 @@ head -1 tests/fixtures/eval/qa_eval_seed1.jsonl | python3 -c "import json,sys; p
 $H tokenize --tokenizer $Q/tokenizer.json --text-file $tmp/p.txt > $tmp/p.json
 $H generate --device cuda --model $Q --ids-file $tmp/p.json --max-new-tokens 5 --stop-at-eos 1019 > $tmp/a.json
 echo "shipped QA model on cuda answers '$($H detokenize --tokenizer $Q/tokenizer.json --ids-file $tmp/a.json)' (expected 4355<|im_end|>)"
+# The caching engine on CUDA with the trained model: exact match of every mode (the CPU table is docs/quality.md).
+$H eval-pic --device cuda --model $Q --prompts tests/fixtures/eval/qa_eval_seed1.jsonl --decode-tokens 6 > $tmp/ev.json
+python3 - $tmp/ev.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for m, s in d["modes"].items():
+    print(f"eval-pic cuda {m:7s} EM {s['exact_match']:.3f} top1 {s['top1_agree']:.3f} computed {s['computed_tokens_mean']:.1f}"
+          f" of {s['prompt_tokens_mean']:.1f} tokens, TTFT p50 {s['ttft_ms_p50']:.2f} ms")
+PY
 python3 -c "import json; json.dump(list(range(100, 612)), open('$tmp/r.json','w'))"
 start=$(date +%s%N)
 $H generate --device cuda --random-weights --model tools/bench/configs/qwen3_5_35b_a3b.json --ids-file $tmp/r.json --max-new-tokens 8

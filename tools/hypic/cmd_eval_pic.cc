@@ -1,7 +1,8 @@
 // hypic eval-pic --model DIR --prompts F.jsonl [--modes full,prefix,hypic,naive,noseam] [--seam 8]
-//                [--decode-tokens 16] [--cache-mb 1024] [--prewarm] [--show N]
+//                [--decode-tokens 16] [--cache-mb 1024] [--prewarm] [--show N] [--device cpu|cuda]
 // Runs every prompt in every mode in one process (each mode with its own segment store, warmed by the
 // prompts before it, or by all prompts with --prewarm) and compares each mode with `full`.
+// --device cuda runs the CUDA engine (bf16, device-resident cache) instead of the CPU one (fp32).
 // --show N prints the first N prompts' answers per mode to stderr (stdout stays one JSON object).
 #include <algorithm>
 #include <cstring>
@@ -16,6 +17,10 @@
 
 #include "runtime/engine.h"
 #include "runtime/text/tokenizer.h"
+#ifdef HYPIC_WITH_CUDA
+#include "kernels/cuda/check.h"
+#include "runtime/cuda/cuda_engine.h"
+#endif
 #include "tools/hypic/cli_args.h"
 
 namespace hypic::cli {
@@ -94,48 +99,36 @@ struct ModeStats {
   std::vector<double> ttft;
 };
 
-int run(int argc, char** argv) {
-  Args args(argc, argv, {"prewarm"});
-  args.allow_only({"model", "prompts", "modes", "seam", "decode-tokens", "cache-mb", "prewarm", "show"});
-  const long long show = args.get_int("show", 0);
-  const std::string dir = args.require("model");
-  auto model = HybridModel::load(dir);
-  const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
-  const auto prompts = read_prompts(args.require("prompts"));
-  std::vector<CacheMode> modes;
-  for (auto& m : split(args.get("modes", "full,prefix,hypic,naive,noseam"), ',')) modes.push_back(parse_mode(m));
-  const long long seam = args.get_int("seam", 8), n_decode = args.get_int("decode-tokens", 16);
-  const long long cache_mb = args.get_int("cache-mb", 1024);
-  if (seam < 0 || n_decode < 1 || cache_mb < 1) throw UsageError("--seam >= 0, --decode-tokens >= 1, --cache-mb >= 1");
-
-  EngineOptions opt;
-  opt.seam_width = seam;
-  opt.cache_budget_bytes = static_cast<size_t>(cache_mb) << 20;
-  char fp[17];
-  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(tok.fingerprint()));
-  opt.tokenizer_fingerprint = fp;
-
+struct EvalSetup {
+  std::vector<EvalPrompt> prompts;
   std::vector<std::vector<std::vector<int>>> tokenized;
-  for (auto& p : prompts) {
-    std::vector<std::vector<int>> blocks;
-    for (auto& b : p.blocks) blocks.push_back(tok.encode(b));
-    tokenized.push_back(std::move(blocks));
-  }
-  std::vector<int> stop_ids;
-  for (const char* s : {"<|im_end|>", "<|endoftext|>"})
-    if (auto id = tok.token_to_id(s)) stop_ids.push_back(*id);
+  std::vector<CacheMode> modes;
+  EngineOptions opt;
+  long long n_decode = 16, show = 0;
+  bool prewarm = false;
+};
 
-  Engine reference(*model, CacheMode::Full, opt);
-  std::map<CacheMode, std::unique_ptr<Engine>> engines;
-  for (auto m : modes) engines[m] = std::make_unique<Engine>(*model, m, opt);
-  if (args.has("prewarm"))
-    for (auto& [m, e] : engines)
+// Every prompt in every mode against `full`, on either backend's engine (Engine over a HybridModel or
+// CudaEngine over a CudaModel: the same run / greedy_decode interface).
+template <class EngineT, class ModelT>
+std::map<CacheMode, ModeStats> evaluate(ModelT& model, const EvalSetup& e, const Tokenizer& tok,
+                                        const std::vector<int>& stop_ids) {
+  const auto& prompts = e.prompts;
+  const auto& tokenized = e.tokenized;
+  const auto& modes = e.modes;
+  const long long n_decode = e.n_decode, show = e.show;
+  const EngineOptions& opt = e.opt;
+  EngineT reference(model, CacheMode::Full, opt);
+  std::map<CacheMode, std::unique_ptr<EngineT>> engines;
+  for (auto m : modes) engines[m] = std::make_unique<EngineT>(model, m, opt);
+  if (e.prewarm)
+    for (auto& [m, eng] : engines)
       if (m != CacheMode::Full)
-        for (auto& blocks : tokenized) e->run(blocks);
+        for (auto& blocks : tokenized) eng->run(blocks);
 
   std::map<CacheMode, ModeStats> stats;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    PromptResult ref = reference.run(tokenized[i]);
+    auto ref = reference.run(tokenized[i]);
     const std::vector<float> ref_logits = ref.logits;
     const std::vector<int> ref_tokens = reference.greedy_decode(ref, static_cast<int>(n_decode));
     const int ref_top1 = ref_tokens[0];
@@ -153,7 +146,7 @@ int run(int argc, char** argv) {
       if (prompts[i].answer) std::fprintf(stderr, "  expected: %s\n", prompts[i].answer->c_str());
     }
     for (auto m : modes) {
-      PromptResult r = m == CacheMode::Full ? reference.run(tokenized[i]) : engines[m]->run(tokenized[i]);
+      auto r = m == CacheMode::Full ? reference.run(tokenized[i]) : engines[m]->run(tokenized[i]);
       const std::vector<float> first = r.logits;
       const std::vector<int> toks = engines[m]->greedy_decode(r, static_cast<int>(n_decode));
       ModeStats& s = stats[m];
@@ -183,9 +176,60 @@ int run(int argc, char** argv) {
     }
   }
 
+  return stats;
+}
+
+int run(int argc, char** argv) {
+  Args args(argc, argv, {"prewarm"});
+  args.allow_only({"model", "prompts", "modes", "seam", "decode-tokens", "cache-mb", "prewarm", "show", "device"});
+  EvalSetup e;
+  e.show = args.get_int("show", 0);
+  e.prewarm = args.has("prewarm");
+  const std::string dir = args.require("model");
+  const std::string device = args.get("device", "cpu");
+  if (device != "cpu" && device != "cuda") throw UsageError("--device must be cpu or cuda, got '" + device + "'");
+#ifndef HYPIC_WITH_CUDA
+  if (device == "cuda")
+    throw UsageError("this hypic was built without the CUDA backend (nvcc was not found at configure time)");
+#endif
+  const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
+  e.prompts = read_prompts(args.require("prompts"));
+  for (auto& m : split(args.get("modes", "full,prefix,hypic,naive,noseam"), ',')) e.modes.push_back(parse_mode(m));
+  const long long seam = args.get_int("seam", 8), cache_mb = args.get_int("cache-mb", 1024);
+  e.n_decode = args.get_int("decode-tokens", 16);
+  if (seam < 0 || e.n_decode < 1 || cache_mb < 1)
+    throw UsageError("--seam >= 0, --decode-tokens >= 1, --cache-mb >= 1");
+  e.opt.seam_width = seam;
+  e.opt.cache_budget_bytes = static_cast<size_t>(cache_mb) << 20;
+  char fp[17];
+  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(tok.fingerprint()));
+  e.opt.tokenizer_fingerprint = fp;
+  for (auto& p : e.prompts) {
+    std::vector<std::vector<int>> blocks;
+    for (auto& b : p.blocks) blocks.push_back(tok.encode(b));
+    e.tokenized.push_back(std::move(blocks));
+  }
+  std::vector<int> stop_ids;
+  for (const char* s : {"<|im_end|>", "<|endoftext|>"})
+    if (auto id = tok.token_to_id(s)) stop_ids.push_back(*id);
+
+  std::map<CacheMode, ModeStats> stats;
+  if (device == "cpu") {
+    auto model = HybridModel::load(dir);
+    stats = evaluate<Engine>(static_cast<const HybridModel&>(*model), e, tok, stop_ids);
+  } else {
+#ifdef HYPIC_WITH_CUDA
+    if (!cuda::device_available()) throw UsageError("--device cuda: no CUDA device is available");
+    auto model = CudaModel::load(dir);
+    stats = evaluate<CudaEngine>(*model, e, tok, stop_ids);
+#endif
+  }
+  const auto& modes = e.modes;
+  const long long seam_out = seam, n_decode = e.n_decode;
   nlohmann::ordered_json out;
-  out["prompts"] = prompts.size();
-  out["seam"] = seam;
+  out["device"] = device;
+  out["prompts"] = e.prompts.size();
+  out["seam"] = seam_out;
   out["decode_tokens"] = n_decode;
   for (auto m : modes) {
     ModeStats& s = stats[m];
