@@ -5,12 +5,12 @@
 //   W = A diag(beta e^G) K,   U = A diag(beta) V          (tensor cores, bf16 to the workspace)
 // so that the chunk's true pseudo-values are Vn = U - W S0 (the CPU's forward substitution in matrix form).
 //
-// The inverse. The four 16 x 16 diagonal blocks of I + L are unit lower triangular: one warp each inverts
-// its block by forward substitution in fp32 (lane c owns column c). The off-diagonal blocks follow from
+// The inverse, in place over L. The four 16 x 16 diagonal blocks of I + L are unit lower triangular: one
+// warp each inverts its block by forward substitution in fp32 (lane c owns column c). The off-diagonal blocks follow from
 // (I + L) A = I as the inverse of a block-triangular matrix, 16 x 16 products scheduled over the 4 warps
 // in 4 steps (below). Those products stay fp32 accurate to ~16 bits by splitting every operand into bf16
 // hi + lo and summing the three significant cross products on tensor cores: A is only rounded to bf16
-// once, as the operand of W and U.
+// once, with its column scaling, as the operand of W and U.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
 
@@ -24,16 +24,14 @@ template <int DK>
 struct PrepSmem {
   static constexpr int kLdK = DK + 8;   // bf16 K rows (272 or 144 bytes: ldmatrix rows hit distinct banks)
   static constexpr int kLdV = 128 + 8;  // bf16 V rows, 128 value columns per pass
-  static constexpr int kLdF = kC + 8;   // fp32 64-wide tiles; 72 = 8 mod 32 keeps float2 fragment loads clean
-  static constexpr int kLdB = kC + 8;   // bf16 Ab, Aw
+  static constexpr int kLdF = kC + 8;   // fp32 64-wide tile; 72 = 8 mod 32 keeps float2 fragment loads clean
   static constexpr size_t k = 0;                              // K [64][kLdK]; later the W staging tile
   static constexpr size_t v = align128(k + 2 * kC * kLdK);    // V [64][kLdV]; later the U staging tile
-  static constexpr size_t l = align128(v + 2 * kC * kLdV);    // L fp32 [64][kLdF]; later Ab, Aw [64][kLdB]
-  static constexpr size_t a = align128(l + 4 * kC * kLdF);    // A fp32 [64][kLdF] (upper blocks: temporaries)
+  static constexpr size_t a = align128(v + 2 * kC * kLdV);    // L, turned into A in place (fp32 [64][kLdF])
   static constexpr size_t gs = align128(a + 4 * kC * kLdF);   // G
   static constexpr size_t bs = gs + 4 * kC;                   // beta
-  static constexpr size_t bytes = align128(bs + 4 * kC);
-  static_assert(2 * 2 * kC * kLdB <= 4 * kC * kLdF, "Ab and Aw fit in the L tile");
+  static constexpr size_t ws = bs + 4 * kC;                   // beta e^G
+  static constexpr size_t bytes = align128(ws + 4 * kC);      // ~53 KB: 4 blocks per SM
 };
 
 __device__ __forceinline__ void split_bf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
@@ -94,21 +92,19 @@ __device__ __forceinline__ void st16(float* D, int ld, const float c[2][4], floa
 }
 
 template <int DK>
-__global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf16* __restrict__ k,
+__global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const bf16* __restrict__ k,
                                                             const bf16* __restrict__ v, const float* __restrict__ g,
                                                             const float* __restrict__ beta,
                                                             const int32_t* __restrict__ cu, Workspace w) {
   using SM = PrepSmem<DK>;
-  constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kLdF = SM::kLdF, kLdB = SM::kLdB;
+  constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kLdF = SM::kLdF;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Ks = reinterpret_cast<bf16*>(smem + SM::k);
   bf16* Vs = reinterpret_cast<bf16*>(smem + SM::v);
-  float* Lf = reinterpret_cast<float*>(smem + SM::l);
   float* Af = reinterpret_cast<float*>(smem + SM::a);
-  bf16* Ab = reinterpret_cast<bf16*>(smem + SM::l);              // A diag(beta), once L is consumed
-  bf16* Aw = reinterpret_cast<bf16*>(smem + SM::l) + kC * kLdB;  // A diag(beta e^G)
   float* Gs = reinterpret_cast<float*>(smem + SM::gs);
   float* Bs = reinterpret_cast<float*>(smem + SM::bs);
+  float* BWs = reinterpret_cast<float*>(smem + SM::ws);
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
   const SeqRange sr = seq_range(cu, n, s.T);
@@ -140,8 +136,11 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
     Gs[i1] = incl;
     w.G[tile * kC + i0] = incl - b + a;
     w.G[tile * kC + i1] = incl;
-    Bs[i0] = i0 < L ? beta[(t0 + i0) * H + h] : 0.0f;
-    Bs[i1] = i1 < L ? beta[(t0 + i1) * H + h] : 0.0f;
+    const float b0 = i0 < L ? beta[(t0 + i0) * H + h] : 0.0f, b1 = i1 < L ? beta[(t0 + i1) * H + h] : 0.0f;
+    Bs[i0] = b0;
+    Bs[i1] = b1;
+    BWs[i0] = b0 * __expf(incl - b + a);
+    BWs[i1] = b1 * __expf(incl);
   }
   cp_async_wait_all();
   __syncthreads();
@@ -171,25 +170,29 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
         const int j = nt * 8 + 2 * tq;
         const float l0 = (j < i && i < L) ? bi * __expf(gi - Gs[j]) * acc[nt][2 * half] : 0.0f;
         const float l1 = (j + 1 < i && i < L) ? bi * __expf(gi - Gs[j + 1]) * acc[nt][2 * half + 1] : 0.0f;
-        *reinterpret_cast<float2*>(Lf + i * kLdF + j) = make_float2(l0, l1);
+        *reinterpret_cast<float2*>(Af + i * kLdF + j) = make_float2(l0, l1);
       }
     }
   }
   __syncthreads();
 
-  // Diagonal blocks: X_b = (I + L_bb)^-1, warp b, lane c < 16 runs column c.
+  // Diagonal blocks, in place: X_b = (I + L_bb)^-1, warp b, lane c < 16 runs column c. Row i of L is read
+  // into registers by the whole half-warp before any lane overwrites it with row i of X.
   if (lane < 16) {
     const int c = lane;
-    const float* Lb = Lf + warp * 16 * kLdF + warp * 16;
-    float* Xb = Af + warp * 16 * kLdF + warp * 16;
+    float* B = Af + warp * 16 * kLdF + warp * 16;
     float x[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
+      float l[16];
+#pragma unroll
+      for (int j = 0; j < i; ++j) l[j] = B[i * kLdF + j];
+      __syncwarp(0x0000ffffu);
       float acc = i == c ? 1.0f : 0.0f;
 #pragma unroll
-      for (int j = 0; j < i; ++j) acc -= Lb[i * kLdF + j] * x[j];
+      for (int j = 0; j < i; ++j) acc -= l[j] * x[j];
       x[i] = acc;
-      Xb[i * kLdF + c] = acc;
+      B[i * kLdF + c] = acc;
     }
   }
   __syncthreads();
@@ -199,7 +202,8 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
   // -Y1 L' Y0 (L' = [L20 L21; L30 L31]) as P = L' Y0 and -Y1 P. Temporaries live in A's (unused) upper
   // blocks. Four barrier steps; at most two 16 x 16 products per warp and step.
   {
-    auto Lb = [&](int i, int j) { return Lf + i * 16 * kLdF + j * 16; };
+    // L's off-diagonal blocks sit where A's will go; each is read for the last time before it is replaced.
+    auto Lb = [&](int i, int j) { return Af + i * 16 * kLdF + j * 16; };
     auto Ablk = [&](int i, int j) { return Af + i * 16 * kLdF + j * 16; };
     float* T10 = Ablk(0, 1);  // L10 X0
     float* T32 = Ablk(2, 3);  // L32 X2
@@ -267,30 +271,27 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
     __syncthreads();
   }
 
-  // Aw = A diag(beta e^G), Ab = A diag(beta) in bf16 over the consumed L (lower triangle only: the upper
-  // blocks hold temporaries). Thread: one column pair, every fourth row.
-  {
-    const int j = (threadIdx.x % 32) * 2;
-    const float b0 = Bs[j], b1 = Bs[j + 1], w0 = b0 * __expf(Gs[j]), w1 = b1 * __expf(Gs[j + 1]);
-#pragma unroll
-    for (int rr = 0; rr < kC / 4; ++rr) {
-      const int i = threadIdx.x / 32 + rr * 4;
-      const float2 x = *reinterpret_cast<const float2*>(Af + i * kLdF + j);
-      const float a0 = j <= i ? x.x : 0.0f, a1 = j + 1 <= i ? x.y : 0.0f;
-      st_bf16x2(Ab + i * kLdB + j, a0 * b0, a1 * b1);
-      st_bf16x2(Aw + i * kLdB + j, a0 * w0, a1 * w1);
-    }
-  }
-  __syncthreads();
-
-  // W = Aw K, staged over K for 16-byte stores.
+  // W = A diag(beta e^G) K and U = A diag(beta) V: A fragments straight from the fp32 tile, scaled and
+  // rounded to bf16 on the way (A is lower triangular: k-steps right of the diagonal are skipped, and the
+  // upper halves of the diagonal blocks are zero).
+  auto frag_a_scaled = [&](uint32_t a[4], int ks, const float* scale) {
+    const float* p = Af + (warp * 16 + gq) * kLdF + ks * 16 + 2 * tq;
+    const float* sc = scale + ks * 16 + 2 * tq;
+    const float2 x0 = *reinterpret_cast<const float2*>(p), x1 = *reinterpret_cast<const float2*>(p + 8 * kLdF);
+    const float2 x2 = *reinterpret_cast<const float2*>(p + 8), x3 = *reinterpret_cast<const float2*>(p + 8 * kLdF + 8);
+    a[0] = detail::pack_bf16(x0.x * sc[0], x0.y * sc[1]);
+    a[1] = detail::pack_bf16(x1.x * sc[0], x1.y * sc[1]);
+    a[2] = detail::pack_bf16(x2.x * sc[8], x2.y * sc[9]);
+    a[3] = detail::pack_bf16(x3.x * sc[8], x3.y * sc[9]);
+  };
   const int r = warp * 16 + gq;
   {
     float acc[DK / 8][4] = {};
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
+      if (ks > warp) break;
       uint32_t a[4];
-      frag_a(a, Aw, kLdB, warp * 16, ks * 16);
+      frag_a_scaled(a, ks, BWs);
 #pragma unroll
       for (int np = 0; np < DK / 16; ++np) {
         uint32_t b0[2], b1[2];
@@ -299,7 +300,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
         mma_bf16_16816(acc[2 * np + 1], a, b1);
       }
     }
-    __syncthreads();
+    __syncthreads();  // K consumed: stage W over it
 #pragma unroll
     for (int nt = 0; nt < DK / 8; ++nt) {
       st_bf16x2(Ks + r * kLdK + nt * 8 + 2 * tq, acc[nt][0], acc[nt][1]);
@@ -307,7 +308,7 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
     }
   }
 
-  // U = Ab V, 128 value columns per pass, staged over V.
+  // 128 value columns per pass, staged over V.
   for (int c0 = 0; c0 < w.dvp; c0 += 128) {
     const int ncols = int(min(int64_t{128}, w.dvp - c0));  // 64 or 128
     if (c0 > 0) {
@@ -320,8 +321,9 @@ __global__ void __launch_bounds__(kThreads) gdn_prep_kernel(GdnShape s, const bf
     float acc[16][4] = {};
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
+      if (ks > warp) break;
       uint32_t a[4];
-      frag_a(a, Ab, kLdB, warp * 16, ks * 16);
+      frag_a_scaled(a, ks, Bs);
 #pragma unroll
       for (int np = 0; np < 8; ++np) {
         uint32_t b0[2], b1[2];
