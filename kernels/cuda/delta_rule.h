@@ -21,7 +21,10 @@ struct GdnShape {
   int64_t dv;  // value dim
 };
 
-// Bytes of device workspace gdn_chunked_prefill needs (per-chunk pseudo-values, WY weights, decays).
+// Bytes of device workspace gdn_chunked_prefill needs (layout in kernels/cuda/gdn_common.cuh): per value
+// head and chunk slot (T / 64 + N + 1 slots) the WY weights W (64 x dk) and pseudo-values (64 x dv), the
+// chunk's start state for the output pass (dk x dv), all bf16, and the decays; dk is padded to 64 or 128,
+// dv to a multiple of 64. For H 32, dk = dv = 128: ~33 KB per token (~270 MB at 8192 tokens, ~1.1 GB at 32768).
 size_t gdn_chunked_workspace_bytes(const GdnShape& s);
 
 // Chunked prefill (chunk 64, WY/UT form on tensor cores), optionally building the transfer operator of

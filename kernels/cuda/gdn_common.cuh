@@ -14,8 +14,7 @@
 
 namespace hypic::cuda::gdn {
 
-constexpr int kC = 64;         // chunk length
-constexpr int kThreads = 128;  // 4 warps in every GDN kernel block (gdn_state: 4 per 32 state columns)
+constexpr int kC = 64;  // chunk length
 
 // Padded key dim (tiles are DK wide, zero beyond dk) and value dim (a multiple of 64).
 inline int padded_dk(int64_t dk) { return dk <= 64 ? 64 : 128; }

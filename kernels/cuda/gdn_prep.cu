@@ -6,11 +6,11 @@
 // so that the chunk's true pseudo-values are Vn = U - W S0 (the CPU's forward substitution in matrix form).
 //
 // The inverse, in place over L. The four 16 x 16 diagonal blocks of I + L are unit lower triangular: one
-// warp each inverts its block by forward substitution in fp32 (lane c owns column c). The off-diagonal blocks follow from
-// (I + L) A = I as the inverse of a block-triangular matrix, 16 x 16 products scheduled over the 4 warps
-// in 4 steps (below). Those products stay fp32 accurate to ~16 bits by splitting every operand into bf16
-// hi + lo and summing the three significant cross products on tensor cores: A is only rounded to bf16
-// once, with its column scaling, as the operand of W and U.
+// warp each inverts its block by forward substitution in fp32 (lane c owns column c). The off-diagonal
+// blocks follow from (I + L) A = I as the inverse of a block-triangular matrix, 16 x 16 products scheduled
+// over the 4 warps in 4 steps (below). Those products stay fp32 accurate to ~16 bits by splitting every
+// operand into bf16 hi + lo and summing the three significant cross products on tensor cores: A is only
+// rounded to bf16 once, with its column scaling, as the operand of W and U.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
 
@@ -19,6 +19,8 @@ namespace {
 
 using detail::align128;
 using detail::mma_bf16_16816;
+
+constexpr int kThreads = 128;  // 4 warps; warp w owns chunk rows 16w..16w+15 of every product
 
 template <int DK>
 struct PrepSmem {
