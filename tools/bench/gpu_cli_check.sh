@@ -3,7 +3,7 @@
 # --device cuda` on the fixture models against the transformers goldens, the shipped QA model's answer
 # on CUDA, and a 35B-A3B-shaped random-weights run. Usage: tools/bench/gpu_cli_check.sh BUILD_DIR
 set -uo pipefail
-H=${1:-build-gpu}/tools/hypic/hypic
+H=${HYPIC:-${1:-build-gpu}/tools/hypic/hypic}  # HYPIC=path overrides the build dir
 tmp=$(mktemp -d)
 for m in qwen3_next_moe qwen3_5_dense qwen3_5_moe; do
   F=tests/fixtures/models/$m

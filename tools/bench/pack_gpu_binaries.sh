@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the GPU tests, benches and the CLI here (nvcc compiles for sm_90a without a GPU) and packs them,
+# stripped, into .gpubin/gpubin.tar.xz (ignored by git) with the libyaml-cpp they link against, so a
+# device call only unpacks and runs (tools/bench/gpu_full_check.sh) instead of compiling there.
+# Usage: tools/bench/pack_gpu_binaries.sh [BUILD_DIR]   (configured from this checkout with CUDA on)
+set -euo pipefail
+B=${1:-build}
+targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test cuda_engine_test
+         hypic_bench_kernels hypic_bench_model hypic_bench_ttft"
+for t in cuda_gdn_chunked_test; do grep -rqs "$t" --include=CMakeLists.txt tests && targets="$targets $t"; done
+cmake --build "$B" -j"$(nproc)" --target $targets
+stage=$(mktemp -d)/gpubin
+mkdir -p "$stage"
+for t in $targets; do
+  f=$(find "$B" -name "$t" -type f -perm -u+x | head -1)
+  strip -o "$stage/$t" "$f"
+done
+pwd > "$stage/source_dir"  # the tests' HYPIC_SOURCE_DIR: the device links it to its checkout
+cp -L "$(ldconfig -p | awk '/libyaml-cpp.so.0.7 /{print $NF; exit}')" "$stage/libyaml-cpp.so.0.7"
+mkdir -p .gpubin
+tar cJf .gpubin/gpubin.tar.xz -C "$(dirname "$stage")" gpubin
+ls -la .gpubin/gpubin.tar.xz
