@@ -5,7 +5,9 @@
 namespace hypic::cuda {
 namespace {
 
-constexpr int kWarps = 8, kThreads = kWarps * 32, kRowsPerWarp = 2, kRowsPerBlock = kWarps * kRowsPerWarp;
+// One output row per warp and many blocks: decode reads each weight once, so what matters is how many
+// loads are in flight across the GPU.
+constexpr int kWarps = 8, kThreads = kWarps * 32, kRowsPerWarp = 1, kRowsPerBlock = kWarps * kRowsPerWarp;
 constexpr int64_t kMaxActElems = 16384;
 
 // This lane's share of w . v over n elements (n % 8 == 0): 16-byte loads, lanes 8 elements apart.
@@ -13,6 +15,7 @@ constexpr int64_t kMaxActElems = 16384;
 __device__ __forceinline__ float dot_partial(const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* v, int n,
                                              int lane) {
   float acc = 0.0f;
+#pragma unroll 4
   for (int c = lane * 8; c < n; c += 256) {
     const uint4 wv = __ldcs(reinterpret_cast<const uint4*>(w + c));
     const uint4 xv = *reinterpret_cast<const uint4*>(v + c);
@@ -69,6 +72,7 @@ __global__ void __launch_bounds__(kThreads) down_kernel(const __nv_bfloat16* __r
     const int n = blockIdx.x * kRowsPerBlock + warp * kRowsPerWarp + j;
     if (n >= D) break;
     float acc = 0.0f;
+#pragma unroll 4
     for (int k = 0; k < K; ++k) {
       const __nv_bfloat16* W = down + (int64_t(ids[t * K + k]) * D + n) * I;
       acc += weights[t * K + k] * dot_partial(W, as + int64_t(k) * I, I, lane);

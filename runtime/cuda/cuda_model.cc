@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <climits>
 #include <cstring>
@@ -33,6 +34,8 @@ constexpr int64_t kChunkedMinTokens = 16;
 constexpr int64_t kDecodeMaxRows = 16;
 // Up to this many routed (token, expert) rows the MoE runs on the few-row GEMV kernels.
 constexpr int64_t kSmallMoeRows = 64;
+// Decode graphs kept per model (one per sequence buffers / KV capacity), least recently used dropped.
+constexpr size_t kDecodeGraphs = 4;
 }  // namespace
 
 // What the captured one-token step reads and writes: fixed buffers, plus the step's inputs uploaded
@@ -69,7 +72,7 @@ CudaModel::~CudaModel() = default;
 
 void CudaModel::set_decode_graphs(bool on) {
   graphs_on_ = on;
-  if (!on) graph_.reset();
+  if (!on) graphs_.clear();
 }
 
 bool CudaModel::small_moe(int64_t T) const {
@@ -405,8 +408,26 @@ std::vector<float> CudaModel::decode_step(int id, CudaSequenceState& st) {
       bound.push_back(kv.pos.get());
     }
   }
-  if (!graph_ || graph_->bound != bound || graph_->capacity != capacity) capture_decode(st, capacity, bound);
-  DecodeGraph& g = *graph_;
+  // A few sequences may take turns (an agent's sessions): keep the graphs of the last kDecodeGraphs.
+  auto hit = std::find_if(graphs_.begin(), graphs_.end(),
+                          [&](const auto& g) { return g->bound == bound && g->capacity == capacity; });
+  if (hit != graphs_.end()) {
+    std::rotate(hit, hit + 1, graphs_.end());  // most recently used last
+  } else {
+    try {
+      if (graphs_.size() >= kDecodeGraphs) graphs_.erase(graphs_.begin());
+      graphs_.push_back(capture_decode(st, capacity, bound));
+    } catch (const std::exception& e) {
+      // Nothing captured has run, so the step can still be launched; graphs stay off for this model.
+      (void)cudaGetLastError();
+      std::fprintf(stderr, "hypic: CUDA graph capture of the decode step failed (%s); launching kernels instead\n",
+                   e.what());
+      set_decode_graphs(false);
+      return {};
+    }
+    ++graph_captures_;
+  }
+  DecodeGraph& g = *graphs_.back();
   g.host->id = id;
   g.host->rows_end = static_cast<int32_t>(rows + 1);
   g.host->pos = st.length;
@@ -423,8 +444,8 @@ std::vector<float> CudaModel::decode_step(int id, CudaSequenceState& st) {
   return out;
 }
 
-void CudaModel::capture_decode(CudaSequenceState& st, int64_t capacity, std::vector<const void*> bound) {
-  graph_.reset();
+std::unique_ptr<CudaModel::DecodeGraph> CudaModel::capture_decode(CudaSequenceState& st, int64_t capacity,
+                                                                  std::vector<const void*> bound) {
   auto g = std::make_unique<DecodeGraph>();
   const int64_t D = cfg_.hidden_size, V = cfg_.vocab_size, row = cfg_.num_kv_heads * cfg_.head_dim;
   g->a = activations(1);
@@ -467,7 +488,7 @@ void CudaModel::capture_decode(CudaSequenceState& st, int64_t capacity, std::vec
   const cudaError_t err = cudaGraphInstantiate(&g->exec, graph, 0);
   cudaGraphDestroy(graph);
   HYPIC_CUDA_CHECK(err);
-  graph_ = std::move(g);
+  return g;
 }
 
 void CudaModel::attention_step(int layer, CudaActivations& s, CudaAttentionLayerState& kv, DecodeGraph& g) {

@@ -49,10 +49,12 @@ class CudaModel {
   // One-token forward() steps replay a captured CUDA graph (the default; HYPIC_CUDA_GRAPHS=0 in the
   // environment or set_decode_graphs(false) launches every kernel instead). The graph reads the token,
   // its position and the key count from device memory, so it is captured again only when the sequence's
-  // buffers move (another state, a KV cache that outgrew its capacity). Results equal the launched
-  // path's up to the order of the attention sums.
+  // buffers move (a KV cache that outgrew its capacity); the graphs of the last few sequences are kept.
+  // Results equal the launched path's up to the order of the attention sums.
   void set_decode_graphs(bool on);
   bool decode_graphs() const { return graphs_on_; }
+  // How many times the decode graph was captured (a capture that fails turns graphs off, logged once).
+  int64_t decode_graph_captures() const { return graph_captures_; }
 
   cudaStream_t stream() const { return stream_; }
   cuda::DevicePool& pool() { return pool_; }
@@ -96,7 +98,7 @@ class CudaModel {
   void moe_grouped(int layer, CudaActivations& a, cuda::bf16* y);
   // The graph-replayed one-token step; an empty result when this state cannot use it (uneven KV rows).
   std::vector<float> decode_step(int id, CudaSequenceState& st);
-  void capture_decode(CudaSequenceState& st, int64_t capacity, std::vector<const void*> bound);
+  std::unique_ptr<DecodeGraph> capture_decode(CudaSequenceState& st, int64_t capacity, std::vector<const void*> bound);
   // attention_mixer for the captured step: K/V appended at the device-side count, keys read up to it.
   void attention_step(int layer, CudaActivations& a, CudaAttentionLayerState& kv, DecodeGraph& g);
 
@@ -108,7 +110,8 @@ class CudaModel {
   DeviceWeights w_;
   std::vector<int32_t> counts_host_;  // MoE group sizes (host)
   bool graphs_on_ = true;
-  std::unique_ptr<DecodeGraph> graph_;
+  int64_t graph_captures_ = 0;
+  std::vector<std::unique_ptr<DecodeGraph>> graphs_;
 };
 
 }  // namespace hypic

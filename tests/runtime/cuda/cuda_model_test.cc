@@ -160,7 +160,7 @@ TEST_P(CudaModelFixture, LongPrefillAcrossChunksMatchesCpuAndDecode) {
 
 TEST_P(CudaModelFixture, GraphDecodeEqualsLaunchedDecode) {
   // 250 prompt tokens, then 24 steps: the KV cache outgrows its 256 rows on the way (the graph is
-  // captured again), and two sequences alternate on the graph (captured again at every switch).
+  // captured again), and two sequences take turns.
   std::vector<int> ids;
   for (int i = 0; i < 274; ++i) ids.push_back(ids_[(i * 5) % ids_.size()]);
   const std::vector<int> head(ids.begin(), ids.begin() + 250);
@@ -187,6 +187,10 @@ TEST_P(CudaModelFixture, GraphDecodeEqualsLaunchedDecode) {
   }
   EXPECT_EQ(a.length, 274);
   EXPECT_EQ(b.length, 274);
+  // One graph per sequence, captured again when its cache grows past 256 rows: a and b take turns on
+  // their own graphs instead of capturing at every switch.
+  EXPECT_TRUE(gpu_->decode_graphs());
+  EXPECT_EQ(gpu_->decode_graph_captures(), 4);
 }
 
 TEST_P(CudaModelFixture, RejectsIdsOutsideTheVocabulary) {
