@@ -26,24 +26,48 @@ CacheMode parse_mode(const std::string& s) {
   throw InvalidArgument("unknown mode '" + s + "' (expected full, prefix, hypic, naive or noseam)");
 }
 
-Engine::Engine(const HybridModel& model, CacheMode mode, EngineOptions opt)
-    : model_(model), mode_(mode), opt_(std::move(opt)), store_(opt_.cache_budget_bytes) {
-  if (opt_.seam_width < 0) throw InvalidArgument("seam width must be >= 0");
-  keys_.model_fingerprint = model.fingerprint();
-  keys_.tokenizer_fingerprint = opt_.tokenizer_fingerprint;
-  keys_.seam_width = static_cast<int>(seam_width());
-}
-
-PromptResult Engine::run(const std::vector<std::vector<int>>& blocks) {
-  std::vector<PromptBlock> b;
-  for (auto& t : blocks) b.push_back({t, BlockCache::Cache});
-  return run(b);
-}
-
-PromptResult Engine::run(const std::vector<PromptBlock>& blocks) {
+void check_prompt(const std::vector<PromptBlock>& blocks) {
   if (blocks.empty() || blocks.back().tokens.empty()) throw InvalidArgument("a prompt needs a non-empty query tail");
   for (size_t i = 0; i + 1 < blocks.size(); ++i)
     if (blocks[i].tokens.empty()) throw InvalidArgument("block " + std::to_string(i) + " is empty");
+}
+
+std::vector<PromptBlock> cacheable_blocks(const std::vector<std::vector<int>>& blocks) {
+  std::vector<PromptBlock> b;
+  for (auto& t : blocks) b.push_back({t, BlockCache::Cache});
+  return b;
+}
+
+KeyContext engine_key_context(const std::string& model_fingerprint, const EngineOptions& opt, CacheMode m) {
+  if (opt.seam_width < 0) throw InvalidArgument("seam width must be >= 0");
+  KeyContext k;
+  k.model_fingerprint = model_fingerprint;
+  k.tokenizer_fingerprint = opt.tokenizer_fingerprint;
+  k.seam_width = m == CacheMode::NoSeam ? 0 : static_cast<int>(opt.seam_width);
+  return k;
+}
+
+std::vector<SegmentKey> chain_keys(const KeyContext& keys, const std::vector<PromptBlock>& blocks) {
+  std::vector<SegmentKey> chain(blocks.empty() ? 0 : blocks.size() - 1);
+  std::optional<SegmentKey> parent;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    chain[i] = chain_key(parent, content_key(keys, blocks[i].tokens));
+    parent = chain[i];
+  }
+  return chain;
+}
+
+Engine::Engine(const HybridModel& model, CacheMode mode, EngineOptions opt)
+    : model_(model),
+      mode_(mode),
+      opt_(std::move(opt)),
+      keys_(engine_key_context(model.fingerprint(), opt_, mode)),
+      store_(opt_.cache_budget_bytes) {}
+
+PromptResult Engine::run(const std::vector<std::vector<int>>& blocks) { return run(cacheable_blocks(blocks)); }
+
+PromptResult Engine::run(const std::vector<PromptBlock>& blocks) {
+  check_prompt(blocks);
   const auto t0 = std::chrono::steady_clock::now();
   PromptResult r;
   switch (mode_) {
@@ -70,12 +94,7 @@ PromptResult Engine::run_full(const std::vector<PromptBlock>& blocks) {
 PromptResult Engine::run_prefix(const std::vector<PromptBlock>& blocks) {
   const ModelConfig& cfg = model_.config();
   const size_t k = blocks.size() - 1;
-  std::vector<SegmentKey> chain(k);
-  std::optional<SegmentKey> parent;
-  for (size_t i = 0; i < k; ++i) {
-    chain[i] = chain_key(parent, content_key(keys_, blocks[i].tokens));
-    parent = chain[i];
-  }
+  const std::vector<SegmentKey> chain = chain_keys(keys_, blocks);
   // Longest run of cached block ends from the start; rebuild the exact state from it.
   PromptResult r;
   r.state = model_.new_state();

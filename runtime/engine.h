@@ -50,6 +50,17 @@ struct PromptResult {
   std::vector<BlockOutcome> blocks;  // one per cached block (all but the query)
 };
 
+// ---- what every engine (this CPU Engine, CudaEngine) shares ----
+// Throws InvalidArgument unless the prompt has a non-empty query tail and no empty block.
+void check_prompt(const std::vector<PromptBlock>& blocks);
+// Token lists as blocks, every block but the query cacheable.
+std::vector<PromptBlock> cacheable_blocks(const std::vector<std::vector<int>>& blocks);
+// The keys of an engine in mode m: model and tokenizer fingerprints and the mode's seam width (0 for
+// noseam). Throws InvalidArgument for a negative seam width.
+KeyContext engine_key_context(const std::string& model_fingerprint, const EngineOptions& opt, CacheMode m);
+// Chain keys of the cached blocks (all but the query), each over the blocks before it.
+std::vector<SegmentKey> chain_keys(const KeyContext& keys, const std::vector<PromptBlock>& blocks);
+
 class Engine {
  public:
   Engine(const HybridModel& model, CacheMode mode, EngineOptions opt);
@@ -63,7 +74,7 @@ class Engine {
 
   CacheMode mode() const { return mode_; }
   SegmentStore& store() { return store_; }
-  int64_t seam_width() const { return mode_ == CacheMode::NoSeam ? 0 : opt_.seam_width; }
+  int64_t seam_width() const { return keys_.seam_width; }
 
  private:
   PromptResult run_full(const std::vector<PromptBlock>& blocks);

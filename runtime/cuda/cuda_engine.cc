@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
-#include <optional>
 
 #include "kernels/cuda/check.h"
 #include "runtime/cuda/cuda_segment_prefill.h"
@@ -13,23 +12,16 @@
 namespace hypic {
 
 CudaEngine::CudaEngine(CudaModel& model, CacheMode mode, EngineOptions opt)
-    : model_(model), mode_(mode), opt_(std::move(opt)), store_(opt_.cache_budget_bytes) {
-  if (opt_.seam_width < 0) throw InvalidArgument("seam width must be >= 0");
-  keys_.model_fingerprint = model.fingerprint();
-  keys_.tokenizer_fingerprint = opt_.tokenizer_fingerprint;
-  keys_.seam_width = static_cast<int>(seam_width());
-}
+    : model_(model),
+      mode_(mode),
+      opt_(std::move(opt)),
+      keys_(engine_key_context(model.fingerprint(), opt_, mode)),
+      store_(opt_.cache_budget_bytes) {}
 
-CudaPromptResult CudaEngine::run(const std::vector<std::vector<int>>& blocks) {
-  std::vector<PromptBlock> b;
-  for (auto& t : blocks) b.push_back({t, BlockCache::Cache});
-  return run(b);
-}
+CudaPromptResult CudaEngine::run(const std::vector<std::vector<int>>& blocks) { return run(cacheable_blocks(blocks)); }
 
 CudaPromptResult CudaEngine::run(const std::vector<PromptBlock>& blocks) {
-  if (blocks.empty() || blocks.back().tokens.empty()) throw InvalidArgument("a prompt needs a non-empty query tail");
-  for (size_t i = 0; i + 1 < blocks.size(); ++i)
-    if (blocks[i].tokens.empty()) throw InvalidArgument("block " + std::to_string(i) + " is empty");
+  check_prompt(blocks);
   const auto t0 = std::chrono::steady_clock::now();
   CudaPromptResult r;
   switch (mode_) {
@@ -59,12 +51,7 @@ CudaPromptResult CudaEngine::run_prefix(const std::vector<PromptBlock>& blocks) 
   const int64_t kv_row = cfg.num_kv_heads * cfg.head_dim;
   cudaStream_t cs = model_.stream();
   const size_t k = blocks.size() - 1;
-  std::vector<SegmentKey> chain(k);
-  std::optional<SegmentKey> parent;
-  for (size_t i = 0; i < k; ++i) {
-    chain[i] = chain_key(parent, content_key(keys_, blocks[i].tokens));
-    parent = chain[i];
-  }
+  const std::vector<SegmentKey> chain = chain_keys(keys_, blocks);
   // Longest run of cached block ends from the start; rebuild the exact state from it.
   CudaPromptResult r;
   r.state = model_.new_state();

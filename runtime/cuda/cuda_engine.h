@@ -38,7 +38,7 @@ class CudaEngine {
 
   CacheMode mode() const { return mode_; }
   CudaSegmentStore& store() { return store_; }
-  int64_t seam_width() const { return mode_ == CacheMode::NoSeam ? 0 : opt_.seam_width; }
+  int64_t seam_width() const { return keys_.seam_width; }
 
  private:
   CudaPromptResult run_full(const std::vector<PromptBlock>& blocks);
