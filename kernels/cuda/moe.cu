@@ -214,8 +214,9 @@ void moe_grouped_gemm(Blas& blas, const bf16* xs, int64_t Kd, const bf16* const*
   all.insert(all.end(), A.begin(), A.end());
   all.insert(all.end(), B.begin(), B.end());
   for (void* c : C) all.push_back(c);
+  // A copy from pageable memory returns once the source is staged, so `all` may die with this scope
+  // without waiting for the device.
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(dptr, all.data(), bytes, cudaMemcpyHostToDevice, stream));
-  HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host staging vector dies with this scope
   auto** dA = static_cast<const void**>(dptr);
   HYPIC_CUBLAS_CHECK(cublasSetStream(blas.handle(), stream));
   HYPIC_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(blas.handle(), ta.data(), tb.data(), m.data(), n.data(), k.data(),
