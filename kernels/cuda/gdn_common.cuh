@@ -81,13 +81,12 @@ __device__ __forceinline__ int64_t first_slot(int64_t bos, int64_t n) { return b
 // ---------------------------------------------------------------------------------------------------
 // Loads. Lane = 4 g + t as in mma.cuh.
 
+// The PTX wrappers live in mma.cuh; these names keep the GDN kernels' call sites short.
+using detail::cp_async_commit;
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(gmem), "r"(valid ? 16 : 0)
-               : "memory");
+  detail::cp_async_16(smem, gmem, valid ? 16 : 0);
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { detail::cp_async_wait<0>(); }
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
@@ -133,20 +132,8 @@ __device__ __forceinline__ void load_tile_full(bf16* dst, int dst_ld, const bf16
   }
 }
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16* p) { detail::ldmatrix_x4(r, p); }
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16* p) { detail::ldmatrix_x4_trans(r, p); }
 
 // A fragment (16 x 16 at m0, k0) of a row-major [m][k] tile.
 __device__ __forceinline__ void frag_a(uint32_t a[4], const bf16* s, int ld, int m0, int k0) {
