@@ -4,7 +4,10 @@
 set -euo pipefail
 : "${HYPIC:?path to the hypic binary}" "${HYPIC_SOURCE_DIR:?repository root}"
 FIX="$HYPIC_SOURCE_DIR/tests/fixtures"
-TOK="$FIX/qwen3-tokenizer/tokenizer.json"
+# The real Qwen3 tokenizer is the shared fixture next to the checkout (CMake's HYPIC_QWEN3_TOKENIZER_DIR).
+QWEN="${HYPIC_QWEN3_TOKENIZER_DIR:-$HYPIC_SOURCE_DIR/../shared/fixtures/qwen3-tokenizer}"
+TOK="$QWEN/tokenizer.json"
+if [ ! -f "$TOK" ]; then echo "skipped: the Qwen3 tokenizer is not at $QWEN"; exit 77; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -57,10 +60,10 @@ Weather in Paris?<|im_end|>
 21C
 </tool_response><|im_end|>
 ' > "$tmp/want_nogen.txt"
-"$HYPIC" render-chat --model-dir "$FIX/qwen3-tokenizer" --conversation "$tmp/conv.json" --no-generation-prompt > "$tmp/got_nogen.txt"
+"$HYPIC" render-chat --model-dir "$QWEN" --conversation "$tmp/conv.json" --no-generation-prompt > "$tmp/got_nogen.txt"
 cmp "$tmp/want_nogen.txt" "$tmp/got_nogen.txt" || fail "render-chat --no-generation-prompt differs"
 { cat "$tmp/want_nogen.txt"; printf '<|im_start|>assistant\n'; } > "$tmp/want_gen.txt"
-"$HYPIC" render-chat --model-dir "$FIX/qwen3-tokenizer" --conversation "$tmp/conv.json" > "$tmp/got_gen.txt"
+"$HYPIC" render-chat --model-dir "$QWEN" --conversation "$tmp/conv.json" > "$tmp/got_gen.txt"
 cmp "$tmp/want_gen.txt" "$tmp/got_gen.txt" || fail "render-chat with generation prompt differs"
 
 # Bad input: non-zero exit and a message that names the problem.
@@ -82,8 +85,8 @@ printf '[1, 99999999]' > "$tmp/big_ids.json"
 expect_error "outside the vocabulary" "$HYPIC" detokenize --tokenizer "$TOK" --ids-file "$tmp/big_ids.json"
 expect_error "missing_ids.json" "$HYPIC" detokenize --tokenizer "$TOK" --ids-file "$tmp/missing_ids.json"
 printf '{"messages": [{"role": "user", "content": 3}]}' > "$tmp/bad_conv.json"
-expect_error "bad_conv.json: messages\[0\].content" "$HYPIC" render-chat --model-dir "$FIX/qwen3-tokenizer" --conversation "$tmp/bad_conv.json"
+expect_error "bad_conv.json: messages\[0\].content" "$HYPIC" render-chat --model-dir "$QWEN" --conversation "$tmp/bad_conv.json"
 printf '{"messages": [' > "$tmp/broken_conv.json"
-expect_error "broken_conv.json: not valid JSON" "$HYPIC" render-chat --model-dir "$FIX/qwen3-tokenizer" --conversation "$tmp/broken_conv.json"
+expect_error "broken_conv.json: not valid JSON" "$HYPIC" render-chat --model-dir "$QWEN" --conversation "$tmp/broken_conv.json"
 expect_error "no chat template" "$HYPIC" render-chat --model-dir "$tmp" --conversation "$tmp/conv.json"
 echo "tokenizer CLI: ok"
