@@ -47,6 +47,24 @@ KeyContext engine_key_context(const std::string& model_fingerprint, const Engine
   return k;
 }
 
+std::vector<int> prompt_tokens(const std::vector<PromptBlock>& blocks) {
+  std::vector<int> all;
+  for (auto& b : blocks) all.insert(all.end(), b.tokens.begin(), b.tokens.end());
+  return all;
+}
+
+int64_t prompt_length(const std::vector<PromptBlock>& blocks) {
+  int64_t n = 0;
+  for (auto& b : blocks) n += static_cast<int64_t>(b.tokens.size());
+  return n;
+}
+
+std::vector<BlockOutcome> computed_outcomes(const std::vector<PromptBlock>& blocks) {
+  std::vector<BlockOutcome> out;
+  for (size_t i = 0; i + 1 < blocks.size(); ++i) out.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
+  return out;
+}
+
 std::vector<SegmentKey> chain_keys(const KeyContext& keys, const std::vector<PromptBlock>& blocks) {
   std::vector<SegmentKey> chain(blocks.empty() ? 0 : blocks.size() - 1);
   std::optional<SegmentKey> parent;
@@ -76,18 +94,17 @@ PromptResult Engine::run(const std::vector<PromptBlock>& blocks) {
     default: r = run_pic(blocks); break;
   }
   r.ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  for (auto& b : blocks) r.prompt_tokens += static_cast<int64_t>(b.tokens.size());
+  r.prompt_tokens = prompt_length(blocks);
   return r;
 }
 
 PromptResult Engine::run_full(const std::vector<PromptBlock>& blocks) {
   PromptResult r;
-  std::vector<int> all;
-  for (auto& b : blocks) all.insert(all.end(), b.tokens.begin(), b.tokens.end());
+  const std::vector<int> all = prompt_tokens(blocks);
   r.state = model_.new_state();
   r.logits = model_.forward(all, r.state);
   r.computed_tokens = static_cast<int64_t>(all.size());
-  for (size_t i = 0; i + 1 < blocks.size(); ++i) r.blocks.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
+  r.blocks = computed_outcomes(blocks);
   return r;
 }
 

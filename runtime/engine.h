@@ -58,6 +58,11 @@ std::vector<PromptBlock> cacheable_blocks(const std::vector<std::vector<int>>& b
 // The keys of an engine in mode m: model and tokenizer fingerprints and the mode's seam width (0 for
 // noseam). Throws InvalidArgument for a negative seam width.
 KeyContext engine_key_context(const std::string& model_fingerprint, const EngineOptions& opt, CacheMode m);
+// Every token of the prompt, in order, and how many there are; the outcomes of its cached blocks when all
+// were computed.
+std::vector<int> prompt_tokens(const std::vector<PromptBlock>& blocks);
+int64_t prompt_length(const std::vector<PromptBlock>& blocks);
+std::vector<BlockOutcome> computed_outcomes(const std::vector<PromptBlock>& blocks);
 // Chain keys of the cached blocks (all but the query), each over the blocks before it.
 std::vector<SegmentKey> chain_keys(const KeyContext& keys, const std::vector<PromptBlock>& blocks);
 

@@ -13,24 +13,11 @@ StitchResult stitch(const HybridModel& model, SequenceState base,
   const int64_t D = cfg.hidden_size, Hkv = cfg.num_kv_heads, hd = cfg.head_dim;
   if (query.empty()) throw InvalidArgument("stitch: the query tail is empty");
 
-  // Active rows: seams in segment order, then the query. Segment i starts at starts[i].
-  std::vector<int> ids;
-  std::vector<int64_t> pos, starts;
-  int64_t p = base.length;
-  for (auto& s : segments) {
-    starts.push_back(p);
-    for (int64_t j = 0; j < s->seam; ++j) {
-      ids.push_back(s->tokens[j]);
-      pos.push_back(p + j);
-    }
-    p += s->size();
-  }
-  for (size_t j = 0; j < query.size(); ++j) {
-    ids.push_back(query[j]);
-    pos.push_back(p + static_cast<int64_t>(j));
-  }
+  const StitchRows rows = stitch_rows(base.length, segments, query);
+  const std::vector<int>& ids = rows.ids;
+  const std::vector<int64_t>&pos = rows.pos, &starts = rows.starts;
   const int64_t A = static_cast<int64_t>(ids.size()), Q = static_cast<int64_t>(query.size());
-  cfg.check_length(p + Q);
+  cfg.check_length(rows.end);
 
   const cpu::TransferShape ts{cpu::TransferKind::Dense, cfg.lin_v_heads, cfg.lin_k_dim, cfg.lin_v_dim};
   SequenceState st = std::move(base);
@@ -76,7 +63,7 @@ StitchResult stitch(const HybridModel& model, SequenceState base,
   StitchResult r;
   r.logits.resize(cfg.vocab_size);
   model.logits(h.data() + (A - 1) * D, 1, r.logits.data());
-  st.length = p + Q;
+  st.length = rows.end;
   r.state = std::move(st);
   r.computed_tokens = A;
   return r;

@@ -31,18 +31,17 @@ CudaPromptResult CudaEngine::run(const std::vector<PromptBlock>& blocks) {
   }
   HYPIC_CUDA_CHECK(cudaStreamSynchronize(model_.stream()));
   r.ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  for (auto& b : blocks) r.prompt_tokens += static_cast<int64_t>(b.tokens.size());
+  r.prompt_tokens = prompt_length(blocks);
   return r;
 }
 
 CudaPromptResult CudaEngine::run_full(const std::vector<PromptBlock>& blocks) {
   CudaPromptResult r;
-  std::vector<int> all;
-  for (auto& b : blocks) all.insert(all.end(), b.tokens.begin(), b.tokens.end());
+  const std::vector<int> all = prompt_tokens(blocks);
   r.state = model_.new_state();
   r.logits = model_.forward(all, r.state);
   r.computed_tokens = static_cast<int64_t>(all.size());
-  for (size_t i = 0; i + 1 < blocks.size(); ++i) r.blocks.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
+  r.blocks = computed_outcomes(blocks);
   return r;
 }
 

@@ -17,27 +17,14 @@ CudaStitchResult stitch(CudaModel& model, CudaSequenceState base,
   if (query.empty()) throw InvalidArgument("stitch: the query tail is empty");
   cudaStream_t cs = model.stream();
 
-  // Active rows: seams in segment order, then the query. Segment i starts at starts[i]; the cached body
-  // rows of all segments, in order, sit at cached_pos.
-  std::vector<int> ids;
-  std::vector<int64_t> pos, starts, cached_pos;
-  int64_t p = base.length;
-  for (auto& s : segments) {
-    starts.push_back(p);
-    for (int64_t j = 0; j < s->seam; ++j) {
-      ids.push_back(s->tokens[j]);
-      pos.push_back(p + j);
-    }
-    for (int64_t j = s->seam; j < s->size(); ++j) cached_pos.push_back(p + j);
-    p += s->size();
-  }
-  for (size_t j = 0; j < query.size(); ++j) {
-    ids.push_back(query[j]);
-    pos.push_back(p + static_cast<int64_t>(j));
-  }
+  // Active rows: seams in segment order, then the query; the cached body rows of all segments, in order,
+  // sit at cached_pos.
+  const StitchRows rows = stitch_rows(base.length, segments, query);
+  const std::vector<int>& ids = rows.ids;
+  const std::vector<int64_t>&pos = rows.pos, &starts = rows.starts, &cached_pos = rows.body_pos;
   const int64_t A = static_cast<int64_t>(ids.size()), Q = static_cast<int64_t>(query.size());
   const int64_t cached = static_cast<int64_t>(cached_pos.size());
-  cfg.check_length(p + Q);
+  cfg.check_length(rows.end);
 
   CudaSequenceState st = std::move(base);
   // Uploads done once per request: cached positions, and per (linear layer, segment with a body) the
@@ -116,7 +103,7 @@ CudaStitchResult stitch(CudaModel& model, CudaSequenceState base,
   }
   CudaStitchResult res;
   res.logits = model.logits(a, 1);  // synchronises: the scratch above may be released
-  st.length = p + Q;
+  st.length = rows.end;
   res.state = std::move(st);
   res.computed_tokens = A;
   return res;
