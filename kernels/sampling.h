@@ -1,14 +1,21 @@
-// Token sampling from a logits row: greedy, or temperature + top-k + top-p (nucleus).
+// Token sampling from a host logits row: greedy, or temperature + top-k + top-p (nucleus).
 #pragma once
 #include <cstdint>
 
-namespace hypic::cpu {
+namespace hypic {
 
+// How the next token is chosen; the same on every backend (device-neutral).
 struct SamplingParams {
   float temperature = 0.0f;  // <= 0: greedy
   int top_k = 0;             // <= 0: no limit
   float top_p = 1.0f;        // (0, 1]
 };
+
+}  // namespace hypic
+
+namespace hypic::cpu {
+
+using hypic::SamplingParams;
 
 // Index of the largest logit (the lowest index among ties).
 int64_t argmax(const float* logits, int64_t V);

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <numeric>
 #include <optional>
 
 #include "runtime/error.h"
-#include "runtime/segment_prefill.h"
 
 namespace hypic {
 
@@ -38,7 +39,15 @@ std::vector<PromptBlock> cacheable_blocks(const std::vector<std::vector<int>>& b
   return b;
 }
 
-KeyContext engine_key_context(const std::string& model_fingerprint, const EngineOptions& opt, CacheMode m) {
+std::vector<int> prompt_tokens(const std::vector<PromptBlock>& blocks) {
+  std::vector<int> all;
+  for (auto& b : blocks) all.insert(all.end(), b.tokens.begin(), b.tokens.end());
+  return all;
+}
+
+namespace {
+
+KeyContext key_context(const std::string& model_fingerprint, const EngineOptions& opt, CacheMode m) {
   if (opt.seam_width < 0) throw InvalidArgument("seam width must be >= 0");
   KeyContext k;
   k.model_fingerprint = model_fingerprint;
@@ -47,172 +56,494 @@ KeyContext engine_key_context(const std::string& model_fingerprint, const Engine
   return k;
 }
 
-std::vector<int> prompt_tokens(const std::vector<PromptBlock>& blocks) {
-  std::vector<int> all;
-  for (auto& b : blocks) all.insert(all.end(), b.tokens.begin(), b.tokens.end());
-  return all;
-}
-
-int64_t prompt_length(const std::vector<PromptBlock>& blocks) {
+// One step of a lane, in order. Rows: the lane's next n rows continue its state; with `build` they are
+// the body of that segment (its seam rows are the piece before) and its entry is recorded. Compose: the
+// cached body of `entry` (first token at global position `start`) is applied to the state. `snap`
+// records the state after the piece and the K/V rows since the lane's previous snapshot.
+struct Piece {
+  enum class Kind { Rows, Compose } kind = Kind::Rows;
   int64_t n = 0;
-  for (auto& b : blocks) n += static_cast<int64_t>(b.tokens.size());
-  return n;
+  SegmentEntry* build = nullptr;
+  const SegmentEntry* entry = nullptr;
+  int64_t start = 0;
+  std::vector<int64_t> body_pos;  // Compose: positions of the cached body rows
+  PrefixEntry* snap = nullptr;
+};
+
+// A sequence of the pass: a contiguous run of rows continuing one state.
+struct Lane {
+  State* st = nullptr;
+  std::vector<int> ids;
+  std::vector<int64_t> pos;
+  std::vector<Piece> pieces;
+  int64_t row0 = 0;
+  size_t last_snap = 0;  // pieces before this index are covered by an earlier snapshot
+
+  int64_t rows() const { return static_cast<int64_t>(ids.size()); }
+  void add_rows(std::span<const int> t, int64_t start, SegmentEntry* build = nullptr) {
+    if (t.empty() && !build) return;
+    ids.insert(ids.end(), t.begin(), t.end());
+    for (size_t j = 0; j < t.size(); ++j) pos.push_back(start + static_cast<int64_t>(j));
+    // Consecutive plain rows are one piece: one recurrence call, as a plain forward would make.
+    if (!build && !pieces.empty()) {
+      Piece& last = pieces.back();
+      if (last.kind == Piece::Kind::Rows && !last.build && !last.snap && last.start + last.n == start) {
+        last.n += static_cast<int64_t>(t.size());
+        return;
+      }
+    }
+    Piece p;
+    p.n = static_cast<int64_t>(t.size());
+    p.build = build;
+    p.start = start;
+    pieces.push_back(std::move(p));
+  }
+  void add_compose(const SegmentEntry* e, int64_t start) {
+    Piece p;
+    p.kind = Piece::Kind::Compose;
+    p.entry = e;
+    p.start = start;
+    for (int64_t j = e->seam; j < e->size(); ++j) p.body_pos.push_back(start + j);
+    pieces.push_back(std::move(p));
+  }
+  // Positions of the K/V rows a snapshot taken now would hold, in the order they are saved.
+  std::vector<int64_t> rows_since_snapshot() const {
+    std::vector<int64_t> out;
+    for (size_t i = last_snap; i < pieces.size(); ++i) {
+      const Piece& p = pieces[i];
+      if (p.kind == Piece::Kind::Compose) {
+        out.insert(out.end(), p.body_pos.begin(), p.body_pos.end());
+      } else {
+        for (int64_t j = 0; j < p.n; ++j) out.push_back(p.start + j);
+      }
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+struct Engine::Plan {
+  std::vector<Lane> lanes;  // isolated prefills first: the stitch lane composes what they build
+  Composition how = Composition::Transfer;
+  std::vector<int64_t> logit_rows;  // within the pass
+  int64_t rows = 0;
+  std::vector<int> ids;
+  std::vector<int64_t> pos;
+
+  // Lays the lanes' rows out one after another.
+  void finalize() {
+    rows = 0;
+    for (auto& l : lanes) {
+      l.row0 = rows;
+      rows += l.rows();
+      ids.insert(ids.end(), l.ids.begin(), l.ids.end());
+      pos.insert(pos.end(), l.pos.begin(), l.pos.end());
+    }
+  }
+};
+
+Engine::Engine(Backend& backend, CacheMode mode, EngineOptions opt)
+    : backend_(backend),
+      mode_(mode),
+      opt_(std::move(opt)),
+      keys_(key_context(backend.fingerprint(), opt_, mode)),
+      store_(opt_.cache_budget_bytes) {}
+
+Engine::~Engine() = default;
+
+std::vector<float> Engine::execute(Plan& plan) {
+  Backend& b = backend_;
+  const ModelConfig& cfg = b.config();
+  const int64_t state_bytes = sizeof(float) * cfg.lin_v_heads * cfg.lin_k_dim * cfg.lin_v_dim;
+  std::unique_ptr<Memory> seam_scratch;  // the state after a segment's seam, while its body is built
+  for (auto& lane : plan.lanes)
+    for (auto& p : lane.pieces)
+      if (p.build && !seam_scratch) seam_scratch = b.allocate(state_bytes);
+  float* seam_state = seam_scratch ? static_cast<float*>(seam_scratch->data()) : nullptr;
+
+  std::unique_ptr<Rows> rows = b.rows(plan.rows);
+  b.embed(plan.ids, plan.pos, *rows);
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    b.input_norm(l, *rows);
+    if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+      b.linear_project(l, *rows);
+      for (Lane& lane : plan.lanes) {
+        State& st = *lane.st;
+        int64_t row = lane.row0;
+        for (Piece& p : lane.pieces) {
+          if (p.kind == Piece::Kind::Rows) {
+            if (p.build) {
+              const LinearSegmentState& e = p.build->linear[l];
+              b.save_linear(l, st, seam_state, nullptr);
+              b.identity_transfer(e.transfer);
+              if (p.n > 0) b.linear_recur(l, *rows, row, p.n, st, e.transfer);
+              b.save_linear(l, st, e.full, e.conv_tail);
+              b.body_state(e.full, e.transfer, seam_state, e.body);
+            } else if (p.n > 0) {
+              b.linear_recur(l, *rows, row, p.n, st, nullptr);
+            }
+            row += p.n;
+          } else if (p.entry->size() > p.entry->seam) {  // all seam: the running state is already exact
+            const LinearSegmentState& e = p.entry->linear[l];
+            b.compose_linear(l, st, e.transfer, e.body, plan.how);
+            b.load_linear(l, st, nullptr, e.conv_tail);
+          }
+          if (p.snap) b.save_linear(l, st, p.snap->state[l], p.snap->conv_tail[l]);
+        }
+      }
+      b.linear_output(l, *rows);
+    } else {
+      b.attention_project(l, *rows);
+      for (Lane& lane : plan.lanes) {
+        State& st = *lane.st;
+        // Where each piece's K/V rows sit in the state: cached bodies are appended first, then the lane's
+        // fresh rows (attention masks by position, so the order of rows does not matter).
+        std::vector<std::pair<int64_t, int64_t>> at(lane.pieces.size(), {0, 0});
+        for (size_t i = 0; i < lane.pieces.size(); ++i) {
+          const Piece& p = lane.pieces[i];
+          if (p.kind != Piece::Kind::Compose || p.body_pos.empty()) continue;
+          const SegmentEntry& e = *p.entry;
+          at[i] = {b.kv_rows(l, st), static_cast<int64_t>(p.body_pos.size())};
+          b.append_kv(l, st, kv_row(e.attention[l].k, b, e.seam), kv_row(e.attention[l].v, b, e.seam),
+                      at[i].second, p.body_pos, p.start);
+        }
+        const int64_t fresh0 = b.kv_rows(l, st);
+        if (lane.rows() > 0) b.attention_core(l, *rows, lane.row0, lane.rows(), st);
+        int64_t off = 0;
+        for (size_t i = 0; i < lane.pieces.size(); ++i) {
+          const Piece& p = lane.pieces[i];
+          if (p.kind == Piece::Kind::Rows) {
+            at[i] = {fresh0 + off, p.n};
+            off += p.n;
+          }
+        }
+        size_t from = 0;
+        for (size_t i = 0; i < lane.pieces.size(); ++i) {
+          const Piece& p = lane.pieces[i];
+          if (p.build) {  // the segment's rows: its seam (the rows just before) and its body
+            const AttentionSegmentKV& e = p.build->attention[l];
+            b.save_kv(l, st, at[i].first - p.build->seam, p.build->size(), e.k, e.v, 0, -(p.start - p.build->seam));
+          }
+          if (p.snap) {
+            int64_t put = 0;
+            for (size_t j = from; j <= i; ++j) {
+              if (at[j].second == 0) continue;
+              b.save_kv(l, st, at[j].first, at[j].second, p.snap->k[l], p.snap->v[l], put, 0);
+              put += at[j].second;
+            }
+            from = i + 1;
+          }
+        }
+      }
+      b.attention_output(l, *rows);
+    }
+    b.post_norm(l, *rows);
+    b.ffn(l, *rows);
+  }
+  return b.logits(*rows, plan.logit_rows);
 }
 
-std::vector<BlockOutcome> computed_outcomes(const std::vector<PromptBlock>& blocks) {
-  std::vector<BlockOutcome> out;
-  for (size_t i = 0; i + 1 < blocks.size(); ++i) out.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
+std::vector<float> Engine::forward(std::span<const int> ids, State& st, bool all_logits) {
+  const int64_t T = static_cast<int64_t>(ids.size());
+  if (T == 0) throw InvalidArgument("forward: no tokens to run");
+  backend_.config().check_length(st.length + T);
+  if (T == 1 && !all_logits) {
+    std::vector<float> fast = backend_.decode_step(ids[0], st);
+    if (!fast.empty()) return fast;
+  }
+  Plan plan;
+  Lane lane;
+  lane.st = &st;
+  lane.add_rows(ids, st.length);
+  plan.lanes.push_back(std::move(lane));
+  plan.finalize();
+  if (all_logits) {
+    plan.logit_rows.resize(T);
+    std::iota(plan.logit_rows.begin(), plan.logit_rows.end(), 0);
+  } else {
+    plan.logit_rows = {T - 1};
+  }
+  std::vector<float> out = execute(plan);
+  st.length += T;
   return out;
 }
 
-std::vector<SegmentKey> chain_keys(const KeyContext& keys, const std::vector<PromptBlock>& blocks) {
-  std::vector<SegmentKey> chain(blocks.empty() ? 0 : blocks.size() - 1);
-  std::optional<SegmentKey> parent;
-  for (size_t i = 0; i < chain.size(); ++i) {
-    chain[i] = chain_key(parent, content_key(keys, blocks[i].tokens));
-    parent = chain[i];
-  }
-  return chain;
-}
-
-Engine::Engine(const HybridModel& model, CacheMode mode, EngineOptions opt)
-    : model_(model),
-      mode_(mode),
-      opt_(std::move(opt)),
-      keys_(engine_key_context(model.fingerprint(), opt_, mode)),
-      store_(opt_.cache_budget_bytes) {}
-
 PromptResult Engine::run(const std::vector<std::vector<int>>& blocks) { return run(cacheable_blocks(blocks)); }
 
-PromptResult Engine::run(const std::vector<PromptBlock>& blocks) {
+PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* live) {
   check_prompt(blocks);
+  // Every id is checked before any state is touched: a refused prompt leaves a live sequence intact.
+  const int64_t V = backend_.config().vocab_size;
+  for (size_t i = 0; i < blocks.size(); ++i)
+    for (size_t t = 0; t < blocks[i].tokens.size(); ++t)
+      if (blocks[i].tokens[t] < 0 || blocks[i].tokens[t] >= V)
+        throw InvalidArgument("token id " + std::to_string(blocks[i].tokens[t]) + " at index " + std::to_string(t) +
+                              " of block " + std::to_string(i) + " is outside the vocabulary [0, " +
+                              std::to_string(V) + ")");
   const auto t0 = std::chrono::steady_clock::now();
   PromptResult r;
-  switch (mode_) {
-    case CacheMode::Full: r = run_full(blocks); break;
-    case CacheMode::Prefix: r = run_prefix(blocks); break;
-    default: r = run_pic(blocks); break;
+  if (mode_ == CacheMode::Full) {
+    const std::vector<int> all = prompt_tokens(blocks);
+    r.state = backend_.new_state();
+    r.logits = forward(all, *r.state);
+    r.computed_tokens = static_cast<int64_t>(all.size());
+    for (size_t i = 0; i + 1 < blocks.size(); ++i)
+      r.blocks.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
+  } else {
+    r = run_cached(blocks, live);
   }
+  backend_.sync();
   r.ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  r.prompt_tokens = prompt_length(blocks);
+  r.prompt_tokens = static_cast<int64_t>(prompt_tokens(blocks).size());
   return r;
 }
 
-PromptResult Engine::run_full(const std::vector<PromptBlock>& blocks) {
-  PromptResult r;
+PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, LiveSequence* live) {
+  Backend& b = backend_;
+  const ModelConfig& cfg = b.config();
+  const size_t k = blocks.size() - 1;
+  const bool pic = mode_ != CacheMode::Prefix;
   const std::vector<int> all = prompt_tokens(blocks);
-  r.state = model_.new_state();
-  r.logits = model_.forward(all, r.state);
-  r.computed_tokens = static_cast<int64_t>(all.size());
-  r.blocks = computed_outcomes(blocks);
-  return r;
-}
+  cfg.check_length(static_cast<int64_t>(all.size()));
+  std::vector<int64_t> start(k + 1, 0);
+  for (size_t i = 0; i < k; ++i) start[i + 1] = start[i] + static_cast<int64_t>(blocks[i].tokens.size());
 
-PromptResult Engine::run_prefix(const std::vector<PromptBlock>& blocks) {
-  const ModelConfig& cfg = model_.config();
-  const size_t k = blocks.size() - 1;
-  const std::vector<SegmentKey> chain = chain_keys(keys_, blocks);
-  // Longest run of cached block ends from the start; rebuild the exact state from it.
+  std::vector<SegmentKey> chain(k);
+  for (size_t i = 0; i < k; ++i)
+    chain[i] = chain_key(i ? std::optional<SegmentKey>(chain[i - 1]) : std::nullopt,
+                         content_key(keys_, blocks[i].tokens));
+
+  // ---- the longest exact prefix: a live sequence this prompt extends, or chain entries ----
+  int64_t live_len = 0;
+  if (live && live->state && !live->tokens.empty() && live->tokens.size() < all.size() &&
+      std::equal(live->tokens.begin(), live->tokens.end(), all.begin()))
+    live_len = static_cast<int64_t>(live->tokens.size());
+  // Chain entries are walked back from block j (each holds the rows of blocks first_block..j); in the
+  // PIC modes the first block's content entry stands for its chain entry (at position 0 it is exact).
+  std::vector<std::shared_ptr<const PrefixEntry>> chained;  // oldest first
+  std::shared_ptr<const SegmentEntry> base0;
+  size_t chain_blocks = 0;
+  for (size_t j = k; j-- > 0 && chain_blocks == 0;) {
+    if (start[j + 1] <= live_len) break;  // the live sequence covers at least as much
+    if (blocks[j].cache == BlockCache::None) continue;
+    std::vector<std::shared_ptr<const PrefixEntry>> walk;
+    std::shared_ptr<const SegmentEntry> first_entry;
+    bool whole = true;
+    for (int64_t at = static_cast<int64_t>(j); at >= 0;) {
+      auto e = store_.find_chain(chain[at]);
+      if (!e && at == 0 && pic && blocks[0].cache != BlockCache::None)
+        first_entry = store_.find_content(content_key(keys_, blocks[0].tokens));
+      if (!e) {
+        whole = first_entry != nullptr;
+        break;
+      }
+      const int64_t first = e->first_block;
+      walk.push_back(std::move(e));
+      at = first - 1;
+    }
+    if (!whole || walk.empty()) continue;
+    std::reverse(walk.begin(), walk.end());
+    chained = std::move(walk);
+    base0 = std::move(first_entry);
+    chain_blocks = j + 1;
+  }
+
   PromptResult r;
-  r.state = model_.new_state();
-  size_t j = 0;
-  for (; j < k; ++j) {
-    if (blocks[j].cache == BlockCache::None) break;
-    auto e = store_.find_chain(chain[j]);
-    if (!e) break;
+  r.state = b.new_state();
+  bool from_live = false;
+  int64_t p = 0;    // next position
+  size_t bi = 0;    // first block not wholly reused
+  int64_t off = 0;  // tokens of block bi already reused
+  // Loads the first block's content entry as the exact state of positions [0, n).
+  auto load_first = [&](const SegmentEntry& e) {
     for (int l = 0; l < cfg.num_layers; ++l) {
       if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
-        r.state.layers[l].lin.conv_tail = e->conv_tail[l];
-        r.state.layers[l].lin.S = e->state[l];
+        b.load_linear(l, *r.state, e.linear[l].full, e.linear[l].conv_tail);
       } else {
-        auto& kv = r.state.layers[l].attn;
-        kv.k.insert(kv.k.end(), e->k[l].begin(), e->k[l].end());
-        kv.v.insert(kv.v.end(), e->v[l].begin(), e->v[l].end());
-        for (int64_t p = 0; p < e->length; ++p) kv.pos.push_back(e->start + p);
+        std::vector<int64_t> pos(static_cast<size_t>(e.size()));
+        std::iota(pos.begin(), pos.end(), 0);
+        b.append_kv(l, *r.state, e.attention[l].k, e.attention[l].v, e.size(), pos, 0);
       }
     }
-    r.state.length = e->start + e->length;
-    r.blocks.push_back({true, e->length});
+  };
+  if (chain_blocks > 0) {
+    if (base0) load_first(*base0);
+    for (auto& e : chained)
+      for (int l = 0; l < cfg.num_layers; ++l)
+        if (cfg.layer_kinds[l] == LayerKind::FullAttention)
+          b.append_kv(l, *r.state, e->k[l], e->v[l], e->rows(), e->pos, 0);
+    for (int l = 0; l < cfg.num_layers; ++l)
+      if (cfg.layer_kinds[l] == LayerKind::LinearAttention)
+        b.load_linear(l, *r.state, chained.back()->state[l], chained.back()->conv_tail[l]);
+    p = start[chain_blocks];
+    bi = chain_blocks;
+  } else if (live_len > 0) {
+    from_live = true;
+    r.state = std::move(live->state);
+    p = live_len;
+    while (bi < k && start[bi + 1] <= p) ++bi;
+    off = p - start[bi];
   }
-  // Prefill the rest block by block, keeping a snapshot at every block end.
-  for (size_t i = j; i < k; ++i) {
-    const int64_t start = r.state.length;
-    const int64_t n = static_cast<int64_t>(blocks[i].tokens.size());
-    std::vector<size_t> kv_rows(cfg.num_layers);
-    for (int l = 0; l < cfg.num_layers; ++l) kv_rows[l] = r.state.layers[l].attn.k.size();
-    model_.forward(blocks[i].tokens, r.state);
-    r.computed_tokens += n;
-    r.blocks.push_back({false, n});
-    if (blocks[i].cache == BlockCache::None) continue;
-    auto e = std::make_shared<PrefixEntry>();
-    e->start = start;
-    e->length = n;
-    e->conv_tail.resize(cfg.num_layers);
-    e->state.resize(cfg.num_layers);
-    e->k.resize(cfg.num_layers);
-    e->v.resize(cfg.num_layers);
-    for (int l = 0; l < cfg.num_layers; ++l) {
-      const LayerState& ls = r.state.layers[l];
-      if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
-        e->conv_tail[l] = ls.lin.conv_tail;
-        e->state[l] = ls.lin.S;
-      } else {
-        e->k[l].assign(ls.attn.k.begin() + kv_rows[l], ls.attn.k.end());
-        e->v[l].assign(ls.attn.v.begin() + kv_rows[l], ls.attn.v.end());
-      }
-    }
-    store_.put_chain(chain[i], std::move(e), blocks[i].cache == BlockCache::Pin);
-  }
-  r.logits = model_.forward(blocks.back().tokens, r.state);
-  r.computed_tokens += static_cast<int64_t>(blocks.back().tokens.size());
-  return r;
-}
+  r.reused_tokens = p;
+  for (size_t i = 0; i < bi; ++i) r.blocks.push_back({true, static_cast<int64_t>(blocks[i].tokens.size())});
 
-PromptResult Engine::run_pic(const std::vector<PromptBlock>& blocks) {
-  const size_t k = blocks.size() - 1;
-  PromptResult r;
-  if (k == 0) {  // nothing to reuse
-    return run_full(blocks);
-  }
-  std::vector<std::shared_ptr<const SegmentEntry>> segs;
-  for (size_t i = 0; i < k; ++i) {
-    const int64_t n = static_cast<int64_t>(blocks[i].tokens.size());
-    if (blocks[i].cache == BlockCache::None) {
-      // Never stored: the stitch recomputes all of its tokens under the true prefix (all seam).
-      auto pass = std::make_shared<SegmentEntry>();
-      pass->tokens = blocks[i].tokens;
-      pass->seam = n;
+  // ---- the rest: one pass (lanes: isolated prefills of the missing blocks, then the main sequence) ----
+  Plan plan;
+  plan.how = mode_ == CacheMode::Naive ? Composition::NaiveSum : Composition::Transfer;
+  std::vector<std::unique_ptr<State>> isolated_states;
+  std::vector<Lane> isolated;
+  Lane main;
+  main.st = r.state.get();
+  // A snapshot must be whole: its chain back to block 0 made of entries. Rows of a live sequence are in
+  // no entry, so a request that continued one takes no snapshot.
+  const bool can_snap = !from_live;
+  // After a live sequence the rest is a continuation of a conversation: computed exactly (only the new
+  // tokens), not composed.
+  const bool compose = pic && !from_live;
+  size_t snap_from = bi;  // the first block the next snapshot covers
+  std::vector<std::pair<size_t, std::shared_ptr<PrefixEntry>>> snaps;  // block -> entry
+  auto take_snapshot = [&](size_t i) {
+    if (!can_snap || blocks[i].cache == BlockCache::None || main.pieces.empty()) return;
+    std::vector<int64_t> pos = main.rows_since_snapshot();
+    auto e = std::make_shared<PrefixEntry>(PrefixEntry::allocate(b, static_cast<int64_t>(pos.size())));
+    e->pos = std::move(pos);
+    e->first_block = static_cast<int64_t>(snap_from);
+    main.pieces.back().snap = e.get();
+    main.last_snap = main.pieces.size();
+    snaps.push_back({i, std::move(e)});
+    snap_from = i + 1;
+  };
+  struct Built {
+    SegmentKey key;
+    std::shared_ptr<SegmentEntry> entry;
+    bool pinned;
+  };
+  std::vector<Built> built;
+  auto build_entry = [&](const SegmentKey& key, const std::vector<int>& toks, int64_t w, bool pinned) {
+    built.push_back({key, std::make_shared<SegmentEntry>(SegmentEntry::allocate(b, toks, w)), pinned});
+    return built.back().entry;
+  };
+
+  for (size_t i = bi; i < k; ++i) {
+    const std::vector<int>& toks = blocks[i].tokens;
+    const int64_t n = static_cast<int64_t>(toks.size());
+    const int64_t skip = i == bi ? off : 0;
+    if (!compose || skip > 0 || blocks[i].cache == BlockCache::None) {
+      // Computed under the true prefix (all of it, or the rest of a block a live sequence began).
+      main.add_rows(std::span<const int>(toks).subspan(skip), p);
+      r.computed_tokens += n - skip;
       r.blocks.push_back({false, n});
-      segs.push_back(std::move(pass));
+      p = start[i + 1];
+      if (!pic && skip == 0) take_snapshot(i);
       continue;
     }
-    const SegmentKey key = content_key(keys_, blocks[i].tokens);
-    auto e = store_.find_content(key);
+    const SegmentKey key = content_key(keys_, toks);
+    std::shared_ptr<const SegmentEntry> e = store_.find_content(key);
     const bool hit = e != nullptr;
-    if (!hit) {
-      auto built = std::make_shared<SegmentEntry>(prefill_segment(model_, blocks[i].tokens, seam_width()));
-      r.computed_tokens += built->size();
-      store_.put_content(key, built, blocks[i].cache == BlockCache::Pin);
-      e = built;
+    for (auto& bt : built)
+      if (!e && bt.key == key) e = bt.entry;
+    const int64_t w = std::min<int64_t>(keys_.seam_width, n);
+    const bool pinned = blocks[i].cache == BlockCache::Pin;
+    if (p == 0) {
+      // The first block starts at position 0: its isolated run is the true run.
+      if (e) {
+        load_first(*e);
+        r.reused_tokens = n;
+        snap_from = i + 1;  // the walk back stands on this content entry
+      } else {
+        auto fresh = build_entry(key, toks, w, pinned);
+        main.add_rows(std::span<const int>(toks).first(w), 0);
+        main.add_rows(std::span<const int>(toks).subspan(w), w, fresh.get());
+        r.computed_tokens += n;
+      }
+    } else {
+      if (!e) {
+        auto fresh = build_entry(key, toks, w, pinned);
+        isolated_states.push_back(b.new_state());
+        Lane iso;
+        iso.st = isolated_states.back().get();
+        iso.add_rows(std::span<const int>(toks).first(w), 0);
+        iso.add_rows(std::span<const int>(toks).subspan(w), w, fresh.get());
+        isolated.push_back(std::move(iso));
+        r.computed_tokens += n;
+        e = fresh;
+      }
+      main.add_rows(std::span<const int>(toks).first(w), p);
+      main.add_compose(e.get(), p);
+      r.computed_tokens += w;
     }
-    r.blocks.push_back({hit, e->size()});
-    segs.push_back(std::move(e));
+    r.blocks.push_back({hit, n});
+    p = start[i + 1];
+    if (i + 1 == k) take_snapshot(i);  // PIC modes keep one snapshot: where a next turn continues
   }
-  // The first block starts at position 0: its isolated run is exact, so its whole state is reused.
-  SequenceState base = model_.new_state();
-  if (blocks[0].cache != BlockCache::None) {
-    base = state_from_first_segment(model_, *segs.front());
-    segs.erase(segs.begin());
-  }
-  StitchResult s = stitch(model_, std::move(base), segs, blocks.back().tokens,
-                          mode_ == CacheMode::Naive ? Composition::NaiveSum : Composition::Transfer);
-  r.logits = std::move(s.logits);
-  r.state = std::move(s.state);
-  r.computed_tokens += s.computed_tokens;
+  const std::vector<int>& query = blocks.back().tokens;
+  const int64_t qskip = bi == k ? off : 0;  // a live sequence may end inside the query
+  main.add_rows(std::span<const int>(query).subspan(qskip), start[k] + qskip);
+  r.computed_tokens += static_cast<int64_t>(query.size()) - qskip;
+  const int64_t end = start[k] + static_cast<int64_t>(query.size());
+
+  for (auto& l : isolated) plan.lanes.push_back(std::move(l));
+  plan.lanes.push_back(std::move(main));
+  plan.finalize();
+  plan.logit_rows = {plan.rows - 1};
+  r.logits = execute(plan);
+  r.state->length = end;
+  b.sync();  // entries are complete before anyone else may read them
+  for (auto& bt : built) store_.put_content(bt.key, bt.entry, bt.pinned);
+  for (auto& [i, e] : snaps) store_.put_chain(chain[i], e, blocks[i].cache == BlockCache::Pin);
   return r;
 }
 
-std::vector<int> Engine::greedy_decode(PromptResult& r, int n) const {
+std::shared_ptr<SegmentEntry> Engine::prefill_segment(std::span<const int> tokens, const State* context) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) throw InvalidArgument("cannot cache an empty block");
+  const int64_t w = std::min<int64_t>(keys_.seam_width, n);
+  auto e = std::make_shared<SegmentEntry>(SegmentEntry::allocate(backend_, {tokens.begin(), tokens.end()}, w));
+  std::unique_ptr<State> st = context ? backend_.clone(*context) : backend_.new_state();
+  const int64_t start = st->length;
+  backend_.config().check_length(start + n);
+  Plan plan;
+  Lane lane;
+  lane.st = st.get();
+  lane.add_rows(tokens.first(w), start);
+  lane.add_rows(tokens.subspan(w), start + w, e.get());
+  plan.lanes.push_back(std::move(lane));
+  plan.finalize();
+  plan.logit_rows = {plan.rows - 1};
+  execute(plan);
+  backend_.sync();
+  return e;
+}
+
+PromptResult Engine::stitch(std::unique_ptr<State> base, const std::vector<const SegmentEntry*>& segments,
+                            std::span<const int> query, Composition how) {
+  if (query.empty()) throw InvalidArgument("stitch: the query tail is empty");
+  PromptResult r;
+  r.state = std::move(base);
+  Plan plan;
+  plan.how = how;
+  Lane lane;
+  lane.st = r.state.get();
+  int64_t p = r.state->length;
+  for (const SegmentEntry* e : segments) {
+    lane.add_rows(std::span<const int>(e->tokens).first(e->seam), p);
+    lane.add_compose(e, p);
+    p += e->size();
+  }
+  lane.add_rows(query, p);
+  backend_.config().check_length(p + static_cast<int64_t>(query.size()));
+  plan.lanes.push_back(std::move(lane));
+  plan.finalize();
+  plan.logit_rows = {plan.rows - 1};
+  r.logits = execute(plan);
+  r.state->length = p + static_cast<int64_t>(query.size());
+  r.computed_tokens = plan.rows;
+  backend_.sync();
+  return r;
+}
+
+std::vector<int> Engine::greedy_decode(PromptResult& r, int n) {
   std::vector<int> out;
   std::vector<float> logits = r.logits;
   for (int i = 0; i < n; ++i) {
@@ -220,7 +551,7 @@ std::vector<int> Engine::greedy_decode(PromptResult& r, int n) const {
     out.push_back(next);
     if (i + 1 == n) break;
     const int one[1] = {next};
-    logits = model_.forward(one, r.state);
+    logits = forward(one, *r.state);
   }
   return out;
 }

@@ -1,20 +1,28 @@
-// The caching engine: runs a prompt given as blocks of token ids (the last block is the query tail,
-// never cached) in one of the modes of DESIGN §1.6, against its own segment store.
+// The caching engine (DESIGN §1.4-1.8): one engine on any backend. It runs a prompt given as blocks of
+// token ids (the last block is the query tail, never cached) in one of the modes of §1.6 against its own
+// segment store, and continues sequences (decode, appended text) — all through ONE layer loop driven by
+// a plan of lanes (runtime/engine.cc).
+//
+// In prefix and hypic mode the longest exact prefix is reused first: the live state of the caller's
+// sequence when the prompt extends its transcript, or chain entries at block ends. In hypic mode the
+// blocks after it are composed from position-independent entries (transfer operators + seams); the
+// missing ones are prefilled in isolation in the SAME pass as the stitch (their rows are extra lanes of
+// the one layer loop), so a cold request costs about one prefill.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "runtime/hybrid_model.h"
+#include "runtime/backend.h"
 #include "runtime/segment_store.h"
-#include "runtime/stitch.h"
 
 namespace hypic {
 
 enum class CacheMode {
   Full,    // no cache: plain prefill of the whole prompt (quality reference)
   Prefix,  // exact reuse of the longest chain-key prefix at block boundaries (SGLang/vLLM-style)
-  Hypic,   // position-independent reuse: first block exact, transfer operators + seams for the rest
+  Hypic,   // longest exact prefix, then position-independent reuse: transfer operators + seams
   Naive,   // ablation: S = S_prefix + S_body (no transfer operator)
   NoSeam,  // ablation: seam width 0
 };
@@ -37,56 +45,72 @@ struct EngineOptions {
 };
 
 struct BlockOutcome {
-  bool hit = false;  // served from the store (content or chain) instead of being computed
+  bool hit = false;  // served from the store or a live state instead of being computed
   int64_t tokens = 0;
 };
 
 struct PromptResult {
-  std::vector<float> logits;  // [V] for the first generated token
-  SequenceState state;        // continues with decode
+  std::vector<float> logits;     // [V] for the first generated token
+  std::unique_ptr<State> state;  // continues with decode
   int64_t prompt_tokens = 0;
+  int64_t reused_tokens = 0;    // leading tokens taken exactly from a live state or chain entries
   int64_t computed_tokens = 0;  // tokens run through the model for this request (misses included)
-  double ttft_ms = 0;
+  double ttft_ms = 0;           // wall time of run(), ending after the device finished
   std::vector<BlockOutcome> blocks;  // one per cached block (all but the query)
 };
 
-// ---- what every engine (this CPU Engine, CudaEngine) shares ----
+// A sequence the caller holds (a session's live state) and every token it has run, in order. When a
+// prompt's tokens start with all of `tokens`, run() continues `state` (taking it) instead of recomputing.
+struct LiveSequence {
+  std::unique_ptr<State> state;
+  std::vector<int> tokens;
+};
+
 // Throws InvalidArgument unless the prompt has a non-empty query tail and no empty block.
 void check_prompt(const std::vector<PromptBlock>& blocks);
 // Token lists as blocks, every block but the query cacheable.
 std::vector<PromptBlock> cacheable_blocks(const std::vector<std::vector<int>>& blocks);
-// The keys of an engine in mode m: model and tokenizer fingerprints and the mode's seam width (0 for
-// noseam). Throws InvalidArgument for a negative seam width.
-KeyContext engine_key_context(const std::string& model_fingerprint, const EngineOptions& opt, CacheMode m);
-// Every token of the prompt, in order, and how many there are; the outcomes of its cached blocks when all
-// were computed.
 std::vector<int> prompt_tokens(const std::vector<PromptBlock>& blocks);
-int64_t prompt_length(const std::vector<PromptBlock>& blocks);
-std::vector<BlockOutcome> computed_outcomes(const std::vector<PromptBlock>& blocks);
-// Chain keys of the cached blocks (all but the query), each over the blocks before it.
-std::vector<SegmentKey> chain_keys(const KeyContext& keys, const std::vector<PromptBlock>& blocks);
 
 class Engine {
  public:
-  Engine(const HybridModel& model, CacheMode mode, EngineOptions opt);
+  Engine(Backend& backend, CacheMode mode, EngineOptions opt);
+  ~Engine();
 
   // blocks.back() is the query tail (at least one token, never cached); the others follow their policy.
-  PromptResult run(const std::vector<PromptBlock>& blocks);
+  // `live`, when given, may be continued (its state is then moved into the result).
+  PromptResult run(const std::vector<PromptBlock>& blocks, LiveSequence* live = nullptr);
   // Every block but the query cacheable.
   PromptResult run(const std::vector<std::vector<int>>& blocks);
+
+  // Continues `st` with `ids` (prefill, appended text, decode: the same call). Returns the logits of the
+  // last token ([V]), or of every token ([T, V]) when all_logits. Throws InvalidArgument for no tokens
+  // or an id outside the vocabulary.
+  std::vector<float> forward(std::span<const int> ids, State& st, bool all_logits = false);
   // Greedy decode of n tokens continuing `r` (the first comes from r.logits).
-  std::vector<int> greedy_decode(PromptResult& r, int n) const;
+  std::vector<int> greedy_decode(PromptResult& r, int n);
+
+  // ---- building blocks, for verification (a cache hit against recomputation) ----
+  // The entry of `tokens` prefilled in isolation (from zero at position 0), or after exactly `context`
+  // (a copy of it is continued; keys are moved back to local positions): stitching entries built under
+  // their true prefixes reproduces a full prefill.
+  std::shared_ptr<SegmentEntry> prefill_segment(std::span<const int> tokens, const State* context = nullptr);
+  // The stitch pass alone: `segments` composed in order after `base` (taken), then the query.
+  PromptResult stitch(std::unique_ptr<State> base, const std::vector<const SegmentEntry*>& segments,
+                      std::span<const int> query, Composition how = Composition::Transfer);
 
   CacheMode mode() const { return mode_; }
+  Backend& backend() { return backend_; }
   SegmentStore& store() { return store_; }
   int64_t seam_width() const { return keys_.seam_width; }
+  const KeyContext& keys() const { return keys_; }
 
  private:
-  PromptResult run_full(const std::vector<PromptBlock>& blocks);
-  PromptResult run_prefix(const std::vector<PromptBlock>& blocks);
-  PromptResult run_pic(const std::vector<PromptBlock>& blocks);
+  struct Plan;
+  PromptResult run_cached(const std::vector<PromptBlock>& blocks, LiveSequence* live);
+  std::vector<float> execute(Plan& plan);
 
-  const HybridModel& model_;
+  Backend& backend_;
   CacheMode mode_;
   EngineOptions opt_;
   KeyContext keys_;

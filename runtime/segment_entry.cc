@@ -1,19 +1,104 @@
 #include "runtime/segment_entry.h"
 
 namespace hypic {
+namespace {
 
-size_t SegmentEntry::bytes() const {
-  size_t n = tokens.size() * sizeof(int);
-  for (auto& l : linear) n += (l.transfer.size() + l.body.size() + l.full.size() + l.conv_tail.size()) * sizeof(float);
-  for (auto& a : attention) n += (a.k.size() + a.v.size()) * sizeof(float);
-  return n;
+// Lays arrays out in one block: offsets first, pointers once the block exists.
+class Carver {
+ public:
+  size_t take(size_t bytes) {
+    const size_t at = used_;
+    used_ += (bytes + 255) / 256 * 256;
+    return at;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  size_t used_ = 0;
+};
+
+struct Sizes {
+  size_t op, state, tail, kv_row;
+};
+
+Sizes sizes_of(const Backend& b) {
+  const ModelConfig& c = b.config();
+  return {sizeof(float) * c.lin_v_heads * c.lin_k_dim * c.lin_k_dim,
+          sizeof(float) * c.lin_v_heads * c.lin_k_dim * c.lin_v_dim,
+          dtype_size(b.kv_dtype()) * (c.conv_kernel - 1) * c.lin_conv_dim(), kv_row_bytes(b)};
 }
 
-size_t PrefixEntry::bytes() const {
-  size_t n = 0;
-  for (auto* vv : {&conv_tail, &state, &k, &v})
-    for (auto& x : *vv) n += x.size() * sizeof(float);
-  return n;
+template <class T>
+T* at(const Memory& m, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(m.data()) + offset);
+}
+
+}  // namespace
+
+size_t kv_row_bytes(const Backend& b) {
+  return dtype_size(b.kv_dtype()) * b.config().num_kv_heads * b.config().head_dim;
+}
+
+SegmentEntry SegmentEntry::allocate(Backend& b, std::vector<int> tokens, int64_t seam) {
+  const ModelConfig& cfg = b.config();
+  const Sizes z = sizes_of(b);
+  const size_t n = tokens.size(), L = static_cast<size_t>(cfg.num_layers);
+  Carver c;
+  std::vector<size_t> off(4 * L);
+  for (size_t l = 0; l < L; ++l) {
+    if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+      off[4 * l] = c.take(z.op);
+      off[4 * l + 1] = c.take(z.state);
+      off[4 * l + 2] = c.take(z.state);
+      off[4 * l + 3] = c.take(z.tail);
+    } else {
+      off[4 * l] = c.take(z.kv_row * n);
+      off[4 * l + 1] = c.take(z.kv_row * n);
+    }
+  }
+  SegmentEntry e;
+  e.tokens = std::move(tokens);
+  e.seam = seam;
+  e.mem = b.allocate(c.used());
+  e.linear.resize(L);
+  e.attention.resize(L);
+  for (size_t l = 0; l < L; ++l) {
+    if (cfg.layer_kinds[l] == LayerKind::LinearAttention)
+      e.linear[l] = {at<float>(*e.mem, off[4 * l]), at<float>(*e.mem, off[4 * l + 1]),
+                     at<float>(*e.mem, off[4 * l + 2]), at<void>(*e.mem, off[4 * l + 3])};
+    else
+      e.attention[l] = {at<void>(*e.mem, off[4 * l]), at<void>(*e.mem, off[4 * l + 1])};
+  }
+  return e;
+}
+
+PrefixEntry PrefixEntry::allocate(Backend& b, int64_t rows) {
+  const ModelConfig& cfg = b.config();
+  const Sizes z = sizes_of(b);
+  const size_t L = static_cast<size_t>(cfg.num_layers);
+  Carver c;
+  std::vector<size_t> off(2 * L);
+  for (size_t l = 0; l < L; ++l) {
+    const bool lin = cfg.layer_kinds[l] == LayerKind::LinearAttention;
+    off[2 * l] = c.take(lin ? z.state : z.kv_row * rows);
+    off[2 * l + 1] = c.take(lin ? z.tail : z.kv_row * rows);
+  }
+  PrefixEntry e;
+  e.mem = b.allocate(c.used());
+  e.state.assign(L, nullptr);
+  e.conv_tail.assign(L, nullptr);
+  e.k.assign(L, nullptr);
+  e.v.assign(L, nullptr);
+  for (size_t l = 0; l < L; ++l) {
+    if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+      e.state[l] = at<float>(*e.mem, off[2 * l]);
+      e.conv_tail[l] = at<void>(*e.mem, off[2 * l + 1]);
+    } else {
+      e.k[l] = at<void>(*e.mem, off[2 * l]);
+      e.v[l] = at<void>(*e.mem, off[2 * l + 1]);
+    }
+  }
+  return e;
 }
 
 }  // namespace hypic

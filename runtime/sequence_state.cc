@@ -1,5 +1,7 @@
 #include "runtime/sequence_state.h"
 
+#include "runtime/error.h"
+
 namespace hypic {
 
 SequenceState SequenceState::empty_for(const ModelConfig& cfg) {
@@ -19,6 +21,18 @@ size_t SequenceState::bytes() const {
     n += (l.lin.conv_tail.size() + l.lin.S.size() + l.attn.k.size() + l.attn.v.size()) * sizeof(float) +
          l.attn.pos.size() * sizeof(int64_t);
   return n;
+}
+
+SequenceState& cpu_state(State& s) {
+  auto* c = dynamic_cast<SequenceState*>(&s);
+  HYPIC_ASSERT(c, "a state of another backend given to the CPU backend");
+  return *c;
+}
+
+const SequenceState& cpu_state(const State& s) {
+  auto* c = dynamic_cast<const SequenceState*>(&s);
+  HYPIC_ASSERT(c, "a state of another backend given to the CPU backend");
+  return *c;
 }
 
 }  // namespace hypic

@@ -1,9 +1,11 @@
-// The running state of one sequence: per linear-attention layer the conv tail and the recurrent state,
-// per full-attention layer the keys (post-norm, post-RoPE) and values with their global positions.
+// The running state of one sequence on the CPU backend: per linear-attention layer the conv tail and the
+// recurrent state, per full-attention layer the keys (post-norm, post-RoPE) and values with their global
+// positions. fp32 throughout.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/model_config.h"
 
 namespace hypic {
@@ -25,12 +27,16 @@ struct LayerState {
   AttentionLayerState attn;
 };
 
-struct SequenceState {
+class SequenceState : public State {
+ public:
   std::vector<LayerState> layers;
-  int64_t length = 0;  // next position
 
   static SequenceState empty_for(const ModelConfig& cfg);
-  size_t bytes() const;
+  size_t bytes() const override;
 };
+
+// The CPU state behind a State handle (asserts that it is one).
+SequenceState& cpu_state(State& s);
+const SequenceState& cpu_state(const State& s);
 
 }  // namespace hypic

@@ -1,5 +1,5 @@
 // A small tensor: element type, shape, and storage that is either owned or a view kept alive by an
-// owner (e.g. a memory-mapped checkpoint). CPU now; the device field is where CUDA plugs in.
+// owner (e.g. a memory-mapped checkpoint). Host memory: checkpoints are read here and backends upload them.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,8 +9,6 @@
 #include "kernels/dtype.h"
 
 namespace hypic {
-
-enum class Device { CPU, CUDA };
 
 class Tensor {
  public:
@@ -22,7 +20,6 @@ class Tensor {
   static Tensor view(DType dtype, std::vector<int64_t> shape, const void* data, std::shared_ptr<const void> owner);
 
   DType dtype() const { return dtype_; }
-  Device device() const { return Device::CPU; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
   int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }

@@ -1,5 +1,6 @@
 #include "sdk/agent.h"
 
+#include <chrono>
 #include <memory>
 
 #include "dsl/compiler.h"
@@ -80,7 +81,7 @@ AgentResult Agent::run(Json vars, const AgentRunOptions& options) {
   dsl::HfPlanTokenizer plan_tok(rt_.tokenizer());
   dsl::CompileOptions co;
   co.tokenizer = &plan_tok;
-  co.model_fingerprint = rt_.model().fingerprint();
+  co.model_fingerprint = rt_.backend().fingerprint();
   co.seam_width = static_cast<int>(rt_.engine().seam_width());
   const dsl::PromptPlan plan = dsl::compile(tpl_, vars, co);
   if (plan.blocks.empty()) throw InvalidArgument("template '" + tpl_.file + "' produced no blocks");
@@ -93,11 +94,13 @@ AgentResult Agent::run(Json vars, const AgentRunOptions& options) {
   blocks.back().cache = BlockCache::None;
 
   AgentResult res;
-  Session session(rt_);
+  if (!session_) session_ = std::make_unique<Session>(rt_);
+  Session& session = *session_;
   const PromptResult pr = session.prefill(blocks);
   res.ttft_ms = pr.ttft_ms;
   res.prompt_tokens = pr.prompt_tokens;
   res.computed_tokens = pr.computed_tokens;
+  res.step_reports.push_back({pr.computed_tokens, pr.reused_tokens, pr.ttft_ms});
   for (size_t i = 0; i < plan.blocks.size(); ++i) {
     const bool hit = i < pr.blocks.size() && pr.blocks[i].hit;
     res.blocks.push_back({plan.blocks[i].id, dsl::cache_policy_name(plan.blocks[i].cache),
@@ -189,7 +192,11 @@ AgentResult Agent::run(Json vars, const AgentRunOptions& options) {
     }
     std::vector<HistoryMessage> step_msgs = {assistant};
     step_msgs.insert(step_msgs.end(), tool_msgs.begin(), tool_msgs.end());
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t before = session.transcript().size();
     session.append_text(continuation_text(step_msgs));
+    res.step_reports.push_back({static_cast<int64_t>(session.transcript().size() - before), 0,
+                                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()});
   }
   if (history_) history_->append_turn(history_session_, res.messages);
   return res;

@@ -1,10 +1,13 @@
 // hypic::sdk::Agent — a prompt template + tools + the tool-using loop. One run: compile the template
 // with variables into a plan (every block a cache segment), prefill it through the engine, then
 // generate; tool calls are executed and their results appended (only the new text is run), until the
-// model answers without a tool call or the step bound is reached. Nothing a tool or the model does
+// model answers without a tool call or the step bound is reached. The agent keeps its session between
+// runs, so a run whose prompt extends the previous one (a conversation: history + new message)
+// continues the live state and computes only the new tokens. Nothing a tool or the model does
 // crashes the loop: errors go back to the model as tool messages.
 #pragma once
 #include <atomic>
+#include <memory>
 #include <functional>
 #include <optional>
 #include <string>
@@ -37,6 +40,13 @@ struct ToolInvocation {
   std::string result;  // what the model was given
 };
 
+// One generation step of a run: the prompt (step 1) or the tool results appended before it.
+struct StepReport {
+  int64_t computed_tokens = 0;  // tokens run through the model before this step's first token
+  int64_t reused_tokens = 0;    // step 1: leading tokens continued exactly (live state or chain entries)
+  double ttft_ms = 0;           // from the step's start to its first token's logits
+};
+
 struct AgentResult {
   std::string answer;
   std::string reasoning;
@@ -44,8 +54,9 @@ struct AgentResult {
   std::string finish_reason;  // answered | max_steps | length | cancelled
   std::vector<ToolInvocation> tool_calls;
   std::vector<BlockReport> blocks;
-  int64_t prompt_tokens = 0, computed_tokens = 0;
-  double ttft_ms = 0;
+  int64_t prompt_tokens = 0, computed_tokens = 0;  // of the prompt (step 1)
+  double ttft_ms = 0;                               // of the prompt (step 1)
+  std::vector<StepReport> step_reports;             // one per step
   std::vector<HistoryMessage> messages;  // this run's new messages (user, assistant, tool, ...)
 };
 
@@ -72,6 +83,7 @@ class Agent {
   dsl::Template tpl_;
   ToolRegistry tools_;
   Generator generator_;
+  std::unique_ptr<Session> session_;
   HistoryStore* history_ = nullptr;
   std::string history_session_;
 };

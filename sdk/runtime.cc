@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/backends.h"
 #include "runtime/error.h"
 
 namespace hypic::sdk {
@@ -15,14 +16,14 @@ namespace fs = std::filesystem;
 std::unique_ptr<Runtime> Runtime::open(const RuntimeOptions& options) {
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->options_ = options;
-  rt->model_ = HybridModel::load(options.model_dir);
+  rt->backend_ = open_backend(options.model_dir, resolve_device(options.device));
   rt->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_file((fs::path(options.model_dir) / "tokenizer.json").string()));
   rt->chat_ = load_chat_format(options.model_dir);
   EngineOptions eo;
   eo.seam_width = options.seam_width;
   eo.cache_budget_bytes = options.cache_bytes;
   eo.tokenizer_fingerprint = rt->tokenizer_fingerprint();
-  rt->engine_ = std::make_unique<Engine>(*rt->model_, options.mode, eo);
+  rt->engine_ = std::make_unique<Engine>(*rt->backend_, options.mode, eo);
 
   std::vector<std::string> names = {"<|im_end|>", "<|endoftext|>"};
   const fs::path cfg = fs::path(options.model_dir) / "tokenizer_config.json";
@@ -43,6 +44,8 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeOptions& options) {
       if (std::find(rt->stop_ids_.begin(), rt->stop_ids_.end(), *id) == rt->stop_ids_.end()) rt->stop_ids_.push_back(*id);
   return rt;
 }
+
+Runtime::~Runtime() = default;
 
 std::string Runtime::tokenizer_fingerprint() const {
   char buf[17];

@@ -1,12 +1,12 @@
-// hypic::sdk::Runtime — what an application opens once: the model, its tokenizer and chat format,
-// and the caching engine with its segment store.
+// hypic::sdk::Runtime — what an application opens once: the model on a device (CPU or CUDA), its
+// tokenizer and chat format, and the caching engine with its segment store.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/engine.h"
-#include "runtime/hybrid_model.h"
 #include "runtime/text/chat_format.h"
 #include "runtime/text/tokenizer.h"
 
@@ -14,17 +14,23 @@ namespace hypic::sdk {
 
 struct RuntimeOptions {
   std::string model_dir;  // config.json, safetensors, tokenizer.json, tokenizer_config.json
+  // cpu | cuda | auto: CUDA where this build has the backend and a GPU is present, else the CPU.
+  std::string device = "auto";
   CacheMode mode = CacheMode::Hypic;
   int64_t seam_width = 8;
-  size_t cache_bytes = size_t{1} << 30;
+  size_t cache_bytes = size_t{1} << 30;  // segment store budget, in bytes of the device's memory
 };
 
 class Runtime {
  public:
-  // Throws hypic::Error subclasses naming the file that is missing or malformed.
+  // Throws hypic::Error subclasses naming the file that is missing or malformed, or the device that is
+  // not available.
   static std::unique_ptr<Runtime> open(const RuntimeOptions& options);
+  ~Runtime();
 
-  const HybridModel& model() const { return *model_; }
+  Backend& backend() { return *backend_; }
+  const ModelConfig& config() const { return backend_->config(); }
+  Device device() const { return backend_->device(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ChatFormat& chat_format() const { return *chat_; }
   Engine& engine() { return *engine_; }
@@ -36,7 +42,7 @@ class Runtime {
  private:
   Runtime() = default;
   RuntimeOptions options_;
-  std::unique_ptr<HybridModel> model_;
+  std::unique_ptr<Backend> backend_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatFormat> chat_;
   std::unique_ptr<Engine> engine_;

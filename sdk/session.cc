@@ -16,12 +16,42 @@ const char* finish_name(Generation::Finish f) {
   return "?";
 }
 
-Session::Session(Runtime& rt) : rt_(rt), state_(rt.model().new_state()) {}
+Session::Session(Runtime& rt) : rt_(rt), state_(rt.backend().new_state()) {}
+
+namespace {
+
+bool extends(const std::vector<int>& tokens, const std::vector<int>& prompt) {
+  return !tokens.empty() && tokens.size() < prompt.size() && std::equal(tokens.begin(), tokens.end(), prompt.begin());
+}
+
+}  // namespace
 
 PromptResult Session::prefill(const std::vector<PromptBlock>& blocks) {
-  PromptResult r = rt_.engine().run(blocks);
+  check_prompt(blocks);
+  const std::vector<int> prompt = prompt_tokens(blocks);
+  // The longest exact prefix this session holds: everything it ran, or the prompt of its last prefill.
+  LiveSequence live;
+  if (started_ && extends(transcript_, prompt)) {
+    live.state = std::move(state_);
+    live.tokens = std::move(transcript_);
+  } else if (extends(checkpoint_.tokens, prompt)) {
+    live = std::move(checkpoint_);
+  }
+  PromptResult r;
+  try {
+    r = rt_.engine().run(blocks, live.state ? &live : nullptr);
+  } catch (...) {
+    // A refused prompt (checked before any state is touched) leaves the conversation as it was.
+    if (live.state && !state_) {
+      state_ = std::move(live.state);
+      transcript_ = std::move(live.tokens);
+    }
+    throw;
+  }
   state_ = std::move(r.state);
-  r.state = SequenceState();
+  transcript_ = prompt;
+  checkpoint_ = LiveSequence();
+  if (checkpoint_on_) checkpoint_ = {rt_.backend().clone(*state_), transcript_};
   logits_ = r.logits;
   pending_.clear();
   started_ = true;
@@ -32,7 +62,8 @@ void Session::append_tokens(std::span<const int> ids) {
   std::vector<int> run = pending_;
   run.insert(run.end(), ids.begin(), ids.end());
   if (run.empty()) return;
-  logits_ = rt_.model().forward(run, state_);
+  logits_ = rt_.engine().forward(run, *state_);
+  transcript_.insert(transcript_.end(), run.begin(), run.end());
   pending_.clear();
   started_ = true;
 }
@@ -95,7 +126,8 @@ Generation Session::generate(const GenerateOptions& opt) {
     }
     flush(false);
     const int one[1] = {id};
-    logits_ = rt_.model().forward(one, state_);
+    logits_ = rt_.engine().forward(one, *state_);
+    transcript_.push_back(id);
   }
   if (g.finish != Generation::Finish::Stop) g.text += dec.finish();
   flush(true);

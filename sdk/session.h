@@ -1,5 +1,9 @@
-// hypic::sdk::Session — one conversation on the model. The first step runs its prompt blocks through
-// the caching engine; every later step runs only the new text, continuing the exact state.
+// hypic::sdk::Session — one conversation on the model, on the runtime's device. prefill() runs prompt
+// blocks through the caching engine; append_* and generate() continue the exact state. A later prefill()
+// whose prompt extends what the session has run continues the live state exactly (only the new tokens
+// are computed); so does one that extends the prompt of the last prefill (the checkpoint taken before
+// generating), which covers chat templates that re-render the last reply differently from how it was
+// generated (Qwen3/3.5 drop the reasoning of earlier turns).
 #pragma once
 #include <atomic>
 #include <functional>
@@ -16,7 +20,7 @@ namespace hypic::sdk {
 
 struct GenerateOptions {
   int max_tokens = 256;
-  cpu::SamplingParams sampling;  // greedy unless temperature > 0
+  SamplingParams sampling;  // greedy unless temperature > 0
   uint64_t seed = 0;
   std::vector<std::string> stop;  // stop strings, besides the model's end-of-turn tokens
   std::function<void(std::string_view)> on_text;  // streamed text, never half a UTF-8 character
@@ -36,21 +40,29 @@ class Session {
  public:
   explicit Session(Runtime& rt);
 
-  // Starts (or restarts) the conversation from prompt blocks through the engine; the last block is
-  // the query tail. Per-block hits and the computed token count are in the result.
+  // Starts or continues the conversation from prompt blocks through the engine; the last block is the
+  // query tail. Per-block hits, reused and computed token counts and the TTFT are in the result (its
+  // state is kept by the session).
   PromptResult prefill(const std::vector<PromptBlock>& blocks);
+  // Keep a copy of the state at the end of every prefill (default on): costs one state copy per prompt.
+  void set_prompt_checkpoint(bool on) { checkpoint_on_ = on; }
   // Continues exactly: runs only these tokens (after any token sampled but not yet run).
   void append_tokens(std::span<const int> ids);
   void append_text(const std::string& text);
 
   Generation generate(const GenerateOptions& opt);
 
-  int64_t length() const { return state_.length + static_cast<int64_t>(pending_.size()); }
+  int64_t length() const { return state_->length + static_cast<int64_t>(pending_.size()); }
+  // Every token run so far, in order (sampled tokens not yet run are not included).
+  const std::vector<int>& transcript() const { return transcript_; }
   Runtime& runtime() { return rt_; }
 
  private:
   Runtime& rt_;
-  SequenceState state_;
+  std::unique_ptr<State> state_;
+  std::vector<int> transcript_;
+  LiveSequence checkpoint_;  // the state and tokens at the end of the last prefill
+  bool checkpoint_on_ = true;
   std::vector<float> logits_;  // next-token logits; valid when pending_ is empty and started_
   std::vector<int> pending_;   // sampled, not yet run (the end-of-turn token of the last reply)
   bool started_ = false;

@@ -10,17 +10,15 @@ namespace {
 
 constexpr int kTile = 64, kDepth = 16, kThreads = 256;
 
-// out[b][h] (M x N) = A[b][h] (M x M) @ B[b][h] (M x N) + C[b][h]; per-item strides are head strides.
-__global__ void __launch_bounds__(kThreads) dense_kernel(int H, int M, int N, const float* const* A,
-                                                         const float* const* B, const float* const* C,
-                                                         float* const* out) {
+// out[h] (M x N) = A[h] (M x M) @ B[h] (M x N) + C[h] for head h = blockIdx.z % H; one 64 x 64 tile.
+__device__ void dense_tile(int H, int M, int N, const float* A, const float* B, const float* C, float* out) {
   __shared__ float As[kDepth][kTile + 4];  // As[kk][row]
   __shared__ float Bs[kDepth][kTile + 4];  // Bs[kk][col]
-  const int b = blockIdx.z / H, h = blockIdx.z % H;
-  const float* a = A[b] + int64_t(h) * M * M;
-  const float* bb = B[b] + int64_t(h) * M * N;
-  const float* cc = C ? (C[b] ? C[b] + int64_t(h) * M * N : nullptr) : nullptr;
-  float* o = out[b] + int64_t(h) * M * N;
+  const int h = blockIdx.z % H;
+  const float* a = A + int64_t(h) * M * M;
+  const float* bb = B + int64_t(h) * M * N;
+  const float* cc = C ? C + int64_t(h) * M * N : nullptr;
+  float* o = out + int64_t(h) * M * N;
   const int r0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
   const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;  // 16 x 16 threads, 4 x 4 outputs each
   float acc[4][4] = {};
@@ -56,6 +54,20 @@ __global__ void __launch_bounds__(kThreads) dense_kernel(int H, int M, int N, co
         o[idx] = acc[i][j] + (cc ? cc[idx] : 0.0f);
       }
     }
+}
+
+// Batched: item b = blockIdx.z / H reads its pointers from device arrays; per-item strides are head strides.
+__global__ void __launch_bounds__(kThreads) dense_kernel(int H, int M, int N, const float* const* A,
+                                                         const float* const* B, const float* const* C,
+                                                         float* const* out) {
+  const int b = blockIdx.z / H;
+  dense_tile(H, M, N, A[b], B[b], C ? C[b] : nullptr, out[b]);
+}
+
+// One item, pointers passed by value (no pointer array to upload).
+__global__ void __launch_bounds__(kThreads) dense_one_kernel(int H, int M, int N, const float* A, const float* B,
+                                                             const float* C, float* out) {
+  dense_tile(H, M, N, A, B, C, out);
 }
 
 // Scalar / diagonal: out = t * s0 + sb elementwise, t per head (Scalar) or per head row (Diagonal).
@@ -99,6 +111,16 @@ void transfer_apply_batched(const TransferShape& s, int64_t batch, const float* 
     diag_apply_kernel<<<grid, 256, 0, stream>>>(int(s.H), int(s.dk), int(s.dv), s.kind == TransferKind::Scalar, T,
                                                 S0, S_body, out);
   }
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void transfer_apply(const TransferShape& s, const float* T, const float* S0, const float* S_body, float* out,
+                    cudaStream_t stream) {
+  check(s, 1, "transfer_apply");
+  HYPIC_CUDA_REQUIRE(s.kind == TransferKind::Dense, "transfer_apply: only the Dense kind has a one-item path");
+  HYPIC_CUDA_REQUIRE(s.H <= 65535, "transfer_apply: H must be <= 65535");
+  const dim3 grid(unsigned((s.dv + kTile - 1) / kTile), unsigned((s.dk + kTile - 1) / kTile), unsigned(s.H));
+  dense_one_kernel<<<grid, kThreads, 0, stream>>>(int(s.H), int(s.dk), int(s.dv), T, S0, S_body, out);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

@@ -20,6 +20,11 @@ using cpu::TransferShape;
 void transfer_apply_batched(const TransferShape& s, int64_t batch, const float* const* T, const float* const* S0,
                             const float* const* S_body, float* const* out, cudaStream_t stream);
 
+// One Dense item with device pointers passed directly: out = T S0 + S_body (S_body may be null). out must
+// not alias T or S0; it may alias S_body.
+void transfer_apply(const TransferShape& s, const float* T, const float* S0, const float* S_body, float* out,
+                    cudaStream_t stream);
+
 // For b < batch: out[b] = T2[b] T1[b] (the operator of segment 1 followed by segment 2); DEVICE pointer
 // arrays as above; out[b] must not alias T2[b] or T1[b] for the Dense kind.
 void transfer_compose_batched(const TransferShape& s, int64_t batch, const float* const* T2, const float* const* T1,

@@ -18,7 +18,7 @@ struct CudaActivations {
   // Gated DeltaNet.
   cuda::DeviceBuffer qkv, conv, z, ba, q, k, v, g, beta, o, gdn_ws;
   // Attention.
-  cuda::DeviceBuffer qg, aq, att;
+  cuda::DeviceBuffer qg, aq, kn, vn, att;  // kn, vn: this pass's keys (normed, rotated) and values
   // Dense MLP.
   cuda::DeviceBuffer gu;
   // MoE.

@@ -142,6 +142,8 @@ CudaActivations CudaModel::activations(int64_t T) {
     const int64_t qd = cfg_.num_heads * cfg_.head_dim;
     s.qg = buf(sizeof(bf16) * t * qd * (cfg_.attn_output_gate ? 2 : 1));
     if (cfg_.attn_output_gate) s.aq = buf(sizeof(bf16) * t * qd);
+    s.kn = buf(sizeof(bf16) * t * cfg_.num_kv_heads * cfg_.head_dim);
+    s.vn = buf(sizeof(bf16) * t * cfg_.num_kv_heads * cfg_.head_dim);
     s.att = buf(sizeof(bf16) * t * qd);
   }
   if (any_dense) s.gu = buf(sizeof(bf16) * t * 2 * cfg_.intermediate_size);
@@ -193,49 +195,17 @@ void CudaModel::post_norm(int layer, CudaActivations& a) {
                 stream_);
 }
 
-std::vector<float> CudaModel::logits(CudaActivations& a, int64_t rows) {
+std::vector<float> CudaModel::logits(CudaActivations& a, int64_t row0, int64_t rows) {
   const int64_t D = cfg_.hidden_size, V = cfg_.vocab_size;
-  HYPIC_ASSERT(rows >= 1 && rows <= a.T, "logits: rows out of range");
+  HYPIC_ASSERT(rows >= 1 && row0 >= 0 && row0 + rows <= a.T, "logits: rows out of range");
   cudaStream_t cs = stream_;
   // The normed rows go to the front of x (x is free once the last layer ran).
-  cuda::rmsnorm(a.hp() + (a.T - rows) * D, a.xp(), rows, D, w_.final_norm, cfg_.rms_norm_eps, true, cs);
+  cuda::rmsnorm(a.hp() + row0 * D, a.xp(), rows, D, w_.final_norm, cfg_.rms_norm_eps, true, cs);
   DeviceBuffer out_dev(pool_, sizeof(float) * rows * V);
   gemm(a.xp(), rows, D, w_.lm_head, out_dev.get(), DType::F32);
   std::vector<float> out(static_cast<size_t>(rows * V));
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), out_dev.get(), sizeof(float) * out.size(), cudaMemcpyDeviceToHost, cs));
   HYPIC_CUDA_CHECK(cudaStreamSynchronize(cs));
-  return out;
-}
-
-std::vector<float> CudaModel::forward(std::span<const int> ids, CudaSequenceState& st, bool all_logits) {
-  const int64_t T = static_cast<int64_t>(ids.size());
-  if (T == 0) throw InvalidArgument("forward: no tokens to run");
-  HYPIC_ASSERT(static_cast<int64_t>(st.lin.size()) == cfg_.num_layers &&
-                   static_cast<int64_t>(st.attn.size()) == cfg_.num_layers,
-               "state of another model");
-  cfg_.check_length(st.length + T);
-  if (T == 1 && !all_logits && graphs_on_) {
-    std::vector<float> out = decode_step(ids[0], st);
-    if (!out.empty()) return out;
-  }
-  CudaActivations a = activations(T);
-  std::vector<int64_t> pos(static_cast<size_t>(T));
-  std::iota(pos.begin(), pos.end(), st.length);
-  embed(ids, pos, a);
-  for (int l = 0; l < cfg_.num_layers; ++l) {
-    input_norm(l, a);
-    if (cfg_.layer_kinds[l] == LayerKind::LinearAttention) {
-      linear_project(l, a);
-      linear_recur(l, a, 0, T, st.lin[l]);
-      linear_output(l, a);
-    } else {
-      attention_mixer(l, a, st.attn[l]);
-    }
-    post_norm(l, a);
-    ffn(l, a);
-  }
-  std::vector<float> out = logits(a, all_logits ? T : 1);
-  st.length += T;
   return out;
 }
 
@@ -278,7 +248,7 @@ void CudaModel::linear_output(int layer, CudaActivations& s) {
   gemm(o, T, vd, G.out, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
-void CudaModel::attention_mixer(int layer, CudaActivations& s, CudaAttentionLayerState& kv) {
+void CudaModel::attention_project(int layer, CudaActivations& s) {
   const int64_t T = s.T;
   const DeviceAttention& A = w_.layers[layer].attn;
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, D = cfg_.hidden_size;
@@ -293,33 +263,39 @@ void CudaModel::attention_mixer(int layer, CudaActivations& s, CudaAttentionLaye
     HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(q, sizeof(bf16) * hd, qg, sizeof(bf16) * 2 * hd, sizeof(bf16) * hd, T * H,
                                        cudaMemcpyDeviceToDevice, cs));
   }
-  // Append this call's keys and values to the cache (projected straight into it), with positions.
-  const int64_t row = Hkv * hd, r0 = kv.rows;
-  kv.reserve(r0 + T, row, cs);
-  bf16* kn = kv.k.as<bf16>() + r0 * row;
+  bf16 *kn = s.kn.as<bf16>(), *vn = s.vn.as<bf16>();
   gemm(s.xp(), T, D, A.k, kn, DType::BF16);
-  gemm(s.xp(), T, D, A.v, kv.v.as<bf16>() + r0 * row, DType::BF16);
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(kv.pos.as<int64_t>() + r0, s.posp(), sizeof(int64_t) * T, cudaMemcpyDeviceToDevice,
-                                   cs));
-  kv.rows = r0 + T;
+  gemm(s.xp(), T, D, A.v, vn, DType::BF16);
   cuda::rmsnorm(q, q, T * H, hd, A.q_norm, cfg_.rms_norm_eps, true, cs);
   cuda::rmsnorm(kn, kn, T * Hkv, hd, A.k_norm, cfg_.rms_norm_eps, true, cs);
   cuda::rope_apply(q, T, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
   cuda::rope_apply(kn, T, Hkv, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+}
 
-  bf16* att = s.att.as<bf16>();
-  const cuda::AttentionShape shape{T, kv.rows, H, Hkv, hd};
+void CudaModel::attention_core(int layer, CudaActivations& s, int64_t row0, int64_t n, CudaAttentionLayerState& kv) {
+  HYPIC_ASSERT(row0 >= 0 && n > 0 && row0 + n <= s.T, "attention_core: rows out of range");
+  const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, row = Hkv * hd;
+  cudaStream_t cs = stream_;
+  kv.append(s.kn.as<bf16>() + row0 * row, s.vn.as<bf16>() + row0 * row, s.posp() + row0, n, row, cs);
+  const bf16* q = (cfg_.attn_output_gate ? s.aq.as<bf16>() : s.qg.as<bf16>()) + row0 * H * hd;
+  bf16* att = s.att.as<bf16>() + row0 * H * hd;
+  const int64_t* qpos = s.posp() + row0;
+  const cuda::AttentionShape shape{n, kv.rows, H, Hkv, hd};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  if (T <= kDecodeMaxRows) {
+  if (n <= kDecodeMaxRows) {
     DeviceBuffer ws(pool_, cuda::attention_decode_workspace_bytes(shape));
-    cuda::attention_decode(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), s.posp(), kv.pos.as<int64_t>(), scale, att,
+    cuda::attention_decode(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), qpos, kv.pos.as<int64_t>(), scale, att,
                            ws.get(), cs);
   } else {
-    cuda::attention_prefill(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), s.posp(), kv.pos.as<int64_t>(), scale, att,
-                            cs);
+    cuda::attention_prefill(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), qpos, kv.pos.as<int64_t>(), scale, att, cs);
   }
-  if (gated) cuda::sigmoid_mul(att, hd, qg + hd, 2 * hd, T * H, hd, cs);
-  gemm(att, T, H * hd, A.o, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
+}
+
+void CudaModel::attention_output(int layer, CudaActivations& s) {
+  const int64_t T = s.T, H = cfg_.num_heads, hd = cfg_.head_dim;
+  bf16* att = s.att.as<bf16>();
+  if (cfg_.attn_output_gate) cuda::sigmoid_mul(att, hd, s.qg.as<bf16>() + hd, 2 * hd, T * H, hd, stream_);
+  gemm(att, T, H * hd, w_.layers[layer].attn.o, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
 void CudaModel::ffn(int layer, CudaActivations& s) {
@@ -376,6 +352,7 @@ void CudaModel::moe_grouped(int layer, CudaActivations& s, bf16* y) {
 }
 
 std::vector<float> CudaModel::decode_step(int id, CudaSequenceState& st) {
+  if (!graphs_on_) return {};
   const int64_t V = cfg_.vocab_size, row = cfg_.num_kv_heads * cfg_.head_dim;
   if (id < 0 || id >= V)
     throw InvalidArgument("token id " + std::to_string(id) + " at index 0 is outside the vocabulary [0, " +

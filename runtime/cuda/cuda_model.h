@@ -1,10 +1,9 @@
-// The Qwen3-Next / Qwen3.5 hybrid decoder on one CUDA device: the same forward pass as HybridModel
-// (runtime/hybrid_model.h) with bf16 weights and activations, fp32 accumulation, an fp32 residual
+// The Qwen3-Next / Qwen3.5 hybrid decoder's layers on one CUDA device: the same steps as the CPU backend
+// (runtime/cpu_backend.h) with bf16 weights and activations, fp32 accumulation, an fp32 residual
 // stream, fp32 recurrent states and a bf16 KV cache (kernels/cuda).
 //
-// forward() runs a plain sequence: prefill, multi-token continuation and 1-token decode are the same
-// call. The per-layer pieces are public because the caching engine (runtime/cuda/cuda_engine.h) drives
-// its own layer loop over selected rows. A CudaModel owns its stream, cuBLAS handles and scratch pool;
+// The engine (runtime/engine.h, through CudaBackend) drives the layer loop over these steps; the model
+// itself only captures the one-token decode step as a CUDA graph. A CudaModel owns its stream, cuBLAS handles and scratch pool;
 // it is not thread-safe (one caller at a time per model), while sequence states are independent of
 // each other. All work is ordered on stream().
 #pragma once
@@ -41,13 +40,9 @@ class CudaModel {
   size_t weight_bytes() const { return w_.bytes(); }
   CudaSequenceState new_state() const { return CudaSequenceState::empty_for(cfg_); }
 
-  // Runs `ids` at positions state.length, state.length + 1, ... and advances the state.
-  // Returns the logits of the last token ([V]), or of every token ([T, V]) when all_logits.
-  // Throws InvalidArgument for no tokens or an id outside [0, vocab).
-  std::vector<float> forward(std::span<const int> ids, CudaSequenceState& state, bool all_logits = false);
-
-  // One-token forward() steps replay a captured CUDA graph (the default; HYPIC_CUDA_GRAPHS=0 in the
-  // environment or set_decode_graphs(false) launches every kernel instead). The graph reads the token,
+  // One-token steps of a sequence: decode_step replays a captured CUDA graph (the default;
+  // HYPIC_CUDA_GRAPHS=0 in the environment or set_decode_graphs(false) turns it off, and the engine then
+  // launches the step as a pass). Returns the logits, or nothing when this state cannot use the graph. The graph reads the token,
   // its position and the key count from device memory, so it is captured again only when the sequence's
   // buffers move (a KV cache that outgrew its capacity); the graphs of the last few sequences are kept.
   // Results equal the launched path's up to the order of the attention sums.
@@ -78,12 +73,18 @@ class CudaModel {
   void linear_recur(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaLinearLayerState& st,
                     float* transfer = nullptr);
   void linear_output(int layer, CudaActivations& a);
-  // K/V of every row at a's positions are appended to `kv`; queries attend over every row of `kv`
-  // visible by position (cached rows may come in any order); h += out.
-  void attention_mixer(int layer, CudaActivations& a, CudaAttentionLayerState& kv);
+  // Full attention in three steps, so that several sequences can share one pass:
+  //   attention_project: queries, keys and values of every row (normed, rotated at a's positions);
+  //   attention_core: the K/V of rows [row0, row0 + n) are appended to `kv` and those rows' queries attend
+  //     over every row of `kv` visible by position (cached rows may come in any order);
+  //   attention_output: output gate and projection of every row, h += out.
+  void attention_project(int layer, CudaActivations& a);
+  void attention_core(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaAttentionLayerState& kv);
+  void attention_output(int layer, CudaActivations& a);
   void ffn(int layer, CudaActivations& a);  // h += ffn(x)
-  // Final norm + LM head of the last `rows` rows -> host [rows, V]. Synchronises the stream.
-  std::vector<float> logits(CudaActivations& a, int64_t rows);
+  // Final norm + LM head of rows [row0, row0 + n) -> host [n, V]. Synchronises the stream.
+  std::vector<float> logits(CudaActivations& a, int64_t row0, int64_t n);
+  std::vector<float> decode_step(int id, CudaSequenceState& st);
 
  private:
   CudaModel(ModelConfig cfg, std::string fingerprint);
@@ -96,8 +97,6 @@ class CudaModel {
   bool small_moe(int64_t T) const;
   // The routed experts of the T rows through the grouped GEMMs (one host sync for the group sizes).
   void moe_grouped(int layer, CudaActivations& a, cuda::bf16* y);
-  // The graph-replayed one-token step; an empty result when this state cannot use it (uneven KV rows).
-  std::vector<float> decode_step(int id, CudaSequenceState& st);
   std::unique_ptr<DecodeGraph> capture_decode(CudaSequenceState& st, int64_t capacity, std::vector<const void*> bound);
   // attention_mixer for the captured step: K/V appended at the device-side count, keys read up to it.
   void attention_step(int layer, CudaActivations& a, CudaAttentionLayerState& kv, DecodeGraph& g);

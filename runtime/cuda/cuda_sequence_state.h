@@ -1,4 +1,4 @@
-// The running state of one sequence on the device, the counterpart of SequenceState:
+// The running state of one sequence on the CUDA backend, the counterpart of SequenceState:
 //   linear-attention layers: the conv tail [K-1, conv_dim] bf16 (the last K-1 pre-conv inputs, oldest
 //     first) and the recurrent state [Hv, dk, dv] fp32;
 //   full-attention layers: keys (post-norm, post-RoPE) and values [rows, Hkv, hd] bf16 with their global
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/cuda/device_memory.h"
 #include "runtime/model_config.h"
 #include "runtime/sequence_state.h"
@@ -33,16 +34,16 @@ struct CudaAttentionLayerState {
               cudaStream_t stream);
 };
 
-struct CudaSequenceState {
+class CudaSequenceState : public State {
+ public:
   std::vector<CudaLinearLayerState> lin;    // [num_layers]; empty for attention layers
   std::vector<CudaAttentionLayerState> attn;  // [num_layers]; empty for linear layers
-  int64_t length = 0;                         // next position
 
   static CudaSequenceState empty_for(const ModelConfig& cfg);
   // A deep copy (work ordered on `stream`).
   CudaSequenceState clone(cudaStream_t stream) const;
-  size_t bytes() const;  // device bytes held (allocated capacity)
-  // A host copy in the CPU layout (fp32), e.g. to compare with HybridModel or to hand to the CPU engine.
+  size_t bytes() const override;  // device bytes held (allocated capacity)
+  // A host copy in the CPU layout (fp32), e.g. to compare with the CPU backend or to hand to the CPU engine.
   // Synchronises the device.
   SequenceState download(const ModelConfig& cfg) const;
 };

@@ -1,7 +1,6 @@
 // The CPU forward pass against transformers' logits on the tiny fixture models
-// (tools/fixtures/make_tiny_models.py): prefill, prefill + continuation, token-by-token decode.
-#include "runtime/hybrid_model.h"
-
+// (tools/fixtures/make_tiny_models.py): prefill, prefill + continuation, token-by-token decode — run by
+// the engine in full mode (Engine::forward) over the CPU backend.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/cpu_backend.h"
+#include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 
@@ -49,57 +50,59 @@ float max_abs_diff(const float* a, const float* b, int64_t n) {
 class ModelGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    model_ = HybridModel::load(kModels + GetParam());
+    backend_ = CpuBackend::load(kModels + GetParam());
+    engine_ = std::make_unique<Engine>(*backend_, CacheMode::Full, EngineOptions{});
     g_ = load_golden(GetParam());
-    V_ = model_->config().vocab_size;
+    V_ = backend_->config().vocab_size;
   }
-  std::unique_ptr<HybridModel> model_;
+  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<Engine> engine_;
   Golden g_;
   int64_t V_ = 0;
 };
 
 TEST_P(ModelGolden, PrefillMatchesTransformers) {
-  SequenceState st = model_->new_state();
-  auto logits = model_->forward(g_.ids, st, true);
+  auto st = backend_->new_state();
+  auto logits = engine_->forward(g_.ids, *st, true);
   ASSERT_EQ(logits.size(), g_.ids.size() * V_);
   EXPECT_LE(max_abs_diff(logits.data(), g_.logits.data<float>(), logits.size()), 1e-3f);
 
-  SequenceState st2 = model_->new_state();
-  auto short_logits = model_->forward(g_.ids_short, st2, true);
+  auto st2 = backend_->new_state();
+  auto short_logits = engine_->forward(g_.ids_short, *st2, true);
   EXPECT_LE(max_abs_diff(short_logits.data(), g_.logits_short.data<float>(), short_logits.size()), 1e-3f);
 }
 
 TEST_P(ModelGolden, ContinuationMatchesSinglePrefill) {
   // Uneven pieces: a multi-token continuation must carry the conv tail, the linear state and the KV.
   const std::vector<size_t> cuts = {0, 5, 6, 23, g_.ids.size()};
-  SequenceState st = model_->new_state();
+  auto st = backend_->new_state();
   for (size_t c = 0; c + 1 < cuts.size(); ++c) {
     std::vector<int> piece(g_.ids.begin() + cuts[c], g_.ids.begin() + cuts[c + 1]);
-    auto logits = model_->forward(piece, st, true);
+    auto logits = engine_->forward(piece, *st, true);
     EXPECT_LE(max_abs_diff(logits.data(), g_.logits.data<float>() + cuts[c] * V_, logits.size()), 1e-3f)
         << "piece " << c;
   }
-  EXPECT_EQ(st.length, static_cast<int64_t>(g_.ids.size()));
+  EXPECT_EQ(st->length, static_cast<int64_t>(g_.ids.size()));
 }
 
 TEST_P(ModelGolden, TokenByTokenDecodeMatches) {
-  SequenceState st = model_->new_state();
+  auto st = backend_->new_state();
   for (size_t t = 0; t < g_.ids.size(); ++t) {
     const int one[1] = {g_.ids[t]};
-    auto logits = model_->forward(one, st);
+    auto logits = engine_->forward(one, *st);
     ASSERT_LE(max_abs_diff(logits.data(), g_.logits.data<float>() + t * V_, V_), 1e-3f) << "position " << t;
   }
 }
 
 TEST_P(ModelGolden, GreedyGenerationMatches) {
-  SequenceState st = model_->new_state();
-  auto logits = model_->forward(g_.ids, st);
+  auto st = backend_->new_state();
+  auto logits = engine_->forward(g_.ids, *st);
   for (size_t i = 0; i < g_.greedy.size(); ++i) {
     EXPECT_LE(max_abs_diff(logits.data(), g_.greedy_logits.data<float>() + i * V_, V_), 1e-3f) << "step " << i;
     const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     ASSERT_EQ(next, g_.greedy[i]) << "step " << i;
     const int one[1] = {next};
-    logits = model_->forward(one, st);
+    logits = engine_->forward(one, *st);
   }
 }
 
@@ -107,11 +110,11 @@ TEST_P(ModelGolden, LongPrefillEqualsDecodeAcrossChunks) {
   // Crosses several 64-token chunks of the chunked delta rule; decode is the recurrent form.
   std::vector<int> ids;
   for (int i = 0; i < 150; ++i) ids.push_back(g_.ids[(i * 7) % g_.ids.size()]);
-  SequenceState a = model_->new_state(), b = model_->new_state();
-  auto full = model_->forward(ids, a, true);
+  auto a = backend_->new_state(), b = backend_->new_state();
+  auto full = engine_->forward(ids, *a, true);
   for (size_t t = 0; t < ids.size(); ++t) {
     const int one[1] = {ids[t]};
-    auto logits = model_->forward(one, b);
+    auto logits = engine_->forward(one, *b);
     ASSERT_LE(max_abs_diff(logits.data(), full.data() + t * V_, V_), 1e-3f) << "position " << t;
   }
 }
@@ -150,24 +153,24 @@ class BadModel : public ::testing::Test {
 };
 
 TEST_F(BadModel, MissingDirectory) {
-  EXPECT_NE(message_of([&] { HybridModel::load((dir_ / "nope").string()); }).find("does not exist"), std::string::npos);
+  EXPECT_NE(message_of([&] { CpuBackend::load((dir_ / "nope").string()); }).find("does not exist"), std::string::npos);
 }
 
 TEST_F(BadModel, TruncatedCheckpointNamesTheFile) {
   fs::resize_file(dir_ / "model.safetensors", fs::file_size(dir_ / "model.safetensors") / 2);
-  const std::string m = message_of([&] { HybridModel::load(dir_.string()); });
+  const std::string m = message_of([&] { CpuBackend::load(dir_.string()); });
   EXPECT_NE(m.find("model.safetensors"), std::string::npos) << m;
   EXPECT_NE(m.find("truncated"), std::string::npos) << m;
 }
 
 TEST_F(BadModel, TinyFileHasNoHeader) {
   fs::resize_file(dir_ / "model.safetensors", 3);
-  EXPECT_NE(message_of([&] { HybridModel::load(dir_.string()); }).find("truncated"), std::string::npos);
+  EXPECT_NE(message_of([&] { CpuBackend::load(dir_.string()); }).find("truncated"), std::string::npos);
 }
 
 TEST_F(BadModel, UnknownModelType) {
   rewrite_config([](std::string& s) { s.replace(s.find("qwen3_5_text"), 12, "llama"); });
-  const std::string m = message_of([&] { HybridModel::load(dir_.string()); });
+  const std::string m = message_of([&] { CpuBackend::load(dir_.string()); });
   EXPECT_NE(m.find("unsupported model_type 'llama'"), std::string::npos) << m;
 }
 
@@ -177,14 +180,14 @@ TEST_F(BadModel, WrongShapeNamesTheTensor) {
     ASSERT_NE(p, std::string::npos);
     s.replace(p, 24, "\"intermediate_size\": 96");
   });
-  const std::string m = message_of([&] { HybridModel::load(dir_.string()); });
+  const std::string m = message_of([&] { CpuBackend::load(dir_.string()); });
   EXPECT_NE(m.find("mlp.gate_proj.weight"), std::string::npos) << m;
   EXPECT_NE(m.find("[96, 64]"), std::string::npos) << m;
 }
 
 TEST_F(BadModel, BrokenConfigJson) {
   std::ofstream(dir_ / "config.json") << "{ \"model_type\": ";
-  EXPECT_NE(message_of([&] { HybridModel::load(dir_.string()); }).find("config.json"), std::string::npos);
+  EXPECT_NE(message_of([&] { CpuBackend::load(dir_.string()); }).find("config.json"), std::string::npos);
 }
 
 TEST_F(BadModel, OversizedPromptNamesTheContextLength) {
@@ -193,24 +196,26 @@ TEST_F(BadModel, OversizedPromptNamesTheContextLength) {
     ASSERT_NE(p, std::string::npos);
     s.replace(p, 31, "\"max_position_embeddings\": 8");
   });
-  auto model = HybridModel::load(dir_.string());
-  SequenceState st = model->new_state();
+  auto backend = CpuBackend::load(dir_.string());
+  Engine engine(*backend, CacheMode::Full, {});
+  auto st = backend->new_state();
   const std::vector<int> six = {1, 2, 3, 4, 5, 6};
-  model->forward(six, st);  // fits
+  engine.forward(six, *st);  // fits
   try {
-    model->forward(six, st);  // 12 > 8
+    engine.forward(six, *st);  // 12 > 8
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("exceeds the model's context of 8"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(st.length, 6);  // the state is untouched by the refused call
+  EXPECT_EQ(st->length, 6);  // the state is untouched by the refused call
 }
 
 TEST_F(BadModel, IdOutsideVocabulary) {
-  auto model = HybridModel::load(dir_.string());
-  SequenceState st = model->new_state();
+  auto backend = CpuBackend::load(dir_.string());
+  Engine engine(*backend, CacheMode::Full, {});
+  auto st = backend->new_state();
   const std::vector<int> ids = {1, 2, 100000};
-  EXPECT_THROW(model->forward(ids, st), InvalidArgument);
+  EXPECT_THROW(engine.forward(ids, *st), InvalidArgument);
 }
 
 }  // namespace

@@ -2,13 +2,29 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace hypic {
 namespace {
 
+// A block of host memory standing in for a backend's allocation: the store only reads bytes().
+struct TestMemory : Memory {
+  explicit TestMemory(size_t n) : buf(n) {
+    data_ = buf.data();
+    bytes_ = n;
+  }
+  std::vector<char> buf;
+};
+
+// An entry holding `floats` fp32 values in its one memory block and no tokens, so that
+// SegmentEntry::bytes() = mem bytes + tokens * sizeof(int) = 4 * floats.
 std::shared_ptr<SegmentEntry> entry_of_bytes(size_t floats) {
   auto e = std::make_shared<SegmentEntry>();
+  e->mem = std::make_unique<TestMemory>(floats * sizeof(float));
   e->linear.resize(1);
-  e->linear[0].body.assign(floats, 1.0f);
+  e->linear[0].body = static_cast<float*>(e->mem->data());
+  std::fill_n(e->linear[0].body, floats, 1.0f);
   return e;
 }
 
@@ -58,7 +74,10 @@ TEST(SegmentStore, EvictedEntryStaysValidForItsHolder) {
   auto held = s.find_content(key(1));
   s.put_content(key(2), entry_of_bytes(100));  // evicts 1
   EXPECT_FALSE(s.contains_content(key(1)));
-  EXPECT_EQ(held->linear[0].body.size(), 100u);
+  ASSERT_NE(held->mem, nullptr);
+  EXPECT_EQ(held->mem->bytes(), 100u * sizeof(float));
+  EXPECT_EQ(held->linear[0].body, static_cast<float*>(held->mem->data()));
+  EXPECT_EQ(held->linear[0].body[99], 1.0f);
 }
 
 TEST(SegmentStore, ContentAndChainKeysAreSeparate) {

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "runtime/cpu_backend.h"
 #include "runtime/engine.h"
-#include "runtime/hybrid_model.h"
 #include "runtime/text/tokenizer.h"
 
 namespace hypic {
@@ -55,11 +55,11 @@ const Goldens& goldens() {
 class TrainedQaModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = HybridModel::load(kDir).release();
+    backend_ = CpuBackend::load(kDir).release();
     tok_ = new Tokenizer(Tokenizer::from_file(kDir + "/tokenizer.json"));
   }
   static void TearDownTestSuite() {
-    delete model_;
+    delete backend_;
     delete tok_;
   }
   static std::vector<std::vector<int>> encode_blocks(const Case& c) {
@@ -77,15 +77,15 @@ class TrainedQaModel : public ::testing::Test {
   static int argmax(const std::vector<float>& v) {
     return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
   }
-  static HybridModel* model_;
+  static CpuBackend* backend_;
   static Tokenizer* tok_;
 };
 
-HybridModel* TrainedQaModel::model_ = nullptr;
+CpuBackend* TrainedQaModel::backend_ = nullptr;
 Tokenizer* TrainedQaModel::tok_ = nullptr;
 
 TEST_F(TrainedQaModel, IsTheRealArchitectureAndSmall) {
-  const ModelConfig& c = model_->config();
+  const ModelConfig& c = backend_->config();
   EXPECT_EQ(c.text_model_type, "qwen3_next");
   EXPECT_EQ(c.num_layers, 8);
   EXPECT_GT(c.num_experts, 1);
@@ -107,16 +107,17 @@ TEST_F(TrainedQaModel, TokenizerGivesTheGoldenPromptIds) {
 }
 
 TEST_F(TrainedQaModel, GreedyAnswersMatchTransformers) {
+  Engine engine(*backend_, CacheMode::Full, {});
   for (const auto& c : goldens().cases) {
-    SequenceState st = model_->new_state();
-    std::vector<float> logits = model_->forward(c.input_ids, st);
+    auto st = backend_->new_state();
+    std::vector<float> logits = engine.forward(c.input_ids, *st);
     for (const auto& [id, v] : c.first_top5)
       EXPECT_NEAR(logits[id], v, goldens().tol * std::max(1.0f, std::fabs(v))) << "token " << id;
     std::vector<int> gen;
     for (size_t t = 0; t < c.greedy_ids.size(); ++t) {
       const int next = argmax(logits);
       gen.push_back(next);
-      if (t + 1 < c.greedy_ids.size()) logits = model_->forward(std::vector<int>{next}, st);
+      if (t + 1 < c.greedy_ids.size()) logits = engine.forward(std::vector<int>{next}, *st);
     }
     EXPECT_EQ(gen, c.greedy_ids) << c.blocks.back();
     EXPECT_EQ(answer_text(gen), c.answer);
@@ -125,7 +126,7 @@ TEST_F(TrainedQaModel, GreedyAnswersMatchTransformers) {
 
 TEST_F(TrainedQaModel, EngineFullAndHypicModesAnswer) {
   EngineOptions opt;
-  Engine full(*model_, CacheMode::Full, opt), pic(*model_, CacheMode::Hypic, opt);
+  Engine full(*backend_, CacheMode::Full, opt), pic(*backend_, CacheMode::Hypic, opt);
   int pic_right = 0;
   for (const auto& c : goldens().cases) {
     const auto blocks = encode_blocks(c);

@@ -10,12 +10,15 @@ AgentEnv open_agent_env(const Args& args) {
   AgentEnv env;
   sdk::RuntimeOptions ro;
   ro.model_dir = args.require("model");
+  ro.device = args.get("device", "auto");
   ro.mode = parse_mode(args.get("mode", "hypic"));
   ro.seam_width = args.get_int("seam", 8);
   const long long mb = args.get_int("cache-mb", 1024);
   if (mb < 1 || ro.seam_width < 0) throw UsageError("--cache-mb must be >= 1 and --seam >= 0");
   ro.cache_bytes = static_cast<size_t>(mb) << 20;
   env.runtime = sdk::Runtime::open(ro);
+  std::fprintf(stderr, "hypic: %s on %s, %s mode\n", ro.model_dir.c_str(), device_name(env.runtime->device()),
+               mode_name(ro.mode));
   env.tools.add(sdk::calculator_tool());
   if (args.has("docs-db")) {
     env.docs.emplace(sdk::FtsRetriever::open(args.get("docs-db", "")));
@@ -57,6 +60,10 @@ sdk::Json report_json(const sdk::AgentResult& r) {
   j["ttft_ms"] = r.ttft_ms;
   j["prompt_tokens"] = r.prompt_tokens;
   j["computed_tokens"] = r.computed_tokens;
+  j["step_reports"] = sdk::Json::array();
+  for (auto& st : r.step_reports)
+    j["step_reports"].push_back(
+        {{"computed_tokens", st.computed_tokens}, {"reused_tokens", st.reused_tokens}, {"ttft_ms", st.ttft_ms}});
   j["tool_calls"] = sdk::Json::array();
   for (auto& t : r.tool_calls)
     j["tool_calls"].push_back({{"name", t.name}, {"arguments", t.arguments}, {"ok", t.ok}, {"result", t.result}});

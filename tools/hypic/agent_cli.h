@@ -17,7 +17,8 @@ struct AgentEnv {
   sdk::ToolRegistry tools;                // calculator, and search_docs with --docs-db
 };
 
-// Reads --model, --mode, --seam, --cache-mb, --docs-db.
+// Reads --model, --device (cpu|cuda|auto, default auto), --mode, --seam, --cache-mb, --docs-db; says on
+// stderr which device the model runs on.
 AgentEnv open_agent_env(const Args& args);
 
 // Fills the list variable `into` with the best chunks for vars[query_var] when the template declares

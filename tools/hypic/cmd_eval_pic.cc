@@ -2,7 +2,7 @@
 //                [--decode-tokens 16] [--cache-mb 1024] [--prewarm] [--show N] [--device cpu|cuda]
 // Runs every prompt in every mode in one process (each mode with its own segment store, warmed by the
 // prompts before it, or by all prompts with --prewarm) and compares each mode with `full`.
-// --device cuda runs the CUDA engine (bf16, device-resident cache) instead of the CPU one (fp32).
+// --device cuda runs the engine on the CUDA backend (bf16, device-resident cache) instead of the CPU (fp32).
 // --show N prints the first N prompts' answers per mode to stderr (stdout stays one JSON object).
 #include <algorithm>
 #include <cstring>
@@ -17,11 +17,8 @@
 
 #include "runtime/engine.h"
 #include "runtime/text/tokenizer.h"
-#ifdef HYPIC_WITH_CUDA
-#include "kernels/cuda/check.h"
-#include "runtime/cuda/cuda_engine.h"
-#endif
 #include "tools/hypic/cli_args.h"
+#include "tools/hypic/open_model.h"
 
 namespace hypic::cli {
 namespace {
@@ -108,19 +105,17 @@ struct EvalSetup {
   bool prewarm = false;
 };
 
-// Every prompt in every mode against `full`, on either backend's engine (Engine over a HybridModel or
-// CudaEngine over a CudaModel: the same run / greedy_decode interface).
-template <class EngineT, class ModelT>
-std::map<CacheMode, ModeStats> evaluate(ModelT& model, const EvalSetup& e, const Tokenizer& tok,
+// Every prompt in every mode against `full`, every engine on the same backend.
+std::map<CacheMode, ModeStats> evaluate(Backend& model, const EvalSetup& e, const Tokenizer& tok,
                                         const std::vector<int>& stop_ids) {
   const auto& prompts = e.prompts;
   const auto& tokenized = e.tokenized;
   const auto& modes = e.modes;
   const long long n_decode = e.n_decode, show = e.show;
   const EngineOptions& opt = e.opt;
-  EngineT reference(model, CacheMode::Full, opt);
-  std::map<CacheMode, std::unique_ptr<EngineT>> engines;
-  for (auto m : modes) engines[m] = std::make_unique<EngineT>(model, m, opt);
+  Engine reference(model, CacheMode::Full, opt);
+  std::map<CacheMode, std::unique_ptr<Engine>> engines;
+  for (auto m : modes) engines[m] = std::make_unique<Engine>(model, m, opt);
   if (e.prewarm)
     for (auto& [m, eng] : engines)
       if (m != CacheMode::Full)
@@ -186,12 +181,6 @@ int run(int argc, char** argv) {
   e.show = args.get_int("show", 0);
   e.prewarm = args.has("prewarm");
   const std::string dir = args.require("model");
-  const std::string device = args.get("device", "cpu");
-  if (device != "cpu" && device != "cuda") throw UsageError("--device must be cpu or cuda, got '" + device + "'");
-#ifndef HYPIC_WITH_CUDA
-  if (device == "cuda")
-    throw UsageError("this hypic was built without the CUDA backend (nvcc was not found at configure time)");
-#endif
   const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
   e.prompts = read_prompts(args.require("prompts"));
   for (auto& m : split(args.get("modes", "full,prefix,hypic,naive,noseam"), ',')) e.modes.push_back(parse_mode(m));
@@ -213,21 +202,12 @@ int run(int argc, char** argv) {
   for (const char* s : {"<|im_end|>", "<|endoftext|>"})
     if (auto id = tok.token_to_id(s)) stop_ids.push_back(*id);
 
-  std::map<CacheMode, ModeStats> stats;
-  if (device == "cpu") {
-    auto model = HybridModel::load(dir);
-    stats = evaluate<Engine>(static_cast<const HybridModel&>(*model), e, tok, stop_ids);
-  } else {
-#ifdef HYPIC_WITH_CUDA
-    if (!cuda::device_available()) throw UsageError("--device cuda: no CUDA device is available");
-    auto model = CudaModel::load(dir);
-    stats = evaluate<CudaEngine>(*model, e, tok, stop_ids);
-#endif
-  }
+  auto model = open_model(args);
+  std::map<CacheMode, ModeStats> stats = evaluate(*model, e, tok, stop_ids);
   const auto& modes = e.modes;
   const long long seam_out = seam, n_decode = e.n_decode;
   nlohmann::ordered_json out;
-  out["device"] = device;
+  out["device"] = device_name(model->device());
   out["prompts"] = e.prompts.size();
   out["seam"] = seam_out;
   out["decode_tokens"] = n_decode;

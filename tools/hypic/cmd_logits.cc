@@ -1,4 +1,4 @@
-// hypic logits --model DIR --ids-file F.json [--device cpu|cuda] [--random-weights] [--seed N]
+// hypic logits --model DIR --ids-file F.json [--device cpu|cuda|auto] [--random-weights] [--seed N]
 // Prints {"argmax": [one id per position], "last_logits": [vocab floats for the last position]}.
 #include <cstdio>
 #include <iostream>
@@ -6,7 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
-#include "tools/hypic/model_runner.h"
+#include "runtime/engine.h"
+#include "tools/hypic/open_model.h"
 #include "tools/hypic/cli_args.h"
 
 namespace hypic::cli {
@@ -15,11 +16,13 @@ namespace {
 int run(int argc, char** argv) {
   Args args(argc, argv, {"random-weights"});
   args.allow_only({"model", "ids-file", "device", "random-weights", "seed"});
-  auto model = ModelRunner::open(args);
+  auto model = open_model(args);
+  Engine engine(*model, CacheMode::Full, {});
+  auto state = model->new_state();
   const std::vector<int> ids = read_ids_json(args.require("ids-file"));
   if (ids.empty()) throw InvalidArgument("ids file '" + args.require("ids-file") + "' holds no token ids");
-  const std::vector<float> all = model->forward(ids, /*all_logits=*/true);
-  const int64_t V = model->vocab_size();
+  const std::vector<float> all = engine.forward(ids, *state, /*all_logits=*/true);
+  const int64_t V = model->config().vocab_size;
   nlohmann::json out;
   out["argmax"] = nlohmann::json::array();
   for (size_t t = 0; t < ids.size(); ++t) {

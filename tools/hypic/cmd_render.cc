@@ -6,7 +6,7 @@
 #include "dsl/compiler.h"
 #include "dsl/hf_plan_tokenizer.h"
 #include "dsl/qwen_framer.h"
-#include "runtime/hybrid_model.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/text/chat_format.h"
 #include "tools/hypic/cli_args.h"
 
@@ -40,7 +40,7 @@ int run_render(int argc, char** argv) {
     if (format != dsl::QwenChatFramer().name())
       throw ModelError(dir + ": chat format '" + format + "' is not supported by prompt plans yet (qwen3 only)");
     // The engine keys segments by the loaded weights' fingerprint; use the same one.
-    opt.model_fingerprint = HybridModel::load(dir)->fingerprint();
+    opt.model_fingerprint = CpuBackend::load(dir)->fingerprint();
     opt.tokenizer = plan_tok.get();
   }
   const dsl::PromptPlan plan = dsl::compile(tpl, vars, opt);

@@ -1,9 +1,8 @@
-// The CUDA forward pass (runtime/cuda/cuda_model.h) on the fixture models against the CPU HybridModel
-// (fp32) and transformers' golden logits: prefill, continuation in uneven pieces, token-by-token decode,
-// long prefills across delta-rule chunks, and the random-weights path. bf16 weights and activations,
-// so the comparison is by error relative to the logit range and by top-1 agreement.
-#include "runtime/cuda/cuda_model.h"
-
+// The CUDA forward pass (runtime/cuda/cuda_backend.h over CudaModel) on the fixture models against the
+// CPU backend (fp32) and transformers' golden logits: prefill, continuation in uneven pieces,
+// token-by-token decode, long prefills across delta-rule chunks, and the random-weights path — each run
+// by the engine in full mode (Engine::forward). bf16 weights and activations, so the comparison is by
+// error relative to the logit range and by top-1 agreement.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,10 +10,12 @@
 #include <cstdio>
 
 #include "kernels/cuda/check.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/engine.h"
 #include "runtime/error.h"
-#include "runtime/hybrid_model.h"
 #include "runtime/safetensors.h"
-#include "tests/runtime/cuda/bf16_agreement.h"
+#include "tests/runtime/bf16_agreement.h"
 
 namespace hypic {
 namespace {
@@ -37,8 +38,10 @@ class CudaModelFixture : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
     const std::string dir = kModels + GetParam();
-    cpu_ = HybridModel::load(dir);
-    gpu_ = CudaModel::load(dir);
+    cpu_ = CpuBackend::load(dir);
+    gpu_ = CudaBackend::load(dir);
+    cpu_engine_ = std::make_unique<Engine>(*cpu_, CacheMode::Full, EngineOptions{});
+    gpu_engine_ = std::make_unique<Engine>(*gpu_, CacheMode::Full, EngineOptions{});
     golden_ = SafetensorsFile::open(dir + "/golden.safetensors");
     ids_ = to_ints(golden_->get("input_ids"));
     logits_ = golden_->get("logits");
@@ -49,8 +52,9 @@ class CudaModelFixture : public ::testing::TestWithParam<std::string> {
     two_ = b.two;
   }
 
-  std::unique_ptr<HybridModel> cpu_;
-  std::unique_ptr<CudaModel> gpu_;
+  std::unique_ptr<CpuBackend> cpu_;
+  std::unique_ptr<CudaBackend> gpu_;
+  std::unique_ptr<Engine> cpu_engine_, gpu_engine_;  // full mode: plain forward passes
   std::shared_ptr<SafetensorsFile> golden_;
   std::vector<int> ids_;
   Tensor logits_;
@@ -60,30 +64,31 @@ class CudaModelFixture : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(CudaModelFixture, PrefillMatchesCpuAndTransformers) {
-  CudaSequenceState st = gpu_->new_state();
-  const auto gpu = gpu_->forward(ids_, st, true);
+  auto st = gpu_->new_state();
+  const auto gpu = gpu_engine_->forward(ids_, *st, true);
   ASSERT_EQ(gpu.size(), ids_.size() * V_);
-  EXPECT_EQ(st.length, static_cast<int64_t>(ids_.size()));
-  SequenceState cst = cpu_->new_state();
-  const auto cpu = cpu_->forward(ids_, cst, true);
+  EXPECT_EQ(st->length, static_cast<int64_t>(ids_.size()));
+  auto cst = cpu_->new_state();
+  const auto cpu = cpu_engine_->forward(ids_, *cst, true);
   const int64_t T = static_cast<int64_t>(ids_.size());
   expect_close(compare(gpu.data(), cpu.data(), T, V_, range_), one_, GetParam() + " prefill vs cpu");
   expect_close(compare(gpu.data(), logits_.data<float>(), T, V_, range_), one_, GetParam() + " prefill vs golden");
 
   // Last-token logits alone are the last row of the full output.
-  CudaSequenceState st2 = gpu_->new_state();
-  const auto last = gpu_->forward(ids_, st2);
+  auto st2 = gpu_->new_state();
+  const auto last = gpu_engine_->forward(ids_, *st2);
   ASSERT_EQ(last.size(), static_cast<size_t>(V_));
   expect_close(compare(last.data(), gpu.data() + (T - 1) * V_, 1, V_, range_), Tolerance{1e-3f, 1e-4f, 1.0},
                GetParam() + " last row");
 }
 
 TEST_P(CudaModelFixture, StateMatchesCpu) {
-  CudaSequenceState st = gpu_->new_state();
-  gpu_->forward(ids_, st);
-  SequenceState cst = cpu_->new_state();
-  cpu_->forward(ids_, cst);
-  const SequenceState g = st.download(cpu_->config());
+  auto st = gpu_->new_state();
+  gpu_engine_->forward(ids_, *st);
+  auto cst_handle = cpu_->new_state();
+  cpu_engine_->forward(ids_, *cst_handle);
+  const SequenceState& cst = cpu_state(*cst_handle);
+  const SequenceState g = cuda_state(*st).download(cpu_->config());
   ASSERT_EQ(g.length, cst.length);
   for (size_t l = 0; l < g.layers.size(); ++l) {
     if (cpu_->config().layer_kinds[l] == LayerKind::LinearAttention) {
@@ -106,25 +111,25 @@ TEST_P(CudaModelFixture, ContinuationInPieces) {
   const std::vector<size_t> cuts = {0, 5, 6, 23, ids_.size()};
   // Judged over the whole sequence, like the bf16 reference (errors grow toward the end of a prompt,
   // so the last piece alone would be held to the whole prompt's mean).
-  CudaSequenceState st = gpu_->new_state();
+  auto st = gpu_->new_state();
   std::vector<float> all;
   for (size_t c = 0; c + 1 < cuts.size(); ++c) {
     const std::vector<int> piece(ids_.begin() + cuts[c], ids_.begin() + cuts[c + 1]);
-    const auto logits = gpu_->forward(piece, st, true);
+    const auto logits = gpu_engine_->forward(piece, *st, true);
     ASSERT_EQ(logits.size(), piece.size() * V_);
     all.insert(all.end(), logits.begin(), logits.end());
   }
-  EXPECT_EQ(st.length, static_cast<int64_t>(ids_.size()));
+  EXPECT_EQ(st->length, static_cast<int64_t>(ids_.size()));
   expect_close(compare(all.data(), logits_.data<float>(), static_cast<int64_t>(ids_.size()), V_, range_), one_,
                GetParam() + " continuation in pieces vs golden");
 }
 
 TEST_P(CudaModelFixture, TokenByTokenDecode) {
-  CudaSequenceState st = gpu_->new_state();
+  auto st = gpu_->new_state();
   std::vector<float> all;
   for (int id : ids_) {
     const int one[1] = {id};
-    const auto logits = gpu_->forward(one, st);
+    const auto logits = gpu_engine_->forward(one, *st);
     all.insert(all.end(), logits.begin(), logits.end());
   }
   expect_close(compare(all.data(), logits_.data<float>(), static_cast<int64_t>(ids_.size()), V_, range_), one_,
@@ -137,23 +142,23 @@ TEST_P(CudaModelFixture, LongPrefillAcrossChunksMatchesCpuAndDecode) {
   std::vector<int> ids;
   for (int i = 0; i < 300; ++i) ids.push_back(ids_[(i * 7) % ids_.size()]);
   const std::vector<int> head(ids.begin(), ids.begin() + 150);
-  CudaSequenceState a = gpu_->new_state();
-  const auto gpu = gpu_->forward(head, a, true);
-  SequenceState c = cpu_->new_state();
-  const auto cpu = cpu_->forward(head, c, true);
+  auto a = gpu_->new_state();
+  const auto gpu = gpu_engine_->forward(head, *a, true);
+  auto c = cpu_->new_state();
+  const auto cpu = cpu_engine_->forward(head, *c, true);
   expect_close(compare(gpu.data(), cpu.data(), 150, V_, range_), one_, GetParam() + " 150-token prefill vs cpu");
 
-  CudaSequenceState b = gpu_->new_state();
+  auto b = gpu_->new_state();
   std::vector<float> dec;
   for (int id : ids) {
     const int one[1] = {id};
-    const auto logits = gpu_->forward(one, b);
+    const auto logits = gpu_engine_->forward(one, *b);
     dec.insert(dec.end(), logits.begin(), logits.end());
   }
   expect_close(compare(dec.data(), gpu.data(), 150, V_, range_), two_, GetParam() + " decode vs prefill (150)");
   // Positions 150..299 continue the prefilled state with a second long piece.
   const std::vector<int> tail(ids.begin() + 150, ids.end());
-  const auto cont = gpu_->forward(tail, a, true);
+  const auto cont = gpu_engine_->forward(tail, *a, true);
   expect_close(compare(cont.data(), dec.data() + 150 * V_, 150, V_, range_), two_,
                GetParam() + " continuation vs decode");
 }
@@ -164,20 +169,21 @@ TEST_P(CudaModelFixture, GraphDecodeEqualsLaunchedDecode) {
   std::vector<int> ids;
   for (int i = 0; i < 274; ++i) ids.push_back(ids_[(i * 5) % ids_.size()]);
   const std::vector<int> head(ids.begin(), ids.begin() + 250);
-  CudaSequenceState a = gpu_->new_state();
-  gpu_->forward(head, a);
-  CudaSequenceState b = a.clone(gpu_->stream()), c = a.clone(gpu_->stream());
-  gpu_->set_decode_graphs(false);
+  CudaModel& model = gpu_->model();
+  auto a = gpu_->new_state();
+  gpu_engine_->forward(head, *a);
+  auto b = gpu_->clone(*a), c = gpu_->clone(*a);
+  model.set_decode_graphs(false);
   std::vector<std::vector<float>> launched;
   for (int i = 250; i < 274; ++i) {
     const int one[1] = {ids[i]};
-    launched.push_back(gpu_->forward(one, c));
+    launched.push_back(gpu_engine_->forward(one, *c));
   }
-  gpu_->set_decode_graphs(true);
+  model.set_decode_graphs(true);
   for (int i = 250; i < 274; ++i) {
     const int one[1] = {ids[i]};
-    for (CudaSequenceState* st : {&a, &b}) {
-      const auto g = gpu_->forward(one, *st);
+    for (State* st : {a.get(), b.get()}) {
+      const auto g = gpu_engine_->forward(one, *st);
       const auto& l = launched[i - 250];
       float worst = 0;
       for (int64_t v = 0; v < V_; ++v) worst = std::max(worst, std::fabs(g[v] - l[v]));
@@ -185,29 +191,30 @@ TEST_P(CudaModelFixture, GraphDecodeEqualsLaunchedDecode) {
       EXPECT_EQ(std::max_element(g.begin(), g.end()) - g.begin(), std::max_element(l.begin(), l.end()) - l.begin());
     }
   }
-  EXPECT_EQ(a.length, 274);
-  EXPECT_EQ(b.length, 274);
+  EXPECT_EQ(a->length, 274);
+  EXPECT_EQ(b->length, 274);
   // One graph per sequence, captured again when its cache grows past 256 rows: a and b take turns on
   // their own graphs instead of capturing at every switch.
-  EXPECT_TRUE(gpu_->decode_graphs());
-  EXPECT_EQ(gpu_->decode_graph_captures(), 4);
+  EXPECT_TRUE(model.decode_graphs());
+  EXPECT_EQ(model.decode_graph_captures(), 4);
 }
 
 TEST_P(CudaModelFixture, RejectsIdsOutsideTheVocabulary) {
-  CudaSequenceState st = gpu_->new_state();
+  auto st = gpu_->new_state();
   const std::vector<int> bad = {1, 2, static_cast<int>(V_)};
-  EXPECT_THROW(gpu_->forward(bad, st), InvalidArgument);
-  EXPECT_THROW(gpu_->forward(std::vector<int>{}, st), InvalidArgument);
-  EXPECT_EQ(st.length, 0);
+  EXPECT_THROW(gpu_engine_->forward(bad, *st), InvalidArgument);
+  EXPECT_THROW(gpu_engine_->forward(std::vector<int>{}, *st), InvalidArgument);
+  EXPECT_EQ(st->length, 0);
 }
 
 TEST_P(CudaModelFixture, RandomWeightsOfTheFixtureShape) {
   // The random-weights path: finite O(1) logits, and prefill agrees with token-by-token decode.
-  auto rnd = CudaModel::random(cpu_->config(), 1234);
+  auto rnd = CudaBackend::random(cpu_->config(), 1234);
+  Engine engine(*rnd, CacheMode::Full, {});
   std::vector<int> ids;
   for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % static_cast<int>(V_));
-  CudaSequenceState a = rnd->new_state(), b = rnd->new_state();
-  const auto full = rnd->forward(ids, a, true);
+  auto a = rnd->new_state(), b = rnd->new_state();
+  const auto full = engine.forward(ids, *a, true);
   float mx = 0;
   for (float x : full) {
     ASSERT_TRUE(std::isfinite(x));
@@ -218,7 +225,7 @@ TEST_P(CudaModelFixture, RandomWeightsOfTheFixtureShape) {
   std::vector<float> dec;
   for (int id : ids) {
     const int one[1] = {id};
-    const auto logits = rnd->forward(one, b);
+    const auto logits = engine.forward(one, *b);
     dec.insert(dec.end(), logits.begin(), logits.end());
   }
   const auto [lo, hi] = std::minmax_element(full.begin(), full.end());

@@ -1,0 +1,132 @@
+// The layer-level device backend the one engine (runtime/engine.h) drives (DESIGN §1.8): the model's
+// layers split into steps over a set of rows (tokens), plus the state and cache-entry operations of the
+// caching mechanism. The engine owns the layer loop and the plan (which rows continue which sequence,
+// where cached segments are composed, what is recorded); a backend only knows how to run one step on its
+// device. Two implementations: CpuBackend (fp32, the reference) and, in CUDA builds, CudaBackend (bf16
+// weights and activations, fp32 states).
+//
+// Handles are opaque: a State is one sequence's running state, Rows the buffers of one pass, Memory a
+// block the backend allocated (host or device) that cache entries point into. Pointers handed to the
+// entry operations point into Memory of the same backend. Element types of entry arrays:
+//   recurrent states and transfer operators: fp32 on every backend;
+//   conv tails and K/V rows: kv_dtype() (F32 on the CPU, BF16 on CUDA).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "runtime/model_config.h"
+
+namespace hypic {
+
+class SequenceState;
+
+enum class Device { Cpu, Cuda };
+inline const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+
+// One sequence's running state: per linear layer the conv tail and the recurrent state, per attention
+// layer its K/V rows with their global positions (rows in any order; attention masks by position).
+class State {
+ public:
+  virtual ~State() = default;
+  int64_t length = 0;  // the next position
+  virtual size_t bytes() const = 0;
+};
+
+// The buffers of one pass over T rows: the residual stream and every intermediate of the layers.
+class Rows {
+ public:
+  virtual ~Rows() = default;
+  int64_t T = 0;
+};
+
+// A block of backend memory; freed when the handle goes.
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ protected:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+enum class Composition {
+  Transfer,  // S = T_body S + S_body  (hypic)
+  NaiveSum,  // S = S + S_body         (ablation: what simple linear-attention PIC does)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual const std::string& fingerprint() const = 0;
+  virtual DType kv_dtype() const = 0;
+
+  // ---- memory and states ----
+  virtual std::unique_ptr<Memory> allocate(size_t bytes) = 0;
+  virtual std::unique_ptr<State> new_state() = 0;
+  virtual std::unique_ptr<State> clone(const State& s) = 0;
+
+  // ---- one pass (rows are tokens; every step adds its sublayer output to the residual stream) ----
+  virtual std::unique_ptr<Rows> rows(int64_t T) = 0;
+  // Embeddings of `ids` at global positions `pos` (both [T]). Throws InvalidArgument for an id outside
+  // the vocabulary.
+  virtual void embed(std::span<const int> ids, std::span<const int64_t> pos, Rows& r) = 0;
+  virtual void input_norm(int layer, Rows& r) = 0;
+  virtual void post_norm(int layer, Rows& r) = 0;
+  // Gated DeltaNet: projections and gates of every row; then conv + delta rule over rows
+  // [row0, row0 + n) continuing `st` (if `transfer` is non-null — [Hv, dk, dk] fp32 in backend memory,
+  // holding an operator — it is left-multiplied by the transition of these rows, DESIGN §1.2); then the
+  // gated norm and output projection of every row.
+  virtual void linear_project(int layer, Rows& r) = 0;
+  virtual void linear_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer) = 0;
+  virtual void linear_output(int layer, Rows& r) = 0;
+  // Full attention: q/k/v of every row (normed, rotated at the rows' positions); then the K/V of rows
+  // [row0, row0 + n) are appended to `st` and their queries attend over every row of `st` visible by
+  // position; then the output gate and projection of every row.
+  virtual void attention_project(int layer, Rows& r) = 0;
+  virtual void attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) = 0;
+  virtual void attention_output(int layer, Rows& r) = 0;
+  virtual void ffn(int layer, Rows& r) = 0;
+  // Final norm + LM head of the given rows -> host [rows.size(), V] fp32.
+  virtual std::vector<float> logits(Rows& r, std::span<const int64_t> rows) = 0;
+  // A one-token step of `st` on a faster path (a replayed CUDA graph); empty when there is none, and
+  // then the engine runs the step as a pass.
+  virtual std::vector<float> decode_step(int id, State& st) { return {}; }
+
+  // ---- linear-layer state (S fp32 [Hv, dk, dv]; conv tail kv_dtype [K-1, conv_dim]) ----
+  virtual void save_linear(int layer, const State& st, float* S, void* conv_tail) = 0;
+  virtual void load_linear(int layer, State& st, const float* S, const void* conv_tail) = 0;
+  // S = T S + body (Transfer) or S = S + body (NaiveSum).
+  virtual void compose_linear(int layer, State& st, const float* T, const float* body, Composition how) = 0;
+  virtual void identity_transfer(float* T) = 0;
+  // body = full - T seam: the zero-start state of a segment body from the state after the whole segment
+  // and the state after its seam (linearity of the recurrence in the start state).
+  virtual void body_state(const float* full, const float* T, const float* seam, float* body) = 0;
+
+  // ---- attention-layer K/V (rows [n, Hkv, hd] kv_dtype) ----
+  // Appends n cached rows at positions pos[0..n) (host), keys re-rotated by `rotate` positions.
+  virtual void append_kv(int layer, State& st, const void* k, const void* v, int64_t n,
+                         std::span<const int64_t> pos, int64_t rotate) = 0;
+  // Copies rows [row, row + n) of the state's layer into k/v at row `at`, keys re-rotated by `rotate`.
+  virtual void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,
+                       int64_t rotate) = 0;
+  virtual int64_t kv_rows(int layer, const State& st) const = 0;
+
+  // Waits for the device's queued work (a no-op on the CPU).
+  virtual void sync() {}
+
+  // ---- host copies, for verification and tests ----
+  // The state in the CPU layout (fp32).
+  virtual std::unique_ptr<SequenceState> to_host(const State& s) = 0;
+  // n elements of type t (F32 or kv_dtype()) at `data` in this backend's memory, as fp32.
+  virtual std::vector<float> to_host(const void* data, size_t n, DType t) = 0;
+};
+
+}  // namespace hypic

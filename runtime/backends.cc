@@ -1,0 +1,54 @@
+#include "runtime/backends.h"
+
+#include "runtime/cpu_backend.h"
+#include "runtime/error.h"
+#ifdef HYPIC_WITH_CUDA
+#include "kernels/cuda/check.h"
+#include "runtime/cuda/cuda_backend.h"
+#endif
+
+namespace hypic {
+
+bool cuda_built() {
+#ifdef HYPIC_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool cuda_device_present() {
+#ifdef HYPIC_WITH_CUDA
+  return cuda::device_available();
+#else
+  return false;
+#endif
+}
+
+Device resolve_device(const std::string& name) {
+  if (name == "cpu") return Device::Cpu;
+  if (name == "auto") return cuda_built() && cuda_device_present() ? Device::Cuda : Device::Cpu;
+  if (name != "cuda") throw InvalidArgument("unknown device '" + name + "' (expected cpu, cuda or auto)");
+  if (!cuda_built())
+    throw InvalidArgument("device 'cuda': this hypic was built without the CUDA backend (nvcc was not found at "
+                          "configure time)");
+  if (!cuda_device_present()) throw InvalidArgument("device 'cuda': no usable CUDA device was found");
+  return Device::Cuda;
+}
+
+std::unique_ptr<Backend> open_backend(const std::string& model_dir, Device device) {
+#ifdef HYPIC_WITH_CUDA
+  if (device == Device::Cuda) return CudaBackend::load(model_dir);
+#endif
+  HYPIC_ASSERT(device == Device::Cpu, "open_backend: device not built");
+  return CpuBackend::load(model_dir);
+}
+
+std::unique_ptr<Backend> random_backend(const ModelConfig& cfg, uint64_t seed, Device device) {
+#ifdef HYPIC_WITH_CUDA
+  if (device == Device::Cuda) return CudaBackend::random(cfg, seed);
+#endif
+  throw InvalidArgument("random weights are generated on the GPU: use the CUDA device");
+}
+
+}  // namespace hypic

@@ -1,0 +1,369 @@
+#include "runtime/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/conv1d.h"
+#include "kernels/delta_rule.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "kernels/rope.h"
+#include "kernels/transfer_operator.h"
+#include "runtime/error.h"
+
+namespace hypic {
+namespace fs = std::filesystem;
+
+namespace {
+
+inline void apply(const Linear& l, const float* x, int64_t T, float* y, bool acc = false) {
+  cpu::linear(x, T, l.in, l.data, l.dtype, l.out, y, acc);
+}
+
+class HostMemory : public Memory {
+ public:
+  explicit HostMemory(size_t bytes) : buf_((bytes + sizeof(float) - 1) / sizeof(float)) {
+    data_ = buf_.data();
+    bytes_ = bytes;
+  }
+
+ private:
+  std::vector<float> buf_;
+};
+
+// Buffers of one pass; only what the model's layer kinds use is sized.
+struct CpuRows : Rows {
+  std::vector<int64_t> pos;
+  std::vector<float> h, x, y;                   // [T, D]: residual stream, normed input, sublayer output
+  std::vector<float> qkv, z, g, beta, o;       // Gated DeltaNet: pre-conv qkv, gate input z, gates, output
+  std::vector<float> q, gate, kn, vn, att;     // attention: queries, output gate, new K/V, attention output
+};
+
+CpuRows& rows_of(Rows& r) { return static_cast<CpuRows&>(r); }
+
+cpu::TransferShape transfer_shape(const ModelConfig& c) {
+  return {cpu::TransferKind::Dense, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim};
+}
+
+}  // namespace
+
+std::unique_ptr<CpuBackend> CpuBackend::load(const std::string& dir) {
+  if (!fs::is_directory(dir)) throw IoError("model directory '" + dir + "' does not exist");
+  ModelConfig cfg = ModelConfig::load((fs::path(dir) / "config.json").string());
+  ModelWeights w = ModelWeights::load(cfg, dir);
+  return std::make_unique<CpuBackend>(std::move(cfg), std::move(w));
+}
+
+std::unique_ptr<Memory> CpuBackend::allocate(size_t bytes) { return std::make_unique<HostMemory>(bytes); }
+
+std::unique_ptr<State> CpuBackend::new_state() {
+  return std::make_unique<SequenceState>(SequenceState::empty_for(cfg_));
+}
+
+std::unique_ptr<State> CpuBackend::clone(const State& s) {
+  return std::make_unique<SequenceState>(cpu_state(s));
+}
+
+std::unique_ptr<Rows> CpuBackend::rows(int64_t T) {
+  HYPIC_ASSERT(T > 0, "rows: a pass needs rows");
+  auto r = std::make_unique<CpuRows>();
+  r->T = T;
+  const int64_t D = cfg_.hidden_size;
+  r->h.resize(T * D);
+  r->x.resize(T * D);
+  r->y.resize(T * D);
+  return r;
+}
+
+void CpuBackend::embed(std::span<const int> ids, std::span<const int64_t> pos, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  const int64_t D = cfg_.hidden_size;
+  HYPIC_ASSERT(static_cast<int64_t>(ids.size()) == r.T && pos.size() == ids.size(), "embed: rows mismatch");
+  const size_t esz = dtype_size(w_.embed.dtype);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const int id = ids[t];
+    if (id < 0 || id >= cfg_.vocab_size)
+      throw InvalidArgument("token id " + std::to_string(id) + " at index " + std::to_string(t) +
+                            " is outside the vocabulary [0, " + std::to_string(cfg_.vocab_size) + ")");
+    convert_to_f32(static_cast<const char*>(w_.embed.data) + static_cast<size_t>(id) * D * esz, w_.embed.dtype, D,
+                   r.h.data() + t * D);
+  }
+  r.pos.assign(pos.begin(), pos.end());
+}
+
+void CpuBackend::input_norm(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  cpu::rmsnorm(r.h.data(), r.x.data(), r.T, cfg_.hidden_size, w_.layers[layer].input_norm.data(), cfg_.rms_norm_eps,
+               true);
+}
+
+void CpuBackend::post_norm(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  cpu::rmsnorm(r.h.data(), r.x.data(), r.T, cfg_.hidden_size, w_.layers[layer].post_norm.data(), cfg_.rms_norm_eps,
+               true);
+}
+
+void CpuBackend::linear_project(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  const GatedDeltaNetWeights& g = w_.layers[layer].lin;
+  const int64_t T = r.T, Hv = cfg_.lin_v_heads;
+  r.qkv.resize(T * cfg_.lin_conv_dim());
+  r.z.resize(T * cfg_.lin_value_dim());
+  r.g.resize(T * Hv);
+  r.beta.resize(T * Hv);
+  r.o.resize(T * cfg_.lin_value_dim());
+  std::vector<float> a(T * Hv);
+  apply(g.in_qkv, r.x.data(), T, r.qkv.data());
+  apply(g.in_z, r.x.data(), T, r.z.data());
+  apply(g.in_b, r.x.data(), T, r.beta.data());
+  apply(g.in_a, r.x.data(), T, a.data());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < Hv; ++j) {
+      r.beta[t * Hv + j] = cpu::sigmoid(r.beta[t * Hv + j]);
+      r.g[t * Hv + j] = -std::exp(g.A_log[j]) * cpu::softplus(a[t * Hv + j] + g.dt_bias[j]);
+    }
+}
+
+void CpuBackend::linear_recur(int layer, Rows& rr, int64_t row0, int64_t T, State& s, float* transfer) {
+  CpuRows& r = rows_of(rr);
+  HYPIC_ASSERT(row0 >= 0 && T > 0 && row0 + T <= r.T, "linear_recur: rows out of range");
+  LinearLayerState& st = cpu_state(s).layers[layer].lin;
+  const GatedDeltaNetWeights& g = w_.layers[layer].lin;
+  const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
+  const int64_t rep = Hv / Hk, key_dim = cfg_.lin_key_dim(), value_dim = cfg_.lin_value_dim(), C = cfg_.lin_conv_dim();
+  std::vector<float> conv(T * C);
+  cpu::causal_conv1d_silu(r.qkv.data() + row0 * C, T, C, g.conv_w.data(), cfg_.conv_kernel, st.conv_tail.data(),
+                          conv.data());
+  // Split q | k | v, l2-normalise q and k per key head, expand to the value heads.
+  std::vector<float> q(T * Hv * dk), k(T * Hv * dk), v(T * Hv * dv);
+  const float qscale = 1.0f / std::sqrt(static_cast<float>(dk));
+  std::vector<float> qh(dk), kh(dk);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = conv.data() + t * C;
+    for (int64_t hk = 0; hk < Hk; ++hk) {
+      std::copy_n(row + hk * dk, dk, qh.data());
+      std::copy_n(row + key_dim + hk * dk, dk, kh.data());
+      cpu::l2norm_rows(qh.data(), 1, dk, 1e-6f, 1.0f);
+      cpu::l2norm_rows(kh.data(), 1, dk, 1e-6f);
+      for (int64_t j = hk * rep; j < (hk + 1) * rep; ++j) {
+        for (int64_t i = 0; i < dk; ++i) q[(t * Hv + j) * dk + i] = qh[i] * qscale;
+        std::copy_n(kh.data(), dk, &k[(t * Hv + j) * dk]);
+      }
+    }
+    std::copy_n(row + 2 * key_dim, value_dim, &v[t * Hv * dv]);
+  }
+  const float* gate = r.g.data() + row0 * Hv;
+  const float* beta = r.beta.data() + row0 * Hv;
+  float* o = r.o.data() + row0 * value_dim;
+  const cpu::DeltaRuleShape shape{T, Hv, dk, dv};
+  if (T >= 16) cpu::delta_rule_chunked(shape, q.data(), k.data(), v.data(), gate, beta, st.S.data(), o);
+  else cpu::delta_rule_recurrent(shape, q.data(), k.data(), v.data(), gate, beta, st.S.data(), o);
+  if (transfer) cpu::delta_rule_transfer(T, Hv, dk, k.data(), gate, beta, transfer);
+}
+
+void CpuBackend::linear_output(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  const GatedDeltaNetWeights& g = w_.layers[layer].lin;
+  const int64_t T = r.T, Hv = cfg_.lin_v_heads, dv = cfg_.lin_v_dim;
+  cpu::rmsnorm_gated_silu(r.o.data(), r.z.data(), r.o.data(), T * Hv, dv, g.norm_w.data(), cfg_.rms_norm_eps);
+  apply(g.out, r.o.data(), T, r.h.data(), /*acc=*/true);
+}
+
+void CpuBackend::attention_project(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  const AttentionWeights& A = w_.layers[layer].attn;
+  const int64_t T = r.T, H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
+  const bool gated = cfg_.attn_output_gate;
+  std::vector<float> qg(T * A.q.out);
+  r.q.resize(T * H * hd);
+  r.gate.resize(gated ? T * H * hd : 0);
+  r.kn.resize(T * Hkv * hd);
+  r.vn.resize(T * Hkv * hd);
+  r.att.resize(T * H * hd);
+  apply(A.q, r.x.data(), T, qg.data());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const float* src = qg.data() + (t * H + h) * hd * (gated ? 2 : 1);
+      std::copy_n(src, hd, &r.q[(t * H + h) * hd]);
+      if (gated) std::copy_n(src + hd, hd, &r.gate[(t * H + h) * hd]);
+    }
+  apply(A.k, r.x.data(), T, r.kn.data());
+  apply(A.v, r.x.data(), T, r.vn.data());
+  cpu::rmsnorm(r.q.data(), r.q.data(), T * H, hd, A.q_norm.data(), cfg_.rms_norm_eps, true);
+  cpu::rmsnorm(r.kn.data(), r.kn.data(), T * Hkv, hd, A.k_norm.data(), cfg_.rms_norm_eps, true);
+  cpu::rope_apply(r.q.data(), T, H, hd, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
+  cpu::rope_apply(r.kn.data(), T, Hkv, hd, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
+}
+
+void CpuBackend::attention_core(int layer, Rows& rr, int64_t row0, int64_t n, State& s) {
+  CpuRows& r = rows_of(rr);
+  HYPIC_ASSERT(row0 >= 0 && n > 0 && row0 + n <= r.T, "attention_core: rows out of range");
+  AttentionLayerState& kv = cpu_state(s).layers[layer].attn;
+  const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, row = Hkv * hd;
+  kv.k.insert(kv.k.end(), r.kn.begin() + row0 * row, r.kn.begin() + (row0 + n) * row);
+  kv.v.insert(kv.v.end(), r.vn.begin() + row0 * row, r.vn.begin() + (row0 + n) * row);
+  kv.pos.insert(kv.pos.end(), r.pos.begin() + row0, r.pos.begin() + row0 + n);
+  const cpu::AttentionShape shape{n, kv.rows(), H, Hkv, hd, hd};
+  cpu::attention(shape, r.q.data() + row0 * H * hd, kv.k.data(), kv.v.data(), r.pos.data() + row0, kv.pos.data(),
+                 1.0f / std::sqrt(static_cast<float>(hd)), r.att.data() + row0 * H * hd);
+}
+
+void CpuBackend::attention_output(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  if (cfg_.attn_output_gate)
+    for (size_t i = 0; i < r.att.size(); ++i) r.att[i] *= cpu::sigmoid(r.gate[i]);
+  apply(w_.layers[layer].attn.o, r.att.data(), r.T, r.h.data(), /*acc=*/true);
+}
+
+void CpuBackend::mlp(const MlpWeights& m, int64_t I, const float* x, int64_t T, float* out, bool accumulate) const {
+  std::vector<float> g(T * I), u(T * I);
+  apply(m.gate, x, T, g.data());
+  apply(m.up, x, T, u.data());
+  cpu::swiglu_inplace(g.data(), u.data(), T * I);
+  apply(m.down, g.data(), T, out, accumulate);
+}
+
+void CpuBackend::ffn(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  const LayerWeights& L = w_.layers[layer];
+  const int64_t T = r.T, D = cfg_.hidden_size;
+  const float* x = r.x.data();
+  float* out = r.h.data();  // every contribution accumulates onto the residual stream
+  if (!L.moe) {
+    mlp(L.mlp, cfg_.intermediate_size, x, T, out, true);
+    return;
+  }
+  const MoeWeights& M = L.moe_w;
+  const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok;
+  std::vector<float> probs(T * E);
+  apply(M.router, x, T, probs.data());
+  cpu::softmax_rows(probs.data(), T, E);
+  // Route: token -> top-k experts, then group rows by expert so each expert runs one matrix product.
+  std::vector<std::vector<std::pair<int64_t, float>>> by_expert(E);
+  std::vector<int> order(E);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* p = probs.data() + t * E;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                      [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float sum = 0;
+    for (int64_t j = 0; j < K; ++j) sum += p[order[j]];
+    for (int64_t j = 0; j < K; ++j)
+      by_expert[order[j]].push_back({t, cfg_.norm_topk_prob ? p[order[j]] / sum : p[order[j]]});
+  }
+  // The routed sum is formed apart and added once, as the reference adds it to the residual.
+  std::vector<float> y(T * D, 0.0f);
+  const int64_t I = cfg_.moe_intermediate_size;
+  std::vector<float> xs, ys;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& rows = by_expert[e];
+    if (rows.empty()) continue;
+    const int64_t n = static_cast<int64_t>(rows.size());
+    xs.resize(n * D);
+    ys.resize(n * D);
+    for (int64_t i = 0; i < n; ++i) std::copy_n(x + rows[i].first * D, D, &xs[i * D]);
+    mlp(M.experts[e], I, xs.data(), n, ys.data(), false);
+    for (int64_t i = 0; i < n; ++i) {
+      float* o = y.data() + rows[i].first * D;
+      const float w = rows[i].second;
+      for (int64_t d = 0; d < D; ++d) o[d] += w * ys[i * D + d];
+    }
+  }
+  if (M.has_shared) {
+    std::vector<float> sh(T * D), sg(T);
+    mlp(M.shared, cfg_.shared_expert_intermediate_size, x, T, sh.data(), false);
+    apply(M.shared_gate, x, T, sg.data());
+    for (int64_t t = 0; t < T; ++t) {
+      const float s = cpu::sigmoid(sg[t]);
+      for (int64_t d = 0; d < D; ++d) y[t * D + d] += s * sh[t * D + d];
+    }
+  }
+  for (int64_t i = 0; i < T * D; ++i) out[i] += y[i];
+}
+
+std::vector<float> CpuBackend::logits(Rows& rr, std::span<const int64_t> rows) {
+  CpuRows& r = rows_of(rr);
+  const int64_t D = cfg_.hidden_size, n = static_cast<int64_t>(rows.size());
+  std::vector<float> x(n * D), out(n * cfg_.vocab_size);
+  for (int64_t i = 0; i < n; ++i) {
+    HYPIC_ASSERT(rows[i] >= 0 && rows[i] < r.T, "logits: row out of range");
+    cpu::rmsnorm(r.h.data() + rows[i] * D, x.data() + i * D, 1, D, w_.final_norm.data(), cfg_.rms_norm_eps, true);
+  }
+  apply(w_.lm_head, x.data(), n, out.data());
+  return out;
+}
+
+void CpuBackend::save_linear(int layer, const State& s, float* S, void* conv_tail) {
+  const LinearLayerState& st = cpu_state(s).layers[layer].lin;
+  if (S) std::copy(st.S.begin(), st.S.end(), S);
+  if (conv_tail) std::copy(st.conv_tail.begin(), st.conv_tail.end(), static_cast<float*>(conv_tail));
+}
+
+void CpuBackend::load_linear(int layer, State& s, const float* S, const void* conv_tail) {
+  LinearLayerState& st = cpu_state(s).layers[layer].lin;
+  if (S) std::copy_n(S, st.S.size(), st.S.begin());
+  if (conv_tail) std::copy_n(static_cast<const float*>(conv_tail), st.conv_tail.size(), st.conv_tail.begin());
+}
+
+void CpuBackend::compose_linear(int layer, State& s, const float* T, const float* body, Composition how) {
+  LinearLayerState& st = cpu_state(s).layers[layer].lin;
+  if (how == Composition::Transfer) {
+    cpu::transfer_apply(transfer_shape(cfg_), T, st.S.data(), body, st.S.data());
+  } else {
+    for (size_t i = 0; i < st.S.size(); ++i) st.S[i] += body[i];
+  }
+}
+
+void CpuBackend::identity_transfer(float* T) { cpu::transfer_identity(transfer_shape(cfg_), T); }
+
+void CpuBackend::body_state(const float* full, const float* T, const float* seam, float* body) {
+  const cpu::TransferShape ts = transfer_shape(cfg_);
+  const int64_t n = cpu::state_numel(ts);
+  std::vector<float> carried(n), zero(n, 0.0f);
+  cpu::transfer_apply(ts, T, seam, zero.data(), carried.data());
+  for (int64_t i = 0; i < n; ++i) body[i] = full[i] - carried[i];
+}
+
+void CpuBackend::append_kv(int layer, State& s, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,
+                           int64_t rotate) {
+  if (n <= 0) return;
+  HYPIC_ASSERT(static_cast<int64_t>(pos.size()) == n, "append_kv: one position per row");
+  AttentionLayerState& kv = cpu_state(s).layers[layer].attn;
+  const int64_t Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, row = Hkv * hd;
+  const size_t r0 = kv.k.size();
+  const float *kf = static_cast<const float*>(k), *vf = static_cast<const float*>(v);
+  kv.k.insert(kv.k.end(), kf, kf + n * row);
+  kv.v.insert(kv.v.end(), vf, vf + n * row);
+  kv.pos.insert(kv.pos.end(), pos.begin(), pos.end());
+  if (rotate) cpu::rope_shift(kv.k.data() + r0, n, Hkv, hd, cfg_.rotary_dim, rotate, cfg_.rope_theta);
+}
+
+void CpuBackend::save_kv(int layer, const State& s, int64_t row, int64_t n, void* k, void* v, int64_t at,
+                         int64_t rotate) {
+  const AttentionLayerState& kv = cpu_state(s).layers[layer].attn;
+  const int64_t Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, rw = Hkv * hd;
+  HYPIC_ASSERT(row >= 0 && row + n <= kv.rows(), "save_kv: rows out of range");
+  float* kd = static_cast<float*>(k) + at * rw;
+  std::copy_n(kv.k.data() + row * rw, n * rw, kd);
+  std::copy_n(kv.v.data() + row * rw, n * rw, static_cast<float*>(v) + at * rw);
+  if (rotate) cpu::rope_shift(kd, n, Hkv, hd, cfg_.rotary_dim, rotate, cfg_.rope_theta);
+}
+
+int64_t CpuBackend::kv_rows(int layer, const State& s) const { return cpu_state(s).layers[layer].attn.rows(); }
+
+std::unique_ptr<SequenceState> CpuBackend::to_host(const State& s) {
+  return std::make_unique<SequenceState>(cpu_state(s));
+}
+
+std::vector<float> CpuBackend::to_host(const void* data, size_t n, DType t) {
+  HYPIC_ASSERT(t == DType::F32, "CPU backend memory holds fp32");
+  const float* f = static_cast<const float*>(data);
+  return std::vector<float>(f, f + n);
+}
+
+}  // namespace hypic

@@ -1,0 +1,66 @@
+// The CPU backend (fp32 compute; F32/BF16/F16 weights): the reference every other backend is checked
+// against. The Qwen3-Next / Qwen3.5 hybrid decoder's layers as backend steps: embeddings, zero-centred
+// RMSNorm, Gated DeltaNet and gated full-attention mixers, dense SwiGLU or sparse MoE with shared expert,
+// final norm and LM head. Sequence states are SequenceState (runtime/sequence_state.h).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "runtime/backend.h"
+#include "runtime/model_config.h"
+#include "runtime/model_weights.h"
+#include "runtime/sequence_state.h"
+
+namespace hypic {
+
+class CpuBackend : public Backend {
+ public:
+  // Loads config.json and the safetensors weights from `dir`; errors name the file and tensor.
+  static std::unique_ptr<CpuBackend> load(const std::string& dir);
+  CpuBackend(ModelConfig cfg, ModelWeights w) : cfg_(std::move(cfg)), w_(std::move(w)) {}
+
+  const ModelWeights& weights() const { return w_; }
+
+  Device device() const override { return Device::Cpu; }
+  const ModelConfig& config() const override { return cfg_; }
+  const std::string& fingerprint() const override { return w_.fingerprint; }
+  DType kv_dtype() const override { return DType::F32; }
+
+  std::unique_ptr<Memory> allocate(size_t bytes) override;
+  std::unique_ptr<State> new_state() override;
+  std::unique_ptr<State> clone(const State& s) override;
+
+  std::unique_ptr<Rows> rows(int64_t T) override;
+  void embed(std::span<const int> ids, std::span<const int64_t> pos, Rows& r) override;
+  void input_norm(int layer, Rows& r) override;
+  void post_norm(int layer, Rows& r) override;
+  void linear_project(int layer, Rows& r) override;
+  void linear_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer) override;
+  void linear_output(int layer, Rows& r) override;
+  void attention_project(int layer, Rows& r) override;
+  void attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) override;
+  void attention_output(int layer, Rows& r) override;
+  void ffn(int layer, Rows& r) override;
+  std::vector<float> logits(Rows& r, std::span<const int64_t> rows) override;
+
+  void save_linear(int layer, const State& st, float* S, void* conv_tail) override;
+  void load_linear(int layer, State& st, const float* S, const void* conv_tail) override;
+  void compose_linear(int layer, State& st, const float* T, const float* body, Composition how) override;
+  void identity_transfer(float* T) override;
+  void body_state(const float* full, const float* T, const float* seam, float* body) override;
+  void append_kv(int layer, State& st, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,
+                 int64_t rotate) override;
+  void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,
+               int64_t rotate) override;
+  int64_t kv_rows(int layer, const State& st) const override;
+  std::unique_ptr<SequenceState> to_host(const State& s) override;
+  std::vector<float> to_host(const void* data, size_t n, DType t) override;
+
+ private:
+  void mlp(const MlpWeights& m, int64_t I, const float* x, int64_t T, float* out, bool accumulate) const;
+
+  ModelConfig cfg_;
+  ModelWeights w_;
+};
+
+}  // namespace hypic

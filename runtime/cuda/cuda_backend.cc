@@ -1,0 +1,201 @@
+#include "runtime/cuda/cuda_backend.h"
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/engine_state_ops.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/transfer_operator.h"
+#include "kernels/dtype.h"
+#include "runtime/sequence_state.h"
+#include "runtime/error.h"
+
+namespace hypic {
+namespace {
+
+class DeviceBlock : public Memory {
+ public:
+  explicit DeviceBlock(size_t bytes) : m_(bytes) {
+    data_ = m_.get();
+    bytes_ = bytes;
+  }
+
+ private:
+  DeviceMemory m_;
+};
+
+struct CudaRows : Rows {
+  CudaActivations a;
+};
+
+CudaActivations& acts(Rows& r) { return static_cast<CudaRows&>(r).a; }
+
+cuda::TransferShape transfer_shape(const ModelConfig& c) {
+  return {cuda::TransferKind::Dense, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim};
+}
+
+size_t state_bytes(const ModelConfig& c) { return sizeof(float) * c.lin_v_heads * c.lin_k_dim * c.lin_v_dim; }
+
+}  // namespace
+
+CudaSequenceState& cuda_state(State& s) {
+  auto* c = dynamic_cast<CudaSequenceState*>(&s);
+  HYPIC_ASSERT(c, "a state of another backend given to the CUDA backend");
+  return *c;
+}
+
+const CudaSequenceState& cuda_state(const State& s) {
+  auto* c = dynamic_cast<const CudaSequenceState*>(&s);
+  HYPIC_ASSERT(c, "a state of another backend given to the CUDA backend");
+  return *c;
+}
+
+CudaBackend::CudaBackend(std::unique_ptr<CudaModel> model)
+    : m_(std::move(model)), scratch_(state_bytes(m_->config())) {}
+
+std::unique_ptr<CudaBackend> CudaBackend::load(const std::string& dir) {
+  return std::make_unique<CudaBackend>(CudaModel::load(dir));
+}
+
+std::unique_ptr<CudaBackend> CudaBackend::random(const ModelConfig& cfg, uint64_t seed) {
+  return std::make_unique<CudaBackend>(CudaModel::random(cfg, seed));
+}
+
+std::unique_ptr<Memory> CudaBackend::allocate(size_t bytes) { return std::make_unique<DeviceBlock>(bytes); }
+
+std::unique_ptr<State> CudaBackend::new_state() {
+  return std::make_unique<CudaSequenceState>(CudaSequenceState::empty_for(config()));
+}
+
+std::unique_ptr<State> CudaBackend::clone(const State& s) {
+  return std::make_unique<CudaSequenceState>(cuda_state(s).clone(m_->stream()));
+}
+
+std::unique_ptr<Rows> CudaBackend::rows(int64_t T) {
+  auto r = std::make_unique<CudaRows>();
+  r->T = T;
+  r->a = m_->activations(T);
+  return r;
+}
+
+void CudaBackend::embed(std::span<const int> ids, std::span<const int64_t> pos, Rows& r) { m_->embed(ids, pos, acts(r)); }
+void CudaBackend::input_norm(int layer, Rows& r) { m_->input_norm(layer, acts(r)); }
+void CudaBackend::post_norm(int layer, Rows& r) { m_->post_norm(layer, acts(r)); }
+void CudaBackend::linear_project(int layer, Rows& r) { m_->linear_project(layer, acts(r)); }
+void CudaBackend::linear_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer) {
+  m_->linear_recur(layer, acts(r), row0, n, cuda_state(st).lin[layer], transfer);
+}
+void CudaBackend::linear_output(int layer, Rows& r) { m_->linear_output(layer, acts(r)); }
+void CudaBackend::attention_project(int layer, Rows& r) { m_->attention_project(layer, acts(r)); }
+void CudaBackend::attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) {
+  m_->attention_core(layer, acts(r), row0, n, cuda_state(st).attn[layer]);
+}
+void CudaBackend::attention_output(int layer, Rows& r) { m_->attention_output(layer, acts(r)); }
+void CudaBackend::ffn(int layer, Rows& r) { m_->ffn(layer, acts(r)); }
+
+std::vector<float> CudaBackend::logits(Rows& r, std::span<const int64_t> rows) {
+  if (rows.empty()) return {};
+  bool contiguous = true;
+  for (size_t i = 1; i < rows.size(); ++i) contiguous = contiguous && rows[i] == rows[i - 1] + 1;
+  if (contiguous) return m_->logits(acts(r), rows[0], static_cast<int64_t>(rows.size()));
+  std::vector<float> out;
+  for (int64_t row : rows) {
+    std::vector<float> one = m_->logits(acts(r), row, 1);
+    out.insert(out.end(), one.begin(), one.end());
+  }
+  return out;
+}
+
+std::vector<float> CudaBackend::decode_step(int id, State& st) { return m_->decode_step(id, cuda_state(st)); }
+
+void CudaBackend::save_linear(int layer, const State& s, float* S, void* conv_tail) {
+  const CudaLinearLayerState& st = cuda_state(s).lin[layer];
+  cudaStream_t cs = m_->stream();
+  if (S) HYPIC_CUDA_CHECK(cudaMemcpyAsync(S, st.S.get(), st.S.bytes(), cudaMemcpyDeviceToDevice, cs));
+  if (conv_tail)
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(conv_tail, st.conv_tail.get(), st.conv_tail.bytes(), cudaMemcpyDeviceToDevice, cs));
+}
+
+void CudaBackend::load_linear(int layer, State& s, const float* S, const void* conv_tail) {
+  CudaLinearLayerState& st = cuda_state(s).lin[layer];
+  cudaStream_t cs = m_->stream();
+  if (S) HYPIC_CUDA_CHECK(cudaMemcpyAsync(st.S.get(), S, st.S.bytes(), cudaMemcpyDeviceToDevice, cs));
+  if (conv_tail)
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(st.conv_tail.get(), conv_tail, st.conv_tail.bytes(), cudaMemcpyDeviceToDevice, cs));
+}
+
+void CudaBackend::compose_linear(int layer, State& s, const float* T, const float* body, Composition how) {
+  CudaLinearLayerState& st = cuda_state(s).lin[layer];
+  cudaStream_t cs = m_->stream();
+  const int64_t n = static_cast<int64_t>(st.S.bytes() / sizeof(float));
+  if (how == Composition::NaiveSum) {
+    cuda::add_scaled(st.S.as<float>(), st.S.as<float>(), 1.0f, body, n, cs);
+    return;
+  }
+  // The dense product may not write its own input: through the scratch state, then back.
+  cuda::transfer_apply(transfer_shape(config()), T, st.S.as<float>(), body, scratch_.as<float>(), cs);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(st.S.get(), scratch_.get(), st.S.bytes(), cudaMemcpyDeviceToDevice, cs));
+}
+
+void CudaBackend::identity_transfer(float* T) {
+  cuda::identity_operators(T, config().lin_v_heads, config().lin_k_dim, m_->stream());
+}
+
+void CudaBackend::body_state(const float* full, const float* T, const float* seam, float* body) {
+  cudaStream_t cs = m_->stream();
+  cuda::transfer_apply(transfer_shape(config()), T, seam, nullptr, body, cs);
+  cuda::add_scaled(body, full, -1.0f, body, static_cast<int64_t>(state_bytes(config()) / sizeof(float)), cs);
+}
+
+void CudaBackend::append_kv(int layer, State& s, const void* k, const void* v, int64_t n,
+                            std::span<const int64_t> pos, int64_t rotate) {
+  if (n <= 0) return;
+  HYPIC_ASSERT(static_cast<int64_t>(pos.size()) == n, "append_kv: one position per row");
+  const ModelConfig& c = config();
+  CudaAttentionLayerState& kv = cuda_state(s).attn[layer];
+  const int64_t row = c.num_kv_heads * c.head_dim, r0 = kv.rows;
+  cudaStream_t cs = m_->stream();
+  kv.append(k, v, pos.data(), n, row, cs);
+  if (rotate)
+    cuda::rope_shift(kv.k.as<cuda::bf16>() + r0 * row, n, c.num_kv_heads, c.head_dim, c.rotary_dim, rotate,
+                     c.rope_theta, cs);
+}
+
+void CudaBackend::save_kv(int layer, const State& s, int64_t row, int64_t n, void* k, void* v, int64_t at,
+                          int64_t rotate) {
+  if (n <= 0) return;
+  const ModelConfig& c = config();
+  const CudaAttentionLayerState& kv = cuda_state(s).attn[layer];
+  HYPIC_ASSERT(row >= 0 && row + n <= kv.rows, "save_kv: rows out of range");
+  const int64_t rw = c.num_kv_heads * c.head_dim;
+  const size_t rb = sizeof(cuda::bf16) * rw;
+  cudaStream_t cs = m_->stream();
+  cuda::bf16* kd = static_cast<cuda::bf16*>(k) + at * rw;
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(kd, kv.k.as<cuda::bf16>() + row * rw, rb * n, cudaMemcpyDeviceToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(static_cast<cuda::bf16*>(v) + at * rw, kv.v.as<cuda::bf16>() + row * rw, rb * n,
+                                   cudaMemcpyDeviceToDevice, cs));
+  if (rotate) cuda::rope_shift(kd, n, c.num_kv_heads, c.head_dim, c.rotary_dim, rotate, c.rope_theta, cs);
+}
+
+int64_t CudaBackend::kv_rows(int layer, const State& s) const { return cuda_state(s).attn[layer].rows; }
+
+void CudaBackend::sync() { HYPIC_CUDA_CHECK(cudaStreamSynchronize(m_->stream())); }
+
+std::unique_ptr<SequenceState> CudaBackend::to_host(const State& s) {
+  sync();
+  return std::make_unique<SequenceState>(cuda_state(s).download(config()));
+}
+
+std::vector<float> CudaBackend::to_host(const void* data, size_t n, DType t) {
+  HYPIC_ASSERT(t == DType::F32 || t == DType::BF16, "CUDA backend memory holds fp32 or bf16");
+  sync();
+  std::vector<float> out(n);
+  if (t == DType::F32) {
+    HYPIC_CUDA_CHECK(cudaMemcpy(out.data(), data, sizeof(float) * n, cudaMemcpyDeviceToHost));
+    return out;
+  }
+  std::vector<uint16_t> raw(n);
+  HYPIC_CUDA_CHECK(cudaMemcpy(raw.data(), data, 2 * n, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(raw[i]);
+  return out;
+}
+
+}  // namespace hypic

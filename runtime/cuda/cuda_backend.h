@@ -1,0 +1,72 @@
+// The CUDA backend: the engine's layer steps on one device through CudaModel (bf16 weights and
+// activations, fp32 residual stream and recurrent states, bf16 KV rows and conv tails), cache entries in
+// device memory (one cudaMalloc block per entry), and the graph-replayed one-token decode step. Work is
+// ordered on the model's stream; one caller at a time.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "runtime/backend.h"
+#include "runtime/cuda/cuda_model.h"
+#include "runtime/cuda/cuda_sequence_state.h"
+#include "runtime/cuda/device_memory.h"
+
+namespace hypic {
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(std::unique_ptr<CudaModel> model);
+  // Loads config.json and the safetensors weights from `dir` and uploads them (CudaModel::load).
+  static std::unique_ptr<CudaBackend> load(const std::string& dir);
+  // A model of cfg's shape with random weights generated on the device (timing without a checkpoint).
+  static std::unique_ptr<CudaBackend> random(const ModelConfig& cfg, uint64_t seed);
+
+  CudaModel& model() { return *m_; }
+
+  Device device() const override { return Device::Cuda; }
+  const ModelConfig& config() const override { return m_->config(); }
+  const std::string& fingerprint() const override { return m_->fingerprint(); }
+  DType kv_dtype() const override { return DType::BF16; }
+
+  std::unique_ptr<Memory> allocate(size_t bytes) override;
+  std::unique_ptr<State> new_state() override;
+  std::unique_ptr<State> clone(const State& s) override;
+
+  std::unique_ptr<Rows> rows(int64_t T) override;
+  void embed(std::span<const int> ids, std::span<const int64_t> pos, Rows& r) override;
+  void input_norm(int layer, Rows& r) override;
+  void post_norm(int layer, Rows& r) override;
+  void linear_project(int layer, Rows& r) override;
+  void linear_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer) override;
+  void linear_output(int layer, Rows& r) override;
+  void attention_project(int layer, Rows& r) override;
+  void attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) override;
+  void attention_output(int layer, Rows& r) override;
+  void ffn(int layer, Rows& r) override;
+  std::vector<float> logits(Rows& r, std::span<const int64_t> rows) override;
+  std::vector<float> decode_step(int id, State& st) override;
+
+  void save_linear(int layer, const State& st, float* S, void* conv_tail) override;
+  void load_linear(int layer, State& st, const float* S, const void* conv_tail) override;
+  void compose_linear(int layer, State& st, const float* T, const float* body, Composition how) override;
+  void identity_transfer(float* T) override;
+  void body_state(const float* full, const float* T, const float* seam, float* body) override;
+  void append_kv(int layer, State& st, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,
+                 int64_t rotate) override;
+  void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,
+               int64_t rotate) override;
+  int64_t kv_rows(int layer, const State& st) const override;
+  void sync() override;
+  std::unique_ptr<SequenceState> to_host(const State& s) override;
+  std::vector<float> to_host(const void* data, size_t n, DType t) override;
+
+ private:
+  std::unique_ptr<CudaModel> m_;
+  DeviceMemory scratch_;  // one state: the product T S before it replaces S
+};
+
+// The CUDA state behind a State handle (asserts that it is one).
+CudaSequenceState& cuda_state(State& s);
+const CudaSequenceState& cuda_state(const State& s);
+
+}  // namespace hypic
