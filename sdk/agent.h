@@ -74,6 +74,8 @@ class Agent {
   AgentResult run(Json vars, const AgentRunOptions& options = {});
 
   const dsl::Template& template_() const { return tpl_; }
+  // The session the runs continue (null before the first run).
+  const Session* session() const { return session_.get(); }
   ToolRegistry& tools() { return tools_; }
 
  private:

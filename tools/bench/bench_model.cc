@@ -1,4 +1,5 @@
-// Whole-model throughput of the CUDA forward pass (runtime/cuda/cuda_model.h), printed as one JSON object:
+// Whole-model throughput of the CUDA backend (runtime/cuda/cuda_backend.h) driven by the engine in full
+// mode (runtime/engine.h, Engine::forward), printed as one JSON object:
 // prefill tokens/s of one sequence from position 0, then decode tokens/s at batch 1 continuing it, and
 // each as a fraction of the device's limits:
 //   prefill: model FLOPs (projections, attention scores/values, chunked delta rule) per second over the
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +23,8 @@
 #include <vector>
 
 #include "kernels/cuda/check.h"
-#include "runtime/cuda/cuda_model.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/model_config.h"
 
@@ -47,6 +50,39 @@ struct Args {
   std::exit(2);
 }
 
+// Numbers parse whole or not at all: garbage, trailing characters and out-of-range values are errors.
+int64_t to_int(const std::string& k, const std::string& v) {
+  try {
+    size_t end = 0;
+    const long long x = std::stoll(v, &end);
+    if (end == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  usage("malformed integer for " + k + ": '" + v + "'");
+}
+
+uint64_t to_uint(const std::string& k, const std::string& v) {
+  try {
+    size_t end = 0;
+    if (!v.empty() && v[0] != '-') {
+      const unsigned long long x = std::stoull(v, &end);
+      if (end == v.size()) return x;
+    }
+  } catch (const std::exception&) {
+  }
+  usage("malformed unsigned integer for " + k + ": '" + v + "'");
+}
+
+double to_double(const std::string& k, const std::string& v) {
+  try {
+    size_t end = 0;
+    const double x = std::stod(v, &end);
+    if (end == v.size() && std::isfinite(x)) return x;
+  } catch (const std::exception&) {
+  }
+  usage("malformed number for " + k + ": '" + v + "'");
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -58,17 +94,18 @@ Args parse(int argc, char** argv) {
     if (k == "--config") a.config = value();
     else if (k == "--model") a.model = value();
     else if (k == "--random-weights") a.random_weights = true;
-    else if (k == "--prefill") a.prefill = std::atoll(value().c_str());
-    else if (k == "--decode") a.decode = std::atoll(value().c_str());
-    else if (k == "--seed") a.seed = std::strtoull(value().c_str(), nullptr, 10);
-    else if (k == "--peak-tflops") a.peak_tflops = std::atof(value().c_str());
-    else if (k == "--peak-tbps") a.peak_tbps = std::atof(value().c_str());
+    else if (k == "--prefill") a.prefill = to_int(k, value());
+    else if (k == "--decode") a.decode = to_int(k, value());
+    else if (k == "--seed") a.seed = to_uint(k, value());
+    else if (k == "--peak-tflops") a.peak_tflops = to_double(k, value());
+    else if (k == "--peak-tbps") a.peak_tbps = to_double(k, value());
     else usage("unknown option " + k);
   }
   if (a.random_weights && !a.model.empty()) usage("--random-weights and --model exclude each other");
   if (a.random_weights && a.config.empty()) usage("--random-weights needs --config");
   if (!a.random_weights && a.model.empty()) usage("give --config CONFIG.json --random-weights, or --model DIR");
   if (a.prefill < 1 || a.decode < 0) usage("--prefill must be >= 1 and --decode >= 0");
+  if (a.peak_tflops <= 0 || a.peak_tbps <= 0) usage("--peak-tflops and --peak-tbps must be > 0");
   return a;
 }
 
@@ -141,32 +178,35 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     HYPIC_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
 
-    std::unique_ptr<CudaModel> model;
+    std::unique_ptr<CudaBackend> backend;
     const auto t_load = std::chrono::steady_clock::now();
     if (a.random_weights) {
       std::string path = a.config;
       if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "config.json").string();
-      model = CudaModel::random(ModelConfig::load(path), a.seed);
+      backend = CudaBackend::random(ModelConfig::load(path), a.seed);
     } else {
-      model = CudaModel::load(a.model);
+      backend = CudaBackend::load(a.model);
     }
     const double load_s = seconds_since(t_load);
-    const ModelConfig& cfg = model->config();
+    CudaModel& model = backend->model();
+    const ModelConfig& cfg = backend->config();
     const Counts cnt = count(cfg);
+    // Full mode: no cache, every call a plain pass (one-token steps on the decode graph when it is on).
+    Engine engine(*backend, CacheMode::Full, EngineOptions{});
 
     // Warm-up: cuBLAS heuristics, kernel attributes, the scratch pool at the measured sizes.
     const std::vector<int> ids = random_ids(a.prefill + a.decode, cfg.vocab_size, a.seed);
     {
-      CudaSequenceState w = model->new_state();
+      std::unique_ptr<State> w = backend->new_state();
       const std::vector<int> head(ids.begin(), ids.begin() + a.prefill);
-      model->forward(head, w);
-      for (int i = 0; i < 3 && i < a.decode; ++i) model->forward(std::span<const int>(&ids[a.prefill + i], 1), w);
+      engine.forward(head, *w);
+      for (int i = 0; i < 3 && i < a.decode; ++i) engine.forward(std::span<const int>(&ids[a.prefill + i], 1), *w);
     }
 
-    CudaSequenceState st = model->new_state();
+    std::unique_ptr<State> st = backend->new_state();
     const std::vector<int> prompt(ids.begin(), ids.begin() + a.prefill);
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits = model->forward(prompt, st);
+    std::vector<float> logits = engine.forward(prompt, *st);
     const double prefill_s = seconds_since(t0);
 
     const double T = static_cast<double>(a.prefill);
@@ -179,14 +219,14 @@ int main(int argc, char** argv) {
     // Measured twice from the same prefilled state: replaying the captured CUDA graph (the default) and
     // launching every kernel. The first graph step also captures the graph (the KV cache grows past the
     // prompt): it is reported on its own and left out of the steady-state rate.
-    CudaSequenceState launched_st = st.clone(model->stream());
+    std::unique_ptr<State> launched_st = backend->clone(*st);
     const std::vector<float> prefill_logits = logits;
     struct DecodeRun {
       double seconds = 0, bytes = 0, first_step_s = 0;
       int64_t steps = 0;
     };
-    auto run_decode = [&](CudaSequenceState& s, bool graphs) {
-      model->set_decode_graphs(graphs);
+    auto run_decode = [&](State& s, bool graphs) {
+      model.set_decode_graphs(graphs);
       DecodeRun r;
       std::vector<float> lg = prefill_logits;
       for (int64_t i = 0; i < a.decode; ++i) {
@@ -194,7 +234,7 @@ int main(int argc, char** argv) {
         const int one[1] = {next};
         const double ctx = static_cast<double>(s.length + 1);
         const auto t = std::chrono::steady_clock::now();
-        lg = model->forward(one, s);
+        lg = engine.forward(one, s);
         const double dt = seconds_since(t);
         if (i == 0) {
           r.first_step_s = dt;
@@ -206,8 +246,8 @@ int main(int argc, char** argv) {
       }
       return r;
     };
-    const DecodeRun graph_run = a.decode > 0 ? run_decode(st, true) : DecodeRun{};
-    const DecodeRun launch_run = a.decode > 0 ? run_decode(launched_st, false) : DecodeRun{};
+    const DecodeRun graph_run = a.decode > 0 ? run_decode(*st, true) : DecodeRun{};
+    const DecodeRun launch_run = a.decode > 0 ? run_decode(*launched_st, false) : DecodeRun{};
 
     const double prefill_tps = T / prefill_s, prefill_tflops = prefill_flops / prefill_s / 1e12;
     std::printf("{\n");
@@ -216,7 +256,7 @@ int main(int argc, char** argv) {
     std::printf("  \"layers\": %lld, \"linear_layers\": %lld, \"hidden\": %lld, \"experts\": %lld, \"top_k\": %lld,\n",
                 (long long)cfg.num_layers, (long long)cfg.num_linear_layers(), (long long)cfg.hidden_size,
                 (long long)cfg.num_experts, (long long)cfg.experts_per_tok);
-    std::printf("  \"weight_bytes\": %zu, \"load_seconds\": %.3f,\n", model->weight_bytes(), load_s);
+    std::printf("  \"weight_bytes\": %zu, \"load_seconds\": %.3f,\n", model.weight_bytes(), load_s);
     std::printf("  \"prefill\": {\"tokens\": %lld, \"seconds\": %.6f, \"tokens_per_s\": %.1f,\n", (long long)a.prefill,
                 prefill_s, prefill_tps);
     std::printf("    \"flops\": %.6e, \"projection_flops\": %.6e, \"attention_flops\": %.6e, \"gdn_flops\": %.6e,\n",
@@ -238,7 +278,7 @@ int main(int argc, char** argv) {
       print_decode("decode", graph_run);
       print_decode("decode_launched", launch_run);
     }
-    std::printf("  \"sequence_state_bytes\": %zu\n}\n", st.bytes());
+    std::printf("  \"sequence_state_bytes\": %zu\n}\n", st->bytes());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hypic_bench_model: %s\n", e.what());
     return 1;

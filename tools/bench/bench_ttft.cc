@@ -1,29 +1,59 @@
-// Time to first token of the caching engine on CUDA (runtime/cuda/cuda_engine.h) on a RAG workload, per
-// mode (full / prefix / hypic, DESIGN §1.6), printed as one JSON object.
+// Time to first token of the caching engine (runtime/engine.h) on the CUDA backend
+// (runtime/cuda/cuda_backend.h, random weights of CONFIG's shape), per mode (full / prefix / hypic,
+// DESIGN §1.6), printed as one JSON object on stdout (progress goes to stderr). Three cases (--case,
+// default all), each under its own top-level key:
 //
-// Workload (random token ids, a pure function of --seed, the same request sequence for every mode): a
-// system block, a tool-docs block, k retrieved chunks (k uniform in [--chunks-min, --chunks-max]) drawn
-// without repetition from a pool of --pool chunks of about --chunk-tokens tokens each (so chunks recur
-// across requests in changing order), and a fresh question. Every mode gets a fresh engine, runs
-// --warmup requests (kernels, the scratch pool, and the cache it would hold in steady state), then
-// --requests measured ones. TTFT is run()'s wall time ending after a device sync.
+//   "rag": the steady state of a RAG service. Workload (random token ids, a pure function of --seed, the
+//     same request sequence for every mode): a system block, a tool-docs block, k retrieved chunks (k
+//     uniform in [--chunks-min, --chunks-max]) drawn without repetition from a pool of --pool chunks of
+//     about --chunk-tokens tokens each (so chunks recur across requests in changing order), and a fresh
+//     question. Every mode (--mode) gets a fresh engine, runs --warmup requests (kernels, the scratch
+//     pool, and the cache it would hold in steady state), then --requests measured ones.
+//
+//   "cold": the cost of a fully cold request. The --requests measured requests of the same workload, each
+//     run in modes full, prefix and hypic on a FRESH engine (empty segment store, destroyed afterwards so
+//     its device memory is freed); modes interleave per request. Each mode first runs one throwaway
+//     warm-up request (the longest measured one, on its own fresh engine: kernels, scratch pool). Reports
+//     p50/mean TTFT per mode and, per request, hypic/full and prefix/full with their mean and max: the
+//     project target is "a fully cold hypic request <= 1.15x the full-mode TTFT of the same prompt".
+//
+//   "agent": a --turns-turn tool-using conversation per mode full, prefix, hypic, each on a fresh engine
+//     (after a throwaway two-turn warm-up on another fresh engine). Turn 1 is [system, tools, user message
+//     (--question tokens)]; after every turn --reply-tokens tokens are decoded greedily one at a time
+//     (Engine::forward, the decode-graph path); the next prompt is the previous one's blocks with the
+//     reply appended to its last block, then a tool result (~--tool-tokens random ids) and a new user
+//     message as the query. run() gets the live sequence: its state and every token run so far (the
+//     prompt plus the reply but its last token, which was sampled and not run), as an SDK Session does.
+//     Reports per turn prompt/new/reused/computed tokens and TTFT: in prefix and hypic mode, from turn 2
+//     on, computed_tokens == prompt_tokens - reused_tokens == the new tokens and TTFT stays flat, while
+//     full mode recomputes the growing prompt. (Reply ids come from each mode's own greedy decode and may
+//     differ between modes; their lengths do not.)
+//
+// TTFT is run()'s wall time ending after a device sync (PromptResult::ttft_ms).
 // Usage:
-//   hypic_bench_ttft --config CONFIG.json [--requests 8] [--mode full|prefix|hypic|naive|noseam|all]
+//   hypic_bench_ttft --config CONFIG.json [--case rag|cold|agent|all] [--requests 8]
+//                    [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)
 //                    [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
 //                    [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]
+//                    [--turns 8] [--reply-tokens 32] [--tool-tokens 64]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/check.h"
-#include "runtime/cuda/cuda_engine.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/model_config.h"
 
@@ -31,11 +61,16 @@ using namespace hypic;
 
 namespace {
 
+const std::vector<CacheMode> kMainModes = {CacheMode::Full, CacheMode::Prefix, CacheMode::Hypic};
+
 struct Args {
   std::string config;
-  std::vector<CacheMode> modes = {CacheMode::Full, CacheMode::Prefix, CacheMode::Hypic};
+  bool rag = true, cold = true, agent = true;
+  std::vector<CacheMode> modes = kMainModes;  // of the rag case
   int requests = 8, warmup = 8, pool = 48, chunks_min = 8, chunks_max = 16;
   int64_t chunk_tokens = 512, system = 300, tools = 600, question = 30, seam = 8;
+  int turns = 8;
+  int64_t reply_tokens = 32, tool_tokens = 64;
   double budget_gb = 40;
   uint64_t seed = 1;
 };
@@ -43,11 +78,53 @@ struct Args {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "hypic_bench_ttft: %s\n"
-               "usage: hypic_bench_ttft --config CONFIG.json [--requests 8] [--mode full|prefix|hypic|naive|noseam|all]\n"
+               "usage: hypic_bench_ttft --config CONFIG.json [--case rag|cold|agent|all] [--requests 8]\n"
+               "       [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)\n"
                "       [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]\n"
-               "       [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]\n",
+               "       [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]\n"
+               "       [--turns 8] [--reply-tokens 32] [--tool-tokens 64]\n",
                why.c_str());
   std::exit(2);
+}
+
+// Numbers parse whole or not at all: garbage, trailing characters and out-of-range values are errors.
+int64_t to_int64(const std::string& k, const std::string& v) {
+  try {
+    size_t end = 0;
+    const long long x = std::stoll(v, &end);
+    if (end == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  usage("malformed integer for " + k + ": '" + v + "'");
+}
+
+int to_int(const std::string& k, const std::string& v) {
+  const int64_t x = to_int64(k, v);
+  if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
+    usage("integer out of range for " + k + ": '" + v + "'");
+  return static_cast<int>(x);
+}
+
+uint64_t to_uint64(const std::string& k, const std::string& v) {
+  try {
+    size_t end = 0;
+    if (!v.empty() && v[0] != '-') {
+      const unsigned long long x = std::stoull(v, &end);
+      if (end == v.size()) return x;
+    }
+  } catch (const std::exception&) {
+  }
+  usage("malformed unsigned integer for " + k + ": '" + v + "'");
+}
+
+double to_double(const std::string& k, const std::string& v) {
+  try {
+    size_t end = 0;
+    const double x = std::stod(v, &end);
+    if (end == v.size() && std::isfinite(x)) return x;
+  } catch (const std::exception&) {
+  }
+  usage("malformed number for " + k + ": '" + v + "'");
 }
 
 Args parse(int argc, char** argv) {
@@ -59,9 +136,15 @@ Args parse(int argc, char** argv) {
       return argv[++i];
     };
     if (k == "--config") a.config = value();
-    else if (k == "--mode") {
+    else if (k == "--case") {
+      const std::string c = value();
+      if (c != "rag" && c != "cold" && c != "agent" && c != "all") usage("--case must be rag, cold, agent or all");
+      a.rag = c == "rag" || c == "all";
+      a.cold = c == "cold" || c == "all";
+      a.agent = c == "agent" || c == "all";
+    } else if (k == "--mode") {
       const std::string m = value();
-      if (m == "all") a.modes = {CacheMode::Full, CacheMode::Prefix, CacheMode::Hypic};
+      if (m == "all") a.modes = kMainModes;
       else {
         try {
           a.modes = {parse_mode(m)};
@@ -69,18 +152,21 @@ Args parse(int argc, char** argv) {
           usage(e.what());
         }
       }
-    } else if (k == "--requests") a.requests = std::atoi(value().c_str());
-    else if (k == "--warmup") a.warmup = std::atoi(value().c_str());
-    else if (k == "--pool") a.pool = std::atoi(value().c_str());
-    else if (k == "--chunks-min") a.chunks_min = std::atoi(value().c_str());
-    else if (k == "--chunks-max") a.chunks_max = std::atoi(value().c_str());
-    else if (k == "--chunk-tokens") a.chunk_tokens = std::atoll(value().c_str());
-    else if (k == "--system") a.system = std::atoll(value().c_str());
-    else if (k == "--tools") a.tools = std::atoll(value().c_str());
-    else if (k == "--question") a.question = std::atoll(value().c_str());
-    else if (k == "--seam") a.seam = std::atoll(value().c_str());
-    else if (k == "--budget-gb") a.budget_gb = std::atof(value().c_str());
-    else if (k == "--seed") a.seed = std::strtoull(value().c_str(), nullptr, 10);
+    } else if (k == "--requests") a.requests = to_int(k, value());
+    else if (k == "--warmup") a.warmup = to_int(k, value());
+    else if (k == "--pool") a.pool = to_int(k, value());
+    else if (k == "--chunks-min") a.chunks_min = to_int(k, value());
+    else if (k == "--chunks-max") a.chunks_max = to_int(k, value());
+    else if (k == "--chunk-tokens") a.chunk_tokens = to_int64(k, value());
+    else if (k == "--system") a.system = to_int64(k, value());
+    else if (k == "--tools") a.tools = to_int64(k, value());
+    else if (k == "--question") a.question = to_int64(k, value());
+    else if (k == "--seam") a.seam = to_int64(k, value());
+    else if (k == "--budget-gb") a.budget_gb = to_double(k, value());
+    else if (k == "--seed") a.seed = to_uint64(k, value());
+    else if (k == "--turns") a.turns = to_int(k, value());
+    else if (k == "--reply-tokens") a.reply_tokens = to_int64(k, value());
+    else if (k == "--tool-tokens") a.tool_tokens = to_int64(k, value());
     else usage("unknown option " + k);
   }
   if (a.config.empty()) usage("--config CONFIG.json is required");
@@ -89,6 +175,8 @@ Args parse(int argc, char** argv) {
     usage("need 0 <= --chunks-min <= --chunks-max <= --pool");
   if (a.chunk_tokens < 1 || a.system < 1 || a.tools < 1 || a.question < 1 || a.seam < 0 || a.budget_gb <= 0)
     usage("block sizes must be >= 1, --seam >= 0, --budget-gb > 0");
+  if (a.turns < 1 || a.reply_tokens < 1 || a.tool_tokens < 1)
+    usage("--turns, --reply-tokens and --tool-tokens must be >= 1");
   return a;
 }
 
@@ -99,26 +187,126 @@ std::vector<int> random_ids(int64_t n, int64_t V, std::mt19937_64& rng) {
   return v;
 }
 
-// The request sequence: every request is [system, tools, chunk..., question].
-std::vector<std::vector<std::vector<int>>> make_workload(const Args& a, int64_t V) {
+// ~n tokens: uniform in [7n/8, 9n/8], at least 1.
+int64_t about(int64_t n, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> len(n * 7 / 8, n * 9 / 8);
+  return std::max<int64_t>(1, len(rng));
+}
+
+using Request = std::vector<std::vector<int>>;  // blocks, the last the query
+
+// The RAG request sequence: every request is [system, tools, chunk..., question].
+std::vector<Request> make_workload(const Args& a, int64_t V) {
   std::mt19937_64 rng(a.seed);
   const auto system = random_ids(a.system, V, rng), tools = random_ids(a.tools, V, rng);
   std::vector<std::vector<int>> pool;
-  std::uniform_int_distribution<int64_t> len(a.chunk_tokens * 7 / 8, a.chunk_tokens * 9 / 8);  // ~ chunk_tokens
-  for (int i = 0; i < a.pool; ++i) pool.push_back(random_ids(std::max<int64_t>(1, len(rng)), V, rng));
-  std::vector<std::vector<std::vector<int>>> reqs;
+  for (int i = 0; i < a.pool; ++i) pool.push_back(random_ids(about(a.chunk_tokens, rng), V, rng));
+  std::vector<Request> reqs;
   std::uniform_int_distribution<int> k_of(a.chunks_min, a.chunks_max);
   std::vector<int> order(static_cast<size_t>(a.pool));
   for (int r = 0; r < a.warmup + a.requests; ++r) {
     for (int i = 0; i < a.pool; ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);  // the top-k of a retriever, in its ranking order
-    std::vector<std::vector<int>> blocks = {system, tools};
+    Request blocks = {system, tools};
     const int k = k_of(rng);
     for (int i = 0; i < k; ++i) blocks.push_back(pool[order[i]]);
     blocks.push_back(random_ids(a.question, V, rng));
     reqs.push_back(std::move(blocks));
   }
   return reqs;
+}
+
+int64_t request_tokens(const Request& r) {
+  int64_t n = 0;
+  for (auto& b : r) n += static_cast<int64_t>(b.size());
+  return n;
+}
+
+// The agent conversation's fixed text: system, tools, a user message per turn, a tool result per turn
+// after the first. Its own generator (a pure function of --seed too).
+struct AgentWorkload {
+  std::vector<int> system, tools;
+  std::vector<std::vector<int>> users, tool_results;  // [turns], [turns - 1]
+};
+
+AgentWorkload make_agent_workload(const Args& a, int64_t V) {
+  std::mt19937_64 rng(a.seed ^ 0x6167656e74ull);  // "agent"
+  AgentWorkload w;
+  w.system = random_ids(a.system, V, rng);
+  w.tools = random_ids(a.tools, V, rng);
+  for (int t = 0; t < a.turns; ++t) {
+    if (t > 0) w.tool_results.push_back(random_ids(about(a.tool_tokens, rng), V, rng));
+    w.users.push_back(random_ids(a.question, V, rng));
+  }
+  return w;
+}
+
+struct Turn {
+  int64_t prompt_tokens = 0, new_tokens = 0, reused_tokens = 0, computed_tokens = 0;
+  double ttft_ms = 0, decode_ms = 0;
+  int64_t decode_steps = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int argmax(const std::vector<float>& v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+// One conversation of `turns` turns on `engine`, continuing the live sequence from turn 2 on.
+std::vector<Turn> run_conversation(Engine& engine, const AgentWorkload& w, int turns, int64_t reply_tokens,
+                                   const char* label) {
+  std::vector<Turn> out;
+  std::vector<PromptBlock> blocks = {{w.system}, {w.tools}, {w.users[0]}};
+  LiveSequence live;
+  std::vector<int> reply;
+  for (int t = 0; t < turns; ++t) {
+    if (t > 0) {
+      std::vector<int>& query = blocks.back().tokens;  // becomes a cached block: user message + reply
+      query.insert(query.end(), reply.begin(), reply.end());
+      blocks.push_back({w.tool_results[t - 1]});
+      blocks.push_back({w.users[t]});
+    }
+    Turn turn;
+    const int64_t run_before = static_cast<int64_t>(live.tokens.size());
+    PromptResult r = engine.run(blocks, t > 0 ? &live : nullptr);
+    turn.prompt_tokens = r.prompt_tokens;
+    turn.new_tokens = r.prompt_tokens - run_before;
+    turn.reused_tokens = r.reused_tokens;
+    turn.computed_tokens = r.computed_tokens;
+    turn.ttft_ms = r.ttft_ms;
+
+    // Greedy reply: the first token from the prompt's logits, each further one after running the last.
+    reply.clear();
+    std::vector<float> logits = std::move(r.logits);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < reply_tokens; ++i) {
+      reply.push_back(argmax(logits));
+      if (i + 1 == reply_tokens) break;
+      const int one[1] = {reply.back()};
+      logits = engine.forward(one, *r.state);  // host logits: ends after the device finished
+      ++turn.decode_steps;
+    }
+    turn.decode_ms = 1e3 * seconds_since(t0);
+
+    // Everything run so far: the prompt and the reply but its last (sampled, not yet run) token.
+    std::vector<int> transcript = prompt_tokens(blocks);
+    transcript.insert(transcript.end(), reply.begin(), reply.end() - 1);
+    if (r.state->length != static_cast<int64_t>(transcript.size()))
+      throw std::runtime_error("agent: state length " + std::to_string(r.state->length) + " != transcript " +
+                               std::to_string(transcript.size()));
+    live = LiveSequence{std::move(r.state), std::move(transcript)};
+
+    std::fprintf(stderr,
+                 "[%s] %s turn %d: %lld prompt tokens, %lld new, %lld reused, %lld computed, %.1f ms, "
+                 "decode %.2f ms/token\n",
+                 mode_name(engine.mode()), label, t + 1, static_cast<long long>(turn.prompt_tokens),
+                 static_cast<long long>(turn.new_tokens), static_cast<long long>(turn.reused_tokens),
+                 static_cast<long long>(turn.computed_tokens), turn.ttft_ms,
+                 turn.decode_steps ? turn.decode_ms / turn.decode_steps : 0.0);
+    out.push_back(turn);
+  }
+  return out;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -128,14 +316,172 @@ double percentile(std::vector<double> v, double p) {
   return v[lo] + (at - lo) * (v[hi] - v[lo]);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+double mean_of(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m += x / v.size();
+  return m;
 }
 
 size_t device_used_bytes() {
   size_t free = 0, total = 0;
   HYPIC_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   return total - free;
+}
+
+void print_list(const std::vector<double>& v, const char* fmt) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) std::printf(", ");
+    std::printf(fmt, v[i]);
+  }
+}
+
+// ---- the cases (each prints `,\n  "key": {...}`) ----
+
+void rag_case(const Args& a, CudaBackend& backend, const EngineOptions& opt, const std::vector<Request>& reqs) {
+  std::printf(",\n  \"rag\": {\"modes\": [");
+  for (size_t mi = 0; mi < a.modes.size(); ++mi) {
+    const CacheMode mode = a.modes[mi];
+    const auto t_mode = std::chrono::steady_clock::now();
+    Engine engine(backend, mode, opt);
+    std::vector<double> ttft;
+    double computed = 0, hits = 0, blocks = 0;
+    for (int r = 0; r < a.warmup + a.requests; ++r) {
+      const PromptResult res = engine.run(reqs[r]);
+      const bool measured = r >= a.warmup;
+      int64_t h = 0;
+      for (auto& b : res.blocks) h += b.hit;
+      std::fprintf(stderr, "[%s] rag %s request %d: %lld prompt tokens, %lld computed, %lld/%zu blocks hit, %.1f ms\n",
+                   mode_name(mode), measured ? "measured" : "warm-up", r, static_cast<long long>(res.prompt_tokens),
+                   static_cast<long long>(res.computed_tokens), static_cast<long long>(h), res.blocks.size(),
+                   res.ttft_ms);
+      if (!measured) continue;
+      ttft.push_back(res.ttft_ms);
+      computed += static_cast<double>(res.computed_tokens) / a.requests;
+      hits += static_cast<double>(h);
+      blocks += static_cast<double>(res.blocks.size());
+    }
+    const SegmentStoreStats st = engine.store().stats();
+    std::printf("%s\n    {\"mode\": \"%s\", \"ttft_ms\": {\"p50\": %.2f, \"p90\": %.2f, \"mean\": %.2f, \"min\": %.2f, "
+                "\"max\": %.2f}, \"mean_computed_tokens\": %.1f, \"hit_rate\": %.3f, \"cache_bytes\": %zu, "
+                "\"cache_entries\": %zu, \"evictions\": %lld, \"device_bytes_in_use\": %zu, \"mode_seconds\": %.1f, "
+                "\"ttft_ms_per_request\": [",
+                mi ? "," : "", mode_name(mode), percentile(ttft, 0.5), percentile(ttft, 0.9), mean_of(ttft),
+                *std::min_element(ttft.begin(), ttft.end()), *std::max_element(ttft.begin(), ttft.end()), computed,
+                blocks > 0 ? hits / blocks : 0.0, st.bytes, st.entries, static_cast<long long>(st.evictions),
+                device_used_bytes(), seconds_since(t_mode));
+    print_list(ttft, "%.1f");
+    std::printf("]}");
+    std::fflush(stdout);
+  }
+  std::printf("\n  ]}");
+  std::fflush(stdout);
+}
+
+void cold_case(const Args& a, CudaBackend& backend, const EngineOptions& opt, const std::vector<Request>& reqs) {
+  const size_t nm = kMainModes.size();
+  // The warm-up request: the longest measured one, so that the scratch pool holds its largest sizes.
+  int longest = a.warmup;
+  for (int r = a.warmup; r < a.warmup + a.requests; ++r)
+    if (request_tokens(reqs[r]) > request_tokens(reqs[longest])) longest = r;
+  for (CacheMode mode : kMainModes) {
+    Engine engine(backend, mode, opt);
+    const PromptResult res = engine.run(reqs[longest]);
+    std::fprintf(stderr, "[%s] cold warm-up (request %d): %lld prompt tokens, %.1f ms\n", mode_name(mode), longest,
+                 static_cast<long long>(res.prompt_tokens), res.ttft_ms);
+  }
+  backend.sync();
+  const size_t bytes_before = device_used_bytes();
+
+  std::vector<std::vector<double>> ttft(nm), computed(nm);
+  std::vector<double> prompt;
+  for (int i = 0; i < a.requests; ++i) {
+    const Request& req = reqs[a.warmup + i];
+    prompt.push_back(static_cast<double>(request_tokens(req)));
+    for (size_t mi = 0; mi < nm; ++mi) {
+      Engine engine(backend, kMainModes[mi], opt);  // empty store; destroyed (entries freed) at scope end
+      const PromptResult res = engine.run(req);
+      ttft[mi].push_back(res.ttft_ms);
+      computed[mi].push_back(static_cast<double>(res.computed_tokens));
+      std::fprintf(stderr, "[%s] cold request %d: %lld prompt tokens, %lld computed, %.1f ms\n",
+                   mode_name(kMainModes[mi]), a.warmup + i, static_cast<long long>(res.prompt_tokens),
+                   static_cast<long long>(res.computed_tokens), res.ttft_ms);
+    }
+  }
+  backend.sync();
+  const size_t bytes_after = device_used_bytes();
+
+  std::printf(",\n  \"cold\": {\"requests\": %d, \"warmup_request\": %d, \"device_bytes_in_use\": {\"before\": %zu, "
+              "\"after\": %zu},\n    \"prompt_tokens_per_request\": [",
+              a.requests, longest, bytes_before, bytes_after);
+  print_list(prompt, "%.0f");
+  std::printf("],\n    \"modes\": [");
+  for (size_t mi = 0; mi < nm; ++mi) {
+    const auto& t = ttft[mi];
+    std::printf("%s\n      {\"mode\": \"%s\", \"ttft_ms\": {\"p50\": %.2f, \"mean\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
+                "\"mean_computed_tokens\": %.1f, \"ttft_ms_per_request\": [",
+                mi ? "," : "", mode_name(kMainModes[mi]), percentile(t, 0.5), mean_of(t),
+                *std::min_element(t.begin(), t.end()), *std::max_element(t.begin(), t.end()), mean_of(computed[mi]));
+    print_list(t, "%.1f");
+    std::printf("]}");
+  }
+  std::printf("\n    ],\n    \"ratio_to_full\": {");
+  for (size_t mi = 1; mi < nm; ++mi) {  // kMainModes[0] is full
+    std::vector<double> ratio;
+    for (int i = 0; i < a.requests; ++i) ratio.push_back(ttft[mi][i] / ttft[0][i]);
+    std::printf("%s\n      \"%s\": {\"mean\": %.4f, \"max\": %.4f, \"per_request\": [", mi > 1 ? "," : "",
+                mode_name(kMainModes[mi]), mean_of(ratio), *std::max_element(ratio.begin(), ratio.end()));
+    print_list(ratio, "%.4f");
+    std::printf("]}");
+  }
+  std::printf("\n    }\n  }");
+  std::fflush(stdout);
+}
+
+void agent_case(const Args& a, CudaBackend& backend, const EngineOptions& opt) {
+  const AgentWorkload w = make_agent_workload(a, backend.config().vocab_size);
+  for (CacheMode mode : kMainModes) {  // throwaway: kernels, scratch pool, decode graph, a live continuation
+    Engine engine(backend, mode, opt);
+    run_conversation(engine, w, std::min(a.turns, 2), a.reply_tokens, "warm-up");
+  }
+  std::printf(",\n  \"agent\": {\"workload\": {\"system\": %lld, \"tools\": %lld, \"question\": %lld, "
+              "\"tool_tokens\": %lld, \"reply_tokens\": %lld, \"turns\": %d, \"seed\": %llu},\n    \"modes\": [",
+              static_cast<long long>(a.system), static_cast<long long>(a.tools), static_cast<long long>(a.question),
+              static_cast<long long>(a.tool_tokens), static_cast<long long>(a.reply_tokens), a.turns,
+              static_cast<unsigned long long>(a.seed));
+  for (size_t mi = 0; mi < kMainModes.size(); ++mi) {
+    const CacheMode mode = kMainModes[mi];
+    const int64_t captures0 = backend.model().decode_graph_captures();
+    std::vector<Turn> turns;
+    {
+      Engine engine(backend, mode, opt);
+      turns = run_conversation(engine, w, a.turns, a.reply_tokens, "measured");
+    }
+    // From turn 2 on, only the new tokens run (the live sequence continued exactly)?
+    bool only_new = a.turns > 1;
+    std::vector<double> later;
+    for (size_t t = 1; t < turns.size(); ++t) {
+      const Turn& u = turns[t];
+      only_new = only_new && u.computed_tokens == u.new_tokens && u.computed_tokens == u.prompt_tokens - u.reused_tokens;
+      later.push_back(u.ttft_ms);
+    }
+    std::printf("%s\n      {\"mode\": \"%s\", \"computed_only_new_tokens_after_turn_1\": %s, \"ttft_ms\": {\"turn_1\": "
+                "%.2f, \"last\": %.2f, \"mean_after_turn_1\": %.2f}, \"decode_graph_captures\": %lld, \"turns\": [",
+                mi ? "," : "", mode_name(mode), only_new ? "true" : "false", turns.front().ttft_ms,
+                turns.back().ttft_ms, later.empty() ? 0.0 : mean_of(later),
+                static_cast<long long>(backend.model().decode_graph_captures() - captures0));
+    for (size_t t = 0; t < turns.size(); ++t) {
+      const Turn& u = turns[t];
+      std::printf("%s\n        {\"turn\": %zu, \"prompt_tokens\": %lld, \"new_tokens\": %lld, \"reused_tokens\": %lld, "
+                  "\"computed_tokens\": %lld, \"ttft_ms\": %.2f, \"decode_ms_per_token\": %.3f}",
+                  t ? "," : "", t + 1, static_cast<long long>(u.prompt_tokens), static_cast<long long>(u.new_tokens),
+                  static_cast<long long>(u.reused_tokens), static_cast<long long>(u.computed_tokens), u.ttft_ms,
+                  u.decode_steps ? u.decode_ms / u.decode_steps : 0.0);
+    }
+    std::printf("\n      ]}");
+    std::fflush(stdout);
+  }
+  std::printf("\n    ]\n  }");
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -150,65 +496,37 @@ int main(int argc, char** argv) {
     std::string path = a.config;
     if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "config.json").string();
     const auto t_load = std::chrono::steady_clock::now();
-    auto model = CudaModel::random(ModelConfig::load(path), a.seed);
+    std::unique_ptr<CudaBackend> backend = CudaBackend::random(ModelConfig::load(path), a.seed);
     HYPIC_CUDA_CHECK(cudaDeviceSynchronize());
     const double load_s = seconds_since(t_load);
-    const auto reqs = make_workload(a, model->config().vocab_size);
-    double mean_prompt = 0;
-    for (int r = a.warmup; r < a.warmup + a.requests; ++r)
-      for (auto& b : reqs[r]) mean_prompt += static_cast<double>(b.size()) / a.requests;
+    const int64_t V = backend->config().vocab_size;
 
     EngineOptions opt;
     opt.seam_width = a.seam;
     opt.cache_budget_bytes = static_cast<size_t>(a.budget_gb * 1e9);
-    std::printf("{\n  \"model\": \"random weights, %s\",\n  \"weight_bytes\": %zu, \"load_seconds\": %.1f,\n",
-                a.config.c_str(), model->weight_bytes(), load_s);
-    std::printf("  \"workload\": {\"system\": %lld, \"tools\": %lld, \"pool\": %d, \"chunk_tokens\": %lld, "
-                "\"chunks_per_request\": [%d, %d], \"question\": %lld, \"warmup\": %d, \"requests\": %d, "
-                "\"mean_prompt_tokens\": %.1f, \"seam_width\": %lld, \"cache_budget_bytes\": %zu, \"seed\": %llu},\n",
-                static_cast<long long>(a.system), static_cast<long long>(a.tools), a.pool,
-                static_cast<long long>(a.chunk_tokens), a.chunks_min, a.chunks_max, static_cast<long long>(a.question),
-                a.warmup, a.requests, mean_prompt, static_cast<long long>(a.seam), opt.cache_budget_bytes,
-                static_cast<unsigned long long>(a.seed));
-    std::printf("  \"modes\": [");
-    for (size_t mi = 0; mi < a.modes.size(); ++mi) {
-      const CacheMode mode = a.modes[mi];
-      const auto t_mode = std::chrono::steady_clock::now();
-      CudaEngine engine(*model, mode, opt);
-      std::vector<double> ttft;
-      double computed = 0, hits = 0, blocks = 0;
-      for (int r = 0; r < a.warmup + a.requests; ++r) {
-        const CudaPromptResult res = engine.run(reqs[r]);
-        const bool measured = r >= a.warmup;
-        int64_t h = 0;
-        for (auto& b : res.blocks) h += b.hit;
-        std::fprintf(stderr, "[%s] %s request %d: %lld prompt tokens, %lld computed, %lld/%zu blocks hit, %.1f ms\n",
-                     mode_name(mode), measured ? "measured" : "warm-up", r, static_cast<long long>(res.prompt_tokens),
-                     static_cast<long long>(res.computed_tokens), static_cast<long long>(h), res.blocks.size(),
-                     res.ttft_ms);
-        if (!measured) continue;
-        ttft.push_back(res.ttft_ms);
-        computed += static_cast<double>(res.computed_tokens) / a.requests;
-        hits += static_cast<double>(h);
-        blocks += static_cast<double>(res.blocks.size());
-      }
-      const SegmentStoreStats st = engine.store().stats();
-      double mean = 0;
-      for (double t : ttft) mean += t / ttft.size();
-      std::printf("%s\n    {\"mode\": \"%s\", \"ttft_ms\": {\"p50\": %.2f, \"p90\": %.2f, \"mean\": %.2f, \"min\": %.2f, "
-                  "\"max\": %.2f}, \"mean_computed_tokens\": %.1f, \"hit_rate\": %.3f, \"cache_bytes\": %zu, "
-                  "\"cache_entries\": %zu, \"evictions\": %lld, \"device_bytes_in_use\": %zu, \"mode_seconds\": %.1f, "
-                  "\"ttft_ms_per_request\": [",
-                  mi ? "," : "", mode_name(mode), percentile(ttft, 0.5), percentile(ttft, 0.9), mean,
-                  *std::min_element(ttft.begin(), ttft.end()), *std::max_element(ttft.begin(), ttft.end()), computed,
-                  blocks > 0 ? hits / blocks : 0.0, st.bytes, st.entries, static_cast<long long>(st.evictions),
-                  device_used_bytes(), seconds_since(t_mode));
-      for (size_t i = 0; i < ttft.size(); ++i) std::printf("%s%.1f", i ? ", " : "", ttft[i]);
-      std::printf("]}");
-      std::fflush(stdout);
+    std::printf("{\n  \"model\": \"random weights, %s\",\n  \"weight_bytes\": %zu, \"load_seconds\": %.1f",
+                a.config.c_str(), backend->model().weight_bytes(), load_s);
+    std::vector<Request> reqs;
+    if (a.rag || a.cold) {
+      reqs = make_workload(a, V);
+      double mean_prompt = 0;
+      for (int r = a.warmup; r < a.warmup + a.requests; ++r)
+        mean_prompt += static_cast<double>(request_tokens(reqs[r])) / a.requests;
+      std::printf(",\n  \"workload\": {\"system\": %lld, \"tools\": %lld, \"pool\": %d, \"chunk_tokens\": %lld, "
+                  "\"chunks_per_request\": [%d, %d], \"question\": %lld, \"warmup\": %d, \"requests\": %d, "
+                  "\"mean_prompt_tokens\": %.1f, \"seam_width\": %lld, \"cache_budget_bytes\": %zu, \"seed\": %llu}",
+                  static_cast<long long>(a.system), static_cast<long long>(a.tools), a.pool,
+                  static_cast<long long>(a.chunk_tokens), a.chunks_min, a.chunks_max,
+                  static_cast<long long>(a.question), a.warmup, a.requests, mean_prompt,
+                  static_cast<long long>(a.seam), opt.cache_budget_bytes, static_cast<unsigned long long>(a.seed));
     }
-    std::printf("\n  ]\n}\n");
+    std::fflush(stdout);
+    if (a.rag) rag_case(a, *backend, opt, reqs);
+    if (a.cold) cold_case(a, *backend, opt, reqs);
+    if (a.agent) agent_case(a, *backend, opt);
+    std::printf("\n}\n");
   } catch (const std::exception& e) {
+    std::fflush(stdout);
     std::fprintf(stderr, "hypic_bench_ttft: %s\n", e.what());
     return 1;
   }

@@ -63,7 +63,8 @@ if [ "$stage" = bench ] || [ "$stage" = all ]; then
   "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
     --prefill 8192 --decode 64 | tee "$O/bench_model.json"
   step ttft
-  "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --requests 8 | tee "$O/bench_ttft.json"
+  "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case all --requests 8 \
+    --turns 8 | tee "$O/bench_ttft.json"
 fi
 if [ "$stage" = test ] || [ "$stage" = all ]; then
   step CLI check
