@@ -86,6 +86,11 @@ class Backend {
   // gated norm and output projection of every row.
   virtual void linear_project(int layer, Rows& r) = 0;
   virtual void linear_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer) = 0;
+  // linear_recur over a segment body that is being cached: continues `st` as linear_recur does, and
+  // writes the body's transfer operator T (fp32 [Hv, dk, dk]) and its zero-start state S(body | 0)
+  // (fp32 [Hv, dk, dv]) read with the same conv context. How S(body | 0) is formed is the backend's
+  // precision choice (directly, or as S_full - T S_start where the arithmetic allows the cancellation).
+  virtual void linear_body(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* T, float* body) = 0;
   virtual void linear_output(int layer, Rows& r) = 0;
   // Full attention: q/k/v of every row (normed, rotated at the rows' positions); then the K/V of rows
   // [row0, row0 + n) are appended to `st` and their queries attend over every row of `st` visible by
@@ -105,10 +110,8 @@ class Backend {
   virtual void load_linear(int layer, State& st, const float* S, const void* conv_tail) = 0;
   // S = T S + body (Transfer) or S = S + body (NaiveSum).
   virtual void compose_linear(int layer, State& st, const float* T, const float* body, Composition how) = 0;
-  virtual void identity_transfer(float* T) = 0;
-  // body = full - T seam: the zero-start state of a segment body from the state after the whole segment
-  // and the state after its seam (linearity of the recurrence in the start state).
-  virtual void body_state(const float* full, const float* T, const float* seam, float* body) = 0;
+  // T = I and S = 0: the operator and state of an empty body.
+  virtual void empty_body(float* T, float* body) = 0;
 
   // ---- attention-layer K/V (rows [n, Hkv, hd] kv_dtype) ----
   // Appends n cached rows at positions pos[0..n) (host), keys re-rotated by `rotate` positions.

@@ -319,14 +319,22 @@ void CpuBackend::compose_linear(int layer, State& s, const float* T, const float
   }
 }
 
-void CpuBackend::identity_transfer(float* T) { cpu::transfer_identity(transfer_shape(cfg_), T); }
-
-void CpuBackend::body_state(const float* full, const float* T, const float* seam, float* body) {
+void CpuBackend::empty_body(float* T, float* body) {
   const cpu::TransferShape ts = transfer_shape(cfg_);
-  const int64_t n = cpu::state_numel(ts);
-  std::vector<float> carried(n), zero(n, 0.0f);
-  cpu::transfer_apply(ts, T, seam, zero.data(), carried.data());
-  for (int64_t i = 0; i < n; ++i) body[i] = full[i] - carried[i];
+  cpu::transfer_identity(ts, T);
+  std::fill_n(body, cpu::state_numel(ts), 0.0f);
+}
+
+void CpuBackend::linear_body(int layer, Rows& r, int64_t row0, int64_t n, State& s, float* T, float* body) {
+  // In fp32 the zero-start state follows from linearity without loss: S(body | 0) = S_full - T S_start.
+  const cpu::TransferShape ts = transfer_shape(cfg_);
+  const std::vector<float> start = cpu_state(s).layers[layer].lin.S;
+  cpu::transfer_identity(ts, T);
+  linear_recur(layer, r, row0, n, s, T);
+  const std::vector<float>& full = cpu_state(s).layers[layer].lin.S;
+  std::vector<float> zero(start.size(), 0.0f);
+  cpu::transfer_apply(ts, T, start.data(), zero.data(), body);
+  for (size_t i = 0; i < start.size(); ++i) body[i] = full[i] - body[i];
 }
 
 void CpuBackend::append_kv(int layer, State& s, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,

@@ -155,13 +155,6 @@ Engine::~Engine() = default;
 std::vector<float> Engine::execute(Plan& plan) {
   Backend& b = backend_;
   const ModelConfig& cfg = b.config();
-  const int64_t state_bytes = sizeof(float) * cfg.lin_v_heads * cfg.lin_k_dim * cfg.lin_v_dim;
-  std::unique_ptr<Memory> seam_scratch;  // the state after a segment's seam, while its body is built
-  for (auto& lane : plan.lanes)
-    for (auto& p : lane.pieces)
-      if (p.build && !seam_scratch) seam_scratch = b.allocate(state_bytes);
-  float* seam_state = seam_scratch ? static_cast<float*>(seam_scratch->data()) : nullptr;
-
   std::unique_ptr<Rows> rows = b.rows(plan.rows);
   b.embed(plan.ids, plan.pos, *rows);
   for (int l = 0; l < cfg.num_layers; ++l) {
@@ -175,11 +168,9 @@ std::vector<float> Engine::execute(Plan& plan) {
           if (p.kind == Piece::Kind::Rows) {
             if (p.build) {
               const LinearSegmentState& e = p.build->linear[l];
-              b.save_linear(l, st, seam_state, nullptr);
-              b.identity_transfer(e.transfer);
-              if (p.n > 0) b.linear_recur(l, *rows, row, p.n, st, e.transfer);
+              if (p.n > 0) b.linear_body(l, *rows, row, p.n, st, e.transfer, e.body);
+              else b.empty_body(e.transfer, e.body);
               b.save_linear(l, st, e.full, e.conv_tail);
-              b.body_state(e.full, e.transfer, seam_state, e.body);
             } else if (p.n > 0) {
               b.linear_recur(l, *rows, row, p.n, st, nullptr);
             }

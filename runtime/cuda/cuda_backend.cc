@@ -83,6 +83,9 @@ void CudaBackend::linear_project(int layer, Rows& r) { m_->linear_project(layer,
 void CudaBackend::linear_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer) {
   m_->linear_recur(layer, acts(r), row0, n, cuda_state(st).lin[layer], transfer);
 }
+void CudaBackend::linear_body(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* T, float* body) {
+  m_->linear_body(layer, acts(r), row0, n, cuda_state(st).lin[layer], T, body);
+}
 void CudaBackend::linear_output(int layer, Rows& r) { m_->linear_output(layer, acts(r)); }
 void CudaBackend::attention_project(int layer, Rows& r) { m_->attention_project(layer, acts(r)); }
 void CudaBackend::attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) {
@@ -135,14 +138,10 @@ void CudaBackend::compose_linear(int layer, State& s, const float* T, const floa
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(st.S.get(), scratch_.get(), st.S.bytes(), cudaMemcpyDeviceToDevice, cs));
 }
 
-void CudaBackend::identity_transfer(float* T) {
-  cuda::identity_operators(T, config().lin_v_heads, config().lin_k_dim, m_->stream());
-}
-
-void CudaBackend::body_state(const float* full, const float* T, const float* seam, float* body) {
+void CudaBackend::empty_body(float* T, float* body) {
   cudaStream_t cs = m_->stream();
-  cuda::transfer_apply(transfer_shape(config()), T, seam, nullptr, body, cs);
-  cuda::add_scaled(body, full, -1.0f, body, static_cast<int64_t>(state_bytes(config()) / sizeof(float)), cs);
+  cuda::identity_operators(T, config().lin_v_heads, config().lin_k_dim, cs);
+  HYPIC_CUDA_CHECK(cudaMemsetAsync(body, 0, state_bytes(config()), cs));
 }
 
 void CudaBackend::append_kv(int layer, State& s, const void* k, const void* v, int64_t n,

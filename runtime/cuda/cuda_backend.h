@@ -38,6 +38,7 @@ class CudaBackend : public Backend {
   void post_norm(int layer, Rows& r) override;
   void linear_project(int layer, Rows& r) override;
   void linear_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer) override;
+  void linear_body(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* T, float* body) override;
   void linear_output(int layer, Rows& r) override;
   void attention_project(int layer, Rows& r) override;
   void attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) override;
@@ -49,8 +50,7 @@ class CudaBackend : public Backend {
   void save_linear(int layer, const State& st, float* S, void* conv_tail) override;
   void load_linear(int layer, State& st, const float* S, const void* conv_tail) override;
   void compose_linear(int layer, State& st, const float* T, const float* body, Composition how) override;
-  void identity_transfer(float* T) override;
-  void body_state(const float* full, const float* T, const float* seam, float* body) override;
+  void empty_body(float* T, float* body) override;
   void append_kv(int layer, State& st, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,
                  int64_t rotate) override;
   void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,

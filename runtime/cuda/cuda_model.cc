@@ -14,6 +14,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/delta_rule.h"
+#include "kernels/cuda/engine_state_ops.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/moe.h"
@@ -238,6 +239,21 @@ void CudaModel::linear_recur(int layer, CudaActivations& s, int64_t row0, int64_
     cuda::gdn_chunked_prefill(shape, q, k, v, g, beta, nullptr, n, st.S.as<float>(), o, transfer, s.gdn_ws.get(), cs);
   else
     cuda::gdn_recurrent(shape, q, k, v, g, beta, st.S.as<float>(), o, cs);
+}
+
+void CudaModel::linear_body(int layer, CudaActivations& s, int64_t row0, int64_t n, CudaLinearLayerState& st,
+                            float* T, float* body) {
+  linear_recur(layer, s, row0, n, st);
+  const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
+  const int64_t vd = cfg_.lin_value_dim(), kd = cfg_.lin_key_dim();
+  cudaStream_t cs = stream_;
+  // q, k, v of these rows are still in the activations: the conv ran once, with the true context.
+  const bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;
+  const float *g = s.g.as<float>() + row0 * Hv, *beta = s.beta.as<float>() + row0 * Hv;
+  cuda::identity_operators(T, Hv, dk, cs);
+  HYPIC_CUDA_CHECK(cudaMemsetAsync(body, 0, sizeof(float) * Hv * dk * dv, cs));
+  cuda::gdn_chunked_prefill({n, 1, Hv, Hk, dk, dv}, q, k, v, g, beta, nullptr, n, body, nullptr, T, s.gdn_ws.get(),
+                            cs);
 }
 
 void CudaModel::linear_output(int layer, CudaActivations& s) {

@@ -72,6 +72,12 @@ class CudaModel {
   void linear_project(int layer, CudaActivations& a);
   void linear_recur(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaLinearLayerState& st,
                     float* transfer = nullptr);
+  //   linear_body: linear_recur over a segment body being cached, plus its operator T and its zero-start
+  //     state S(body | 0) from a second pass of the chunked kernel over the same rows started at zero
+  //     (state only, no outputs). Forming S(body | 0) as S_full - T S_start instead would cancel two
+  //     large terms that carry the bf16 error of T.
+  void linear_body(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaLinearLayerState& st, float* T,
+                   float* body);
   void linear_output(int layer, CudaActivations& a);
   // Full attention in three steps, so that several sequences can share one pass:
   //   attention_project: queries, keys and values of every row (normed, rotated at a's positions);

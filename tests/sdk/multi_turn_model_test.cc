@@ -103,7 +103,36 @@ TEST_P(MultiTurnTest, EveryTurnComputesOnlyItsNewTokensAndAnswersAsFullRecompute
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, MultiTurnTest, ::testing::Values("cpu", "cuda"));
+TEST_P(MultiTurnTest, RepliesRenderedWithoutTheirReasoningStayReusable) {
+  // Qwen3/3.5 templates drop the reasoning of assistant turns before the last user query, so turn N+1's
+  // prompt diverges from what turn N generated inside the reply. The session's checkpoint at the end of
+  // turn N's prompt is then the exact prefix: only the re-rendered reply and the new message are computed.
+  RuntimeOptions o;
+  o.model_dir = kRoot + "/examples/models/hypic-qa-tiny";
+  o.device = GetParam();
+  auto rt = Runtime::open(o);
+  test::TempDir dir;
+  HistoryStore store = HistoryStore::open(dir.file("h.sqlite"));
+  Agent agent(*rt, dsl::load_template(kRoot + "/tests/fixtures/sdk/multi_turn.yaml"), ToolRegistry());
+  agent.set_history(&store, "c");
+  agent.set_generator(scripted_generator(std::vector<std::string>(
+      4, "<think>\nThe documents say where Soujol lives.\n</think>\n\nThunest")));
+  int64_t previous_prompt = 0;
+  for (int t = 0; t < 4; ++t) {
+    const AgentResult r = agent.run(Json{{"question", "Where does Soujol live? (" + std::to_string(t) + ")"}});
+    EXPECT_EQ(r.answer, "Thunest");
+    EXPECT_FALSE(r.reasoning.empty());
+    if (t > 0) {
+      EXPECT_EQ(r.step_reports[0].reused_tokens, previous_prompt) << "turn " << t + 1;
+      EXPECT_EQ(r.step_reports[0].computed_tokens, r.prompt_tokens - previous_prompt) << "turn " << t + 1;
+      EXPECT_LT(r.step_reports[0].computed_tokens, 40) << "turn " << t + 1;
+    }
+    previous_prompt = r.prompt_tokens;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, MultiTurnTest, ::testing::Values("cpu", "cuda"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace hypic::sdk

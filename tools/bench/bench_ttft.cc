@@ -1,5 +1,6 @@
-// Time to first token of the caching engine (runtime/engine.h) on the CUDA backend
-// (runtime/cuda/cuda_backend.h, random weights of CONFIG's shape), per mode (full / prefix / hypic,
+// Time to first token of the caching engine (runtime/engine.h) on a device: CUDA with random weights of
+// CONFIG's shape (--config), or any device with a model directory's weights (--model DIR, e.g. the CPU
+// fixture models with --device cpu), per mode (full / prefix / hypic,
 // DESIGN §1.6), printed as one JSON object on stdout (progress goes to stderr). Three cases (--case,
 // default all), each under its own top-level key:
 //
@@ -31,13 +32,11 @@
 //
 // TTFT is run()'s wall time ending after a device sync (PromptResult::ttft_ms).
 // Usage:
-//   hypic_bench_ttft --config CONFIG.json [--case rag|cold|agent|all] [--requests 8]
+//   hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|all] [--requests 8]
 //                    [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)
 //                    [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
 //                    [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]
 //                    [--turns 8] [--reply-tokens 32] [--tool-tokens 64]
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -51,8 +50,13 @@
 #include <string>
 #include <vector>
 
+#ifdef HYPIC_WITH_CUDA
+#include <cuda_runtime.h>
+
 #include "kernels/cuda/check.h"
 #include "runtime/cuda/cuda_backend.h"
+#endif
+#include "runtime/backends.h"
 #include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/model_config.h"
@@ -64,7 +68,7 @@ namespace {
 const std::vector<CacheMode> kMainModes = {CacheMode::Full, CacheMode::Prefix, CacheMode::Hypic};
 
 struct Args {
-  std::string config;
+  std::string config, model, device = "cuda";
   bool rag = true, cold = true, agent = true;
   std::vector<CacheMode> modes = kMainModes;  // of the rag case
   int requests = 8, warmup = 8, pool = 48, chunks_min = 8, chunks_max = 16;
@@ -78,7 +82,8 @@ struct Args {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "hypic_bench_ttft: %s\n"
-               "usage: hypic_bench_ttft --config CONFIG.json [--case rag|cold|agent|all] [--requests 8]\n"
+               "usage: hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|all]\n"
+               "       [--requests 8]\n"
                "       [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)\n"
                "       [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]\n"
                "       [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]\n"
@@ -136,6 +141,8 @@ Args parse(int argc, char** argv) {
       return argv[++i];
     };
     if (k == "--config") a.config = value();
+    else if (k == "--model") a.model = value();
+    else if (k == "--device") a.device = value();
     else if (k == "--case") {
       const std::string c = value();
       if (c != "rag" && c != "cold" && c != "agent" && c != "all") usage("--case must be rag, cold, agent or all");
@@ -169,7 +176,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--tool-tokens") a.tool_tokens = to_int64(k, value());
     else usage("unknown option " + k);
   }
-  if (a.config.empty()) usage("--config CONFIG.json is required");
+  if (a.config.empty() == a.model.empty()) usage("give --config CONFIG.json (random weights, CUDA) or --model DIR");
+  if (a.device != "cuda" && a.device != "cpu") usage("--device must be cuda or cpu");
+  if (!a.config.empty() && a.device != "cuda") usage("random weights (--config) are generated on the GPU: --device cuda");
   if (a.requests < 1 || a.warmup < 0) usage("--requests must be >= 1 and --warmup >= 0");
   if (a.chunks_min < 0 || a.chunks_max < a.chunks_min || a.chunks_max > a.pool)
     usage("need 0 <= --chunks-min <= --chunks-max <= --pool");
@@ -322,10 +331,24 @@ double mean_of(const std::vector<double>& v) {
   return m;
 }
 
-size_t device_used_bytes() {
-  size_t free = 0, total = 0;
-  HYPIC_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  return total - free;
+// Device memory in use (CUDA; 0 on the CPU, where the store's own byte count is the measure).
+size_t device_used_bytes(const Backend& b) {
+#ifdef HYPIC_WITH_CUDA
+  if (b.device() == Device::Cuda) {
+    size_t free = 0, total = 0;
+    HYPIC_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return total - free;
+  }
+#endif
+  return 0;
+}
+
+// Decode-graph captures so far (CUDA; 0 elsewhere).
+int64_t graph_captures(Backend& b) {
+#ifdef HYPIC_WITH_CUDA
+  if (auto* c = dynamic_cast<CudaBackend*>(&b)) return c->model().decode_graph_captures();
+#endif
+  return 0;
 }
 
 void print_list(const std::vector<double>& v, const char* fmt) {
@@ -337,7 +360,7 @@ void print_list(const std::vector<double>& v, const char* fmt) {
 
 // ---- the cases (each prints `,\n  "key": {...}`) ----
 
-void rag_case(const Args& a, CudaBackend& backend, const EngineOptions& opt, const std::vector<Request>& reqs) {
+void rag_case(const Args& a, Backend& backend, const EngineOptions& opt, const std::vector<Request>& reqs) {
   std::printf(",\n  \"rag\": {\"modes\": [");
   for (size_t mi = 0; mi < a.modes.size(); ++mi) {
     const CacheMode mode = a.modes[mi];
@@ -368,7 +391,7 @@ void rag_case(const Args& a, CudaBackend& backend, const EngineOptions& opt, con
                 mi ? "," : "", mode_name(mode), percentile(ttft, 0.5), percentile(ttft, 0.9), mean_of(ttft),
                 *std::min_element(ttft.begin(), ttft.end()), *std::max_element(ttft.begin(), ttft.end()), computed,
                 blocks > 0 ? hits / blocks : 0.0, st.bytes, st.entries, static_cast<long long>(st.evictions),
-                device_used_bytes(), seconds_since(t_mode));
+                device_used_bytes(backend), seconds_since(t_mode));
     print_list(ttft, "%.1f");
     std::printf("]}");
     std::fflush(stdout);
@@ -377,7 +400,7 @@ void rag_case(const Args& a, CudaBackend& backend, const EngineOptions& opt, con
   std::fflush(stdout);
 }
 
-void cold_case(const Args& a, CudaBackend& backend, const EngineOptions& opt, const std::vector<Request>& reqs) {
+void cold_case(const Args& a, Backend& backend, const EngineOptions& opt, const std::vector<Request>& reqs) {
   const size_t nm = kMainModes.size();
   // The warm-up request: the longest measured one, so that the scratch pool holds its largest sizes.
   int longest = a.warmup;
@@ -390,7 +413,7 @@ void cold_case(const Args& a, CudaBackend& backend, const EngineOptions& opt, co
                  static_cast<long long>(res.prompt_tokens), res.ttft_ms);
   }
   backend.sync();
-  const size_t bytes_before = device_used_bytes();
+  const size_t bytes_before = device_used_bytes(backend);
 
   std::vector<std::vector<double>> ttft(nm), computed(nm);
   std::vector<double> prompt;
@@ -408,7 +431,7 @@ void cold_case(const Args& a, CudaBackend& backend, const EngineOptions& opt, co
     }
   }
   backend.sync();
-  const size_t bytes_after = device_used_bytes();
+  const size_t bytes_after = device_used_bytes(backend);
 
   std::printf(",\n  \"cold\": {\"requests\": %d, \"warmup_request\": %d, \"device_bytes_in_use\": {\"before\": %zu, "
               "\"after\": %zu},\n    \"prompt_tokens_per_request\": [",
@@ -437,7 +460,7 @@ void cold_case(const Args& a, CudaBackend& backend, const EngineOptions& opt, co
   std::fflush(stdout);
 }
 
-void agent_case(const Args& a, CudaBackend& backend, const EngineOptions& opt) {
+void agent_case(const Args& a, Backend& backend, const EngineOptions& opt) {
   const AgentWorkload w = make_agent_workload(a, backend.config().vocab_size);
   for (CacheMode mode : kMainModes) {  // throwaway: kernels, scratch pool, decode graph, a live continuation
     Engine engine(backend, mode, opt);
@@ -450,7 +473,7 @@ void agent_case(const Args& a, CudaBackend& backend, const EngineOptions& opt) {
               static_cast<unsigned long long>(a.seed));
   for (size_t mi = 0; mi < kMainModes.size(); ++mi) {
     const CacheMode mode = kMainModes[mi];
-    const int64_t captures0 = backend.model().decode_graph_captures();
+    const int64_t captures0 = graph_captures(backend);
     std::vector<Turn> turns;
     {
       Engine engine(backend, mode, opt);
@@ -468,7 +491,7 @@ void agent_case(const Args& a, CudaBackend& backend, const EngineOptions& opt) {
                 "%.2f, \"last\": %.2f, \"mean_after_turn_1\": %.2f}, \"decode_graph_captures\": %lld, \"turns\": [",
                 mi ? "," : "", mode_name(mode), only_new ? "true" : "false", turns.front().ttft_ms,
                 turns.back().ttft_ms, later.empty() ? 0.0 : mean_of(later),
-                static_cast<long long>(backend.model().decode_graph_captures() - captures0));
+                static_cast<long long>(graph_captures(backend) - captures0));
     for (size_t t = 0; t < turns.size(); ++t) {
       const Turn& u = turns[t];
       std::printf("%s\n        {\"turn\": %zu, \"prompt_tokens\": %lld, \"new_tokens\": %lld, \"reused_tokens\": %lld, "
@@ -489,23 +512,31 @@ void agent_case(const Args& a, CudaBackend& backend, const EngineOptions& opt) {
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
-    if (!cuda::device_available()) {
-      std::fprintf(stderr, "hypic_bench_ttft: no CUDA device\n");
-      return 1;
-    }
-    std::string path = a.config;
-    if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "config.json").string();
     const auto t_load = std::chrono::steady_clock::now();
-    std::unique_ptr<CudaBackend> backend = CudaBackend::random(ModelConfig::load(path), a.seed);
-    HYPIC_CUDA_CHECK(cudaDeviceSynchronize());
+    std::unique_ptr<Backend> backend;
+    std::string what;
+    size_t weight_bytes = 0;
+    if (!a.model.empty()) {
+      backend = open_backend(a.model, resolve_device(a.device));
+      what = a.model;
+    } else {
+      std::string path = a.config;
+      if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "config.json").string();
+      backend = random_backend(ModelConfig::load(path), a.seed, resolve_device(a.device));
+      what = "random weights, " + a.config;
+    }
+    backend->sync();
+#ifdef HYPIC_WITH_CUDA
+    if (auto* c = dynamic_cast<CudaBackend*>(backend.get())) weight_bytes = c->model().weight_bytes();
+#endif
     const double load_s = seconds_since(t_load);
     const int64_t V = backend->config().vocab_size;
 
     EngineOptions opt;
     opt.seam_width = a.seam;
     opt.cache_budget_bytes = static_cast<size_t>(a.budget_gb * 1e9);
-    std::printf("{\n  \"model\": \"random weights, %s\",\n  \"weight_bytes\": %zu, \"load_seconds\": %.1f",
-                a.config.c_str(), backend->model().weight_bytes(), load_s);
+    std::printf("{\n  \"model\": \"%s\", \"device\": \"%s\",\n  \"weight_bytes\": %zu, \"load_seconds\": %.1f",
+                what.c_str(), device_name(backend->device()), weight_bytes, load_s);
     std::vector<Request> reqs;
     if (a.rag || a.cold) {
       reqs = make_workload(a, V);

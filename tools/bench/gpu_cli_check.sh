@@ -34,6 +34,36 @@ for m, s in d["modes"].items():
     print(f"eval-pic cuda {m:7s} EM {s['exact_match']:.3f} top1 {s['top1_agree']:.3f} computed {s['computed_tokens_mean']:.1f}"
           f" of {s['prompt_tokens_mean']:.1f} tokens, TTFT p50 {s['ttft_ms_p50']:.2f} ms")
 PY
+# The SDK on the GPU: the demo's questions through `hypic run` on both devices, answers compared.
+for d in cpu cuda; do
+  $H run examples/templates/qa_docs.yaml --vars examples/templates/qa_docs.vars.json --model $Q --device $d --json \
+    > $tmp/run_$d.json 2> $tmp/run_$d.err
+done
+python3 - $tmp/run_cpu.json $tmp/run_cuda.json <<'PY'
+import json, sys
+c, g = (json.load(open(p)) for p in sys.argv[1:3])
+c = c if isinstance(c, list) else [c]; g = g if isinstance(g, list) else [g]
+same = sum(a["answer"] == b["answer"] for a, b in zip(c, g))
+print(f"hypic run: cuda answers equal the cpu answers on {same} of {len(c)} questions")
+for a, b in zip(c, g):
+    print(f"  cpu {a['answer']!r:14} cuda {b['answer']!r:14} computed {a['computed_tokens']}/{b['computed_tokens']} of {a['prompt_tokens']} tokens")
+PY
+head -1 $tmp/run_cuda.err
+# Fidelity of every mode against the same device's full recompute on the long-memory fixture whose
+# documents recur in new orders: hypic's first-token KL on CUDA vs the CPU's, and vs noseam.
+for d in cpu cuda; do
+  $H eval-pic --device $d --model tests/fixtures/models/qwen3_next_moe --prompts tests/fixtures/eval/pic_prompts.jsonl \
+    > $tmp/pic_$d.json
+done
+python3 - $tmp/pic_cpu.json $tmp/pic_cuda.json <<'PY'
+import json, sys
+c, g = (json.load(open(p))["modes"] for p in sys.argv[1:3])
+for m in c:
+    print(f"eval-pic qwen3_next_moe {m:7s} KL cpu {c[m]['kl_mean']:.4f} cuda {g[m]['kl_mean']:.4f}  "
+          f"top1 cpu {c[m]['top1_agree']:.3f} cuda {g[m]['top1_agree']:.3f}  computed {g[m]['computed_tokens_mean']:.1f}")
+print(f"hypic KL cuda/cpu = {g['hypic']['kl_mean'] / max(c['hypic']['kl_mean'], 1e-12):.2f} (target <= 1.5); "
+      f"hypic < noseam: cpu {c['hypic']['kl_mean'] < c['noseam']['kl_mean']}, cuda {g['hypic']['kl_mean'] < g['noseam']['kl_mean']}")
+PY
 python3 -c "import json; json.dump(list(range(100, 612)), open('$tmp/r.json','w'))"
 start=$(date +%s%N)
 $H generate --device cuda --random-weights --model tools/bench/configs/qwen3_5_35b_a3b.json --ids-file $tmp/r.json --max-new-tokens 8

@@ -34,25 +34,28 @@ else
     cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$R/usr -DPKG_CONFIG_EXECUTABLE=$D/pkg-config \
       "-DCMAKE_CXX_FLAGS=-isystem $R/usr/include" > "$O/configure.log" || { tail -20 "$O/configure.log"; exit 1; }
   fi
-  targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test cuda_engine_test
-           hypic_bench_kernels hypic_bench_model hypic_bench_ttft"
+  targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test engine_model_test
+           sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft"
   grep -rqs cuda_gdn_chunked_test --include=CMakeLists.txt tests && targets="$targets cuda_gdn_chunked_test"
   step build
   cmake --build $B -j16 --target $targets > "$O/build.log" 2>&1 || { grep -E "error" "$O/build.log" | head -30; exit 1; }
   bin() { find $B -name "$1" -type f -perm -u+x | head -1; }
 fi
 
-run_test() {  # runs a gtest binary if there is one; summary to stdout, the whole log to $O
+run_test() {  # runs a gtest binary if there is one (optional gtest filter); summary to stdout, log to $O
   local b; b=$(bin "$1")
   [ -n "$b" ] && [ -x "$b" ] || { echo "$1: not built"; return; }
   step "$1"
-  "$b" > "$O/$1.txt" 2>&1; echo "$1: exit $?"
+  "$b" ${2:+--gtest_filter=$2} > "$O/$1.txt" 2>&1; echo "$1: exit $?"
   grep -E "^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]|Failure$" "$O/$1.txt" | head -20
 }
 
 # Most important first: a call cut short by its time limit still returns what $O holds by then.
 if [ "$stage" = test ] || [ "$stage" = all ]; then
-  for t in cuda_backend_ops_test cuda_attention_prefill_test cuda_gdn_chunked_test cuda_model_test cuda_engine_test; do
+  # The engine and multi-turn tests are typed over devices: their CUDA cases (the CPU ones run in CI).
+  run_test engine_model_test '*cuda*'
+  run_test sdk_multi_turn_model_test '*cuda*'
+  for t in cuda_backend_ops_test cuda_attention_prefill_test cuda_gdn_chunked_test cuda_model_test; do
     run_test $t
   done
 fi

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the GPU tests, benches and the CLI here (nvcc compiles for sm_90a without a GPU) and packs them,
-# stripped, into .gpubin/gpubin.tar.xz (ignored by git) with the libyaml-cpp they link against, so a
+# stripped, into .gpubin/gpubin.tar.xz (ignored by git) with the libyaml-cpp and libgomp they link against, so a
 # device call only unpacks and runs (tools/bench/gpu_full_check.sh) instead of compiling there.
 # Usage: tools/bench/pack_gpu_binaries.sh [BUILD_DIR]   (configured from this checkout with CUDA on)
 set -euo pipefail
 B=${1:-build}
-targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test cuda_engine_test
-         hypic_bench_kernels hypic_bench_model hypic_bench_ttft"
+targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test engine_model_test
+         sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft"
 for t in cuda_gdn_chunked_test; do grep -rqs "$t" --include=CMakeLists.txt tests && targets="$targets $t"; done
 cmake --build "$B" -j"$(nproc)" --target $targets
 stage=$(mktemp -d)/gpubin
@@ -17,6 +17,7 @@ for t in $targets; do
 done
 pwd > "$stage/source_dir"  # the tests' HYPIC_SOURCE_DIR: the device links it to its checkout
 cp -L "$(ldconfig -p | awk '/libyaml-cpp.so.0.7 /{print $NF; exit}')" "$stage/libyaml-cpp.so.0.7"
+cp -L "$(ldconfig -p | awk '/libgomp.so.1 /{print $NF; exit}')" "$stage/libgomp.so.1"
 mkdir -p .gpubin
 tar cJf .gpubin/gpubin.tar.xz -C "$(dirname "$stage")" gpubin
 ls -la .gpubin/gpubin.tar.xz
