@@ -1,4 +1,4 @@
-// The layer-level device backend the one engine (runtime/engine.h) drives (DESIGN §1.8): the model's
+// The layer-level device backend the one engine (runtime/engine.h) drives (docs/engine.md): the model's
 // layers split into steps over a set of rows (tokens), plus the state and cache-entry operations of the
 // caching mechanism. The engine owns the layer loop and the plan (which rows continue which sequence,
 // where cached segments are composed, what is recorded); a backend only knows how to run one step on its
@@ -82,7 +82,7 @@ class Backend {
   virtual void post_norm(int layer, Rows& r) = 0;
   // Gated DeltaNet: projections and gates of every row; then conv + delta rule over rows
   // [row0, row0 + n) continuing `st` (if `transfer` is non-null — [Hv, dk, dk] fp32 in backend memory,
-  // holding an operator — it is left-multiplied by the transition of these rows, DESIGN §1.2); then the
+  // holding an operator — it is left-multiplied by the transition of these rows: S(C | S0) = T_C S0 + S(C | 0)); then the
   // gated norm and output projection of every row.
   virtual void linear_project(int layer, Rows& r) = 0;
   virtual void linear_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer) = 0;

@@ -1,5 +1,5 @@
-// The caching engine (DESIGN §1.4-1.8): one engine on any backend. It runs a prompt given as blocks of
-// token ids (the last block is the query tail, never cached) in one of the modes of §1.6 against its own
+// The caching engine (docs/engine.md): one engine on any backend. It runs a prompt given as blocks of
+// token ids (the last block is the query tail, never cached) in one of the modes against its own
 // segment store, and continues sequences (decode, appended text) — all through ONE layer loop driven by
 // a plan of lanes (runtime/engine.cc).
 //

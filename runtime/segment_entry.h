@@ -1,4 +1,4 @@
-// What the cache keeps for one segment (DESIGN §1.2-1.3), on any backend. Every array of an entry lives
+// What the cache keeps for one segment (docs/engine.md), on any backend. Every array of an entry lives
 // in ONE block of the backend's memory (host or device), so an entry costs one allocation and evicting
 // its last reference frees it at once. Element types: states and operators fp32; conv tails and K/V rows
 // the backend's kv_dtype().

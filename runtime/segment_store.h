@@ -3,8 +3,8 @@
 // evicting one never invalidates a request that already holds it.
 //
 // The policy (SegmentLru) does not depend on what an entry holds: BasicSegmentStore types it for one
-// pair of entry kinds, host entries here (SegmentStore) and device-resident ones in runtime/cuda, where
-// evicting the last reference frees device memory.
+// pair of entry kinds. SegmentStore holds the engine's entries, whose arrays live in one block of the
+// backend's memory (host or device): evicting the last reference frees that memory.
 #pragma once
 #include <cstdint>
 #include <list>

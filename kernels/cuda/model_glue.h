@@ -1,7 +1,7 @@
 // Small elementwise kernels that join the op kernels into a model forward pass (runtime/cuda):
 // embedding gather, residual adds into the fp32 hidden stream, Gated DeltaNet gates and q/k/v split,
 // dtype conversion of checkpoint weights, and seeded random fills for random-weight models.
-// Same math as the CPU forward pass (runtime/hybrid_model.cc). Raw device pointers, row-major.
+// Same math as the CPU forward pass (runtime/cpu_backend.cc). Raw device pointers, row-major.
 #pragma once
 #include <cuda_runtime.h>
 

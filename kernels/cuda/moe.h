@@ -1,6 +1,6 @@
 // Mixture-of-experts on device: top-k routing, grouping of token rows by expert, grouped expert GEMMs
 // (one cuBLAS grouped-batched call per projection, no per-token or per-expert tiny launches), and the
-// weighted combine. Same math as the CPU forward pass (runtime/hybrid_model.cc ffn): softmax over the
+// weighted combine. Same math as the CPU forward pass (runtime/cpu_backend.cc ffn): softmax over the
 // router logits, top-k (ties to the lower expert id), optional renormalisation of the k weights.
 //
 // A layer's MoE is: moe_route -> moe_plan -> moe_gather -> moe_grouped_gemm (gate_up) -> swiglu ->

@@ -1,7 +1,7 @@
 // Time to first token of the caching engine (runtime/engine.h) on a device: CUDA with random weights of
 // CONFIG's shape (--config), or any device with a model directory's weights (--model DIR, e.g. the CPU
 // fixture models with --device cpu), per mode (full / prefix / hypic,
-// DESIGN §1.6), printed as one JSON object on stdout (progress goes to stderr). Three cases (--case,
+// docs/engine.md), printed as one JSON object on stdout (progress goes to stderr). Three cases (--case,
 // default all), each under its own top-level key:
 //
 //   "rag": the steady state of a RAG service. Workload (random token ids, a pure function of --seed, the
