@@ -72,6 +72,8 @@ class Backend {
   virtual std::unique_ptr<Memory> allocate(size_t bytes) = 0;
   virtual std::unique_ptr<State> new_state() = 0;
   virtual std::unique_ptr<State> clone(const State& s) = 0;
+  // Back to new_state()'s contents, keeping what the state allocated (for reuse as scratch).
+  virtual void reset(State& s) = 0;
 
   // ---- one pass (rows are tokens; every step adds its sublayer output to the residual stream) ----
   virtual std::unique_ptr<Rows> rows(int64_t T) = 0;

@@ -69,6 +69,18 @@ std::unique_ptr<State> CpuBackend::clone(const State& s) {
   return std::make_unique<SequenceState>(cpu_state(s));
 }
 
+void CpuBackend::reset(State& s) {
+  SequenceState& st = cpu_state(s);
+  for (auto& l : st.layers) {
+    std::fill(l.lin.S.begin(), l.lin.S.end(), 0.0f);
+    std::fill(l.lin.conv_tail.begin(), l.lin.conv_tail.end(), 0.0f);
+    l.attn.k.clear();
+    l.attn.v.clear();
+    l.attn.pos.clear();
+  }
+  st.length = 0;
+}
+
 std::unique_ptr<Rows> CpuBackend::rows(int64_t T) {
   HYPIC_ASSERT(T > 0, "rows: a pass needs rows");
   auto r = std::make_unique<CpuRows>();

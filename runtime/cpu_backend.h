@@ -29,6 +29,7 @@ class CpuBackend : public Backend {
   std::unique_ptr<Memory> allocate(size_t bytes) override;
   std::unique_ptr<State> new_state() override;
   std::unique_ptr<State> clone(const State& s) override;
+  void reset(State& s) override;
 
   std::unique_ptr<Rows> rows(int64_t T) override;
   void embed(std::span<const int> ids, std::span<const int64_t> pos, Rows& r) override;

@@ -451,7 +451,13 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, LiveSequ
     } else {
       if (!e) {
         auto fresh = build_entry(key, toks, w, pinned);
-        isolated_states.push_back(b.new_state());
+        if (spare_.empty()) {
+          isolated_states.push_back(b.new_state());
+        } else {
+          isolated_states.push_back(std::move(spare_.back()));
+          spare_.pop_back();
+          b.reset(*isolated_states.back());
+        }
         Lane iso;
         iso.st = isolated_states.back().get();
         iso.add_rows(std::span<const int>(toks).first(w), 0);
@@ -482,6 +488,9 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, LiveSequ
   r.state->length = end;
   b.sync();  // entries are complete before anyone else may read them
   for (auto& bt : built) store_.put_content(bt.key, bt.entry, bt.pinned);
+  // Isolated states are kept for the next cold request (bounded: a request's worth).
+  for (auto& st : isolated_states)
+    if (spare_.size() < 64) spare_.push_back(std::move(st));
   for (auto& [i, e] : snaps) store_.put_chain(chain[i], e, blocks[i].cache == BlockCache::Pin);
   return r;
 }

@@ -52,15 +52,45 @@ DeviceMemory copy_of(const DeviceMemory& m, cudaStream_t stream) {
 
 }  // namespace
 
+namespace {
+
+// Carves per-layer conv tails and states out of one block (views), the block itself owning.
+DeviceMemory carve_linear(const ModelConfig& cfg, std::vector<CudaLinearLayerState>& lin, bool zero) {
+  const size_t tail = sizeof(cuda::bf16) * (cfg.conv_kernel - 1) * cfg.lin_conv_dim();
+  const size_t state = sizeof(float) * cfg.lin_v_heads * cfg.lin_k_dim * cfg.lin_v_dim;
+  const size_t tail_padded = (tail + 255) / 256 * 256;
+  size_t n = 0;
+  for (int64_t i = 0; i < cfg.num_layers; ++i) n += cfg.layer_kinds[i] == LayerKind::LinearAttention;
+  DeviceMemory block((tail_padded + state) * n, zero);
+  char* at = static_cast<char*>(block.get());
+  for (int64_t i = 0; i < cfg.num_layers; ++i) {
+    if (cfg.layer_kinds[i] != LayerKind::LinearAttention) continue;
+    lin[i].S = DeviceMemory::view(at, state);
+    lin[i].conv_tail = DeviceMemory::view(at + state, tail);
+    at += state + tail_padded;
+  }
+  return block;
+}
+
+}  // namespace
+
 CudaSequenceState CudaSequenceState::clone(cudaStream_t stream) const {
   CudaSequenceState c;
   c.length = length;
   c.lin.resize(lin.size());
   c.attn.resize(attn.size());
+  // One block like the original: same layout, so one copy moves every linear layer.
+  c.lin_block = DeviceMemory(lin_block.bytes());
+  const char* from = static_cast<const char*>(lin_block.get());
+  char* to = static_cast<char*>(c.lin_block.get());
   for (size_t i = 0; i < lin.size(); ++i) {
-    c.lin[i].conv_tail = copy_of(lin[i].conv_tail, stream);
-    c.lin[i].S = copy_of(lin[i].S, stream);
+    if (!lin[i].S.get()) continue;
+    c.lin[i].S = DeviceMemory::view(to + (static_cast<const char*>(lin[i].S.get()) - from), lin[i].S.bytes());
+    c.lin[i].conv_tail =
+        DeviceMemory::view(to + (static_cast<const char*>(lin[i].conv_tail.get()) - from), lin[i].conv_tail.bytes());
   }
+  if (lin_block.bytes())
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(to, from, lin_block.bytes(), cudaMemcpyDeviceToDevice, stream));
   for (size_t i = 0; i < attn.size(); ++i) {
     c.attn[i].k = copy_of(attn[i].k, stream);
     c.attn[i].v = copy_of(attn[i].v, stream);
@@ -71,21 +101,22 @@ CudaSequenceState CudaSequenceState::clone(cudaStream_t stream) const {
   return c;
 }
 
+void CudaSequenceState::reset(cudaStream_t stream) {
+  if (lin_block.bytes()) HYPIC_CUDA_CHECK(cudaMemsetAsync(lin_block.get(), 0, lin_block.bytes(), stream));
+  for (auto& a : attn) a.rows = 0;
+  length = 0;
+}
+
 CudaSequenceState CudaSequenceState::empty_for(const ModelConfig& cfg) {
   CudaSequenceState s;
   s.lin.resize(static_cast<size_t>(cfg.num_layers));
   s.attn.resize(static_cast<size_t>(cfg.num_layers));
-  for (int64_t i = 0; i < cfg.num_layers; ++i) {
-    if (cfg.layer_kinds[i] != LayerKind::LinearAttention) continue;
-    s.lin[i].conv_tail = DeviceMemory(sizeof(cuda::bf16) * (cfg.conv_kernel - 1) * cfg.lin_conv_dim(), true);
-    s.lin[i].S = DeviceMemory(sizeof(float) * cfg.lin_v_heads * cfg.lin_k_dim * cfg.lin_v_dim, true);
-  }
+  s.lin_block = carve_linear(cfg, s.lin, true);
   return s;
 }
 
 size_t CudaSequenceState::bytes() const {
-  size_t n = 0;
-  for (auto& l : lin) n += l.conv_tail.bytes() + l.S.bytes();
+  size_t n = lin_block.bytes();
   for (auto& a : attn) n += a.k.bytes() + a.v.bytes() + a.pos.bytes();
   return n;
 }

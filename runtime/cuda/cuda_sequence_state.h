@@ -36,12 +36,15 @@ struct CudaAttentionLayerState {
 
 class CudaSequenceState : public State {
  public:
-  std::vector<CudaLinearLayerState> lin;    // [num_layers]; empty for attention layers
+  DeviceMemory lin_block;                   // every linear layer's conv tail and state, one allocation
+  std::vector<CudaLinearLayerState> lin;    // [num_layers]; views into lin_block; empty for attention layers
   std::vector<CudaAttentionLayerState> attn;  // [num_layers]; empty for linear layers
 
   static CudaSequenceState empty_for(const ModelConfig& cfg);
   // A deep copy (work ordered on `stream`).
   CudaSequenceState clone(cudaStream_t stream) const;
+  // Back to the empty state, keeping the allocations (work ordered on `stream`).
+  void reset(cudaStream_t stream);
   size_t bytes() const override;  // device bytes held (allocated capacity)
   // A host copy in the CPU layout (fp32), e.g. to compare with the CPU backend or to hand to the CPU engine.
   // Synchronises the device.

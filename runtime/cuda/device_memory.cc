@@ -22,14 +22,15 @@ DeviceMemory::DeviceMemory(size_t bytes, bool zero) : bytes_(bytes) {
 }
 
 DeviceMemory::~DeviceMemory() {
-  if (p_) cudaFree(p_);
+  if (p_ && owned_) cudaFree(p_);
 }
 
 DeviceMemory& DeviceMemory::operator=(DeviceMemory&& o) noexcept {
   if (this != &o) {
-    if (p_) cudaFree(p_);
+    if (p_ && owned_) cudaFree(p_);
     p_ = o.p_;
     bytes_ = o.bytes_;
+    owned_ = o.owned_;
     o.p_ = nullptr;
     o.bytes_ = 0;
   }

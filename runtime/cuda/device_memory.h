@@ -11,8 +11,16 @@ class DeviceMemory {
   DeviceMemory() = default;
   // Allocates `bytes` (none for 0); zero-fills the block when `zero`. Throws cuda::CudaError.
   explicit DeviceMemory(size_t bytes, bool zero = false);
+  // A non-owning view of part of another block (which must outlive it).
+  static DeviceMemory view(void* p, size_t bytes) {
+    DeviceMemory m;
+    m.p_ = p;
+    m.bytes_ = bytes;
+    m.owned_ = false;
+    return m;
+  }
   ~DeviceMemory();
-  DeviceMemory(DeviceMemory&& o) noexcept : p_(o.p_), bytes_(o.bytes_) {
+  DeviceMemory(DeviceMemory&& o) noexcept : p_(o.p_), bytes_(o.bytes_), owned_(o.owned_) {
     o.p_ = nullptr;
     o.bytes_ = 0;
   }
@@ -28,6 +36,7 @@ class DeviceMemory {
  private:
   void* p_ = nullptr;
   size_t bytes_ = 0;
+  bool owned_ = true;
 };
 
 }  // namespace hypic
