@@ -63,7 +63,9 @@ std::vector<Turn> converse(const std::string& device, CacheMode mode, std::vecto
     const AgentResult r = agent.run(Json{{"docs", docs}, {"question", q}});
     EXPECT_EQ(r.steps, 2) << q;
     EXPECT_EQ(r.tool_calls.size(), 1u) << q;
-    if (!r.tool_calls.empty()) EXPECT_TRUE(r.tool_calls[0].ok) << r.tool_calls[0].result;
+    if (!r.tool_calls.empty()) {
+      EXPECT_TRUE(r.tool_calls[0].ok) << r.tool_calls[0].result;
+    }
     turns.push_back({r.answer, r.step_reports, r.prompt_tokens});
     if (transcript_sizes) transcript_sizes->push_back(static_cast<int64_t>(agent.session()->transcript().size()));
   }
