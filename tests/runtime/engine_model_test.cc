@@ -13,6 +13,7 @@
 
 #include "kernels/rope.h"
 #include "runtime/backends.h"
+#include "runtime/error.h"
 #include "runtime/sequence_state.h"
 #include "tests/runtime/bf16_agreement.h"
 
@@ -352,6 +353,51 @@ TEST_P(EngineTest, EntryUnderAPrefixHoldsThePrefillsStateAndLocalKeys) {
       EXPECT_LE(rel_err(dev_->to_host(entry->attention[l].v, v.size(), dev_->kv_dtype()), v), tol) << at << " V";
     }
   }
+}
+
+TEST_P(EngineTest, EntryMatchesTheCpuEntry) {
+  // The entry of a block, isolated and under a prefix, against the CPU backend's, below the first
+  // attention layer (above it, bf16 noise of these large-weight fixtures dominates a comparison with
+  // fp32): T, S(body | 0), the whole-block state and the conv tail. On the CPU the two are the same.
+  const ModelConfig& cfg = dev_->config();
+  auto cpu = open_backend(dir_, Device::Cpu);
+  Engine ce(*cpu, CacheMode::Hypic, {}), ge(*dev_, CacheMode::Hypic, {});
+  auto cctx = cpu->new_state(), gctx = dev_->new_state();
+  ce.forward(blocks_[0], *cctx);
+  ge.forward(blocks_[0], *gctx);
+  const float tol = exact_ ? 1e-6f : 0.08f;
+  const int64_t op = cfg.lin_v_heads * cfg.lin_k_dim * cfg.lin_k_dim, st = cfg.lin_v_heads * cfg.lin_k_dim * cfg.lin_v_dim;
+  const int64_t tail = (cfg.conv_kernel - 1) * cfg.lin_conv_dim();
+  for (bool under_prefix : {false, true}) {
+    const auto c = ce.prefill_segment(blocks_[2], under_prefix ? cctx.get() : nullptr);
+    const auto g = ge.prefill_segment(blocks_[2], under_prefix ? gctx.get() : nullptr);
+    EXPECT_EQ(g->seam, c->seam);
+    EXPECT_EQ(g->tokens, c->tokens);
+    for (int l = 0; cfg.layer_kinds[l] == LayerKind::LinearAttention; ++l) {
+      const std::string at = what((under_prefix ? "under prefix, layer " : "isolated, layer ") + std::to_string(l));
+      const LinearSegmentState &cl = c->linear[l], &gl = g->linear[l];
+      const float eT = rel_err(dev_->to_host(gl.transfer, op, DType::F32), cpu->to_host(cl.transfer, op, DType::F32));
+      const float eB = rel_err(dev_->to_host(gl.body, st, DType::F32), cpu->to_host(cl.body, st, DType::F32));
+      const float eF = rel_err(dev_->to_host(gl.full, st, DType::F32), cpu->to_host(cl.full, st, DType::F32));
+      const float eC = rel_err(dev_->to_host(gl.conv_tail, tail, dev_->kv_dtype()), cpu->to_host(cl.conv_tail, tail, DType::F32));
+      std::printf("[ metrics  ] %s: T %.5f body %.5f full %.5f tail %.5f\n", at.c_str(), eT, eB, eF, eC);
+      EXPECT_LE(eT, tol) << at;
+      EXPECT_LE(eB, tol) << at;
+      EXPECT_LE(eF, tol) << at;
+      EXPECT_LE(eC, tol) << at;
+    }
+  }
+}
+
+TEST_P(EngineTest, ARefusedPromptLeavesTheLiveSequenceIntact) {
+  Engine e(*dev_, CacheMode::Hypic, {});
+  PromptResult t1 = e.run(blocks_);
+  std::vector<std::vector<int>> bad = blocks_;
+  bad.back().push_back(static_cast<int>(V_) + 5);  // outside the vocabulary
+  LiveSequence live{std::move(t1.state), concat()};
+  EXPECT_THROW(e.run(cacheable_blocks(bad), &live), InvalidArgument);
+  ASSERT_NE(live.state, nullptr) << "the live state was not taken";
+  EXPECT_EQ(live.state->length, static_cast<int64_t>(concat().size()));
 }
 
 TEST_P(EngineTest, EveryModeAgreesWithTheCpuReference) {
