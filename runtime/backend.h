@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,6 +75,10 @@ class Backend {
   virtual std::unique_ptr<State> clone(const State& s) = 0;
   // Back to new_state()'s contents, keeping what the state allocated (for reuse as scratch).
   virtual void reset(State& s) = 0;
+  // States for short-lived sequences (isolated prefills), reused across requests and engines so that a
+  // cold request allocates nothing once the process has served one: an empty state, and its return.
+  std::unique_ptr<State> scratch_state();
+  void return_scratch_state(std::unique_ptr<State> s);
 
   // ---- one pass (rows are tokens; every step adds its sublayer output to the residual stream) ----
   virtual std::unique_ptr<Rows> rows(int64_t T) = 0;
@@ -123,6 +128,9 @@ class Backend {
   virtual void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,
                        int64_t rotate) = 0;
   virtual int64_t kv_rows(int layer, const State& st) const = 0;
+  // Makes room for `rows` K/V rows in every attention layer of `st` at once (growing a device cache in
+  // the middle of a pass costs a reallocation and a synchronisation per layer).
+  virtual void reserve_kv(State& st, int64_t rows) {}
 
   // Waits for the device's queued work (a no-op on the CPU).
   virtual void sync() {}
@@ -132,6 +140,10 @@ class Backend {
   virtual std::unique_ptr<SequenceState> to_host(const State& s) = 0;
   // n elements of type t (F32 or kv_dtype()) at `data` in this backend's memory, as fp32.
   virtual std::vector<float> to_host(const void* data, size_t n, DType t) = 0;
+
+ private:
+  std::mutex spare_mu_;
+  std::vector<std::unique_ptr<State>> spare_;
 };
 
 }  // namespace hypic

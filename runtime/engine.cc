@@ -155,6 +155,15 @@ Engine::~Engine() = default;
 std::vector<float> Engine::execute(Plan& plan) {
   Backend& b = backend_;
   const ModelConfig& cfg = b.config();
+  // Every lane's K/V cache grows once, to what this pass appends: cached bodies and its own rows.
+  for (Lane& lane : plan.lanes) {
+    int64_t add = lane.rows();
+    for (const Piece& p : lane.pieces) add += static_cast<int64_t>(p.body_pos.size());
+    int64_t have = 0;
+    for (int l = 0; l < cfg.num_layers; ++l)
+      if (cfg.layer_kinds[l] == LayerKind::FullAttention) have = std::max(have, b.kv_rows(l, *lane.st));
+    b.reserve_kv(*lane.st, have + add);
+  }
   std::unique_ptr<Rows> rows = b.rows(plan.rows);
   b.embed(plan.ids, plan.pos, *rows);
   for (int l = 0; l < cfg.num_layers; ++l) {
@@ -359,6 +368,9 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, LiveSequ
     }
   };
   if (chain_blocks > 0) {
+    int64_t rows = base0 ? base0->size() : 0;
+    for (auto& e : chained) rows += e->rows();
+    b.reserve_kv(*r.state, rows);
     if (base0) load_first(*base0);
     for (auto& e : chained)
       for (int l = 0; l < cfg.num_layers; ++l)
@@ -451,13 +463,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, LiveSequ
     } else {
       if (!e) {
         auto fresh = build_entry(key, toks, w, pinned);
-        if (spare_.empty()) {
-          isolated_states.push_back(b.new_state());
-        } else {
-          isolated_states.push_back(std::move(spare_.back()));
-          spare_.pop_back();
-          b.reset(*isolated_states.back());
-        }
+        isolated_states.push_back(b.scratch_state());
         Lane iso;
         iso.st = isolated_states.back().get();
         iso.add_rows(std::span<const int>(toks).first(w), 0);
@@ -488,9 +494,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, LiveSequ
   r.state->length = end;
   b.sync();  // entries are complete before anyone else may read them
   for (auto& bt : built) store_.put_content(bt.key, bt.entry, bt.pinned);
-  // Isolated states are kept for the next cold request (bounded: a request's worth).
-  for (auto& st : isolated_states)
-    if (spare_.size() < 64) spare_.push_back(std::move(st));
+  for (auto& st : isolated_states) b.return_scratch_state(std::move(st));
   for (auto& [i, e] : snaps) store_.put_chain(chain[i], e, blocks[i].cache == BlockCache::Pin);
   return r;
 }

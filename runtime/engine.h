@@ -115,7 +115,6 @@ class Engine {
   EngineOptions opt_;
   KeyContext keys_;
   SegmentStore store_;
-  std::vector<std::unique_ptr<State>> spare_;  // states of isolated prefills, reused across requests
 };
 
 }  // namespace hypic

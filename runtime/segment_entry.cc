@@ -35,6 +35,25 @@ T* at(const Memory& m, size_t offset) {
 
 }  // namespace
 
+std::unique_ptr<State> Backend::scratch_state() {
+  std::unique_ptr<State> s;
+  {
+    std::lock_guard<std::mutex> g(spare_mu_);
+    if (!spare_.empty()) {
+      s = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  if (!s) return new_state();
+  reset(*s);
+  return s;
+}
+
+void Backend::return_scratch_state(std::unique_ptr<State> s) {
+  std::lock_guard<std::mutex> g(spare_mu_);
+  if (s && spare_.size() < 64) spare_.push_back(std::move(s));  // bounded: a large request's worth
+}
+
 size_t kv_row_bytes(const Backend& b) {
   return dtype_size(b.kv_dtype()) * b.config().num_kv_heads * b.config().head_dim;
 }

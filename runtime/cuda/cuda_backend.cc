@@ -195,6 +195,13 @@ void CudaBackend::save_kv(int layer, const State& s, int64_t row, int64_t n, voi
 
 int64_t CudaBackend::kv_rows(int layer, const State& s) const { return cuda_state(s).attn[layer].rows; }
 
+void CudaBackend::reserve_kv(State& s, int64_t rows) {
+  const ModelConfig& c = config();
+  CudaSequenceState& st = cuda_state(s);
+  for (int l = 0; l < c.num_layers; ++l)
+    if (c.layer_kinds[l] == LayerKind::FullAttention) st.attn[l].reserve(rows, c.num_kv_heads * c.head_dim, m_->stream());
+}
+
 void CudaBackend::sync() { HYPIC_CUDA_CHECK(cudaStreamSynchronize(m_->stream())); }
 
 std::unique_ptr<SequenceState> CudaBackend::to_host(const State& s) {

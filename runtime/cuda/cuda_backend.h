@@ -57,6 +57,7 @@ class CudaBackend : public Backend {
   void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,
                int64_t rotate) override;
   int64_t kv_rows(int layer, const State& st) const override;
+  void reserve_kv(State& st, int64_t rows) override;
   void sync() override;
   std::unique_ptr<SequenceState> to_host(const State& s) override;
   std::vector<float> to_host(const void* data, size_t n, DType t) override;
