@@ -98,6 +98,18 @@ class Backend {
   // (fp32 [Hv, dk, dv]) read with the same conv context. How S(body | 0) is formed is the backend's
   // precision choice (directly, or as S_full - T S_start where the arithmetic allows the cancellation).
   virtual void linear_body(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* T, float* body) = 0;
+  // Isolated prefills of several blocks at once, each from a zero state at local positions: item i's rows
+  // [row0, row0 + seam + n) are its seam then its body, and its entry's T, S(body | 0), state after the
+  // block and conv tail are written (`entry`, fp32 / kv_dtype() arrays in backend memory). The items'
+  // states are not continued (an isolated lane ends with its block). The default runs them one after
+  // another with linear_recur / linear_body; a backend may batch them (CUDA: packed sequences).
+  struct IsolatedBlock {
+    int64_t row0 = 0, seam = 0, n = 0;
+    State* st = nullptr;
+    float *T = nullptr, *body = nullptr, *full = nullptr;
+    void* conv_tail = nullptr;
+  };
+  virtual void linear_isolated(int layer, Rows& r, std::span<const IsolatedBlock> items);
   virtual void linear_output(int layer, Rows& r) = 0;
   // Full attention: q/k/v of every row (normed, rotated at the rows' positions); then the K/V of rows
   // [row0, row0 + n) are appended to `st` and their queries attend over every row of `st` visible by

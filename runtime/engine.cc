@@ -78,6 +78,7 @@ struct Lane {
   std::vector<Piece> pieces;
   int64_t row0 = 0;
   size_t last_snap = 0;  // pieces before this index are covered by an earlier snapshot
+  bool isolated = false;  // an isolated prefill: [seam rows,] body rows with its entry, nothing else
 
   int64_t rows() const { return static_cast<int64_t>(ids.size()); }
   void add_rows(std::span<const int> t, int64_t start, SegmentEntry* build = nullptr) {
@@ -170,7 +171,16 @@ std::vector<float> Engine::execute(Plan& plan) {
     b.input_norm(l, *rows);
     if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
       b.linear_project(l, *rows);
+      std::vector<Backend::IsolatedBlock> iso;
       for (Lane& lane : plan.lanes) {
+        if (!lane.isolated) continue;
+        const Piece& body = lane.pieces.back();
+        const LinearSegmentState& e = body.build->linear[l];
+        iso.push_back({lane.row0, body.build->seam, body.n, lane.st, e.transfer, e.body, e.full, e.conv_tail});
+      }
+      if (!iso.empty()) b.linear_isolated(l, *rows, iso);
+      for (Lane& lane : plan.lanes) {
+        if (lane.isolated) continue;
         State& st = *lane.st;
         int64_t row = lane.row0;
         for (Piece& p : lane.pieces) {
@@ -468,6 +478,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, LiveSequ
         iso.st = isolated_states.back().get();
         iso.add_rows(std::span<const int>(toks).first(w), 0);
         iso.add_rows(std::span<const int>(toks).subspan(w), w, fresh.get());
+        iso.isolated = true;
         isolated.push_back(std::move(iso));
         r.computed_tokens += n;
         e = fresh;

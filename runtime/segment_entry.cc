@@ -35,6 +35,15 @@ T* at(const Memory& m, size_t offset) {
 
 }  // namespace
 
+void Backend::linear_isolated(int layer, Rows& r, std::span<const IsolatedBlock> items) {
+  for (const IsolatedBlock& b : items) {
+    if (b.seam > 0) linear_recur(layer, r, b.row0, b.seam, *b.st, nullptr);
+    if (b.n > 0) linear_body(layer, r, b.row0 + b.seam, b.n, *b.st, b.T, b.body);
+    else empty_body(b.T, b.body);
+    save_linear(layer, *b.st, b.full, b.conv_tail);
+  }
+}
+
 std::unique_ptr<State> Backend::scratch_state() {
   std::unique_ptr<State> s;
   {

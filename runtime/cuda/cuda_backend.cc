@@ -105,6 +105,12 @@ void CudaBackend::linear_recur(int layer, Rows& r, int64_t row0, int64_t n, Stat
 void CudaBackend::linear_body(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* T, float* body) {
   m_->linear_body(layer, acts(r), row0, n, cuda_state(st).lin[layer], T, body);
 }
+void CudaBackend::linear_isolated(int layer, Rows& r, std::span<const IsolatedBlock> items) {
+  std::vector<CudaModel::IsolatedBlock> blocks;
+  for (const IsolatedBlock& b : items)
+    blocks.push_back({b.row0, b.seam, b.n, b.T, b.body, b.full, static_cast<cuda::bf16*>(b.conv_tail)});
+  m_->linear_isolated(layer, acts(r), blocks);
+}
 void CudaBackend::linear_output(int layer, Rows& r) { m_->linear_output(layer, acts(r)); }
 void CudaBackend::attention_project(int layer, Rows& r) { m_->attention_project(layer, acts(r)); }
 void CudaBackend::attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) {

@@ -40,6 +40,7 @@ class CudaBackend : public Backend {
   void linear_project(int layer, Rows& r) override;
   void linear_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer) override;
   void linear_body(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* T, float* body) override;
+  void linear_isolated(int layer, Rows& r, std::span<const IsolatedBlock> items) override;
   void linear_output(int layer, Rows& r) override;
   void attention_project(int layer, Rows& r) override;
   void attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) override;

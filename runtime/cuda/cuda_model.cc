@@ -256,6 +256,94 @@ void CudaModel::linear_body(int layer, CudaActivations& s, int64_t row0, int64_t
                             cs);
 }
 
+void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector<IsolatedBlock>& blocks) {
+  if (blocks.empty()) return;
+  const DeviceGdn& G = w_.layers[layer].lin;
+  const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
+  const int64_t C = cfg_.lin_conv_dim(), vd = cfg_.lin_value_dim(), kd = cfg_.lin_key_dim();
+  const size_t state = sizeof(float) * Hv * dk * dv, op = sizeof(float) * Hv * dk * dk;
+  const size_t tail = sizeof(bf16) * (cfg_.conv_kernel - 1) * C;
+  cudaStream_t cs = stream_;
+  const int64_t r0 = blocks.front().row0;
+  const int64_t N = static_cast<int64_t>(blocks.size());
+  std::vector<int32_t> cu(1, 0);
+  int64_t longest = 0;
+  for (const IsolatedBlock& b : blocks) {
+    HYPIC_ASSERT(b.row0 == r0 + cu.back(), "linear_isolated: blocks must be consecutive rows");
+    cu.push_back(cu.back() + static_cast<int32_t>(b.seam + b.n));
+    longest = std::max(longest, b.seam + b.n);
+  }
+  const int64_t total = cu.back();
+  // The conv of each block from a zero tail; the tail left behind is the block's conv tail.
+  for (const IsolatedBlock& b : blocks) {
+    HYPIC_CUDA_CHECK(cudaMemsetAsync(b.conv_tail, 0, tail, cs));
+    cuda::causal_conv1d_silu(s.qkv.as<bf16>() + b.row0 * C, b.seam + b.n, C, G.conv_w, cfg_.conv_kernel, b.conv_tail,
+                             s.conv.as<bf16>() + b.row0 * C, cs);
+  }
+  bf16 *q = s.q.as<bf16>() + r0 * kd, *k = s.k.as<bf16>() + r0 * kd, *v = s.v.as<bf16>() + r0 * vd;
+  const float *g = s.g.as<float>() + r0 * Hv, *beta = s.beta.as<float>() + r0 * Hv;
+  cuda::gdn_split_qkv(s.conv.as<bf16>() + r0 * C, total, Hk, dk, Hv, dv, 1.0f / std::sqrt(static_cast<float>(dk)),
+                      1e-6f, q, k, v, cs);
+  // Outputs and the states after the blocks: every block one packed sequence from zero.
+  DeviceBuffer cu_dev(pool_, sizeof(int32_t) * cu.size()), states(pool_, state * N);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(cu_dev.get(), cu.data(), sizeof(int32_t) * cu.size(), cudaMemcpyHostToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemsetAsync(states.get(), 0, state * N, cs));
+  const cuda::GdnShape all{total, N, Hv, Hk, dk, dv};
+  DeviceBuffer ws(pool_, cuda::gdn_chunked_workspace_bytes(all));
+  cuda::gdn_chunked_prefill(all, q, k, v, g, beta, cu_dev.as<int32_t>(), longest, states.as<float>(),
+                            s.o.as<bf16>() + r0 * vd, nullptr, ws.get(), cs);
+  for (int64_t i = 0; i < N; ++i)
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(blocks[i].full, states.as<char>() + i * state, state, cudaMemcpyDeviceToDevice, cs));
+  // T and S(body | 0): the bodies gathered into packed rows, each a sequence from zero (state only).
+  std::vector<int32_t> cub(1, 0);
+  int64_t longest_body = 0;
+  for (const IsolatedBlock& b : blocks) {
+    if (b.n == 0) {
+      cuda::identity_operators(b.T, Hv, dk, cs);
+      HYPIC_CUDA_CHECK(cudaMemsetAsync(b.body, 0, state, cs));
+      continue;
+    }
+    cub.push_back(cub.back() + static_cast<int32_t>(b.n));
+    longest_body = std::max(longest_body, b.n);
+  }
+  const int64_t M = static_cast<int64_t>(cub.size()) - 1, rows = cub.back();
+  if (M == 0) return;
+  DeviceBuffer bq(pool_, sizeof(bf16) * rows * kd), bk(pool_, sizeof(bf16) * rows * kd),
+      bv(pool_, sizeof(bf16) * rows * vd), bg(pool_, sizeof(float) * rows * Hv), bb(pool_, sizeof(float) * rows * Hv);
+  int64_t at = 0;
+  for (const IsolatedBlock& b : blocks) {
+    if (b.n == 0) continue;
+    const int64_t from = b.row0 + b.seam - r0;  // relative to the first block's row
+    auto copy = [&](void* dst, const void* src, size_t row_bytes) {
+      HYPIC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + at * row_bytes,
+                                       static_cast<const char*>(src) + from * row_bytes, b.n * row_bytes,
+                                       cudaMemcpyDeviceToDevice, cs));
+    };
+    copy(bq.get(), q, sizeof(bf16) * kd);
+    copy(bk.get(), k, sizeof(bf16) * kd);
+    copy(bv.get(), v, sizeof(bf16) * vd);
+    copy(bg.get(), g, sizeof(float) * Hv);
+    copy(bb.get(), beta, sizeof(float) * Hv);
+    at += b.n;
+  }
+  DeviceBuffer cub_dev(pool_, sizeof(int32_t) * cub.size()), bodies(pool_, state * M), ops(pool_, op * M);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(cub_dev.get(), cub.data(), sizeof(int32_t) * cub.size(), cudaMemcpyHostToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemsetAsync(bodies.get(), 0, state * M, cs));
+  cuda::identity_operators(ops.as<float>(), M * Hv, dk, cs);
+  const cuda::GdnShape packed{rows, M, Hv, Hk, dk, dv};
+  DeviceBuffer ws2(pool_, cuda::gdn_chunked_workspace_bytes(packed));
+  cuda::gdn_chunked_prefill(packed, bq.as<bf16>(), bk.as<bf16>(), bv.as<bf16>(), bg.as<float>(), bb.as<float>(),
+                            cub_dev.as<int32_t>(), longest_body, bodies.as<float>(), nullptr, ops.as<float>(), ws2.get(),
+                            cs);
+  int64_t j = 0;
+  for (const IsolatedBlock& b : blocks) {
+    if (b.n == 0) continue;
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(b.T, ops.as<char>() + j * op, op, cudaMemcpyDeviceToDevice, cs));
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(b.body, bodies.as<char>() + j * state, state, cudaMemcpyDeviceToDevice, cs));
+    ++j;
+  }
+}
+
 void CudaModel::linear_output(int layer, CudaActivations& s) {
   const DeviceGdn& G = w_.layers[layer].lin;
   const int64_t T = s.T, Hv = cfg_.lin_v_heads, dv = cfg_.lin_v_dim, vd = cfg_.lin_value_dim();

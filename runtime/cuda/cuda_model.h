@@ -78,6 +78,17 @@ class CudaModel {
   //     large terms that carry the bf16 error of T.
   void linear_body(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaLinearLayerState& st, float* T,
                    float* body);
+  //   linear_isolated: isolated prefills of several blocks whose rows are consecutive (block i at
+  //     [row0_i, row0_i + seam_i + n_i), each from a zero state): one conv per block, then ONE packed
+  //     (variable-length) chunked call over all blocks for the outputs and the states after the blocks,
+  //     and ONE over their bodies (gathered) for T and S(body | 0). Writes each block's T, body, full
+  //     state and conv tail.
+  struct IsolatedBlock {
+    int64_t row0, seam, n;
+    float *T, *body, *full;
+    cuda::bf16* conv_tail;
+  };
+  void linear_isolated(int layer, CudaActivations& a, const std::vector<IsolatedBlock>& blocks);
   void linear_output(int layer, CudaActivations& a);
   // Full attention in three steps, so that several sequences can share one pass:
   //   attention_project: queries, keys and values of every row (normed, rotated at a's positions);
