@@ -294,53 +294,26 @@ void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector
                             s.o.as<bf16>() + r0 * vd, nullptr, ws.get(), cs);
   for (int64_t i = 0; i < N; ++i)
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(blocks[i].full, states.as<char>() + i * state, state, cudaMemcpyDeviceToDevice, cs));
-  // T and S(body | 0): the bodies gathered into packed rows, each a sequence from zero (state only).
-  std::vector<int32_t> cub(1, 0);
-  int64_t longest_body = 0;
+  // T and S(body | 0): the same packed sequences again, from zero and state only, with every seam token
+  // made a no-op (g = 0, beta = 0: its transition is the identity and it adds nothing), so each block's
+  // run is its body's alone, read with the conv context its seam gave it.
+  DeviceBuffer g0(pool_, sizeof(float) * total * Hv), beta0(pool_, sizeof(float) * total * Hv);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(g0.get(), g, sizeof(float) * total * Hv, cudaMemcpyDeviceToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(beta0.get(), beta, sizeof(float) * total * Hv, cudaMemcpyDeviceToDevice, cs));
   for (const IsolatedBlock& b : blocks) {
-    if (b.n == 0) {
-      cuda::identity_operators(b.T, Hv, dk, cs);
-      HYPIC_CUDA_CHECK(cudaMemsetAsync(b.body, 0, state, cs));
-      continue;
-    }
-    cub.push_back(cub.back() + static_cast<int32_t>(b.n));
-    longest_body = std::max(longest_body, b.n);
+    if (b.seam == 0) continue;
+    const size_t at = sizeof(float) * (b.row0 - r0) * Hv, bytes = sizeof(float) * b.seam * Hv;
+    HYPIC_CUDA_CHECK(cudaMemsetAsync(g0.as<char>() + at, 0, bytes, cs));
+    HYPIC_CUDA_CHECK(cudaMemsetAsync(beta0.as<char>() + at, 0, bytes, cs));
   }
-  const int64_t M = static_cast<int64_t>(cub.size()) - 1, rows = cub.back();
-  if (M == 0) return;
-  DeviceBuffer bq(pool_, sizeof(bf16) * rows * kd), bk(pool_, sizeof(bf16) * rows * kd),
-      bv(pool_, sizeof(bf16) * rows * vd), bg(pool_, sizeof(float) * rows * Hv), bb(pool_, sizeof(float) * rows * Hv);
-  int64_t at = 0;
-  for (const IsolatedBlock& b : blocks) {
-    if (b.n == 0) continue;
-    const int64_t from = b.row0 + b.seam - r0;  // relative to the first block's row
-    auto copy = [&](void* dst, const void* src, size_t row_bytes) {
-      HYPIC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + at * row_bytes,
-                                       static_cast<const char*>(src) + from * row_bytes, b.n * row_bytes,
-                                       cudaMemcpyDeviceToDevice, cs));
-    };
-    copy(bq.get(), q, sizeof(bf16) * kd);
-    copy(bk.get(), k, sizeof(bf16) * kd);
-    copy(bv.get(), v, sizeof(bf16) * vd);
-    copy(bg.get(), g, sizeof(float) * Hv);
-    copy(bb.get(), beta, sizeof(float) * Hv);
-    at += b.n;
-  }
-  DeviceBuffer cub_dev(pool_, sizeof(int32_t) * cub.size()), bodies(pool_, state * M), ops(pool_, op * M);
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(cub_dev.get(), cub.data(), sizeof(int32_t) * cub.size(), cudaMemcpyHostToDevice, cs));
-  HYPIC_CUDA_CHECK(cudaMemsetAsync(bodies.get(), 0, state * M, cs));
-  cuda::identity_operators(ops.as<float>(), M * Hv, dk, cs);
-  const cuda::GdnShape packed{rows, M, Hv, Hk, dk, dv};
-  DeviceBuffer ws2(pool_, cuda::gdn_chunked_workspace_bytes(packed));
-  cuda::gdn_chunked_prefill(packed, bq.as<bf16>(), bk.as<bf16>(), bv.as<bf16>(), bg.as<float>(), bb.as<float>(),
-                            cub_dev.as<int32_t>(), longest_body, bodies.as<float>(), nullptr, ops.as<float>(), ws2.get(),
-                            cs);
-  int64_t j = 0;
-  for (const IsolatedBlock& b : blocks) {
-    if (b.n == 0) continue;
-    HYPIC_CUDA_CHECK(cudaMemcpyAsync(b.T, ops.as<char>() + j * op, op, cudaMemcpyDeviceToDevice, cs));
-    HYPIC_CUDA_CHECK(cudaMemcpyAsync(b.body, bodies.as<char>() + j * state, state, cudaMemcpyDeviceToDevice, cs));
-    ++j;
+  DeviceBuffer ops(pool_, op * N);
+  HYPIC_CUDA_CHECK(cudaMemsetAsync(states.get(), 0, state * N, cs));
+  cuda::identity_operators(ops.as<float>(), N * Hv, dk, cs);
+  cuda::gdn_chunked_prefill(all, q, k, v, g0.as<float>(), beta0.as<float>(), cu_dev.as<int32_t>(), longest,
+                            states.as<float>(), nullptr, ops.as<float>(), ws.get(), cs);
+  for (int64_t i = 0; i < N; ++i) {
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(blocks[i].T, ops.as<char>() + i * op, op, cudaMemcpyDeviceToDevice, cs));
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(blocks[i].body, states.as<char>() + i * state, state, cudaMemcpyDeviceToDevice, cs));
   }
 }
 

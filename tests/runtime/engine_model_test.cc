@@ -494,8 +494,9 @@ TEST_P(QualityTest, HypicBeatsNoSeamBeatsNaiveOnRecurringDocuments) {
     EXPECT_LT(mean[CacheMode::Hypic], 0.02);
   } else {
     // bf16: computing the same prompt in other row batches alone moves this fixture's KL by up to ~0.1
-    // (docs/benchmarks.md), which swamps hypic vs noseam (0.036 vs 0.037 on the H200); naive stays far off.
-    EXPECT_LT(mean[CacheMode::Hypic], 0.1 * mean[CacheMode::Naive]);
+    // (docs/benchmarks.md), which swamps hypic vs noseam (0.036-0.068 vs 0.037 on the H200, depending on
+    // row batching); naive stays far off (0.86).
+    EXPECT_LT(mean[CacheMode::Hypic], 0.2 * mean[CacheMode::Naive]);
   }
 }
 
