@@ -24,4 +24,8 @@ int64_t argmax(const float* logits, int64_t V);
 // from a seed and the same draw gives the same token on every backend).
 int64_t sample(const float* logits, int64_t V, const SamplingParams& p, double u);
 
+// KL(p || q) of the softmax distributions of two logit rows (>= 0): how far a cached result's next-token
+// distribution q is from the reference p.
+double kl_divergence(const float* p_logits, const float* q_logits, int64_t V);
+
 }  // namespace hypic::cpu

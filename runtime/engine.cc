@@ -292,29 +292,29 @@ PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* l
                               " of block " + std::to_string(i) + " is outside the vocabulary [0, " +
                               std::to_string(V) + ")");
   const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<int> all = prompt_tokens(blocks);
   PromptResult r;
   if (mode_ == CacheMode::Full) {
-    const std::vector<int> all = prompt_tokens(blocks);
     r.state = backend_.new_state();
     r.logits = forward(all, *r.state);
     r.computed_tokens = static_cast<int64_t>(all.size());
     for (size_t i = 0; i + 1 < blocks.size(); ++i)
       r.blocks.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
   } else {
-    r = run_cached(blocks, live);
+    r = run_cached(blocks, all, live);
   }
   backend_.sync();
   r.ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  r.prompt_tokens = static_cast<int64_t>(prompt_tokens(blocks).size());
+  r.prompt_tokens = static_cast<int64_t>(all.size());
   return r;
 }
 
-PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, LiveSequence* live) {
+PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const std::vector<int>& all,
+                                LiveSequence* live) {
   Backend& b = backend_;
   const ModelConfig& cfg = b.config();
   const size_t k = blocks.size() - 1;
   const bool pic = mode_ != CacheMode::Prefix;
-  const std::vector<int> all = prompt_tokens(blocks);
   cfg.check_length(static_cast<int64_t>(all.size()));
   std::vector<int64_t> start(k + 1, 0);
   for (size_t i = 0; i < k; ++i) start[i + 1] = start[i] + static_cast<int64_t>(blocks[i].tokens.size());
@@ -360,21 +360,20 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, LiveSequ
   }
 
   PromptResult r;
-  r.state = b.new_state();
-  bool from_live = false;
+  const bool from_live = chain_blocks == 0 && live_len > 0;
+  r.state = from_live ? std::move(live->state) : b.new_state();
   int64_t p = 0;    // next position
   size_t bi = 0;    // first block not wholly reused
   int64_t off = 0;  // tokens of block bi already reused
   // Loads the first block's content entry as the exact state of positions [0, n).
   auto load_first = [&](const SegmentEntry& e) {
+    std::vector<int64_t> pos(static_cast<size_t>(e.size()));
+    std::iota(pos.begin(), pos.end(), 0);
     for (int l = 0; l < cfg.num_layers; ++l) {
-      if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+      if (cfg.layer_kinds[l] == LayerKind::LinearAttention)
         b.load_linear(l, *r.state, e.linear[l].full, e.linear[l].conv_tail);
-      } else {
-        std::vector<int64_t> pos(static_cast<size_t>(e.size()));
-        std::iota(pos.begin(), pos.end(), 0);
+      else
         b.append_kv(l, *r.state, e.attention[l].k, e.attention[l].v, e.size(), pos, 0);
-      }
     }
   };
   if (chain_blocks > 0) {
@@ -391,9 +390,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, LiveSequ
         b.load_linear(l, *r.state, chained.back()->state[l], chained.back()->conv_tail[l]);
     p = start[chain_blocks];
     bi = chain_blocks;
-  } else if (live_len > 0) {
-    from_live = true;
-    r.state = std::move(live->state);
+  } else if (from_live) {
     p = live_len;
     while (bi < k && start[bi + 1] <= p) ++bi;
     off = p - start[bi];

@@ -107,7 +107,7 @@ class Engine {
 
  private:
   struct Plan;
-  PromptResult run_cached(const std::vector<PromptBlock>& blocks, LiveSequence* live);
+  PromptResult run_cached(const std::vector<PromptBlock>& blocks, const std::vector<int>& all, LiveSequence* live);
   std::vector<float> execute(Plan& plan);
 
   Backend& backend_;

@@ -49,4 +49,21 @@ int64_t sample(const float* logits, int64_t V, const SamplingParams& p, double u
   return idx[keep - 1];
 }
 
+double kl_divergence(const float* p_logits, const float* q_logits, int64_t V) {
+  // log-softmax of both rows in double, then sum p (log p - log q).
+  auto log_norm = [V](const float* l) {
+    const double mx = *std::max_element(l, l + V);
+    double s = 0;
+    for (int64_t i = 0; i < V; ++i) s += std::exp(l[i] - mx);
+    return mx + std::log(s);
+  };
+  const double zp = log_norm(p_logits), zq = log_norm(q_logits);
+  double kl = 0;
+  for (int64_t i = 0; i < V; ++i) {
+    const double lp = p_logits[i] - zp, lq = q_logits[i] - zq;
+    kl += std::exp(lp) * (lp - lq);
+  }
+  return std::max(0.0, kl);
+}
+
 }  // namespace hypic::cpu

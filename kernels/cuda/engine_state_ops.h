@@ -1,6 +1,6 @@
 // Elementwise helpers of the caching engine on the CUDA backend (runtime/cuda/cuda_backend.h) for fp32 recurrent
-// states and transfer operators: identity operators to start a span, and a + alpha b (the zero-start
-// body state S_full - T S_seam, and the naive-sum ablation S + S_body). Raw device pointers.
+// states and transfer operators: identity operators to start a span, and a + alpha b (the naive-sum
+// ablation S + S_body). Raw device pointers.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <map>
 #include <random>
 #include <vector>
@@ -36,6 +38,15 @@ TEST(Sampling, FrequenciesFollowTheSoftmax) {
   int ones = 0;
   for (int i = 0; i < 20000; ++i) ones += sample(l.data(), 2, {1.0f, 0, 1.0f}, U(rng)) == 1;
   EXPECT_NEAR(ones / 20000.0, 0.75, 0.02);
+}
+
+TEST(Sampling, KlDivergenceOfLogitRows) {
+  const std::vector<float> p = {0.0f, std::log(3.0f)}, shifted = {5.0f, 5.0f + std::log(3.0f)};  // 0.25, 0.75
+  EXPECT_NEAR(kl_divergence(p.data(), shifted.data(), 2), 0.0, 1e-12);  // logits up to a constant
+  const std::vector<float> uniform = {0.0f, 0.0f};
+  const double expected = 0.25 * std::log(0.25 / 0.5) + 0.75 * std::log(0.75 / 0.5);
+  EXPECT_NEAR(kl_divergence(p.data(), uniform.data(), 2), expected, 1e-6);
+  EXPECT_GT(kl_divergence(uniform.data(), p.data(), 2), 0.0);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "kernels/rope.h"
+#include "kernels/sampling.h"
 #include "runtime/backends.h"
 #include "runtime/error.h"
 #include "runtime/sequence_state.h"
@@ -450,21 +451,6 @@ namespace {
 // silently degraded to either ablation this fails.
 class QualityTest : public ::testing::TestWithParam<std::string> {};
 
-double kl(const std::vector<float>& p_logits, const std::vector<float>& q_logits) {
-  auto logsoftmax = [](const std::vector<float>& l) {
-    const double mx = *std::max_element(l.begin(), l.end());
-    double s = 0;
-    for (float v : l) s += std::exp(v - mx);
-    std::vector<double> out(l.size());
-    for (size_t i = 0; i < l.size(); ++i) out[i] = l[i] - mx - std::log(s);
-    return out;
-  };
-  const auto lp = logsoftmax(p_logits), lq = logsoftmax(q_logits);
-  double d = 0;
-  for (size_t i = 0; i < lp.size(); ++i) d += std::exp(lp[i]) * (lp[i] - lq[i]);
-  return std::max(0.0, d);
-}
-
 TEST_P(QualityTest, HypicBeatsNoSeamBeatsNaiveOnRecurringDocuments) {
   if (GetParam() == "cuda" && !(cuda_built() && cuda_device_present())) GTEST_SKIP() << "no CUDA backend or device";
   const std::string dir = kModels + "qwen3_next_moe";
@@ -483,7 +469,10 @@ TEST_P(QualityTest, HypicBeatsNoSeamBeatsNaiveOnRecurringDocuments) {
   std::map<CacheMode, double> mean;
   for (CacheMode m : {CacheMode::Hypic, CacheMode::NoSeam, CacheMode::Naive}) {
     Engine e(*dev, m, {});
-    for (auto& p : prompts) mean[m] += kl(full.run(p).logits, e.run(p).logits) / prompts.size();
+    for (auto& p : prompts) {
+      const std::vector<float> ref = full.run(p).logits, got = e.run(p).logits;
+      mean[m] += cpu::kl_divergence(ref.data(), got.data(), static_cast<int64_t>(ref.size())) / prompts.size();
+    }
   }
   std::printf("[ metrics  ] %s: first-token KL vs full over %zu prompts: hypic %.4f noseam %.4f naive %.4f\n",
               GetParam().c_str(), prompts.size(), mean[CacheMode::Hypic], mean[CacheMode::NoSeam],

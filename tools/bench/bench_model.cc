@@ -27,6 +27,7 @@
 #include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/model_config.h"
+#include "tools/bench/bench_args.h"
 
 using namespace hypic;
 
@@ -50,37 +51,11 @@ struct Args {
   std::exit(2);
 }
 
-// Numbers parse whole or not at all: garbage, trailing characters and out-of-range values are errors.
-int64_t to_int(const std::string& k, const std::string& v) {
-  try {
-    size_t end = 0;
-    const long long x = std::stoll(v, &end);
-    if (end == v.size()) return x;
-  } catch (const std::exception&) {
-  }
-  usage("malformed integer for " + k + ": '" + v + "'");
-}
-
-uint64_t to_uint(const std::string& k, const std::string& v) {
-  try {
-    size_t end = 0;
-    if (!v.empty() && v[0] != '-') {
-      const unsigned long long x = std::stoull(v, &end);
-      if (end == v.size()) return x;
-    }
-  } catch (const std::exception&) {
-  }
-  usage("malformed unsigned integer for " + k + ": '" + v + "'");
-}
-
-double to_double(const std::string& k, const std::string& v) {
-  try {
-    size_t end = 0;
-    const double x = std::stod(v, &end);
-    if (end == v.size() && std::isfinite(x)) return x;
-  } catch (const std::exception&) {
-  }
-  usage("malformed number for " + k + ": '" + v + "'");
+// A flag's number, whole (tools/bench/bench_args.h), or a usage error naming the flag.
+template <class T>
+T number(const std::string& k, const std::string& v) {
+  if (auto x = bench::parse_whole<T>(v)) return *x;
+  usage("malformed or out-of-range number for " + k + ": '" + v + "'");
 }
 
 Args parse(int argc, char** argv) {
@@ -94,11 +69,11 @@ Args parse(int argc, char** argv) {
     if (k == "--config") a.config = value();
     else if (k == "--model") a.model = value();
     else if (k == "--random-weights") a.random_weights = true;
-    else if (k == "--prefill") a.prefill = to_int(k, value());
-    else if (k == "--decode") a.decode = to_int(k, value());
-    else if (k == "--seed") a.seed = to_uint(k, value());
-    else if (k == "--peak-tflops") a.peak_tflops = to_double(k, value());
-    else if (k == "--peak-tbps") a.peak_tbps = to_double(k, value());
+    else if (k == "--prefill") a.prefill = number<int64_t>(k, value());
+    else if (k == "--decode") a.decode = number<int64_t>(k, value());
+    else if (k == "--seed") a.seed = number<uint64_t>(k, value());
+    else if (k == "--peak-tflops") a.peak_tflops = number<double>(k, value());
+    else if (k == "--peak-tbps") a.peak_tbps = number<double>(k, value());
     else usage("unknown option " + k);
   }
   if (a.random_weights && !a.model.empty()) usage("--random-weights and --model exclude each other");

@@ -60,6 +60,7 @@
 #include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/model_config.h"
+#include "tools/bench/bench_args.h"
 
 using namespace hypic;
 
@@ -92,44 +93,11 @@ struct Args {
   std::exit(2);
 }
 
-// Numbers parse whole or not at all: garbage, trailing characters and out-of-range values are errors.
-int64_t to_int64(const std::string& k, const std::string& v) {
-  try {
-    size_t end = 0;
-    const long long x = std::stoll(v, &end);
-    if (end == v.size()) return x;
-  } catch (const std::exception&) {
-  }
-  usage("malformed integer for " + k + ": '" + v + "'");
-}
-
-int to_int(const std::string& k, const std::string& v) {
-  const int64_t x = to_int64(k, v);
-  if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
-    usage("integer out of range for " + k + ": '" + v + "'");
-  return static_cast<int>(x);
-}
-
-uint64_t to_uint64(const std::string& k, const std::string& v) {
-  try {
-    size_t end = 0;
-    if (!v.empty() && v[0] != '-') {
-      const unsigned long long x = std::stoull(v, &end);
-      if (end == v.size()) return x;
-    }
-  } catch (const std::exception&) {
-  }
-  usage("malformed unsigned integer for " + k + ": '" + v + "'");
-}
-
-double to_double(const std::string& k, const std::string& v) {
-  try {
-    size_t end = 0;
-    const double x = std::stod(v, &end);
-    if (end == v.size() && std::isfinite(x)) return x;
-  } catch (const std::exception&) {
-  }
-  usage("malformed number for " + k + ": '" + v + "'");
+// A flag's number, whole (tools/bench/bench_args.h), or a usage error naming the flag.
+template <class T>
+T number(const std::string& k, const std::string& v) {
+  if (auto x = bench::parse_whole<T>(v)) return *x;
+  usage("malformed or out-of-range number for " + k + ": '" + v + "'");
 }
 
 Args parse(int argc, char** argv) {
@@ -159,21 +127,21 @@ Args parse(int argc, char** argv) {
           usage(e.what());
         }
       }
-    } else if (k == "--requests") a.requests = to_int(k, value());
-    else if (k == "--warmup") a.warmup = to_int(k, value());
-    else if (k == "--pool") a.pool = to_int(k, value());
-    else if (k == "--chunks-min") a.chunks_min = to_int(k, value());
-    else if (k == "--chunks-max") a.chunks_max = to_int(k, value());
-    else if (k == "--chunk-tokens") a.chunk_tokens = to_int64(k, value());
-    else if (k == "--system") a.system = to_int64(k, value());
-    else if (k == "--tools") a.tools = to_int64(k, value());
-    else if (k == "--question") a.question = to_int64(k, value());
-    else if (k == "--seam") a.seam = to_int64(k, value());
-    else if (k == "--budget-gb") a.budget_gb = to_double(k, value());
-    else if (k == "--seed") a.seed = to_uint64(k, value());
-    else if (k == "--turns") a.turns = to_int(k, value());
-    else if (k == "--reply-tokens") a.reply_tokens = to_int64(k, value());
-    else if (k == "--tool-tokens") a.tool_tokens = to_int64(k, value());
+    } else if (k == "--requests") a.requests = number<int>(k, value());
+    else if (k == "--warmup") a.warmup = number<int>(k, value());
+    else if (k == "--pool") a.pool = number<int>(k, value());
+    else if (k == "--chunks-min") a.chunks_min = number<int>(k, value());
+    else if (k == "--chunks-max") a.chunks_max = number<int>(k, value());
+    else if (k == "--chunk-tokens") a.chunk_tokens = number<int64_t>(k, value());
+    else if (k == "--system") a.system = number<int64_t>(k, value());
+    else if (k == "--tools") a.tools = number<int64_t>(k, value());
+    else if (k == "--question") a.question = number<int64_t>(k, value());
+    else if (k == "--seam") a.seam = number<int64_t>(k, value());
+    else if (k == "--budget-gb") a.budget_gb = number<double>(k, value());
+    else if (k == "--seed") a.seed = number<uint64_t>(k, value());
+    else if (k == "--turns") a.turns = number<int>(k, value());
+    else if (k == "--reply-tokens") a.reply_tokens = number<int64_t>(k, value());
+    else if (k == "--tool-tokens") a.tool_tokens = number<int64_t>(k, value());
     else usage("unknown option " + k);
   }
   if (a.config.empty() == a.model.empty()) usage("give --config CONFIG.json (random weights, CUDA) or --model DIR");

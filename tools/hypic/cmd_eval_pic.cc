@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/sampling.h"
 #include "runtime/engine.h"
 #include "runtime/text/tokenizer.h"
 #include "tools/hypic/cli_args.h"
@@ -71,22 +72,6 @@ std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
-
-// KL(p || q) of the softmax distributions of two logit vectors.
-double kl_of_logits(const std::vector<float>& p_logits, const std::vector<float>& q_logits) {
-  auto logsoftmax = [](const std::vector<float>& l) {
-    const double mx = *std::max_element(l.begin(), l.end());
-    double s = 0;
-    for (float v : l) s += std::exp(v - mx);
-    std::vector<double> out(l.size());
-    for (size_t i = 0; i < l.size(); ++i) out[i] = l[i] - mx - std::log(s);
-    return out;
-  };
-  const auto lp = logsoftmax(p_logits), lq = logsoftmax(q_logits);
-  double kl = 0;
-  for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
-  return std::max(0.0, kl);
 }
 
 struct ModeStats {
@@ -148,7 +133,7 @@ std::map<CacheMode, ModeStats> evaluate(Backend& model, const EvalSetup& e, cons
       ++s.n;
       s.top1 += toks[0] == ref_top1;
       s.greedy += toks == ref_tokens;
-      s.kl += kl_of_logits(ref_logits, first);
+      s.kl += cpu::kl_divergence(ref_logits.data(), first.data(), static_cast<int64_t>(first.size()));
       s.computed += static_cast<double>(r.computed_tokens);
       s.prompt_tokens += static_cast<double>(r.prompt_tokens);
       s.ttft.push_back(r.ttft_ms);

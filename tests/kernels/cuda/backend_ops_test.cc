@@ -302,6 +302,10 @@ TEST_F(CudaOps, GdnChunkedMatchesCpuWithTransfer) {
     DevArray<float*> pO(pool, std::vector<float*>(hO, hO + 1));
     transfer_apply_batched(ts, 1, pT.get(), pS0.get(), pSb.get(), pO.get(), st);
     EXPECT_LT(rel_err(dOut.download(), S_ref), kTolGdn) << "T S0 + S_body, " << what;
+    // The one-item form with pointers by value (what the engine's composition calls).
+    DevArray<float> dOne(pool, zero.size());
+    transfer_apply(ts, dT2.get(), dS0.get(), dSb.get(), dOne.get(), st);
+    EXPECT_LT(rel_err(dOne.download(), S_ref), kTolGdn) << "transfer_apply, " << what;
   }
 }
 
