@@ -110,6 +110,21 @@ class Backend {
     void* conv_tail = nullptr;
   };
   virtual void linear_isolated(int layer, Rows& r, std::span<const IsolatedBlock> items);
+  // A lane's whole linear layer as a chain of steps over `st`, in order: Rows — linear_recur over rows
+  // [row0, row0 + n) (the rows of successive Rows steps are consecutive); Compose — compose_linear with a
+  // cached body (T, body) then its conv tail loaded; Save — save_linear into (S, conv_tail). Two Rows steps
+  // are never adjacent without a Compose between them unless a Save separates them. The default runs the
+  // steps one by one; a backend may batch them (CUDA: every Rows step one packed sequence, the state
+  // carried across the chain by its affine maps in one launch).
+  struct ChainStep {
+    enum class Kind { Rows, Compose, Save } kind = Kind::Rows;
+    int64_t row0 = 0, n = 0;                                                   // Rows
+    const float *T = nullptr, *body = nullptr;                                 // Compose
+    const void* conv_tail = nullptr;                                           // Compose
+    float* S_out = nullptr;                                                    // Save
+    void* tail_out = nullptr;                                                  // Save
+  };
+  virtual void linear_chain(int layer, Rows& r, State& st, std::span<const ChainStep> steps, Composition how);
   virtual void linear_output(int layer, Rows& r) = 0;
   // Full attention: q/k/v of every row (normed, rotated at the rows' positions); then the K/V of rows
   // [row0, row0 + n) are appended to `st` and their queries attend over every row of `st` visible by
@@ -117,6 +132,15 @@ class Backend {
   virtual void attention_project(int layer, Rows& r) = 0;
   virtual void attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) = 0;
   virtual void attention_output(int layer, Rows& r) = 0;
+  // Isolated prefills' attention: item i's rows [row0, row0 + n) attend causally over themselves only,
+  // and their K/V rows are written to (k, v) (the entry's, [n, Hkv, hd] kv_dtype). The items' states are
+  // not continued. The default appends each to its state and saves it; a backend may skip the state.
+  struct IsolatedAttention {
+    int64_t row0 = 0, n = 0;
+    State* st = nullptr;
+    void *k = nullptr, *v = nullptr;
+  };
+  virtual void attention_isolated(int layer, Rows& r, std::span<const IsolatedAttention> items);
   virtual void ffn(int layer, Rows& r) = 0;
   // Final norm + LM head of the given rows -> host [rows.size(), V] fp32.
   virtual std::vector<float> logits(Rows& r, std::span<const int64_t> rows) = 0;
@@ -136,6 +160,13 @@ class Backend {
   // Appends n cached rows at positions pos[0..n) (host), keys re-rotated by `rotate` positions.
   virtual void append_kv(int layer, State& st, const void* k, const void* v, int64_t n,
                          std::span<const int64_t> pos, int64_t rotate) = 0;
+  // Several cached ranges appended in order: range i's n rows at positions pos0 .. pos0 + n - 1, keys
+  // re-rotated by its `rotate`. The default appends them one by one; a backend may do it in one launch.
+  struct KvAppend {
+    const void *k = nullptr, *v = nullptr;
+    int64_t n = 0, pos0 = 0, rotate = 0;
+  };
+  virtual void append_kv_ranges(int layer, State& st, std::span<const KvAppend> items);
   // Copies rows [row, row + n) of the state's layer into k/v at row `at`, keys re-rotated by `rotate`.
   virtual void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,
                        int64_t rotate) = 0;

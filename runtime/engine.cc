@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -144,20 +146,43 @@ struct Engine::Plan {
   }
 };
 
+struct Engine::Profile {
+  std::vector<std::pair<std::string, double>> ms;  // step -> total, in first-seen order
+  std::chrono::steady_clock::time_point last;
+};
+
 Engine::Engine(Backend& backend, CacheMode mode, EngineOptions opt)
     : backend_(backend),
       mode_(mode),
       opt_(std::move(opt)),
       keys_(key_context(backend.fingerprint(), opt_, mode)),
-      store_(opt_.cache_budget_bytes) {}
+      store_(opt_.cache_budget_bytes) {
+  const char* env = std::getenv("HYPIC_PROFILE");
+  if (env && *env && std::string(env) != "0") prof_ = std::make_unique<Profile>();
+}
 
 Engine::~Engine() = default;
+
+void Engine::mark(const char* step) {
+  if (!prof_) return;
+  backend_.sync();
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - prof_->last).count();
+  prof_->last = now;
+  for (auto& [name, total] : prof_->ms)
+    if (name == step) {
+      total += ms;
+      return;
+    }
+  prof_->ms.push_back({step, ms});
+}
 
 std::vector<float> Engine::execute(Plan& plan) {
   Backend& b = backend_;
   const ModelConfig& cfg = b.config();
   // Every lane's K/V cache grows once, to what this pass appends: cached bodies and its own rows.
   for (Lane& lane : plan.lanes) {
+    if (lane.isolated) continue;  // attention_isolated keeps no K/V in the lane's state
     int64_t add = lane.rows();
     for (const Piece& p : lane.pieces) add += static_cast<int64_t>(p.body_pos.size());
     int64_t have = 0;
@@ -167,10 +192,12 @@ std::vector<float> Engine::execute(Plan& plan) {
   }
   std::unique_ptr<Rows> rows = b.rows(plan.rows);
   b.embed(plan.ids, plan.pos, *rows);
+  mark("embed");
   for (int l = 0; l < cfg.num_layers; ++l) {
     b.input_norm(l, *rows);
     if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
       b.linear_project(l, *rows);
+      mark("linear_project");
       std::vector<Backend::IsolatedBlock> iso;
       for (Lane& lane : plan.lanes) {
         if (!lane.isolated) continue;
@@ -179,10 +206,41 @@ std::vector<float> Engine::execute(Plan& plan) {
         iso.push_back({lane.row0, body.build->seam, body.n, lane.st, e.transfer, e.body, e.full, e.conv_tail});
       }
       if (!iso.empty()) b.linear_isolated(l, *rows, iso);
+      mark("linear_isolated");
       for (Lane& lane : plan.lanes) {
         if (lane.isolated) continue;
         State& st = *lane.st;
         int64_t row = lane.row0;
+        if (std::none_of(lane.pieces.begin(), lane.pieces.end(), [](const Piece& p) { return p.build; })) {
+          // No entry built here: the lane is a chain of rows, compositions and saves (the backend may
+          // batch it).
+          std::vector<Backend::ChainStep> steps;
+          for (const Piece& p : lane.pieces) {
+            Backend::ChainStep c;
+            if (p.kind == Piece::Kind::Rows) {
+              c.row0 = row;
+              c.n = p.n;
+              row += p.n;
+              if (p.n > 0) steps.push_back(c);
+            } else if (p.entry->size() > p.entry->seam) {  // all seam: the running state is already exact
+              const LinearSegmentState& e = p.entry->linear[l];
+              c.kind = Backend::ChainStep::Kind::Compose;
+              c.T = e.transfer;
+              c.body = e.body;
+              c.conv_tail = e.conv_tail;
+              steps.push_back(c);
+            }
+            if (p.snap) {
+              Backend::ChainStep sv;
+              sv.kind = Backend::ChainStep::Kind::Save;
+              sv.S_out = p.snap->state[l];
+              sv.tail_out = p.snap->conv_tail[l];
+              steps.push_back(sv);
+            }
+          }
+          b.linear_chain(l, *rows, st, steps, plan.how);
+          continue;
+        }
         for (Piece& p : lane.pieces) {
           if (p.kind == Piece::Kind::Rows) {
             if (p.build) {
@@ -202,22 +260,39 @@ std::vector<float> Engine::execute(Plan& plan) {
           if (p.snap) b.save_linear(l, st, p.snap->state[l], p.snap->conv_tail[l]);
         }
       }
+      mark("linear_lanes");
       b.linear_output(l, *rows);
+      mark("linear_output");
     } else {
       b.attention_project(l, *rows);
+      mark("attention_project");
+      std::vector<Backend::IsolatedAttention> iso;
       for (Lane& lane : plan.lanes) {
+        if (!lane.isolated) continue;
+        const SegmentEntry& e = *lane.pieces.back().build;
+        iso.push_back({lane.row0, lane.rows(), lane.st, e.attention[l].k, e.attention[l].v});
+      }
+      if (!iso.empty()) b.attention_isolated(l, *rows, iso);
+      mark("attention_isolated");
+      for (Lane& lane : plan.lanes) {
+        if (lane.isolated) continue;
         State& st = *lane.st;
         // Where each piece's K/V rows sit in the state: cached bodies are appended first, then the lane's
         // fresh rows (attention masks by position, so the order of rows does not matter).
         std::vector<std::pair<int64_t, int64_t>> at(lane.pieces.size(), {0, 0});
+        std::vector<Backend::KvAppend> bodies;
+        int64_t next = b.kv_rows(l, st);
         for (size_t i = 0; i < lane.pieces.size(); ++i) {
           const Piece& p = lane.pieces[i];
           if (p.kind != Piece::Kind::Compose || p.body_pos.empty()) continue;
           const SegmentEntry& e = *p.entry;
-          at[i] = {b.kv_rows(l, st), static_cast<int64_t>(p.body_pos.size())};
-          b.append_kv(l, st, kv_row(e.attention[l].k, b, e.seam), kv_row(e.attention[l].v, b, e.seam),
-                      at[i].second, p.body_pos, p.start);
+          const int64_t n = static_cast<int64_t>(p.body_pos.size());
+          at[i] = {next, n};
+          next += n;
+          bodies.push_back({kv_row(e.attention[l].k, b, e.seam), kv_row(e.attention[l].v, b, e.seam), n,
+                            p.body_pos.front(), p.start});
         }
+        b.append_kv_ranges(l, st, bodies);
         const int64_t fresh0 = b.kv_rows(l, st);
         if (lane.rows() > 0) b.attention_core(l, *rows, lane.row0, lane.rows(), st);
         int64_t off = 0;
@@ -246,12 +321,17 @@ std::vector<float> Engine::execute(Plan& plan) {
           }
         }
       }
+      mark("attention_lanes");
       b.attention_output(l, *rows);
+      mark("attention_output");
     }
     b.post_norm(l, *rows);
     b.ffn(l, *rows);
+    mark("ffn");
   }
-  return b.logits(*rows, plan.logit_rows);
+  std::vector<float> out = b.logits(*rows, plan.logit_rows);
+  mark("logits");
+  return out;
 }
 
 std::vector<float> Engine::forward(std::span<const int> ids, State& st, bool all_logits) {
@@ -292,6 +372,10 @@ PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* l
                               " of block " + std::to_string(i) + " is outside the vocabulary [0, " +
                               std::to_string(V) + ")");
   const auto t0 = std::chrono::steady_clock::now();
+  if (prof_) {
+    backend_.sync();
+    prof_->last = std::chrono::steady_clock::now();
+  }
   const std::vector<int> all = prompt_tokens(blocks);
   PromptResult r;
   if (mode_ == CacheMode::Full) {
@@ -305,6 +389,13 @@ PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* l
   }
   backend_.sync();
   r.ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (prof_) {
+    mark("finish");
+    std::fprintf(stderr, "[profile %s] %.1f ms:", mode_name(mode_), r.ttft_ms);
+    for (auto& [name, ms] : prof_->ms) std::fprintf(stderr, " %s %.2f", name.c_str(), ms);
+    std::fprintf(stderr, "\n");
+    prof_->ms.clear();
+  }
   r.prompt_tokens = static_cast<int64_t>(all.size());
   return r;
 }
@@ -498,6 +589,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
   plan.lanes.push_back(std::move(main));
   plan.finalize();
   plan.logit_rows = {plan.rows - 1};
+  mark("plan");
   r.logits = execute(plan);
   r.state->length = end;
   b.sync();  // entries are complete before anyone else may read them

@@ -109,8 +109,13 @@ class Engine {
   struct Plan;
   PromptResult run_cached(const std::vector<PromptBlock>& blocks, const std::vector<int>& all, LiveSequence* live);
   std::vector<float> execute(Plan& plan);
+  // HYPIC_PROFILE=1 in the environment: every step of a request is synchronised and timed, and the
+  // totals per step go to stderr after the request (a diagnostic: the synchronisations slow it down).
+  struct Profile;
+  void mark(const char* step);
 
   Backend& backend_;
+  std::unique_ptr<Profile> prof_;
   CacheMode mode_;
   EngineOptions opt_;
   KeyContext keys_;

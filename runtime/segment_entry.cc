@@ -1,5 +1,7 @@
 #include "runtime/segment_entry.h"
 
+#include <numeric>
+
 namespace hypic {
 namespace {
 
@@ -41,6 +43,40 @@ void Backend::linear_isolated(int layer, Rows& r, std::span<const IsolatedBlock>
     if (b.n > 0) linear_body(layer, r, b.row0 + b.seam, b.n, *b.st, b.T, b.body);
     else empty_body(b.T, b.body);
     save_linear(layer, *b.st, b.full, b.conv_tail);
+  }
+}
+
+void Backend::linear_chain(int layer, Rows& r, State& st, std::span<const ChainStep> steps, Composition how) {
+  for (const ChainStep& s : steps) {
+    switch (s.kind) {
+      case ChainStep::Kind::Rows:
+        if (s.n > 0) linear_recur(layer, r, s.row0, s.n, st, nullptr);
+        break;
+      case ChainStep::Kind::Compose:
+        compose_linear(layer, st, s.T, s.body, how);
+        load_linear(layer, st, nullptr, s.conv_tail);
+        break;
+      case ChainStep::Kind::Save:
+        save_linear(layer, st, s.S_out, s.tail_out);
+        break;
+    }
+  }
+}
+
+void Backend::append_kv_ranges(int layer, State& st, std::span<const KvAppend> items) {
+  std::vector<int64_t> pos;
+  for (const KvAppend& a : items) {
+    pos.resize(static_cast<size_t>(a.n));
+    std::iota(pos.begin(), pos.end(), a.pos0);
+    append_kv(layer, st, a.k, a.v, a.n, pos, a.rotate);
+  }
+}
+
+void Backend::attention_isolated(int layer, Rows& r, std::span<const IsolatedAttention> items) {
+  for (const IsolatedAttention& a : items) {
+    const int64_t at = kv_rows(layer, *a.st);
+    attention_core(layer, r, a.row0, a.n, *a.st);
+    save_kv(layer, *a.st, at, a.n, a.k, a.v, 0, 0);
   }
 }
 

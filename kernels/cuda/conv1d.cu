@@ -48,7 +48,74 @@ __global__ void tail_kernel(const bf16* __restrict__ x, int64_t T, int64_t C, in
   }
 }
 
+// Varlen: blockIdx.z is the sequence; the window's first K-1 rows come from the sequence's own tail.
+__global__ void conv_varlen_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ cu, int64_t C,
+                                   const bf16* __restrict__ w, int K, const bf16* const* __restrict__ tails,
+                                   bf16* __restrict__ out) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t s0 = cu[blockIdx.z], T = cu[blockIdx.z + 1] - s0;
+  const int64_t t0 = int64_t(blockIdx.y) * kTokensPerThread;
+  if (c >= C || t0 >= T) return;
+  const bf16* tail = tails ? tails[blockIdx.z] : nullptr;
+  const bf16* xs = x + s0 * C;
+  const int P = K - 1;
+  float wc[kMaxK], win[kMaxK];
+#pragma unroll
+  for (int m = 0; m < kMaxK; ++m) wc[m] = m < K ? __bfloat162float(w[c * K + m]) : 0.0f;
+  auto at = [&](int64_t tp) -> float {
+    if (tp < P) return tail ? __bfloat162float(tail[tp * C + c]) : 0.0f;
+    return __bfloat162float(xs[(tp - P) * C + c]);
+  };
+#pragma unroll
+  for (int m = 0; m < kMaxK - 1; ++m) win[m] = (m < P) ? at(t0 + m) : 0.0f;
+  const int64_t t1 = t0 + kTokensPerThread < T ? t0 + kTokensPerThread : T;
+  bf16* os = out + s0 * C;
+  for (int64_t t = t0; t < t1; ++t) {
+    win[P] = at(t + P);
+    float s = 0;
+#pragma unroll
+    for (int m = 0; m < kMaxK; ++m)
+      if (m < K) s += wc[m] * win[m];
+    os[t * C + c] = __float2bfloat16_rn(detail::silu_f(s));
+#pragma unroll
+    for (int m = 0; m < kMaxK - 1; ++m) win[m] = win[m + 1];
+  }
+}
+
+__global__ void tail_varlen_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ cu, int64_t C, int P,
+                                   const bf16* const* __restrict__ tails_in, bf16* const* __restrict__ tails_out) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  bf16* dst = tails_out[blockIdx.y];
+  if (c >= C || !dst) return;
+  const int64_t s0 = cu[blockIdx.y], T = cu[blockIdx.y + 1] - s0;
+  const bf16* src = tails_in ? tails_in[blockIdx.y] : nullptr;
+  for (int j = 0; j < P; ++j) {
+    const int64_t tp = T + j;
+    dst[j * C + c] = tp < P ? (src ? src[tp * C + c] : __float2bfloat16_rn(0.0f)) : x[(s0 + tp - P) * C + c];
+  }
+}
+
 }  // namespace
+
+void causal_conv1d_silu_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t max_len, int64_t C,
+                               const bf16* w, int64_t K, const bf16* const* tails_in, bf16* const* tails_out,
+                               bf16* out, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(K >= 2 && K <= kMaxK, "causal_conv1d_silu_varlen: kernel size must be in [2, 8]");
+  HYPIC_CUDA_REQUIRE(C > 0 && N >= 0 && max_len >= 0, "causal_conv1d_silu_varlen: bad shape");
+  HYPIC_CUDA_REQUIRE(N <= 65535, "causal_conv1d_silu_varlen: at most 65535 sequences per call");
+  if (N == 0) return;
+  if (max_len > 0) {
+    const dim3 grid(detail::blocks_for(C, 128), detail::blocks_for(max_len, kTokensPerThread), unsigned(N));
+    HYPIC_CUDA_REQUIRE(grid.y <= 65535, "causal_conv1d_silu_varlen: sequence too long for one call");
+    conv_varlen_kernel<<<grid, 128, 0, stream>>>(x, cu, C, w, int(K), tails_in, out);
+    HYPIC_CUDA_LAUNCH_CHECK();
+  }
+  if (tails_out) {
+    tail_varlen_kernel<<<dim3(detail::blocks_for(C, 128), unsigned(N)), 128, 0, stream>>>(x, cu, C, int(K - 1),
+                                                                                         tails_in, tails_out);
+    HYPIC_CUDA_LAUNCH_CHECK();
+  }
+}
 
 void causal_conv1d_silu(const bf16* x, int64_t T, int64_t C, const bf16* w, int64_t K, bf16* tail, bf16* out,
                         cudaStream_t stream) {

@@ -14,4 +14,30 @@ void identity_operators(float* T, int64_t heads, int64_t d, cudaStream_t stream)
 // out[i] = a[i] + alpha * b[i] for i < n (fp32); out may alias a or b.
 void add_scaled(float* out, const float* a, float alpha, const float* b, int64_t n, cudaStream_t stream);
 
+// One step of a state chain (a stitch lane's linear layer: its seams and cached bodies in order). Per head h
+// (pointers are to head 0; head h is at h * dk * dk for T and h * dk * dv for the rest):
+//   before <- S;  S <- T S + B  (T null: identity; B null: zero);  after <- S   (null pointers skipped)
+struct StateStep {
+  const float* T;
+  const float* B;
+  float* before;
+  float* after;
+};
+
+// Runs `n` steps in order over S [H, dk, dv] fp32 (in/out) in ONE launch: every (head, 32-column tile)
+// block keeps its tile of S in shared memory across the steps (columns of S evolve independently).
+// steps: [n] StateStep on the device. dk <= 128. A step's buffers must not alias S or each other.
+void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int64_t n, float* S, cudaStream_t stream);
+
+// For i < n: copy sizes[i] bytes (or `bytes` when sizes is null; `bytes` >= every size) from src[i] to dst[i]
+// (device arrays of device pointers and sizes; a null dst is skipped).
+void copy_batched(const void* const* src, void* const* dst, const int64_t* sizes, int64_t n, size_t bytes,
+                  cudaStream_t stream);
+
+// Copies g and beta ([T, H] fp32, sequence i at rows [cu[i], cu[i+1])) with the first lead[i] rows of
+// every sequence set to zero (those tokens' transitions become the identity and they add nothing).
+//   cu: [n + 1], lead: [n] int32 on the device; max_len: the longest sequence.
+void zero_leading_rows(const float* g, const float* beta, float* g_out, float* beta_out, const int32_t* cu,
+                       const int32_t* lead, int64_t n, int64_t max_len, int64_t H, cudaStream_t stream);
+
 }  // namespace hypic::cuda

@@ -1,5 +1,7 @@
 #include "kernels/cuda/memory.h"
 
+#include <cstring>
+
 #include "kernels/cuda/check.h"
 
 namespace hypic::cuda {
@@ -95,6 +97,31 @@ float Event::elapsed_ms(const Event& start) const {
   float ms = 0;
   HYPIC_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e_, e_));
   return ms;
+}
+
+UploadRing::UploadRing(size_t bytes) : cap_(bytes) {
+  HYPIC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_), cap_));
+}
+
+UploadRing::~UploadRing() {
+  if (host_) cudaFreeHost(host_);
+}
+
+void UploadRing::upload(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return;
+  if (bytes > cap_) {  // larger than the ring: a plain (possibly waiting) copy
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+    return;
+  }
+  if (at_ + bytes > cap_ || (last_ && last_ != stream)) {
+    // Earlier copies out of the ring must have run before it is overwritten.
+    if (last_) HYPIC_CUDA_CHECK(cudaStreamSynchronize(last_));
+    at_ = 0;
+  }
+  std::memcpy(host_ + at_, src, bytes);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(dst, host_ + at_, bytes, cudaMemcpyHostToDevice, stream));
+  at_ = (at_ + bytes + 255) & ~size_t{255};
+  last_ = stream;
 }
 
 }  // namespace hypic::cuda

@@ -107,4 +107,23 @@ class Event {
   cudaEvent_t e_ = nullptr;
 };
 
+// Small host-to-device uploads (offsets, pointer arrays) through a pinned ring: a copy from pageable memory
+// may wait for the stream to drain, which would stall the host once per call; from pinned memory it is
+// queued like a kernel. The ring is reused from its start once full, after a synchronisation of the
+// stream of the last upload, so every upload must go to that one stream. Not thread-safe.
+class UploadRing {
+ public:
+  explicit UploadRing(size_t bytes = size_t{1} << 20);
+  ~UploadRing();
+  UploadRing(const UploadRing&) = delete;
+  UploadRing& operator=(const UploadRing&) = delete;
+  // Queues a copy of `bytes` bytes from host `src` to device `dst` on `stream`.
+  void upload(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+
+ private:
+  char* host_ = nullptr;
+  size_t cap_ = 0, at_ = 0;
+  cudaStream_t last_ = nullptr;
+};
+
 }  // namespace hypic::cuda

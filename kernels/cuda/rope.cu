@@ -77,6 +77,43 @@ __global__ void rope_shift_state_kernel(float* s, int64_t heads, int dk, int dv,
   base[int64_t(d + half) * dv + c] = b * t.a[d] + a * t.b[d];
 }
 
+// One block per destination row: find its range, copy the value row, rotate-copy the key row.
+__global__ void kv_append_ranges_kernel(const KvRange* __restrict__ ranges, const float* __restrict__ tables,
+                                        int n_ranges, int64_t first_row, bf16* K, bf16* V, int64_t* pos, int heads,
+                                        int head_dim, int half) {
+  const int64_t r = first_row + blockIdx.x;
+  int lo = 0, hi = n_ranges - 1;  // the last range starting at or before r
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (ranges[mid].row <= r) lo = mid;
+    else hi = mid - 1;
+  }
+  const KvRange rg = ranges[lo];
+  const int64_t j = r - rg.row;
+  const int64_t w = int64_t(heads) * head_dim;
+  const bf16* ks = rg.k + j * w;
+  const bf16* vs = rg.v + j * w;
+  bf16* kd = K + r * w;
+  bf16* vd = V + r * w;
+  const float* cs = tables + int64_t(lo) * 2 * half;
+  const float* sn = cs + half;
+  for (int64_t e = threadIdx.x; e < w; e += blockDim.x) {
+    vd[e] = vs[e];
+    const int d = int(e % head_dim);
+    if (rg.rotate == 0 || d >= 2 * half) {
+      kd[e] = ks[e];
+    } else if (d < half) {
+      const float a = __bfloat162float(ks[e]), b = __bfloat162float(ks[e + half]);
+      kd[e] = __float2bfloat16_rn(a * cs[d] - b * sn[d]);
+    } else {
+      const int p = d - half;
+      const float a = __bfloat162float(ks[e - half]), b = __bfloat162float(ks[e]);
+      kd[e] = __float2bfloat16_rn(b * cs[p] + a * sn[p]);
+    }
+  }
+  if (threadIdx.x == 0) pos[r] = rg.pos0 + j;
+}
+
 void check(int64_t head_dim, int64_t rot_dim, const char* op) {
   HYPIC_CUDA_REQUIRE(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim && rot_dim / 2 <= kMaxHalf,
                      std::string(op) + ": rot_dim must be even, <= head_dim and <= 256");
@@ -102,6 +139,26 @@ void rope_shift(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t 
   if (delta == 0 || n == 0) return;
   rope_shift_kernel<<<detail::blocks_for(n, 256), 256, 0, stream>>>(x, rows * heads, int(head_dim), int(rot_dim / 2),
                                                                     shift_table(rot_dim, delta, theta));
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void rope_shift_table(int64_t rot_dim, int64_t delta, double theta, float* cos_out, float* sin_out) {
+  check(rot_dim, rot_dim, "rope_shift_table");
+  const Table t = shift_table(rot_dim, delta, theta);
+  for (int64_t d = 0; d < rot_dim / 2; ++d) {
+    cos_out[d] = t.a[d];
+    sin_out[d] = t.b[d];
+  }
+}
+
+void kv_append_ranges(const KvRange* ranges, const float* tables, int64_t n_ranges, int64_t first_row,
+                      int64_t total_rows, bf16* K, bf16* V, int64_t* pos, int64_t heads, int64_t head_dim,
+                      int64_t rot_dim, cudaStream_t stream) {
+  check(head_dim, rot_dim, "kv_append_ranges");
+  if (n_ranges <= 0 || total_rows <= 0) return;
+  HYPIC_CUDA_REQUIRE(total_rows < (int64_t{1} << 31), "kv_append_ranges: too many rows for one call");
+  kv_append_ranges_kernel<<<unsigned(total_rows), 128, 0, stream>>>(ranges, tables, int(n_ranges), first_row, K, V,
+                                                                    pos, int(heads), int(head_dim), int(rot_dim / 2));
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

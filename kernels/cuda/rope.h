@@ -24,4 +24,25 @@ void rope_shift(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t 
 void rope_shift_state(float* state, int64_t heads, int64_t dk, int64_t dv, int64_t rot_dim, int64_t delta,
                       double theta, cudaStream_t stream);
 
+// The cos/sin table rope_shift uses for `delta` (rot_dim / 2 values each), computed on the host.
+void rope_shift_table(int64_t rot_dim, int64_t delta, double theta, float* cos_out, float* sin_out);
+
+// Several ranges of cached K/V rows appended to one cache in one launch (a stitch appends every cached
+// block's body). Range i copies n rows from k/v (each [n, heads, head_dim] bf16) to rows [row, row + n) of
+// K/V (each [rows, heads, head_dim] bf16), its keys re-rotated as rope_shift does with the table
+// tables[i] = (cos [rot_dim / 2], sin [rot_dim / 2]) of rope_shift_table (identity when rotate is 0), and
+// sets pos[row + j] = pos0 + j. ranges: [n_ranges] on the device, rows ascending and disjoint; tables:
+// [n_ranges, 2, rot_dim / 2] fp32 on the device; total_rows: the sum of the ranges' n.
+struct KvRange {
+  const bf16* k;
+  const bf16* v;
+  int64_t pos0;
+  int64_t row;
+  int64_t n;
+  int64_t rotate;
+};
+void kv_append_ranges(const KvRange* ranges, const float* tables, int64_t n_ranges, int64_t first_row,
+                      int64_t total_rows, bf16* K, bf16* V, int64_t* pos, int64_t heads, int64_t head_dim,
+                      int64_t rot_dim, cudaStream_t stream);
+
 }  // namespace hypic::cuda

@@ -111,6 +111,14 @@ void CudaBackend::linear_isolated(int layer, Rows& r, std::span<const IsolatedBl
     blocks.push_back({b.row0, b.seam, b.n, b.T, b.body, b.full, static_cast<cuda::bf16*>(b.conv_tail)});
   m_->linear_isolated(layer, acts(r), blocks);
 }
+void CudaBackend::linear_chain(int layer, Rows& r, State& st, std::span<const ChainStep> steps, Composition how) {
+  std::vector<CudaModel::ChainStep> chain;
+  for (const ChainStep& c : steps)
+    chain.push_back({static_cast<CudaModel::ChainStep::Kind>(c.kind), c.row0, c.n, c.T, c.body,
+                     static_cast<const cuda::bf16*>(c.conv_tail), c.S_out, static_cast<cuda::bf16*>(c.tail_out)});
+  if (!m_->linear_chain(layer, acts(r), cuda_state(st).lin[layer], chain, how == Composition::NaiveSum))
+    Backend::linear_chain(layer, r, st, steps, how);
+}
 void CudaBackend::linear_output(int layer, Rows& r) { m_->linear_output(layer, acts(r)); }
 void CudaBackend::attention_project(int layer, Rows& r) { m_->attention_project(layer, acts(r)); }
 void CudaBackend::attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) {
@@ -181,6 +189,20 @@ void CudaBackend::append_kv(int layer, State& s, const void* k, const void* v, i
   if (rotate)
     cuda::rope_shift(kv.k.as<cuda::bf16>() + r0 * row, n, c.num_kv_heads, c.head_dim, c.rotary_dim, rotate,
                      c.rope_theta, cs);
+}
+
+void CudaBackend::attention_isolated(int layer, Rows& r, std::span<const IsolatedAttention> items) {
+  std::vector<CudaModel::IsolatedAttention> its;
+  for (const IsolatedAttention& a : items)
+    its.push_back({a.row0, a.n, static_cast<cuda::bf16*>(a.k), static_cast<cuda::bf16*>(a.v)});
+  m_->attention_isolated(layer, acts(r), its);
+}
+
+void CudaBackend::append_kv_ranges(int layer, State& s, std::span<const KvAppend> items) {
+  std::vector<CudaModel::KvRange> ranges;
+  for (const KvAppend& a : items)
+    ranges.push_back({static_cast<const cuda::bf16*>(a.k), static_cast<const cuda::bf16*>(a.v), a.n, a.pos0, a.rotate});
+  m_->append_kv_ranges(cuda_state(s).attn[layer], ranges);
 }
 
 void CudaBackend::save_kv(int layer, const State& s, int64_t row, int64_t n, void* k, void* v, int64_t at,

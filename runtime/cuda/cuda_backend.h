@@ -41,6 +41,7 @@ class CudaBackend : public Backend {
   void linear_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer) override;
   void linear_body(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* T, float* body) override;
   void linear_isolated(int layer, Rows& r, std::span<const IsolatedBlock> items) override;
+  void linear_chain(int layer, Rows& r, State& st, std::span<const ChainStep> steps, Composition how) override;
   void linear_output(int layer, Rows& r) override;
   void attention_project(int layer, Rows& r) override;
   void attention_core(int layer, Rows& r, int64_t row0, int64_t n, State& st) override;
@@ -55,6 +56,8 @@ class CudaBackend : public Backend {
   void empty_body(float* T, float* body) override;
   void append_kv(int layer, State& st, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,
                  int64_t rotate) override;
+  void append_kv_ranges(int layer, State& st, std::span<const KvAppend> items) override;
+  void attention_isolated(int layer, Rows& r, std::span<const IsolatedAttention> items) override;
   void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,
                int64_t rotate) override;
   int64_t kv_rows(int layer, const State& st) const override;

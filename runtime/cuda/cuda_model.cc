@@ -256,65 +256,191 @@ void CudaModel::linear_body(int layer, CudaActivations& s, int64_t row0, int64_t
                             cs);
 }
 
+namespace {
+// The small arguments of one call (offsets, pointer arrays), packed on the host and uploaded at once.
+class ArgPack {
+ public:
+  template <class T>
+  size_t put(const std::vector<T>& v) {
+    const size_t at = (host_.size() + 15) & ~size_t{15};
+    host_.resize(at + sizeof(T) * v.size());
+    if (!v.empty()) std::memcpy(host_.data() + at, v.data(), sizeof(T) * v.size());
+    return at;
+  }
+  // Uploads everything put so far; offsets returned by put() index into the result.
+  DeviceBuffer upload(cuda::DevicePool& pool, cuda::UploadRing& ring, cudaStream_t cs) const {
+    DeviceBuffer d(pool, host_.size());
+    ring.upload(d.get(), host_.data(), host_.size(), cs);
+    return d;
+  }
+
+ private:
+  std::vector<char> host_;
+};
+
+template <class T>
+T* at(const DeviceBuffer& b, size_t offset) {
+  return reinterpret_cast<T*>(b.as<char>() + offset);
+}
+}  // namespace
+
 void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector<IsolatedBlock>& blocks) {
   if (blocks.empty()) return;
   const DeviceGdn& G = w_.layers[layer].lin;
   const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
   const int64_t C = cfg_.lin_conv_dim(), vd = cfg_.lin_value_dim(), kd = cfg_.lin_key_dim();
   const size_t state = sizeof(float) * Hv * dk * dv, op = sizeof(float) * Hv * dk * dk;
-  const size_t tail = sizeof(bf16) * (cfg_.conv_kernel - 1) * C;
   cudaStream_t cs = stream_;
   const int64_t r0 = blocks.front().row0;
   const int64_t N = static_cast<int64_t>(blocks.size());
-  std::vector<int32_t> cu(1, 0);
+  std::vector<int32_t> cu(1, 0), lead;
   int64_t longest = 0;
-  for (const IsolatedBlock& b : blocks) {
+  bool seams = false;
+  std::vector<const void*> full_src, T_src, body_src;
+  std::vector<void*> full_dst, T_dst, body_dst, tails;
+  DeviceBuffer states(pool_, state * N), ops(pool_, op * N);
+  for (int64_t i = 0; i < N; ++i) {
+    const IsolatedBlock& b = blocks[i];
     HYPIC_ASSERT(b.row0 == r0 + cu.back(), "linear_isolated: blocks must be consecutive rows");
     cu.push_back(cu.back() + static_cast<int32_t>(b.seam + b.n));
+    lead.push_back(static_cast<int32_t>(b.seam));
+    seams = seams || b.seam > 0;
     longest = std::max(longest, b.seam + b.n);
+    full_src.push_back(states.as<char>() + i * state);
+    full_dst.push_back(b.full);
+    T_src.push_back(ops.as<char>() + i * op);
+    T_dst.push_back(b.T);
+    body_src.push_back(states.as<char>() + i * state);
+    body_dst.push_back(b.body);
+    tails.push_back(b.conv_tail);
   }
   const int64_t total = cu.back();
-  // The conv of each block from a zero tail; the tail left behind is the block's conv tail.
-  for (const IsolatedBlock& b : blocks) {
-    HYPIC_CUDA_CHECK(cudaMemsetAsync(b.conv_tail, 0, tail, cs));
-    cuda::causal_conv1d_silu(s.qkv.as<bf16>() + b.row0 * C, b.seam + b.n, C, G.conv_w, cfg_.conv_kernel, b.conv_tail,
-                             s.conv.as<bf16>() + b.row0 * C, cs);
-  }
+  ArgPack pack;
+  const size_t o_cu = pack.put(cu), o_lead = pack.put(lead), o_tails = pack.put(tails);
+  const size_t o_fs = pack.put(full_src), o_fd = pack.put(full_dst), o_ts = pack.put(T_src), o_td = pack.put(T_dst);
+  const size_t o_bs = pack.put(body_src), o_bd = pack.put(body_dst);
+  const DeviceBuffer args = pack.upload(pool_, upload_, cs);
+  const int32_t* cu_dev = at<int32_t>(args, o_cu);
+  // Every block's conv from a zero tail, in one call; the tail left behind is the block's conv tail.
+  cuda::causal_conv1d_silu_varlen(s.qkv.as<bf16>() + r0 * C, cu_dev, N, longest, C, G.conv_w, cfg_.conv_kernel,
+                                  nullptr, at<bf16* const>(args, o_tails), s.conv.as<bf16>() + r0 * C, cs);
   bf16 *q = s.q.as<bf16>() + r0 * kd, *k = s.k.as<bf16>() + r0 * kd, *v = s.v.as<bf16>() + r0 * vd;
   const float *g = s.g.as<float>() + r0 * Hv, *beta = s.beta.as<float>() + r0 * Hv;
   cuda::gdn_split_qkv(s.conv.as<bf16>() + r0 * C, total, Hk, dk, Hv, dv, 1.0f / std::sqrt(static_cast<float>(dk)),
                       1e-6f, q, k, v, cs);
   // Outputs and the states after the blocks: every block one packed sequence from zero.
-  DeviceBuffer cu_dev(pool_, sizeof(int32_t) * cu.size()), states(pool_, state * N);
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(cu_dev.get(), cu.data(), sizeof(int32_t) * cu.size(), cudaMemcpyHostToDevice, cs));
   HYPIC_CUDA_CHECK(cudaMemsetAsync(states.get(), 0, state * N, cs));
   const cuda::GdnShape all{total, N, Hv, Hk, dk, dv};
   DeviceBuffer ws(pool_, cuda::gdn_chunked_workspace_bytes(all));
-  cuda::gdn_chunked_prefill(all, q, k, v, g, beta, cu_dev.as<int32_t>(), longest, states.as<float>(),
-                            s.o.as<bf16>() + r0 * vd, nullptr, ws.get(), cs);
-  for (int64_t i = 0; i < N; ++i)
-    HYPIC_CUDA_CHECK(cudaMemcpyAsync(blocks[i].full, states.as<char>() + i * state, state, cudaMemcpyDeviceToDevice, cs));
+  cuda::gdn_chunked_prefill(all, q, k, v, g, beta, cu_dev, longest, states.as<float>(), s.o.as<bf16>() + r0 * vd,
+                            nullptr, ws.get(), cs);
+  cuda::copy_batched(at<const void* const>(args, o_fs), at<void* const>(args, o_fd), nullptr, N, state, cs);
   // T and S(body | 0): the same packed sequences again, from zero and state only, with every seam token
   // made a no-op (g = 0, beta = 0: its transition is the identity and it adds nothing), so each block's
   // run is its body's alone, read with the conv context its seam gave it.
-  DeviceBuffer g0(pool_, sizeof(float) * total * Hv), beta0(pool_, sizeof(float) * total * Hv);
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(g0.get(), g, sizeof(float) * total * Hv, cudaMemcpyDeviceToDevice, cs));
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(beta0.get(), beta, sizeof(float) * total * Hv, cudaMemcpyDeviceToDevice, cs));
-  for (const IsolatedBlock& b : blocks) {
-    if (b.seam == 0) continue;
-    const size_t at = sizeof(float) * (b.row0 - r0) * Hv, bytes = sizeof(float) * b.seam * Hv;
-    HYPIC_CUDA_CHECK(cudaMemsetAsync(g0.as<char>() + at, 0, bytes, cs));
-    HYPIC_CUDA_CHECK(cudaMemsetAsync(beta0.as<char>() + at, 0, bytes, cs));
+  DeviceBuffer g0, beta0;
+  const float *gb = g, *betab = beta;
+  if (seams) {
+    g0 = DeviceBuffer(pool_, sizeof(float) * total * Hv);
+    beta0 = DeviceBuffer(pool_, sizeof(float) * total * Hv);
+    cuda::zero_leading_rows(g, beta, g0.as<float>(), beta0.as<float>(), cu_dev, at<int32_t>(args, o_lead), N,
+                            longest, Hv, cs);
+    gb = g0.as<float>();
+    betab = beta0.as<float>();
   }
-  DeviceBuffer ops(pool_, op * N);
   HYPIC_CUDA_CHECK(cudaMemsetAsync(states.get(), 0, state * N, cs));
   cuda::identity_operators(ops.as<float>(), N * Hv, dk, cs);
-  cuda::gdn_chunked_prefill(all, q, k, v, g0.as<float>(), beta0.as<float>(), cu_dev.as<int32_t>(), longest,
-                            states.as<float>(), nullptr, ops.as<float>(), ws.get(), cs);
-  for (int64_t i = 0; i < N; ++i) {
-    HYPIC_CUDA_CHECK(cudaMemcpyAsync(blocks[i].T, ops.as<char>() + i * op, op, cudaMemcpyDeviceToDevice, cs));
-    HYPIC_CUDA_CHECK(cudaMemcpyAsync(blocks[i].body, states.as<char>() + i * state, state, cudaMemcpyDeviceToDevice, cs));
+  cuda::gdn_chunked_prefill(all, q, k, v, gb, betab, cu_dev, longest, states.as<float>(), nullptr, ops.as<float>(),
+                            ws.get(), cs);
+  cuda::copy_batched(at<const void* const>(args, o_ts), at<void* const>(args, o_td), nullptr, N, op, cs);
+  cuda::copy_batched(at<const void* const>(args, o_bs), at<void* const>(args, o_bd), nullptr, N, state, cs);
+}
+
+bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState& st,
+                             const std::vector<ChainStep>& steps, bool naive) {
+  using K = ChainStep::Kind;
+  // Which steps are batched: every Rows step follows a Compose (or opens the chain).
+  int64_t m = 0, composes = 0;
+  K prev = K::Save;  // the last Rows / Compose seen; Save: none yet
+  for (const ChainStep& c : steps) {
+    if (c.kind == K::Rows) {
+      if (prev == K::Rows) return false;
+      ++m;
+    }
+    if (c.kind == K::Compose) ++composes;
+    if (c.kind != K::Save) prev = c.kind;
   }
+  if (composes == 0) return false;
+  const DeviceGdn& G = w_.layers[layer].lin;
+  const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
+  const int64_t C = cfg_.lin_conv_dim(), vd = cfg_.lin_value_dim(), kd = cfg_.lin_key_dim();
+  const size_t state = sizeof(float) * Hv * dk * dv, op = sizeof(float) * Hv * dk * dk;
+  const size_t tail = sizeof(bf16) * (cfg_.conv_kernel - 1) * C;
+  cudaStream_t cs = stream_;
+  DeviceBuffer P(pool_, state * std::max<int64_t>(m, 1)), ops(pool_, op * std::max<int64_t>(m, 1));
+  DeviceBuffer init(pool_, state * std::max<int64_t>(m, 1)), tails(pool_, tail * std::max<int64_t>(m, 1));
+  std::vector<int32_t> cu(1, 0);
+  std::vector<const bf16*> tails_in;
+  std::vector<bf16*> tails_out;
+  std::vector<cuda::StateStep> chain;
+  std::vector<std::pair<const bf16*, bf16*>> tail_copies;  // (from, to) after the conv
+  int64_t row0 = -1, longest = 0, r = 0;
+  const bf16* cur_tail = st.conv_tail.as<bf16>();  // the conv tail at this point of the chain
+  for (const ChainStep& c : steps) {
+    if (c.kind == K::Rows) {
+      if (row0 < 0) row0 = c.row0;
+      HYPIC_ASSERT(c.row0 == row0 + cu.back(), "linear_chain: rows of a lane must be consecutive");
+      cu.push_back(cu.back() + static_cast<int32_t>(c.n));
+      longest = std::max(longest, c.n);
+      tails_in.push_back(cur_tail);
+      bf16* out = tails.as<bf16>() + r * (tail / sizeof(bf16));
+      tails_out.push_back(out);
+      cur_tail = out;
+      chain.push_back({ops.as<float>() + r * (op / sizeof(float)), P.as<float>() + r * (state / sizeof(float)),
+                       init.as<float>() + r * (state / sizeof(float)), nullptr});
+      ++r;
+    } else if (c.kind == K::Compose) {
+      chain.push_back({naive ? nullptr : c.T, c.body, nullptr, nullptr});
+      cur_tail = c.conv_tail;
+    } else {
+      if (c.S_out) chain.push_back({nullptr, nullptr, nullptr, c.S_out});
+      if (c.tail_out) tail_copies.push_back({cur_tail, c.tail_out});
+    }
+  }
+  tail_copies.push_back({cur_tail, st.conv_tail.as<bf16>()});
+  ArgPack pack;
+  const size_t o_cu = pack.put(cu), o_in = pack.put(tails_in), o_out = pack.put(tails_out), o_chain = pack.put(chain);
+  const DeviceBuffer args = pack.upload(pool_, upload_, cs);
+  const int32_t* cu_dev = at<int32_t>(args, o_cu);
+  const int64_t total = cu.back();
+  if (m > 0) {
+    cuda::causal_conv1d_silu_varlen(s.qkv.as<bf16>() + row0 * C, cu_dev, m, longest, C, G.conv_w, cfg_.conv_kernel,
+                                    at<const bf16* const>(args, o_in), at<bf16* const>(args, o_out),
+                                    s.conv.as<bf16>() + row0 * C, cs);
+    bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;
+    cuda::gdn_split_qkv(s.conv.as<bf16>() + row0 * C, total, Hk, dk, Hv, dv,
+                        1.0f / std::sqrt(static_cast<float>(dk)), 1e-6f, q, k, v, cs);
+    // Each sequence's own map S -> T S + S(rows | 0), from zero.
+    const float *g = s.g.as<float>() + row0 * Hv, *beta = s.beta.as<float>() + row0 * Hv;
+    const cuda::GdnShape shape{total, m, Hv, Hk, dk, dv};
+    DeviceBuffer ws(pool_, cuda::gdn_chunked_workspace_bytes(shape));
+    HYPIC_CUDA_CHECK(cudaMemsetAsync(P.get(), 0, state * m, cs));
+    cuda::identity_operators(ops.as<float>(), m * Hv, dk, cs);
+    cuda::gdn_chunked_prefill(shape, q, k, v, g, beta, cu_dev, longest, P.as<float>(), nullptr, ops.as<float>(),
+                              ws.get(), cs);
+    // The state through the chain, each sequence's start state recorded on the way.
+    cuda::state_chain(Hv, dk, dv, at<const cuda::StateStep>(args, o_chain), static_cast<int64_t>(chain.size()),
+                      st.S.as<float>(), cs);
+    // The outputs, every sequence from its start state.
+    cuda::gdn_chunked_prefill(shape, q, k, v, g, beta, cu_dev, longest, init.as<float>(), s.o.as<bf16>() + row0 * vd,
+                              nullptr, ws.get(), cs);
+  } else {
+    cuda::state_chain(Hv, dk, dv, at<const cuda::StateStep>(args, o_chain), static_cast<int64_t>(chain.size()),
+                      st.S.as<float>(), cs);
+  }
+  for (auto [from, to] : tail_copies)
+    if (from != to) HYPIC_CUDA_CHECK(cudaMemcpyAsync(to, from, tail, cudaMemcpyDeviceToDevice, cs));
+  return true;
 }
 
 void CudaModel::linear_output(int layer, CudaActivations& s) {
@@ -366,6 +492,72 @@ void CudaModel::attention_core(int layer, CudaActivations& s, int64_t row0, int6
   } else {
     cuda::attention_prefill(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), qpos, kv.pos.as<int64_t>(), scale, att, cs);
   }
+}
+
+void CudaModel::attention_isolated(int layer, CudaActivations& s, const std::vector<IsolatedAttention>& items) {
+  if (items.empty()) return;
+  const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, row = Hkv * hd;
+  cudaStream_t cs = stream_;
+  const bf16* q0 = cfg_.attn_output_gate ? s.aq.as<bf16>() : s.qg.as<bf16>();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<const void*> src_k, src_v;
+  std::vector<void*> dst_k, dst_v;
+  std::vector<int64_t> sizes;
+  int64_t most = 0;
+  for (const IsolatedAttention& it : items) {
+    HYPIC_ASSERT(it.row0 >= 0 && it.n > 0 && it.row0 + it.n <= s.T, "attention_isolated: rows out of range");
+    const bf16* k = s.kn.as<bf16>() + it.row0 * row;
+    const bf16* v = s.vn.as<bf16>() + it.row0 * row;
+    const int64_t* pos = s.posp() + it.row0;
+    const cuda::AttentionShape shape{it.n, it.n, H, Hkv, hd};
+    bf16* att = s.att.as<bf16>() + it.row0 * H * hd;
+    if (it.n <= kDecodeMaxRows) {
+      DeviceBuffer ws(pool_, cuda::attention_decode_workspace_bytes(shape));
+      cuda::attention_decode(shape, q0 + it.row0 * H * hd, k, v, pos, pos, scale, att, ws.get(), cs);
+    } else {
+      cuda::attention_prefill(shape, q0 + it.row0 * H * hd, k, v, pos, pos, scale, att, cs);
+    }
+    src_k.push_back(k);
+    src_v.push_back(v);
+    dst_k.push_back(it.k);
+    dst_v.push_back(it.v);
+    sizes.push_back(static_cast<int64_t>(sizeof(bf16) * it.n * row));
+    most = std::max(most, sizes.back());
+  }
+  ArgPack pack;
+  const size_t o_sk = pack.put(src_k), o_sv = pack.put(src_v), o_dk = pack.put(dst_k), o_dv = pack.put(dst_v);
+  const size_t o_sz = pack.put(sizes);
+  const DeviceBuffer args = pack.upload(pool_, upload_, cs);
+  const int64_t n = static_cast<int64_t>(items.size());
+  cuda::copy_batched(at<const void* const>(args, o_sk), at<void* const>(args, o_dk), at<int64_t>(args, o_sz), n,
+                     static_cast<size_t>(most), cs);
+  cuda::copy_batched(at<const void* const>(args, o_sv), at<void* const>(args, o_dv), at<int64_t>(args, o_sz), n,
+                     static_cast<size_t>(most), cs);
+}
+
+void CudaModel::append_kv_ranges(CudaAttentionLayerState& kv, const std::vector<KvRange>& ranges) {
+  const int64_t Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, half = cfg_.rotary_dim / 2;
+  std::vector<cuda::KvRange> items;
+  std::vector<float> tables;
+  int64_t row = kv.rows;
+  for (const KvRange& r : ranges) {
+    if (r.n <= 0) continue;
+    items.push_back({r.k, r.v, r.pos0, row, r.n, r.rotate});
+    row += r.n;
+    tables.resize(tables.size() + 2 * half);
+    if (r.rotate) cuda::rope_shift_table(cfg_.rotary_dim, r.rotate, cfg_.rope_theta, tables.data() + tables.size() - 2 * half,
+                                         tables.data() + tables.size() - half);
+  }
+  if (items.empty()) return;
+  const int64_t total = row - kv.rows;
+  kv.reserve(row, Hkv * hd, stream_);
+  ArgPack pack;
+  const size_t o_items = pack.put(items), o_tab = pack.put(tables);
+  const DeviceBuffer args = pack.upload(pool_, upload_, stream_);
+  cuda::kv_append_ranges(at<const cuda::KvRange>(args, o_items), at<const float>(args, o_tab),
+                         static_cast<int64_t>(items.size()), kv.rows, total, kv.k.as<bf16>(), kv.v.as<bf16>(),
+                         kv.pos.as<int64_t>(), Hkv, hd, cfg_.rotary_dim, stream_);
+  kv.rows = row;
 }
 
 void CudaModel::attention_output(int layer, CudaActivations& s) {

@@ -89,6 +89,23 @@ class CudaModel {
     cuda::bf16* conv_tail;
   };
   void linear_isolated(int layer, CudaActivations& a, const std::vector<IsolatedBlock>& blocks);
+  //   linear_chain: a lane's linear layer as ordered steps (Backend::ChainStep): Rows, Compose (a cached
+  //     body), Save. Every Rows step becomes one packed sequence: one varlen conv (each from the conv tail
+  //     before it), one chunked call from zero for each sequence's (T, S(rows | 0)), ONE launch carrying the
+  //     state through the chain's affine maps S <- T S + B (recording each sequence's start state), and one
+  //     chunked call from those start states for the outputs. ~8 launches per layer however many blocks
+  //     the lane composes. Returns false (nothing done) for a chain it does not batch: two Rows steps with
+  //     no Compose between them, or a plain run of rows.
+  struct ChainStep {
+    enum class Kind { Rows, Compose, Save } kind;
+    int64_t row0, n;
+    const float *T, *body;
+    const cuda::bf16* conv_tail;
+    float* S_out;
+    cuda::bf16* tail_out;
+  };
+  bool linear_chain(int layer, CudaActivations& a, CudaLinearLayerState& st, const std::vector<ChainStep>& steps,
+                    bool naive);
   void linear_output(int layer, CudaActivations& a);
   // Full attention in three steps, so that several sequences can share one pass:
   //   attention_project: queries, keys and values of every row (normed, rotated at a's positions);
@@ -98,6 +115,21 @@ class CudaModel {
   void attention_project(int layer, CudaActivations& a);
   void attention_core(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaAttentionLayerState& kv);
   void attention_output(int layer, CudaActivations& a);
+  //   attention_isolated: isolated prefills' attention straight over the pass's own K/V rows (no state
+  //     kept), item i's rows [row0, row0 + n) over themselves; their K/V rows then go to (k, v) in one
+  //     batched copy each.
+  struct IsolatedAttention {
+    int64_t row0, n;
+    cuda::bf16 *k, *v;
+  };
+  void attention_isolated(int layer, CudaActivations& a, const std::vector<IsolatedAttention>& items);
+  //   append_kv_ranges: cached K/V ranges appended to `kv` in one launch (cuda::kv_append_ranges), range i
+  //     at positions pos0_i.., keys re-rotated by rotate_i.
+  struct KvRange {
+    const cuda::bf16 *k, *v;
+    int64_t n, pos0, rotate;
+  };
+  void append_kv_ranges(CudaAttentionLayerState& kv, const std::vector<KvRange>& ranges);
   void ffn(int layer, CudaActivations& a);  // h += ffn(x)
   // Final norm + LM head of rows [row0, row0 + n) -> host [n, V]. Synchronises the stream.
   std::vector<float> logits(CudaActivations& a, int64_t row0, int64_t n);
@@ -123,6 +155,7 @@ class CudaModel {
   cuda::Stream stream_;
   cuda::Blas blas_;
   cuda::DevicePool pool_;  // per-forward scratch, reused across calls
+  cuda::UploadRing upload_;  // small per-call arguments (offsets, pointer arrays) to the device
   DeviceWeights w_;
   std::vector<int32_t> counts_host_;  // MoE group sizes (host)
   bool graphs_on_ = true;

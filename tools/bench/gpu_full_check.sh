@@ -2,12 +2,13 @@
 # The whole GPU check of docs/benchmarks.md on one H200 machine:
 #   tools/bench/gpu_full_check.sh test   # op harness, attention, model and engine tests, CLI check
 #   tools/bench/gpu_full_check.sh bench  # kernel benches, peers (fla, SDPA), whole-model and TTFT benches
+#   tools/bench/gpu_full_check.sh ttft   # only the TTFT bench (cold, RAG, agent)
 #   tools/bench/gpu_full_check.sh all    # both
 # Run from the repository root with .deps carried (and .whl for the peers). Binaries come from
 # .gpubin/gpubin.tar.xz when it was carried (tools/bench/pack_gpu_binaries.sh built them elsewhere),
 # otherwise they are built here into build-gpu. Results also go to $OUT when set.
 set -uo pipefail
-stage=${1:?usage: gpu_full_check.sh test|bench|all}
+stage=${1:?usage: gpu_full_check.sh test|bench|ttft|all}
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/hypic-gpu-out}
 mkdir -p "$O"
@@ -35,7 +36,7 @@ else
       "-DCMAKE_CXX_FLAGS=-isystem $R/usr/include" > "$O/configure.log" || { tail -20 "$O/configure.log"; exit 1; }
   fi
   targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test engine_model_test
-           sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft"
+           sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft cuda_stitch_ops_test"
   grep -rqs cuda_gdn_chunked_test --include=CMakeLists.txt tests && targets="$targets cuda_gdn_chunked_test"
   step build
   cmake --build $B -j16 --target $targets > "$O/build.log" 2>&1 || { grep -E "error" "$O/build.log" | head -30; exit 1; }
@@ -50,12 +51,18 @@ run_test() {  # runs a gtest binary if there is one (optional gtest filter); sum
   grep -E "^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]|Failure$" "$O/$1.txt" | head -20
 }
 
+ttft_bench() {
+  step ttft
+  "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case all --requests 8 \
+    --turns 8 | tee "$O/bench_ttft.json"
+}
+
 # Most important first: a call cut short by its time limit still returns what $O holds by then.
 if [ "$stage" = test ] || [ "$stage" = all ]; then
   # The engine and multi-turn tests are typed over devices: their CUDA cases (the CPU ones run in CI).
   run_test engine_model_test '*cuda*'
   run_test sdk_multi_turn_model_test '*cuda*'
-  for t in cuda_backend_ops_test cuda_attention_prefill_test cuda_gdn_chunked_test cuda_model_test; do
+  for t in cuda_stitch_ops_test cuda_backend_ops_test cuda_attention_prefill_test cuda_gdn_chunked_test cuda_model_test; do
     run_test $t
   done
 fi
@@ -65,10 +72,9 @@ if [ "$stage" = bench ] || [ "$stage" = all ]; then
   step model
   "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
     --prefill 8192 --decode 64 | tee "$O/bench_model.json"
-  step ttft
-  "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case all --requests 8 \
-    --turns 8 | tee "$O/bench_ttft.json"
+  ttft_bench
 fi
+[ "$stage" = ttft ] && ttft_bench
 if [ "$stage" = test ] || [ "$stage" = all ]; then
   step CLI check
   HYPIC=$(bin hypic) tools/bench/gpu_cli_check.sh 2>&1 | tee "$O/cli_check.txt" | tail -12

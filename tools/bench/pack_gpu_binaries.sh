@@ -6,7 +6,7 @@
 set -euo pipefail
 B=${1:-build}
 targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test engine_model_test
-         sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft"
+         sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft cuda_stitch_ops_test"
 for t in cuda_gdn_chunked_test; do grep -rqs "$t" --include=CMakeLists.txt tests && targets="$targets $t"; done
 cmake --build "$B" -j"$(nproc)" --target $targets
 stage=$(mktemp -d)/gpubin

@@ -1,0 +1,241 @@
+// The batched ops of the stitch and of isolated prefills (kernels/cuda/conv1d.h varlen form,
+// kernels/cuda/engine_state_ops.h) against the CPU reference: the varlen conv must equal the one-sequence
+// CPU conv run on each sequence with its own tail, and the state chain must equal the chain's affine maps
+// applied one by one in fp32.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/conv1d.h"
+#include "kernels/cuda/conv1d.h"
+#include "kernels/cuda/engine_state_ops.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/rope.h"
+#include "tests/kernels/cuda/harness.h"
+#include "tests/kernels/test_util.h"
+
+namespace hypic::cuda::test {
+namespace {
+
+using hypic::test::rel_err;
+
+std::vector<float> randn_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
+  auto v = hypic::test::randn(n, seed, scale);
+  round_bf16(v);
+  return v;
+}
+
+template <class T>
+DevArray<T> device_array(DevicePool& pool, const std::vector<T>& v) {
+  return DevArray<T>(pool, v);
+}
+
+TEST_F(CudaOps, CausalConvVarlenMatchesCpuPerSequence) {
+  Stream st;
+  const int64_t C = 200, K = 4, P = K - 1;
+  // Lengths below, at and above the tail length, and a long one; sequence 1 starts from a zero tail.
+  const std::vector<int64_t> lens = {37, 1, 2, 3, 100};
+  const int64_t N = static_cast<int64_t>(lens.size());
+  std::vector<int32_t> cu(1, 0);
+  for (int64_t n : lens) cu.push_back(cu.back() + static_cast<int32_t>(n));
+  const int64_t T = cu.back();
+  const auto x = randn_bf16(T * C, 21);
+  const auto w = randn_bf16(C * K, 22, 0.5f);
+  std::vector<std::vector<float>> tails;
+  for (int64_t i = 0; i < N; ++i) tails.push_back(randn_bf16(P * C, 30 + uint32_t(i)));
+  tails[1].assign(P * C, 0.0f);
+  auto dx = to_device_bf16(pool, x);
+  auto dw = to_device_bf16(pool, w);
+  std::vector<DevArray<bf16>> din, dout;
+  std::vector<const bf16*> pin;
+  std::vector<bf16*> pout;
+  for (int64_t i = 0; i < N; ++i) {
+    din.push_back(to_device_bf16(pool, tails[i]));
+    dout.emplace_back(pool, P * C);
+    pin.push_back(i == 1 ? nullptr : din.back().get());
+    pout.push_back(dout.back().get());
+  }
+  auto dcu = device_array(pool, cu);
+  auto dpin = device_array(pool, pin);
+  auto dpout = device_array(pool, pout);
+  DevArray<bf16> dy(pool, T * C);
+  causal_conv1d_silu_varlen(dx.get(), dcu.get(), N, 100, C, dw.get(), K, dpin.get(), dpout.get(), dy.get(), st);
+  const auto y = from_device_bf16(dy);
+  for (int64_t i = 0; i < N; ++i) {
+    std::vector<float> tail = tails[i], ref(lens[i] * C);
+    cpu::causal_conv1d_silu(x.data() + cu[i] * C, lens[i], C, w.data(), K, tail.data(), ref.data());
+    std::vector<float> got(y.begin() + cu[i] * C, y.begin() + cu[i + 1] * C);
+    EXPECT_LT(rel_err(got, ref), 1.2e-2f) << "sequence " << i;
+    EXPECT_EQ(rel_err(from_device_bf16(dout[i]), tail), 0.0f) << "tail of sequence " << i;
+    EXPECT_EQ(rel_err(from_device_bf16(din[i]), tails[i]), 0.0f) << "input tail " << i << " untouched";
+  }
+}
+
+TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
+  Stream st;
+  // dv 80: a full 32-column tile, a second one and a partial third.
+  const int64_t H = 3, dk = 128, dv = 80, ns = H * dk * dv, no = H * dk * dk;
+  auto S0 = hypic::test::randn(ns, 40);
+  // Steps: transfer + body recording the state before (a rows sequence), naive sum (no T), a save,
+  // transfer with no body, then a transfer + body recording after.
+  struct Host {
+    std::vector<float> T, B;
+    bool before = false, after = false;
+  };
+  std::vector<Host> hs(5);
+  auto op = [&](uint32_t seed) {  // a contraction-like operator: identity plus small noise
+    auto t = hypic::test::randn(no, seed, 0.05f);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < dk; ++i) t[h * dk * dk + i * dk + i] += 0.9f;
+    return t;
+  };
+  hs[0] = {op(41), hypic::test::randn(ns, 42), true, false};
+  hs[1] = {{}, hypic::test::randn(ns, 43), false, false};
+  hs[2] = {{}, {}, false, true};
+  hs[3] = {op(44), {}, false, false};
+  hs[4] = {op(45), hypic::test::randn(ns, 46), true, true};
+  std::vector<DevArray<float>> keep;
+  std::vector<StateStep> steps;
+  std::vector<std::vector<float>> ref_before, ref_after;
+  std::vector<float> S = S0;
+  std::vector<float*> before_dev(hs.size(), nullptr), after_dev(hs.size(), nullptr);
+  for (size_t i = 0; i < hs.size(); ++i) {
+    StateStep s{nullptr, nullptr, nullptr, nullptr};
+    if (!hs[i].T.empty()) s.T = keep.emplace_back(pool, hs[i].T).get();
+    if (!hs[i].B.empty()) s.B = keep.emplace_back(pool, hs[i].B).get();
+    if (hs[i].before) s.before = before_dev[i] = keep.emplace_back(pool, ns).get();
+    if (hs[i].after) s.after = after_dev[i] = keep.emplace_back(pool, ns).get();
+    steps.push_back(s);
+    // The reference, in double.
+    ref_before.push_back(S);
+    std::vector<float> next(ns);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t r = 0; r < dk; ++r)
+        for (int64_t c = 0; c < dv; ++c) {
+          double v = 0;
+          if (hs[i].T.empty()) {
+            v = S[h * dk * dv + r * dv + c];
+          } else {
+            for (int64_t k = 0; k < dk; ++k)
+              v += double(hs[i].T[h * dk * dk + r * dk + k]) * S[h * dk * dv + k * dv + c];
+          }
+          if (!hs[i].B.empty()) v += hs[i].B[h * dk * dv + r * dv + c];
+          next[h * dk * dv + r * dv + c] = float(v);
+        }
+    S = next;
+    ref_after.push_back(S);
+  }
+  auto dsteps = device_array(pool, steps);
+  DevArray<float> dS(pool, S0);
+  state_chain(H, dk, dv, dsteps.get(), static_cast<int64_t>(steps.size()), dS.get(), st);
+  const float tol = 1e-5f;
+  EXPECT_LT(rel_err(dS.download(), S), tol) << "final state";
+  for (size_t i = 0; i < hs.size(); ++i) {
+    auto fetch = [&](float* p) {
+      std::vector<float> h(ns);
+      HYPIC_CUDA_CHECK(cudaDeviceSynchronize());
+      HYPIC_CUDA_CHECK(cudaMemcpy(h.data(), p, sizeof(float) * ns, cudaMemcpyDeviceToHost));
+      return h;
+    };
+    if (before_dev[i]) {
+      EXPECT_LT(rel_err(fetch(before_dev[i]), ref_before[i]), tol) << "before step " << i;
+    }
+    if (after_dev[i]) {
+      EXPECT_LT(rel_err(fetch(after_dev[i]), ref_after[i]), tol) << "after step " << i;
+    }
+  }
+}
+
+TEST_F(CudaOps, CopyBatchedAndZeroLeadingRows) {
+  Stream st;
+  // Copies of an odd byte count (the byte path) and of a 16-byte multiple (the vector path).
+  for (const size_t bytes : {size_t{1000}, size_t{4096 + 3}}) {
+    std::vector<DevArray<char>> src, dst;
+    std::vector<const void*> ps;
+    std::vector<void*> pd;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<char> h(bytes);
+      for (size_t j = 0; j < bytes; ++j) h[j] = static_cast<char>((j * 7 + i * 13) & 0x7f);
+      src.emplace_back(pool, h);
+      dst.emplace_back(pool, bytes);
+      ps.push_back(src.back().get());
+      pd.push_back(i == 1 ? nullptr : dst.back().get());  // a null destination is skipped
+    }
+    auto dps = device_array(pool, ps);
+    auto dpd = device_array(pool, pd);
+    copy_batched(dps.get(), dpd.get(), nullptr, 3, bytes, st);
+    for (int i = 0; i < 3; i += 2) EXPECT_EQ(dst[i].download(), src[i].download()) << bytes << " bytes, copy " << i;
+    // Per-copy sizes: copy i moves bytes - 16 * i bytes and leaves the rest of its destination alone.
+    std::vector<int64_t> sizes;
+    for (int i = 0; i < 3; ++i) sizes.push_back(static_cast<int64_t>(bytes) - 16 * i);
+    auto dsz = device_array(pool, sizes);
+    std::vector<DevArray<char>> dst2;
+    std::vector<void*> pd2;
+    for (int i = 0; i < 3; ++i) {
+      dst2.emplace_back(pool, std::vector<char>(bytes, 1));
+      pd2.push_back(dst2.back().get());
+    }
+    auto dpd2 = device_array(pool, pd2);
+    copy_batched(dps.get(), dpd2.get(), dsz.get(), 3, bytes, st);
+    for (int i = 0; i < 3; ++i) {
+      auto want = src[i].download();
+      std::fill(want.begin() + sizes[i], want.end(), char{1});
+      EXPECT_EQ(dst2[i].download(), want) << bytes << " bytes, sized copy " << i;
+    }
+  }
+  const int64_t H = 5;
+  const std::vector<int32_t> cu = {0, 7, 9, 20}, lead = {3, 0, 11};
+  const int64_t T = cu.back();
+  const auto g = hypic::test::randn(T * H, 50), beta = hypic::test::randn(T * H, 51);
+  DevArray<float> dg(pool, g), db(pool, beta), og(pool, T * H), ob(pool, T * H);
+  auto dcu = device_array(pool, cu);
+  auto dlead = device_array(pool, lead);
+  zero_leading_rows(dg.get(), db.get(), og.get(), ob.get(), dcu.get(), dlead.get(), 3, 11, H, st);
+  std::vector<float> rg = g, rb = beta;
+  for (int s = 0; s < 3; ++s)
+    for (int64_t t = cu[s]; t < cu[s] + lead[s]; ++t)
+      for (int64_t h = 0; h < H; ++h) rg[t * H + h] = rb[t * H + h] = 0.0f;
+  EXPECT_EQ(og.download(), rg);
+  EXPECT_EQ(ob.download(), rb);
+}
+
+TEST_F(CudaOps, KvAppendRangesMatchesCpuRopeShift) {
+  Stream st;
+  const int64_t heads = 2, hd = 256, rot = 64, w = heads * hd, first = 5;
+  const double theta = 1e7;
+  // Three ranges: rotated forward, not rotated, rotated by a large delta.
+  const std::vector<int64_t> ns = {7, 3, 12}, pos0 = {100, 3, 4000}, rotate = {100, 0, 3990};
+  std::vector<DevArray<bf16>> keep;
+  std::vector<KvRange> ranges;
+  std::vector<float> tables, refK, refV;
+  std::vector<int64_t> refpos;
+  int64_t row = first;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    auto k = randn_bf16(ns[i] * w, 60 + uint32_t(i)), v = randn_bf16(ns[i] * w, 70 + uint32_t(i));
+    const bf16* dk = keep.emplace_back(to_device_bf16(pool, k)).get();
+    const bf16* dv = keep.emplace_back(to_device_bf16(pool, v)).get();
+    ranges.push_back({dk, dv, pos0[i], row, ns[i], rotate[i]});
+    row += ns[i];
+    tables.resize(tables.size() + rot);
+    rope_shift_table(rot, rotate[i], theta, tables.data() + tables.size() - rot, tables.data() + tables.size() - rot / 2);
+    cpu::rope_shift(k.data(), ns[i], heads, hd, rot, rotate[i], theta);
+    refK.insert(refK.end(), k.begin(), k.end());
+    refV.insert(refV.end(), v.begin(), v.end());
+    for (int64_t j = 0; j < ns[i]; ++j) refpos.push_back(pos0[i] + j);
+  }
+  const int64_t total = row - first;
+  DevArray<bf16> K(pool, row * w), V(pool, row * w);
+  DevArray<int64_t> pos(pool, row);
+  auto dranges = device_array(pool, ranges);
+  auto dtab = device_array(pool, tables);
+  kv_append_ranges(dranges.get(), dtab.get(), 3, first, total, K.get(), V.get(), pos.get(), heads, hd, rot, st);
+  const auto k_all = from_device_bf16(K), v_all = from_device_bf16(V);
+  const std::vector<float> k_got(k_all.begin() + first * w, k_all.end()), v_got(v_all.begin() + first * w, v_all.end());
+  EXPECT_LT(rel_err(k_got, refK), 1.2e-2f);  // one bf16 rounding of the rotated keys
+  EXPECT_EQ(rel_err(v_got, refV), 0.0f);
+  const auto p = pos.download();
+  EXPECT_EQ(std::vector<int64_t>(p.begin() + first, p.end()), refpos);
+}
+
+}  // namespace
+}  // namespace hypic::cuda::test
