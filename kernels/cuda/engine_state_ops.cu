@@ -1,6 +1,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/engine_state_ops.h"
+#include "kernels/cuda/mma.cuh"
 
 #include <algorithm>
 
@@ -19,63 +20,120 @@ __global__ void add_scaled_kernel(float* out, const float* a, float alpha, const
   if (i < n) out[i] = a[i] + alpha * b[i];
 }
 
-constexpr int kChainCols = 32, kChainThreads = 256, kChainRowGroups = kChainThreads / kChainCols;
-constexpr int kChainMaxDk = 128, kChainKTile = 32;
+constexpr int kChainCols = 32, kChainThreads = 256, kChainMaxDk = 128, kChainMaxSteps = 512;
 
-__global__ void __launch_bounds__(kChainThreads)
-    state_chain_kernel(int dk, int dv, const StateStep* __restrict__ steps, int n, float* __restrict__ S) {
-  __shared__ float s_tile[kChainMaxDk][kChainCols];
-  __shared__ float t_tile[kChainMaxDk][kChainKTile + 1];
-  const int h = blockIdx.x, c0 = blockIdx.y * kChainCols;
-  const int c = threadIdx.x % kChainCols, grp = threadIdx.x / kChainCols;
-  const bool col = c0 + c < dv;
-  constexpr int kRows = kChainMaxDk / kChainRowGroups;  // rows i = grp + kChainRowGroups * j
-  const size_t so = size_t(h) * dk * dv, to = size_t(h) * dk * dk;
-  for (int i = grp; i < dk; i += kChainRowGroups) s_tile[i][c] = col ? S[so + size_t(i) * dv + c0 + c] : 0.0f;
-  __syncthreads();
-  for (int st = 0; st < n; ++st) {
-    const StateStep step = steps[st];
-    if (step.before && col)
-      for (int i = grp; i < dk; i += kChainRowGroups) step.before[so + size_t(i) * dv + c0 + c] = s_tile[i][c];
-    float acc[kRows];
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) {
-      const int i = grp + kChainRowGroups * j;
-      acc[j] = (i < dk && !step.T) ? s_tile[i][c] : 0.0f;
-    }
-    if (step.T) {
-      const float* T = step.T + to;
-      for (int k0 = 0; k0 < dk; k0 += kChainKTile) {
-        for (int e = threadIdx.x; e < dk * kChainKTile; e += kChainThreads) {
-          const int i = e / kChainKTile, kk = e % kChainKTile;
-          t_tile[i][kk] = k0 + kk < dk ? T[size_t(i) * dk + k0 + kk] : 0.0f;
-        }
-        __syncthreads();
-        const int kn = dk - k0 < kChainKTile ? dk - k0 : kChainKTile;
-        for (int kk = 0; kk < kn; ++kk) {
-          const float sv = s_tile[k0 + kk][c];
-#pragma unroll
-          for (int j = 0; j < kRows; ++j) {
-            const int i = grp + kChainRowGroups * j;
-            if (i < dk) acc[j] = fmaf(t_tile[i][kk], sv, acc[j]);
-          }
-        }
-        __syncthreads();
+// Row stride of T in shared memory: float4-aligned, and rows 4 apart land on different bank groups.
+__host__ __device__ constexpr int chain_ldt(int dk) { return dk + 4; }
+
+// Queues the copy of `step`'s T (dk x dk) and its B tile (dk x 32 columns) into shared memory;
+// zero-filled where absent. One commit group per call.
+__device__ __forceinline__ void chain_prefetch(const StateStep* step, int h, int c0, int dk, int dv, float* t_sm,
+                                               float* b_sm) {
+  if (step) {
+    if (step->T) {
+      const float* T = step->T + size_t(h) * dk * dk;
+      const int q = dk / 4;
+      for (int e = threadIdx.x; e < dk * q; e += kChainThreads) {
+        const int r = e / q, c = 4 * (e % q);
+        detail::cp_async_16(t_sm + r * chain_ldt(dk) + c, T + size_t(r) * dk + c, 16);
       }
     }
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) {
-      const int i = grp + kChainRowGroups * j;
-      if (i >= dk) continue;
-      float v = acc[j];
-      if (step.B && col) v += step.B[so + size_t(i) * dv + c0 + c];
-      s_tile[i][c] = v;
-      if (step.after && col) step.after[so + size_t(i) * dv + c0 + c] = v;
+    if (step->B) {
+      const float* B = step->B + size_t(h) * dk * dv;
+      for (int e = threadIdx.x; e < dk * (kChainCols / 4); e += kChainThreads) {
+        const int i = e / (kChainCols / 4), c = 4 * (e % (kChainCols / 4));
+        const bool ok = c0 + c < dv;
+        detail::cp_async_16(b_sm + i * kChainCols + c, ok ? B + size_t(i) * dv + c0 + c : B, ok ? 16 : 0);
+      }
     }
-    __syncthreads();
   }
-  if (col)
-    for (int i = grp; i < dk; i += kChainRowGroups) S[so + size_t(i) * dv + c0 + c] = s_tile[i][c];
+  detail::cp_async_commit();
+}
+
+// Every (head, 32-column tile) block keeps its tile of S in shared memory across the chain (columns of
+// S evolve independently). The next step's T and B tile stream in (cp.async, double-buffered) while this
+// step's product runs; each thread owns a 4 x 4 block of the tile (float4 reads of T rows and S rows).
+__global__ void __launch_bounds__(kChainThreads)
+    state_chain_kernel(int dk, int dv, const StateStep* __restrict__ steps_g, int n, float* __restrict__ S) {
+  extern __shared__ __align__(16) float sm[];
+  __shared__ StateStep steps[kChainMaxSteps];
+  const int ldt = chain_ldt(dk);
+  float* t_buf[2] = {sm, sm + dk * ldt};
+  float* b_buf[2] = {sm + 2 * dk * ldt, sm + 2 * dk * ldt + dk * kChainCols};
+  float* s_tile = sm + 2 * dk * ldt + 2 * dk * kChainCols;  // [dk][kChainCols]
+  const int h = blockIdx.x, c0 = blockIdx.y * kChainCols;
+  const int tc = threadIdx.x % 8, tr = threadIdx.x / 8;  // columns 4 tc.., rows 4 tr..
+  const bool rows = 4 * tr < dk, col = c0 + 4 * tc < dv;  // dv % 4 == 0: a float4 is all in or all out
+  const size_t so = size_t(h) * dk * dv;
+  for (int i = threadIdx.x; i < n; i += kChainThreads) steps[i] = steps_g[i];
+  for (int e = threadIdx.x; e < dk * kChainCols; e += kChainThreads) {
+    const int i = e / kChainCols, c = e % kChainCols;
+    s_tile[e] = c0 + c < dv ? S[so + size_t(i) * dv + c0 + c] : 0.0f;
+  }
+  __syncthreads();
+  chain_prefetch(&steps[0], h, c0, dk, dv, t_buf[0], b_buf[0]);
+  auto gaddr = [&](float* base, int i) { return reinterpret_cast<float4*>(base + so + size_t(4 * tr + i) * dv + c0 + 4 * tc); };
+  for (int st = 0; st < n; ++st) {
+    const StateStep& step = steps[st];
+    detail::cp_async_wait<0>();  // step st's T and B have landed,
+    __syncthreads();             // for every thread, and step st - 1 is done with its buffers
+    chain_prefetch(st + 1 < n ? &steps[st + 1] : nullptr, h, c0, dk, dv, t_buf[(st + 1) & 1], b_buf[(st + 1) & 1]);
+    const float* t_sm = t_buf[st & 1];
+    const float* b_sm = b_buf[st & 1];
+    float4 acc[4];
+    if (rows) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] = *reinterpret_cast<const float4*>(s_tile + (4 * tr + i) * kChainCols + 4 * tc);
+      if (step.before && col) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) *gaddr(step.before, i) = acc[i];
+      }
+      if (step.T) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int k = 0; k < dk; k += 4) {
+          float4 sv[4], tv[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) sv[q] = *reinterpret_cast<const float4*>(s_tile + (k + q) * kChainCols + 4 * tc);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) tv[i] = *reinterpret_cast<const float4*>(t_sm + (4 * tr + i) * ldt + k);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float t[4] = {tv[i].x, tv[i].y, tv[i].z, tv[i].w};
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              acc[i].x = fmaf(t[q], sv[q].x, acc[i].x);
+              acc[i].y = fmaf(t[q], sv[q].y, acc[i].y);
+              acc[i].z = fmaf(t[q], sv[q].z, acc[i].z);
+              acc[i].w = fmaf(t[q], sv[q].w, acc[i].w);
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();  // every thread has read s_tile
+    if (rows) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float4 v = acc[i];
+        if (step.B) {
+          const float4 b = *reinterpret_cast<const float4*>(b_sm + (4 * tr + i) * kChainCols + 4 * tc);
+          v.x += b.x;
+          v.y += b.y;
+          v.z += b.z;
+          v.w += b.w;
+        }
+        *reinterpret_cast<float4*>(s_tile + (4 * tr + i) * kChainCols + 4 * tc) = v;
+        if (step.after && col) *gaddr(step.after, i) = v;
+      }
+    }
+  }
+  detail::cp_async_wait<0>();
+  __syncthreads();
+  for (int e = threadIdx.x; e < dk * kChainCols; e += kChainThreads) {
+    const int i = e / kChainCols, c = e % kChainCols;
+    if (c0 + c < dv) S[so + size_t(i) * dv + c0 + c] = s_tile[e];
+  }
 }
 
 __global__ void copy_batched_kernel(const void* const* src, void* const* dst, const int64_t* sizes, size_t all) {
@@ -107,11 +165,23 @@ __global__ void zero_leading_kernel(const float* g, const float* beta, float* g_
 }  // namespace
 
 void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int64_t n, float* S, cudaStream_t stream) {
-  HYPIC_CUDA_REQUIRE(dk > 0 && dk <= kChainMaxDk && dv > 0 && H > 0, "state_chain: dk must be in [1, 128]");
+  HYPIC_CUDA_REQUIRE(dk > 0 && dk <= kChainMaxDk && dk % 4 == 0 && dv > 0 && dv % 4 == 0 && H > 0,
+                     "state_chain: dk must be a multiple of 4 in [4, 128] and dv a multiple of 4");
   if (n <= 0) return;
+  const auto smem_for = [](int64_t d) { return sizeof(float) * size_t(2 * d * chain_ldt(int(d)) + 3 * d * kChainCols); };
+  static bool raised = false;  // the opt-in above 48 KB of shared memory, once per process
+  if (!raised) {
+    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(state_chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(smem_for(kChainMaxDk))));
+    raised = true;
+  }
   const dim3 grid(unsigned(H), detail::blocks_for(dv, kChainCols));
-  state_chain_kernel<<<grid, kChainThreads, 0, stream>>>(int(dk), int(dv), steps, int(n), S);
-  HYPIC_CUDA_LAUNCH_CHECK();
+  // Long chains run as several launches of at most kChainMaxSteps steps (S carries over in memory).
+  for (int64_t at = 0; at < n; at += kChainMaxSteps) {
+    const int64_t m = std::min<int64_t>(kChainMaxSteps, n - at);
+    state_chain_kernel<<<grid, kChainThreads, smem_for(dk), stream>>>(int(dk), int(dv), steps + at, int(m), S);
+    HYPIC_CUDA_LAUNCH_CHECK();
+  }
 }
 
 void copy_batched(const void* const* src, void* const* dst, const int64_t* sizes, int64_t n, size_t bytes,
