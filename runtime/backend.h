@@ -112,15 +112,16 @@ class Backend {
   virtual void linear_isolated(int layer, Rows& r, std::span<const IsolatedBlock> items);
   // A lane's whole linear layer as a chain of steps over `st`, in order: Rows — linear_recur over rows
   // [row0, row0 + n) (the rows of successive Rows steps are consecutive); Compose — compose_linear with a
-  // cached body (T, body) then its conv tail loaded; Save — save_linear into (S, conv_tail). Two Rows steps
+  // cached body (T, body) then its conv tail loaded; Load — load_linear of a whole state (body) and conv
+  // tail; Save — save_linear into (S, conv_tail). Two Rows steps
   // are never adjacent without a Compose between them unless a Save separates them. The default runs the
   // steps one by one; a backend may batch them (CUDA: every Rows step one packed sequence, the state
   // carried across the chain by its affine maps in one launch).
   struct ChainStep {
-    enum class Kind { Rows, Compose, Save } kind = Kind::Rows;
+    enum class Kind { Rows, Compose, Save, Load } kind = Kind::Rows;
     int64_t row0 = 0, n = 0;                                                   // Rows
-    const float *T = nullptr, *body = nullptr;                                 // Compose
-    const void* conv_tail = nullptr;                                           // Compose
+    const float *T = nullptr, *body = nullptr;                                 // Compose, Load (body)
+    const void* conv_tail = nullptr;                                           // Compose, Load
     float* S_out = nullptr;                                                    // Save
     void* tail_out = nullptr;                                                  // Save
   };

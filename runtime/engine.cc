@@ -60,10 +60,13 @@ KeyContext key_context(const std::string& model_fingerprint, const EngineOptions
 
 // One step of a lane, in order. Rows: the lane's next n rows continue its state; with `build` they are
 // the body of that segment (its seam rows are the piece before) and its entry is recorded. Compose: the
-// cached body of `entry` (first token at global position `start`) is applied to the state. `snap`
-// records the state after the piece and the K/V rows since the lane's previous snapshot.
+// cached body of `entry` (first token at global position `start`) is applied to the state; with `load`
+// the entry is the prompt's first block, computed this pass by an isolated lane at position 0 (its true
+// run), and its whole state and every K/V row are taken as they are. `snap` records the state after the
+// piece and the K/V rows since the lane's previous snapshot.
 struct Piece {
   enum class Kind { Rows, Compose } kind = Kind::Rows;
+  bool load = false;
   int64_t n = 0;
   SegmentEntry* build = nullptr;
   const SegmentEntry* entry = nullptr;
@@ -101,12 +104,13 @@ struct Lane {
     p.start = start;
     pieces.push_back(std::move(p));
   }
-  void add_compose(const SegmentEntry* e, int64_t start) {
+  void add_compose(const SegmentEntry* e, int64_t start, bool load = false) {
     Piece p;
     p.kind = Piece::Kind::Compose;
+    p.load = load;
     p.entry = e;
     p.start = start;
-    for (int64_t j = e->seam; j < e->size(); ++j) p.body_pos.push_back(start + j);
+    for (int64_t j = load ? 0 : e->seam; j < e->size(); ++j) p.body_pos.push_back(start + j);
     pieces.push_back(std::move(p));
   }
   // Positions of the K/V rows a snapshot taken now would hold, in the order they are saved.
@@ -222,11 +226,11 @@ std::vector<float> Engine::execute(Plan& plan) {
               c.n = p.n;
               row += p.n;
               if (p.n > 0) steps.push_back(c);
-            } else if (p.entry->size() > p.entry->seam) {  // all seam: the running state is already exact
+            } else if (p.load || p.entry->size() > p.entry->seam) {  // all seam: the running state is exact
               const LinearSegmentState& e = p.entry->linear[l];
-              c.kind = Backend::ChainStep::Kind::Compose;
+              c.kind = p.load ? Backend::ChainStep::Kind::Load : Backend::ChainStep::Kind::Compose;
               c.T = e.transfer;
-              c.body = e.body;
+              c.body = p.load ? e.full : e.body;
               c.conv_tail = e.conv_tail;
               steps.push_back(c);
             }
@@ -252,6 +256,9 @@ std::vector<float> Engine::execute(Plan& plan) {
               b.linear_recur(l, *rows, row, p.n, st, nullptr);
             }
             row += p.n;
+          } else if (p.load) {
+            const LinearSegmentState& e = p.entry->linear[l];
+            b.load_linear(l, st, e.full, e.conv_tail);
           } else if (p.entry->size() > p.entry->seam) {  // all seam: the running state is already exact
             const LinearSegmentState& e = p.entry->linear[l];
             b.compose_linear(l, st, e.transfer, e.body, plan.how);
@@ -289,7 +296,8 @@ std::vector<float> Engine::execute(Plan& plan) {
           const int64_t n = static_cast<int64_t>(p.body_pos.size());
           at[i] = {next, n};
           next += n;
-          bodies.push_back({kv_row(e.attention[l].k, b, e.seam), kv_row(e.attention[l].v, b, e.seam), n,
+          const int64_t skip = p.load ? 0 : e.seam;
+          bodies.push_back({kv_row(e.attention[l].k, b, skip), kv_row(e.attention[l].v, b, skip), n,
                             p.body_pos.front(), p.start});
         }
         b.append_kv_ranges(l, st, bodies);
@@ -553,9 +561,17 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
         r.reused_tokens = n;
         snap_from = i + 1;  // the walk back stands on this content entry
       } else {
+        // Computed by an isolated lane like any missing block (the main lane then holds no entry to
+        // build, and its linear layers stay one batched chain), and taken whole by the main lane.
         auto fresh = build_entry(key, toks, w, pinned);
-        main.add_rows(std::span<const int>(toks).first(w), 0);
-        main.add_rows(std::span<const int>(toks).subspan(w), w, fresh.get());
+        isolated_states.push_back(b.scratch_state());
+        Lane iso;
+        iso.st = isolated_states.back().get();
+        iso.add_rows(std::span<const int>(toks).first(w), 0);
+        iso.add_rows(std::span<const int>(toks).subspan(w), w, fresh.get());
+        iso.isolated = true;
+        isolated.push_back(std::move(iso));
+        main.add_compose(fresh.get(), 0, /*load=*/true);
         r.computed_tokens += n;
       }
     } else {

@@ -59,6 +59,9 @@ void Backend::linear_chain(int layer, Rows& r, State& st, std::span<const ChainS
       case ChainStep::Kind::Save:
         save_linear(layer, st, s.S_out, s.tail_out);
         break;
+      case ChainStep::Kind::Load:
+        load_linear(layer, st, s.body, s.conv_tail);
+        break;
     }
   }
 }

@@ -30,7 +30,7 @@ __host__ __device__ constexpr int chain_ldt(int dk) { return dk + 4; }
 __device__ __forceinline__ void chain_prefetch(const StateStep* step, int h, int c0, int dk, int dv, float* t_sm,
                                                float* b_sm) {
   if (step) {
-    if (step->T) {
+    if (step->T && !step->replace) {
       const float* T = step->T + size_t(h) * dk * dk;
       const int q = dk / 4;
       for (int e = threadIdx.x; e < dk * q; e += kChainThreads) {
@@ -88,7 +88,10 @@ __global__ void __launch_bounds__(kChainThreads)
 #pragma unroll
         for (int i = 0; i < 4; ++i) *gaddr(step.before, i) = acc[i];
       }
-      if (step.T) {
+      if (step.replace) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      } else if (step.T) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
         for (int k = 0; k < dk; k += 4) {

@@ -16,12 +16,14 @@ void add_scaled(float* out, const float* a, float alpha, const float* b, int64_t
 
 // One step of a state chain (a stitch lane's linear layer: its seams and cached bodies in order). Per head h
 // (pointers are to head 0; head h is at h * dk * dk for T and h * dk * dv for the rest):
-//   before <- S;  S <- T S + B  (T null: identity; B null: zero);  after <- S   (null pointers skipped)
+//   before <- S;  S <- T S + B  (T null: identity; B null: zero; replace: S <- B);  after <- S
+// (null pointers skipped)
 struct StateStep {
   const float* T;
   const float* B;
   float* before;
   float* after;
+  int replace;
 };
 
 // Runs `n` steps in order over S [H, dk, dv] fp32 (in/out) in ONE launch: every (head, 32-column tile)

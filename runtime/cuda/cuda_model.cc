@@ -367,7 +367,7 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
       if (prev == K::Rows) return false;
       ++m;
     }
-    if (c.kind == K::Compose) ++composes;
+    if (c.kind == K::Compose || c.kind == K::Load) ++composes;
     if (c.kind != K::Save) prev = c.kind;
   }
   if (composes == 0) return false;
@@ -397,13 +397,16 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
       tails_out.push_back(out);
       cur_tail = out;
       chain.push_back({ops.as<float>() + r * (op / sizeof(float)), P.as<float>() + r * (state / sizeof(float)),
-                       init.as<float>() + r * (state / sizeof(float)), nullptr});
+                       init.as<float>() + r * (state / sizeof(float)), nullptr, 0});
       ++r;
     } else if (c.kind == K::Compose) {
-      chain.push_back({naive ? nullptr : c.T, c.body, nullptr, nullptr});
+      chain.push_back({naive ? nullptr : c.T, c.body, nullptr, nullptr, 0});
+      cur_tail = c.conv_tail;
+    } else if (c.kind == K::Load) {
+      chain.push_back({nullptr, c.body, nullptr, nullptr, 1});
       cur_tail = c.conv_tail;
     } else {
-      if (c.S_out) chain.push_back({nullptr, nullptr, nullptr, c.S_out});
+      if (c.S_out) chain.push_back({nullptr, nullptr, nullptr, c.S_out, 0});
       if (c.tail_out) tail_copies.push_back({cur_tail, c.tail_out});
     }
   }

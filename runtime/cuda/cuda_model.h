@@ -97,7 +97,7 @@ class CudaModel {
   //     the lane composes. Returns false (nothing done) for a chain it does not batch: two Rows steps with
   //     no Compose between them, or a plain run of rows.
   struct ChainStep {
-    enum class Kind { Rows, Compose, Save } kind;
+    enum class Kind { Rows, Compose, Save, Load } kind;
     int64_t row0, n;
     const float *T, *body;
     const cuda::bf16* conv_tail;

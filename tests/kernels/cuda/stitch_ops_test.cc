@@ -76,13 +76,13 @@ TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
   // dv 80: a full 32-column tile, a second one and a partial third.
   const int64_t H = 3, dk = 128, dv = 80, ns = H * dk * dv, no = H * dk * dk;
   auto S0 = hypic::test::randn(ns, 40);
-  // Steps: transfer + body recording the state before (a rows sequence), naive sum (no T), a save,
-  // transfer with no body, then a transfer + body recording after.
+  // Steps: transfer + body recording the state before (a rows sequence), naive sum (no T), a whole state
+  // loaded (replace), transfer with no body, a transfer + body recording after, and a save.
   struct Host {
     std::vector<float> T, B;
-    bool before = false, after = false;
+    bool before = false, after = false, replace = false;
   };
-  std::vector<Host> hs(5);
+  std::vector<Host> hs(6);
   auto op = [&](uint32_t seed) {  // a contraction-like operator: identity plus small noise
     auto t = hypic::test::randn(no, seed, 0.05f);
     for (int64_t h = 0; h < H; ++h)
@@ -94,13 +94,15 @@ TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
   hs[2] = {{}, {}, false, true};
   hs[3] = {op(44), {}, false, false};
   hs[4] = {op(45), hypic::test::randn(ns, 46), true, true};
+  hs[5] = {op(47), hypic::test::randn(ns, 48), false, true, true};  // a whole state loaded: T ignored
+  std::swap(hs[2], hs[5]);  // the load in the middle of the chain
   std::vector<DevArray<float>> keep;
   std::vector<StateStep> steps;
   std::vector<std::vector<float>> ref_before, ref_after;
   std::vector<float> S = S0;
   std::vector<float*> before_dev(hs.size(), nullptr), after_dev(hs.size(), nullptr);
   for (size_t i = 0; i < hs.size(); ++i) {
-    StateStep s{nullptr, nullptr, nullptr, nullptr};
+    StateStep s{nullptr, nullptr, nullptr, nullptr, hs[i].replace ? 1 : 0};
     if (!hs[i].T.empty()) s.T = keep.emplace_back(pool, hs[i].T).get();
     if (!hs[i].B.empty()) s.B = keep.emplace_back(pool, hs[i].B).get();
     if (hs[i].before) s.before = before_dev[i] = keep.emplace_back(pool, ns).get();
@@ -113,7 +115,9 @@ TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
       for (int64_t r = 0; r < dk; ++r)
         for (int64_t c = 0; c < dv; ++c) {
           double v = 0;
-          if (hs[i].T.empty()) {
+          if (hs[i].replace) {
+            v = 0;
+          } else if (hs[i].T.empty()) {
             v = S[h * dk * dv + r * dv + c];
           } else {
             for (int64_t k = 0; k < dk; ++k)
