@@ -42,7 +42,7 @@ class Session {
 
   // Starts or continues the conversation from prompt blocks through the engine; the last block is the
   // query tail. `after_checkpoint`: the end of the generation prompt that a re-rendered reply does not
-  // start with (Qwen3.5's opened <think>); the checkpoint is taken before it, then it is run. Per-block
+  // start with (Qwen3.5's opened reasoning section); the checkpoint is taken before it, then it is run. Per-block
   // hits, reused and computed token counts and the TTFT are in the result (its state is kept by the
   // session).
   PromptResult prefill(const std::vector<PromptBlock>& blocks, std::span<const int> after_checkpoint = {});

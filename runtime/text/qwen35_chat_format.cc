@@ -177,7 +177,7 @@ RenderedChat Qwen35ChatFormat::render(const Conversation& conv, const RenderOpti
 }
 
 std::string Qwen35ChatFormat::generation_prompt(std::optional<bool> enable_thinking) const {
-  return std::string("<|im_start|>assistant\n") +
+  return std::string(kAssistantHeader) +
          (enable_thinking.has_value() && !*enable_thinking ? "<think>\n\n</think>\n\n" : "<think>\n");
 }
 
@@ -185,17 +185,12 @@ bool Qwen35ChatFormat::generation_starts_in_reasoning(std::optional<bool> enable
   return !(enable_thinking.has_value() && !*enable_thinking);
 }
 
-std::string Qwen35ChatFormat::end_of_turn() const { return "<|im_end|>"; }
-
-std::vector<std::string> Qwen35ChatFormat::stop_tokens() const { return {"<|im_end|>", "<|endoftext|>"}; }
-
 std::vector<std::string> Qwen35ChatFormat::reserved_markers() const {
-  return {"<|im_start|>", "<|im_end|>",  "<|endoftext|>", "<tool_call>", "</tool_call>", "<tool_response>",
-          "</tool_response>", "<tools>", "</tools>", "<think>", "</think>", "<function=", "</function>",
-          "<parameter=", "</parameter>"};
+  // Its tool-call tags as well: a value could otherwise forge a parameter of an earlier call.
+  std::vector<std::string> m = ChatmlFormat::reserved_markers();
+  for (const char* tag : {"<function=", "</function>", "<parameter=", "</parameter>"}) m.push_back(tag);
+  return m;
 }
-
-HistoryRule Qwen35ChatFormat::history_rule() const { return {true, "<|im_start|>assistant\n"}; }
 
 std::unique_ptr<ToolCallStreamParser> Qwen35ChatFormat::tool_call_parser(const nlohmann::ordered_json& tools,
                                                                          bool starts_in_reasoning) const {

@@ -138,21 +138,10 @@ RenderedChat QwenChatFormat::render(const Conversation& conv, const RenderOption
 }
 
 std::string QwenChatFormat::generation_prompt(std::optional<bool> enable_thinking) const {
-  std::string g = "<|im_start|>assistant\n";
+  std::string g = kAssistantHeader;
   if (enable_thinking.has_value() && !*enable_thinking) g += "<think>\n\n</think>\n\n";
   return g;
 }
-
-std::string QwenChatFormat::end_of_turn() const { return "<|im_end|>"; }
-
-std::vector<std::string> QwenChatFormat::stop_tokens() const { return {"<|im_end|>", "<|endoftext|>"}; }
-
-std::vector<std::string> QwenChatFormat::reserved_markers() const {
-  return {"<|im_start|>", "<|im_end|>",  "<|endoftext|>", "<tool_call>", "</tool_call>",
-          "<tool_response>", "</tool_response>", "<tools>", "</tools>", "<think>", "</think>"};
-}
-
-HistoryRule QwenChatFormat::history_rule() const { return {true, "<|im_start|>assistant\n"}; }
 
 std::unique_ptr<ToolCallStreamParser> QwenChatFormat::tool_call_parser(const nlohmann::ordered_json& tools,
                                                                        bool starts_in_reasoning) const {

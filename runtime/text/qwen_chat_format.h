@@ -5,11 +5,11 @@
 #pragma once
 #include <string>
 
-#include "runtime/text/chat_format.h"
+#include "runtime/text/chatml_format.h"
 
 namespace hypic {
 
-class QwenChatFormat : public ChatFormat {
+class QwenChatFormat : public ChatmlFormat {
  public:
   static constexpr const char* kName = "qwen3";
   // True for Qwen3-style templates: ChatML, JSON tool calls, <think> handling.
@@ -19,10 +19,6 @@ class QwenChatFormat : public ChatFormat {
   RenderedChat render(const Conversation& conv, const RenderOptions& opts) const override;
   std::string generation_prompt(std::optional<bool> enable_thinking) const override;
   bool generation_starts_in_reasoning(std::optional<bool>) const override { return false; }
-  std::string end_of_turn() const override;
-  std::vector<std::string> stop_tokens() const override;
-  std::vector<std::string> reserved_markers() const override;
-  HistoryRule history_rule() const override;
   std::unique_ptr<ToolCallStreamParser> tool_call_parser(const nlohmann::ordered_json& tools,
                                                          bool starts_in_reasoning) const override;
 };

@@ -116,7 +116,7 @@ ToolCallError unknown_tool_error(const nlohmann::ordered_json& tools, const std:
     if (fn.is_object() && fn.contains("name") && fn["name"].is_string())
       known += (known.empty() ? "" : ", ") + fn["name"].get<std::string>();
   }
-  return {ToolCallError::Kind::kUnknownTool, "there is no tool named '" + name + "' (tools: " + known + ")",
+  return {ToolCallError::Kind::kUnknownTool, "unknown tool '" + name + "' (tools: " + known + ")",
           std::string(body)};
 }
 

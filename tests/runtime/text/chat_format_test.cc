@@ -1,5 +1,5 @@
 // The native chat formats (Qwen3, Qwen3.5) against goldens from transformers' apply_chat_template on
-// the real templates (tools/fixtures/make_chat_format_goldens.py and make_tokenizer_goldens.py), the
+// the real templates (tools/fixtures/make_chat_format_goldens.py), the
 // spans that map prompt blocks to segments, detection, and what each format reports.
 #include "runtime/text/chat_format.h"
 
@@ -83,17 +83,6 @@ TEST(ChatFormat, BothFormatsMatchTransformersApplyChatTemplate) {
   }
   EXPECT_GE(per_format["qwen3"], 20);
   EXPECT_GE(per_format["qwen3.5"], 20);
-}
-
-TEST(ChatFormat, Qwen3MatchesTheTokenizerGoldens) {
-  const Json goldens = Json::parse(slurp(kDir + "tokenizer/chat_goldens.json"));
-  ASSERT_GE(goldens.size(), 20u);
-  for (const auto& g : goldens) {
-    const Conversation conv = conversation_of(g);
-    const RenderedChat r = format("qwen3").render(conv, options_of(g));
-    EXPECT_EQ(r.text, g["expected"].get<std::string>()) << g["name"];
-    check_spans(r, conv, g["name"]);
-  }
 }
 
 TEST(ChatFormat, ToolDocsSpanAndGroupedToolResponses) {

@@ -106,7 +106,7 @@ TEST(ToolCallParser, ErrorsSayWhatIsWrongAndKeepTheBody) {
   }());
   ASSERT_EQ(o.errors.size(), 2u);
   EXPECT_EQ(o.errors[0].body, "[1, 2]");
-  EXPECT_EQ(o.errors[1].message, "there is no tool named 'nope' (tools: get_weather, search)");
+  EXPECT_EQ(o.errors[1].message, "unknown tool 'nope' (tools: get_weather, search)");
 }
 
 TEST(ToolCallParser, PathologicalNestingIsAnError) {
