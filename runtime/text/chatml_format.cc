@@ -13,4 +13,10 @@ std::vector<std::string> ChatmlFormat::reserved_markers() const {
 
 HistoryRule ChatmlFormat::history_rule() const { return {true, kAssistantHeader}; }
 
+void ChatmlFormat::add_generation_prompt(RenderedChat& out, const RenderOptions& opts) const {
+  const size_t begin = out.text.size();
+  if (opts.add_generation_prompt) out.text += generation_prompt(opts.enable_thinking);
+  out.generation_prompt = {begin, out.text.size()};
+}
+
 }  // namespace hypic

@@ -19,6 +19,11 @@ class ChatmlFormat : public ChatFormat {
 
  protected:
   static constexpr const char* kAssistantHeader = "<|im_start|>assistant\n";
+  // What `enable_thinking: false` appends to the generation prompt: an empty, closed reasoning section.
+  static constexpr const char* kNoThinking = "<think>\n\n</think>\n\n";
+  static bool thinking_off(std::optional<bool> enable_thinking) { return enable_thinking.has_value() && !*enable_thinking; }
+  // Appends the generation prompt (when asked for) and records its span.
+  void add_generation_prompt(RenderedChat& out, const RenderOptions& opts) const;
 };
 
 }  // namespace hypic

@@ -170,19 +170,16 @@ RenderedChat Qwen35ChatFormat::render(const Conversation& conv, const RenderOpti
     out.messages[i] = {begin, s.size()};
   }
 
-  const size_t gen_begin = s.size();
-  if (opts.add_generation_prompt) s += generation_prompt(opts.enable_thinking);
-  out.generation_prompt = {gen_begin, s.size()};
+  add_generation_prompt(out, opts);
   return out;
 }
 
 std::string Qwen35ChatFormat::generation_prompt(std::optional<bool> enable_thinking) const {
-  return std::string(kAssistantHeader) +
-         (enable_thinking.has_value() && !*enable_thinking ? "<think>\n\n</think>\n\n" : "<think>\n");
+  return std::string(kAssistantHeader) + (thinking_off(enable_thinking) ? kNoThinking : "<think>\n");
 }
 
 bool Qwen35ChatFormat::generation_starts_in_reasoning(std::optional<bool> enable_thinking) const {
-  return !(enable_thinking.has_value() && !*enable_thinking);
+  return !thinking_off(enable_thinking);
 }
 
 std::vector<std::string> Qwen35ChatFormat::reserved_markers() const {

@@ -131,15 +131,13 @@ RenderedChat QwenChatFormat::render(const Conversation& conv, const RenderOption
     out.messages[i] = {begin, s.size()};
   }
 
-  const size_t gen_begin = s.size();
-  if (opts.add_generation_prompt) s += generation_prompt(opts.enable_thinking);
-  out.generation_prompt = {gen_begin, s.size()};
+  add_generation_prompt(out, opts);
   return out;
 }
 
 std::string QwenChatFormat::generation_prompt(std::optional<bool> enable_thinking) const {
   std::string g = kAssistantHeader;
-  if (enable_thinking.has_value() && !*enable_thinking) g += "<think>\n\n</think>\n\n";
+  if (thinking_off(enable_thinking)) g += kNoThinking;
   return g;
 }
 
