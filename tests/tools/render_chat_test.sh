@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# hypic render-chat / render / run with --chat-template: every transformers golden of both formats
-# (tests/fixtures/chat/goldens.json) rendered by the CLI byte for byte, refusals where the template
-# raises, the agent on a model told to speak Qwen3.5, and clear errors for a bad template file.
+# hypic render-chat / render / run with --chat-template: transformers goldens of both formats
+# (tests/fixtures/chat/goldens.json; chat_format_test checks all of them in-process, here every fifth
+# and every refusal) rendered by the CLI byte for byte, refusals where the template raises, the agent
+# on a model told to speak Qwen3.5, and clear errors for a bad template file.
 set -euo pipefail
 : "${HYPIC:?path to the hypic binary}" "${HYPIC_SOURCE_DIR:?repository root}"
 CHAT="$HYPIC_SOURCE_DIR/tests/fixtures/chat"
@@ -17,6 +18,8 @@ import json, os, sys
 rows = json.load(open(sys.argv[1]))
 with open(os.path.join(sys.argv[2], "cases.txt"), "w") as index:
     for i, g in enumerate(rows):
+        if i % 5 and "error" not in g:
+            continue
         conv = {"messages": g["messages"]}
         if "tools" in g:
             conv["tools"] = g["tools"]
@@ -46,7 +49,7 @@ while read -r i kind tmpl flags; do
   fi
   n=$((n + 1))
 done < "$tmp/cases.txt"
-[ "$n" -ge 60 ] || fail "only $n goldens"
+[ "$n" -ge 12 ] || fail "only $n goldens"
 
 # A prompt plan framed in Qwen3.5: its XML tool docs, and the template's `thinking: false` as an empty,
 # closed reasoning section.
