@@ -28,7 +28,9 @@ bool QwenChatFormat::matches(const std::string& t) {
   for (const char* frag : {"<|im_start|>", "<tool_call>", "<tool_response>", "</think>", "reasoning_content",
                            "\"arguments\": ", "multi_step_tool"})
     if (t.find(frag) == std::string::npos) return false;
-  return t.find("<function=") == std::string::npos;
+  // A generation prompt that opens <think> itself (the "Thinking" variants) is a different format:
+  // refused rather than rendered with the wrong prompt.
+  return t.find("<function=") == std::string::npos && t.find("assistant\\n<think>\\n'") == std::string::npos;
 }
 
 RenderedChat QwenChatFormat::render(const Conversation& conv, const RenderOptions& opts) const {

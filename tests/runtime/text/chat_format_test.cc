@@ -158,6 +158,12 @@ TEST(ChatFormat, RejectsWhatItCannotRender) {
     EXPECT_NE(std::string(e.what()).find("conv.json: messages[0].content"), std::string::npos) << e.what();
   }
   EXPECT_THROW(make_chat_format("{{ messages }}", "x.jinja"), ModelError);
+  // A Qwen3 template whose generation prompt opens the reasoning section is not the qwen3 format.
+  std::string thinking = slurp(kDir + "chat/qwen3_chat_template.jinja");
+  const std::string gen = "{{- '<|im_start|>assistant\\n' }}";
+  ASSERT_NE(thinking.find(gen), std::string::npos);
+  thinking.replace(thinking.find(gen), gen.size(), "{{- '<|im_start|>assistant\\n<think>\\n' }}");
+  EXPECT_THROW(make_chat_format(thinking, "thinking.jinja"), ModelError);
   EXPECT_THROW(load_chat_format("/nonexistent-dir"), IoError);
   EXPECT_THROW(load_chat_format("/nonexistent-dir", "/nonexistent-file.jinja"), IoError);
 }
