@@ -6,31 +6,34 @@
 #include <sstream>
 
 #include "dsl/lint.h"
-#include "dsl/qwen_framer.h"
+#include "runtime/text/chat_format.h"
 
 namespace hypic::dsl {
 namespace {
 
 
+using Range = std::pair<size_t, size_t>;
+
 // One chat message under construction: the blocks that supply its content.
 struct MessageDraft {
-  FrameMessage msg;
+  ChatMessage msg;
   std::vector<size_t> blocks;  // indexes into plan.blocks
+  std::vector<Range> raw;      // bytes of msg.content that `markup: raw` variables inserted
 };
 
 class Compiler {
  public:
   Compiler(const Template& tpl, const Json& vars, const CompileOptions& opt)
-      : tpl_(tpl), opt_(opt), framer_(opt.framer ? opt.framer : &default_framer_) {
-    markers_ = framer_->reserved_markers();
+      : tpl_(tpl), opt_(opt), format_(opt.format ? opt.format : &default_chat_format()) {
+    markers_ = format_->reserved_markers();
     bind_variables(vars);
   }
 
   PromptPlan run() {
     plan_.name = tpl_.name;
-    plan_.chat_format = framer_->name();
+    plan_.chat_format = format_->name();
     plan_.agent = tpl_.agent;
-    plan_.generation_prompt = framer_->generation_prompt(tpl_.agent.thinking);
+    plan_.generation_prompt = format_->generation_prompt(tpl_.agent.thinking);
     for (const auto& b : tpl_.blocks) {
       switch (b.kind) {
         case BlockDecl::Kind::kText: add_text_block(b); break;
@@ -119,16 +122,19 @@ class Compiler {
     return p;
   }
 
-  // Appends content to the current message, or starts a new one.
-  void place(PlanBlock block, bool join, const FrameMessage& msg) {
+  // Appends content to the current message, or starts a new one. `raw`: ranges of block.content.
+  void place(PlanBlock block, bool join, const ChatMessage& msg, const std::vector<Range>& raw) {
     if (join) {
       HYPIC_ASSERT(!drafts_.empty() && drafts_.back().msg.role == block.role, "join validated at load");
-      drafts_.back().msg.content += block.content;
     } else {
-      drafts_.push_back(MessageDraft{msg, {}});
+      drafts_.push_back(MessageDraft{msg, {}, {}});
+      drafts_.back().msg.content.clear();
     }
+    MessageDraft& d = drafts_.back();
+    for (const Range& r : raw) d.raw.emplace_back(d.msg.content.size() + r.first, d.msg.content.size() + r.second);
+    d.msg.content += block.content;
     block.message = int(drafts_.size()) - 1;
-    drafts_.back().blocks.push_back(plan_.blocks.size());
+    d.blocks.push_back(plan_.blocks.size());
     plan_.blocks.push_back(std::move(block));
   }
 
@@ -137,8 +143,8 @@ class Compiler {
     if (b.for_each.empty()) {
       PlanBlock p = make_block(b, b.id, b.role, "text");
       p.content = render(b.text, env);
-      FrameMessage m{b.role, p.content, nullptr, std::nullopt};
-      place(std::move(p), b.join && !drafts_.empty(), m);
+      ChatMessage m{b.role, p.content, std::nullopt, {}, {}};
+      place(std::move(p), b.join && !drafts_.empty(), m, env.raw_ranges);
       return;
     }
     // The list: a variable, or a field of one.
@@ -159,7 +165,9 @@ class Compiler {
     bool first = true;
     for (const Json& elem : *list) {
       env.bindings.push_back(Binding{b.loop_name, &elem, root->markup, root->variable});
+      env.raw_ranges.clear();
       std::string content = render(b.text, env);
+      const std::vector<Range> raw = env.raw_ranges;
       std::string key;
       if (b.key) {
         key = render(*b.key, env);
@@ -174,9 +182,9 @@ class Compiler {
                                              "' (block ids must be unique; set `key:` or drop the duplicate)");
       PlanBlock p = make_block(b, b.id + "." + key, b.role, "text");
       p.content = std::move(content);
-      FrameMessage m{b.role, p.content, nullptr, std::nullopt};
+      ChatMessage m{b.role, p.content, std::nullopt, {}, {}};
       const bool join = (b.join && !drafts_.empty()) || (b.join && !first);
-      place(std::move(p), join, m);
+      place(std::move(p), join, m, raw);
       first = false;
     }
   }
@@ -213,41 +221,98 @@ class Compiler {
         throw VariableError(b.loc, b.id, where + " has unknown role '" + role + "'");
       if (m.contains("content") && !m["content"].is_string() && !m["content"].is_null())
         throw VariableError(b.loc, b.id, where + ": `content` must be a string");
-      FrameMessage fm;
+      ChatMessage fm;
       fm.role = role;
-      const std::string raw = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
-      fm.content = apply_markup_policy(raw, d->markup, d->name, markers_, b.loc, b.id, opt_.vars_source);
+      auto checked = [&](const std::string& text) {
+        return apply_markup_policy(text, d->markup, d->name, markers_, b.loc, b.id, opt_.vars_source);
+      };
+      fm.content = checked(m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "");
       if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
         if (role != "assistant" || !m["tool_calls"].is_array())
           throw VariableError(b.loc, b.id, where + ": `tool_calls` must be a list on an assistant message");
         for (const auto& tc : m["tool_calls"]) {
-          const Json& f = tc.contains("function") ? tc["function"] : tc;
+          const Json& f = tc.is_object() && tc.contains("function") ? tc["function"] : tc;
           if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
             throw VariableError(b.loc, b.id, where + ": every tool call needs a string `name`");
-          apply_markup_policy(f["name"].get<std::string>(), d->markup, d->name, markers_, b.loc, b.id, opt_.vars_source);
-          if (f.contains("arguments") && f["arguments"].is_string())
-            apply_markup_policy(f["arguments"].get<std::string>(), d->markup, d->name, markers_, b.loc, b.id,
-                                opt_.vars_source);
+          ToolCall call;
+          call.name = checked(f["name"].get<std::string>());
+          // Every string of the arguments reaches the prompt (keys and values alike): each is checked.
+          if (f.contains("arguments")) call.arguments = checked_json(f["arguments"], checked);
+          fm.tool_calls.push_back(std::move(call));
         }
-        fm.tool_calls = m["tool_calls"];
       }
       if (m.contains("reasoning_content") && m["reasoning_content"].is_string())
-        fm.reasoning_content = apply_markup_policy(m["reasoning_content"].get<std::string>(), d->markup, d->name,
-                                                   markers_, b.loc, b.id, opt_.vars_source);
+        fm.reasoning_content = checked(m["reasoning_content"].get<std::string>());
       PlanBlock p = make_block(b, b.id + "." + std::to_string(i), role, "history");
       p.content = fm.content;
-      place(std::move(p), false, fm);
+      std::vector<Range> raw;
+      if (d->markup == MarkupPolicy::kRaw && !fm.content.empty()) raw.emplace_back(0, fm.content.size());
+      place(std::move(p), false, fm, raw);
+    }
+  }
+
+  // `v` with the markup policy applied to every string in it, object keys included.
+  template <typename Check>
+  static Json checked_json(const Json& v, const Check& checked, int depth = 0) {
+    if (depth > 256) throw VariableError(SourceLocation{}, "", "tool-call arguments nested deeper than 256 levels");
+    if (v.is_string()) return checked(v.get<std::string>());
+    if (v.is_array()) {
+      Json out = Json::array();
+      for (const auto& x : v) out.push_back(checked_json(x, checked, depth + 1));
+      return out;
+    }
+    if (v.is_object()) {
+      Json out = Json::object();
+      for (auto it = v.begin(); it != v.end(); ++it) out[checked(it.key())] = checked_json(it.value(), checked, depth + 1);
+      return out;
+    }
+    return v;
+  }
+
+  // Markup may also form where pieces meet — two variables side by side, a variable after template
+  // text, two joined blocks — so every message's assembled text is checked; only markers wholly
+  // inside one `markup: raw` insertion are allowed.
+  void check_assembled_markup() const {
+    for (const MessageDraft& d : drafts_) {
+      const std::string& text = d.msg.content;
+      for (size_t pos = 0; pos < text.size();) {
+        const auto m = find_chat_markup(std::string_view(text).substr(pos), markers_);
+        if (!m) break;
+        const size_t at = pos + m->offset, end = at + m->marker.size();
+        bool inside_raw = false;
+        for (const Range& r : d.raw) inside_raw |= r.first <= at && end <= r.second;
+        if (!inside_raw) {
+          // The block whose text holds the marker's first byte.
+          size_t off = 0;
+          const PlanBlock* holder = &plan_.blocks[d.blocks.back()];
+          for (size_t bi : d.blocks) {
+            const PlanBlock& p = plan_.blocks[bi];
+            if (at < off + p.content.size()) {
+              holder = &p;
+              break;
+            }
+            off += p.content.size();
+          }
+          throw InjectionError(holder->loc, holder->group,
+                               "the assembled text of block '" + holder->id + "' contains chat markup '" + m->marker +
+                                   "' at byte " + std::to_string(at - off) +
+                                   " of its message, formed where variable values and template text meet; chat "
+                                   "markup comes only from the chat format");
+        }
+        pos = at + 1;
+      }
     }
   }
 
   // Renders the conversation and cuts its bytes into the blocks' texts.
   void frame() {
-    std::vector<FrameMessage> msgs;
+    Conversation conv;
     for (auto& d : drafts_) {
       // A message ends at its last line of text: the final line break of a `|` scalar is not content.
       std::string& c = d.msg.content;
       if (d.msg.role != "assistant" && !c.empty() && c.back() == '\n') {
         c.pop_back();
+        for (Range& r : d.raw) r.second = std::min(r.second, c.size());
         for (auto it = d.blocks.rbegin(); it != d.blocks.rend(); ++it) {
           std::string& part = plan_.blocks[*it].content;
           if (part.empty()) continue;
@@ -255,48 +320,71 @@ class Compiler {
           break;
         }
       }
-      msgs.push_back(d.msg);
+      conv.messages.push_back(d.msg);
     }
-    if (tools_block_ && *tools_block_ == 0 && !drafts_.empty() && drafts_[0].msg.role == "system") {
-      const PlanBlock& t = plan_.blocks[0];
-      throw TemplateError(t.loc, t.group,
-                          "the tools block comes before the system message, but the chat template renders the system "
-                          "text first: put the system block before the tools block");
+    check_assembled_markup();
+    conv.tools = plan_.tools;
+    RenderOptions ro;
+    ro.add_generation_prompt = false;
+    RenderedChat f;
+    try {
+      f = format_->render(conv, ro);
+    } catch (const InvalidArgument& e) {
+      const PlanBlock& p = plan_.blocks.empty() ? PlanBlock() : plan_.blocks.back();
+      throw TemplateError(p.loc, p.group, std::string("the ") + format_->name() + " chat format cannot render this "
+                                          "conversation: " + e.what());
     }
-    const FramedConversation f = framer_->frame(msgs, plan_.tools);
-    HYPIC_ASSERT(f.messages.size() == msgs.size(), "framer returned a span per message");
+    HYPIC_ASSERT(f.messages.size() == conv.messages.size(), "the format returned a span per message");
+    std::vector<size_t> begin(plan_.blocks.size(), 0);
     if (tools_block_) {
-      HYPIC_ASSERT(f.tools.has_value(), "framer rendered the tools");
-      plan_.blocks[*tools_block_].text = f.text.substr(f.tools->begin, f.tools->end - f.tools->begin);
+      HYPIC_ASSERT(f.tools.has_value(), "the format rendered the tools");
+      plan_.blocks[*tools_block_].text = f.text.substr(f.tools->begin, f.tools->size());
+      begin[*tools_block_] = f.tools->begin;
     }
     for (size_t mi = 0; mi < drafts_.size(); ++mi) {
-      const ByteSpan span = f.messages[mi];
+      const TextSpan span = f.messages[mi];
       const auto& parts = drafts_[mi].blocks;
       if (parts.size() == 1) {
-        plan_.blocks[parts[0]].text = f.text.substr(span.begin, span.end - span.begin);
+        plan_.blocks[parts[0]].text = f.text.substr(span.begin, span.size());
+        begin[parts[0]] = span.begin;
         continue;
       }
-      HYPIC_ASSERT(f.content_at[mi] != std::string::npos, "joined parts need verbatim content");
+      // Joined parts are cut where their content lies in the text (the format may trim the message).
+      const ContentPlacement& cp = f.content[mi];
+      if (cp.at == std::string::npos) {
+        const PlanBlock& p = plan_.blocks[parts[1]];
+        throw TemplateError(p.loc, p.group, std::string("the ") + format_->name() +
+                                                " chat format rewrites this message's text, so its joined blocks "
+                                                "cannot be cut apart; do not `join` here");
+      }
       size_t cut = span.begin;
-      size_t content_pos = f.content_at[mi];
+      size_t content_end = 0;  // in the message's content
       for (size_t k = 0; k < parts.size(); ++k) {
         PlanBlock& p = plan_.blocks[parts[k]];
-        content_pos += p.content.size();
-        const size_t end = k + 1 == parts.size() ? span.end : content_pos;
+        content_end += p.content.size();
+        const size_t in_text = std::min(content_end > cp.skipped ? content_end - cp.skipped : 0, cp.length);
+        const size_t end = k + 1 == parts.size() ? span.end : cp.at + in_text;
         p.text = f.text.substr(cut, end - cut);
+        begin[parts[k]] = cut;
         cut = end;
       }
     }
-    HYPIC_ASSERT(plan_.text() == f.text, "blocks tile the framed conversation");
-    // Tokens and keys are per block, so a block that frames to nothing would be an empty segment.
+    // The plan lists blocks in text order (a format may put the tool docs before the system text).
+    std::vector<size_t> order(plan_.blocks.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return begin[a] < begin[b]; });
+    std::vector<PlanBlock> sorted;
+    for (size_t i : order) sorted.push_back(std::move(plan_.blocks[i]));
+    plan_.blocks = std::move(sorted);
+    HYPIC_ASSERT(plan_.text() == f.text, "blocks tile the rendered conversation");
+    // Tokens and keys are per block, so a block that renders to nothing would be an empty segment.
     for (const auto& p : plan_.blocks)
       if (p.text.empty()) throw TemplateError(p.loc, p.group, "block '" + p.id + "' renders to no text");
   }
 
   const Template& tpl_;
   const CompileOptions& opt_;
-  QwenChatFramer default_framer_;
-  const ChatFramer* framer_;
+  const ChatFormat* format_;
   std::vector<std::string> markers_;
   std::map<std::string, const Json*> values_;
   PromptPlan plan_;

@@ -2,15 +2,15 @@
 #pragma once
 #include <string>
 
-#include "dsl/chat_framer.h"
 #include "dsl/plan_tokenizer.h"
 #include "dsl/prompt_plan.h"
 #include "dsl/template.h"
+#include "runtime/text/chat_format.h"
 
 namespace hypic::dsl {
 
 struct CompileOptions {
-  const ChatFramer* framer = nullptr;        // null: the built-in Qwen3 framing
+  const ChatFormat* format = nullptr;        // the model's chat format; null: default_chat_format()
   const PlanTokenizer* tokenizer = nullptr;  // null: tokens and keys stay empty
   std::string model_fingerprint;             // goes into the content keys
   int seam_width = 8;

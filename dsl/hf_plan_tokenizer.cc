@@ -1,15 +1,9 @@
 #include "dsl/hf_plan_tokenizer.h"
 
-#include <cstdio>
+#include "runtime/text/tokenizer_fingerprint.h"
 
 namespace hypic::dsl {
 
-std::string tokenizer_fingerprint_hex(const Tokenizer& tok) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(tok.fingerprint()));
-  return buf;
-}
-
-std::string HfPlanTokenizer::fingerprint() const { return tokenizer_fingerprint_hex(tok_); }
+std::string HfPlanTokenizer::fingerprint() const { return tokenizer_fingerprint(tok_); }
 
 }  // namespace hypic::dsl

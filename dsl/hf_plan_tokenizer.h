@@ -11,13 +11,11 @@ class HfPlanTokenizer : public PlanTokenizer {
  public:
   explicit HfPlanTokenizer(const Tokenizer& tok) : tok_(tok) {}
   std::vector<int> encode(const std::string& text) const override { return tok_.encode(text); }
-  // The same string the engine puts in its keys: 16 hex digits of Tokenizer::fingerprint().
+  // The same string the engine puts in its keys: tokenizer_fingerprint().
   std::string fingerprint() const override;
 
  private:
   const Tokenizer& tok_;
 };
-
-std::string tokenizer_fingerprint_hex(const Tokenizer& tok);
 
 }  // namespace hypic::dsl

@@ -1,12 +1,10 @@
 #include "dsl/markup.h"
 
-#include <array>
 #include <cctype>
 
 namespace hypic::dsl {
 namespace {
 
-constexpr std::array<std::string_view, 4> kTags = {"tool_call", "tool_response", "tools", "think"};
 constexpr std::string_view kZeroWidthSpace = "\xE2\x80\x8B";
 
 // Length of a marker starting at text[i], or 0.
@@ -23,12 +21,6 @@ size_t marker_at(std::string_view text, size_t i, std::span<const std::string> e
       ++j;
     if (j > i + 2 && j + 1 < text.size() && text[j] == '|' && text[j + 1] == '>') return j + 2 - i;
     return 0;
-  }
-  size_t j = i + 1;
-  if (text[j] == '/') ++j;
-  for (std::string_view tag : kTags) {
-    if (text.compare(j, tag.size(), tag) == 0 && j + tag.size() < text.size() && text[j + tag.size()] == '>')
-      return j + tag.size() + 1 - i;
   }
   return 0;
 }

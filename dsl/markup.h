@@ -1,6 +1,7 @@
-// Chat markup in variable text: role tokens (<|im_start|>, any <|name|>) and structural tags
-// (<tool_call>, <tool_response>, <tools>, <think> and their closers). Substituted text must never
-// carry them, or a document or a user could forge a turn or a tool call.
+// Chat markup in variable text: any special token written <|name|> (every ChatML role token among
+// them) and the chat format's reserved markers (its structural tags: tool calls, tool responses,
+// reasoning, passed as `extra`). Substituted text must never carry them, or a document or a user
+// could forge a turn or a tool call.
 #pragma once
 #include <optional>
 #include <span>
@@ -20,7 +21,7 @@ struct MarkupMatch {
   std::string marker;
 };
 
-// First marker in `text`: the built-in set plus `extra` (e.g. a tokenizer's special tokens).
+// First marker in `text`: any <|name|> token, or one of `extra` (the chat format's reserved markers).
 std::optional<MarkupMatch> find_chat_markup(std::string_view text, std::span<const std::string> extra = {});
 
 // `text` with every marker broken by a zero-width space; the result has no marker left.

@@ -8,7 +8,7 @@ namespace hypic::dsl {
 class PlanTokenizer {
  public:
   virtual ~PlanTokenizer() = default;
-  // Special tokens written in `text` (the framing, e.g. <|im_start|>) encode as their special ids.
+  // Special tokens written in `text` (the chat format's framing) encode as their special ids.
   virtual std::vector<int> encode(const std::string& text) const = 0;
   // Changes whenever the same text could encode differently (vocabulary, merges, normalizer).
   virtual std::string fingerprint() const = 0;

@@ -69,7 +69,7 @@ struct AgentSettings {
   std::optional<double> top_p;
   std::optional<int> top_k;
   std::optional<uint64_t> seed;
-  std::optional<bool> thinking;  // false: the generation prompt closes an empty <think> section
+  std::optional<bool> thinking;  // false: the generation prompt closes an empty reasoning section
 };
 
 struct Template {

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/text/chat_format.h"
 #include "dsl/template.h"
 
 namespace hypic::dsl {
@@ -577,7 +578,7 @@ class Loader {
   static void check_literal_markup(const std::vector<TemplateNode>& nodes, const std::string& block) {
     for (const auto& n : nodes) {
       if (n.kind == TemplateNode::Kind::kText) {
-        if (auto m = find_chat_markup(n.text))
+        if (auto m = find_chat_markup(n.text, all_reserved_markers()))
           throw TemplateError(n.loc, block,
                               "template text contains chat markup '" + m->marker +
                                   "'; roles and tool calls come from the chat format (use a block with that role)");

@@ -332,8 +332,10 @@ void render_nodes(const std::vector<TemplateNode>& nodes, RenderEnv& env, std::s
         const Resolved r = resolve(n.path, env, n.loc);
         const Json& v = *r.value;
         if (v.is_string()) {
+          const size_t at = out.size();
           out += apply_markup_policy(v.get_ref<const std::string&>(), r.binding->markup, r.binding->variable,
                                      env.extra_markers, n.loc, env.block, env.vars_source);
+          if (r.binding->markup == MarkupPolicy::kRaw && out.size() > at) env.raw_ranges.emplace_back(at, out.size());
         } else if (v.is_boolean()) {
           out += v.get<bool>() ? "true" : "false";
         } else if (v.is_number()) {

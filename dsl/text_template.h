@@ -73,7 +73,9 @@ struct Binding {
 
 struct RenderEnv {
   std::vector<Binding> bindings;              // searched innermost (last) first
-  std::vector<std::string> extra_markers;     // the model's special tokens
+  std::vector<std::string> extra_markers;     // the chat format's reserved markers
+  // Byte ranges of the output that `markup: raw` variables inserted (the only places markup may be).
+  std::vector<std::pair<size_t, size_t>> raw_ranges;
   std::string block;                          // for error messages
   std::string vars_source;                    // e.g. "vars.json", for error messages
 };

@@ -6,7 +6,6 @@
 #include "dsl/compiler.h"
 #include "dsl/hf_plan_tokenizer.h"
 #include "runtime/error.h"
-#include "runtime/text/tool_call_parser.h"
 
 namespace hypic::sdk {
 
@@ -62,8 +61,9 @@ std::string Agent::continuation_text(const std::vector<HistoryMessage>& step) co
   const RenderedChat r = rt_.chat_format().render(conv, ro);
   const TextSpan a = r.messages.at(1);
   const std::string assistant = r.text.substr(a.begin, a.size());
-  const size_t end_tok = assistant.rfind("<|im_end|>");
-  std::string trailer = end_tok == std::string::npos ? "" : assistant.substr(end_tok + 10);
+  const std::string eot = rt_.chat_format().end_of_turn();
+  const size_t end_tok = assistant.rfind(eot);
+  std::string trailer = end_tok == std::string::npos ? "" : assistant.substr(end_tok + eot.size());
   return trailer + r.text.substr(a.end);
 }
 
@@ -81,6 +81,7 @@ AgentResult Agent::run(Json vars, const AgentRunOptions& options) {
   dsl::HfPlanTokenizer plan_tok(rt_.tokenizer());
   dsl::CompileOptions co;
   co.tokenizer = &plan_tok;
+  co.format = &rt_.chat_format();
   co.model_fingerprint = rt_.backend().fingerprint();
   co.seam_width = static_cast<int>(rt_.engine().seam_width());
   const dsl::PromptPlan plan = dsl::compile(tpl_, vars, co);
@@ -88,15 +89,24 @@ AgentResult Agent::run(Json vars, const AgentRunOptions& options) {
 
   std::vector<PromptBlock> blocks;
   for (auto& b : plan.blocks) blocks.push_back({*b.tokens, to_engine(b.cache)});
-  // The last block and the generation prompt form the query tail (never cached).
-  const std::vector<int> gen = rt_.tokenizer().encode(plan.generation_prompt);
+  // The last block and the generation prompt form the query tail (never cached). The part of the
+  // generation prompt that a re-rendered reply does not start with runs after the session's checkpoint.
+  const ChatFormat& format = rt_.chat_format();
+  const std::string& header = format.history_rule().assistant_header;
+  std::string gen_text = plan.generation_prompt, gen_rest;
+  if (!header.empty() && gen_text.compare(0, header.size(), header) == 0) {
+    gen_rest = gen_text.substr(header.size());
+    gen_text.resize(header.size());
+  }
+  const std::vector<int> gen = rt_.tokenizer().encode(gen_text);
+  const std::vector<int> rest = gen_rest.empty() ? std::vector<int>() : rt_.tokenizer().encode(gen_rest);
   blocks.back().tokens.insert(blocks.back().tokens.end(), gen.begin(), gen.end());
   blocks.back().cache = BlockCache::None;
 
   AgentResult res;
   if (!session_) session_ = std::make_unique<Session>(rt_);
   Session& session = *session_;
-  const PromptResult pr = session.prefill(blocks);
+  const PromptResult pr = session.prefill(blocks, rest);
   res.ttft_ms = pr.ttft_ms;
   res.prompt_tokens = pr.prompt_tokens;
   res.computed_tokens = pr.computed_tokens;
@@ -136,15 +146,45 @@ AgentResult Agent::run(Json vars, const AgentRunOptions& options) {
   go.seed = st.seed.value_or(0);
   for (auto& s : st.stop)
     if (!rt_.tokenizer().token_to_id(s)) go.stop.push_back(s);  // special tokens already end a turn
-  go.on_text = options.on_text;
   go.cancel = options.cancel;
+  const bool in_reasoning = format.generation_starts_in_reasoning(st.thinking);
   const int max_steps = std::max(1, options.max_steps.value_or(st.max_steps));
   const std::string& choice = st.tool_choice;
 
   for (int step = 1;; ++step) {
     res.steps = step;
+    // The reply is parsed as it streams; a generator that does not stream is parsed at its end.
+    auto parser = format.tool_call_parser(plan.tools, in_reasoning);
+    std::vector<ReplyEvent> events;
+    std::string fed;
+    auto feed = [&](std::string_view piece) {
+      const size_t before = events.size();
+      parser->push(piece, events);
+      fed.append(piece);
+      if (options.on_event)
+        for (size_t k = before; k < events.size(); ++k) options.on_event(events[k]);
+    };
+    go.on_text = [&](std::string_view t) {
+      if (options.on_text) options.on_text(t);
+      feed(t);
+    };
     const Generation g = generator_ ? generator_(session, go) : session.generate(go);
-    const AssistantOutput out = parse_assistant_output(g.text);
+    if (g.text.compare(0, fed.size(), fed) == 0) {
+      feed(std::string_view(g.text).substr(fed.size()));
+    } else {  // the stream and the final text disagree: the final text is the reply
+      events.clear();
+      parser.reset();
+      const auto again = format.tool_call_parser(plan.tools, in_reasoning);
+      again->push(g.text, events);
+      again->finish(events);
+    }
+    if (parser) {
+      const size_t before = events.size();
+      parser->finish(events);
+      if (options.on_event)
+        for (size_t k = before; k < events.size(); ++k) options.on_event(events[k]);
+    }
+    const AssistantOutput out = collect_reply(events);
     res.answer = out.content;
     res.reasoning = out.reasoning;
     if (g.finish == Generation::Finish::Cancelled || g.finish == Generation::Finish::Length) {
@@ -210,7 +250,7 @@ Agent::Generator scripted_generator(std::vector<std::string> replies) {
     const std::string text = (*shared)[(*next)++];
     Generation g;
     g.text = text;
-    g.tokens = s.runtime().tokenizer().encode(text + "<|im_end|>");
+    g.tokens = s.runtime().tokenizer().encode(text + s.runtime().chat_format().end_of_turn());
     g.finish = Generation::Finish::Stop;
     if (opt.on_text) opt.on_text(text);
     s.append_tokens(g.tokens);  // the same transcript a sampled reply leaves

@@ -21,7 +21,11 @@
 namespace hypic::sdk {
 
 struct AgentRunOptions {
-  std::function<void(std::string_view)> on_text;  // streamed assistant text of every step
+  std::function<void(std::string_view)> on_text;  // streamed assistant text of every step, as generated
+  // The same stream parsed by the chat format, as soon as each piece is final: reasoning, answer text
+  // (never part of a tool call), each tool call when complete, each malformed call (what a server
+  // turns into OpenAI deltas).
+  std::function<void(const ReplyEvent&)> on_event;
   const std::atomic<bool>* cancel = nullptr;
   std::optional<int> max_steps;  // overrides the template's agent.max_steps
 };

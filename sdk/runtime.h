@@ -19,6 +19,9 @@ struct RuntimeOptions {
   CacheMode mode = CacheMode::Hypic;
   int64_t seam_width = 8;
   size_t cache_bytes = size_t{1} << 30;  // segment store budget, in bytes of the device's memory
+  // A Jinja chat template file to use instead of the model directory's own (its family is detected
+  // from its text, as for the model's).
+  std::string chat_template_file;
 };
 
 class Runtime {
@@ -35,7 +38,7 @@ class Runtime {
   const ChatFormat& chat_format() const { return *chat_; }
   Engine& engine() { return *engine_; }
   const RuntimeOptions& options() const { return options_; }
-  // Ids that end an assistant turn (the tokenizer config's eos, <|im_end|>, <|endoftext|>).
+  // Ids that end an assistant turn: the chat format's stop tokens and the tokenizer config's eos.
   const std::vector<int>& stop_ids() const { return stop_ids_; }
   std::string tokenizer_fingerprint() const;
 

@@ -1,6 +1,7 @@
 #include "sdk/session.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "runtime/error.h"
 #include "runtime/text/streaming_decoder.h"
@@ -16,7 +17,10 @@ const char* finish_name(Generation::Finish f) {
   return "?";
 }
 
-Session::Session(Runtime& rt) : rt_(rt), state_(rt.backend().new_state()) {}
+Session::Session(Runtime& rt)
+    : rt_(rt),
+      state_(rt.backend().new_state()),
+      checkpoint_on_(rt.chat_format().history_rule().drops_reasoning_before_last_query) {}
 
 namespace {
 
@@ -26,7 +30,7 @@ bool extends(const std::vector<int>& tokens, const std::vector<int>& prompt) {
 
 }  // namespace
 
-PromptResult Session::prefill(const std::vector<PromptBlock>& blocks) {
+PromptResult Session::prefill(const std::vector<PromptBlock>& blocks, std::span<const int> after_checkpoint) {
   check_prompt(blocks);
   const std::vector<int> prompt = prompt_tokens(blocks);
   // The longest exact prefix this session holds: everything it ran, or the prompt of its last prefill.
@@ -55,6 +59,15 @@ PromptResult Session::prefill(const std::vector<PromptBlock>& blocks) {
   logits_ = r.logits;
   pending_.clear();
   started_ = true;
+  if (!after_checkpoint.empty()) {
+    // Part of the prompt: counted in its tokens and its time to first token.
+    const auto t0 = std::chrono::steady_clock::now();
+    append_tokens(after_checkpoint);
+    r.logits = logits_;
+    r.prompt_tokens += static_cast<int64_t>(after_checkpoint.size());
+    r.computed_tokens += static_cast<int64_t>(after_checkpoint.size());
+    r.ttft_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
   return r;
 }
 

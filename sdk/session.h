@@ -3,7 +3,7 @@
 // whose prompt extends what the session has run continues the live state exactly (only the new tokens
 // are computed); so does one that extends the prompt of the last prefill (the checkpoint taken before
 // generating), which covers chat templates that re-render the last reply differently from how it was
-// generated (Qwen3/3.5 drop the reasoning of earlier turns).
+// generated (the chat format's HistoryRule: Qwen3/3.5 drop the reasoning of earlier turns).
 #pragma once
 #include <atomic>
 #include <functional>
@@ -41,10 +41,13 @@ class Session {
   explicit Session(Runtime& rt);
 
   // Starts or continues the conversation from prompt blocks through the engine; the last block is the
-  // query tail. Per-block hits, reused and computed token counts and the TTFT are in the result (its
-  // state is kept by the session).
-  PromptResult prefill(const std::vector<PromptBlock>& blocks);
-  // Keep a copy of the state at the end of every prefill (default on): costs one state copy per prompt.
+  // query tail. `after_checkpoint`: the end of the generation prompt that a re-rendered reply does not
+  // start with (Qwen3.5's opened reasoning section); the checkpoint is taken before it, then it is run. Per-block
+  // hits, reused and computed token counts and the TTFT are in the result (its state is kept by the
+  // session).
+  PromptResult prefill(const std::vector<PromptBlock>& blocks, std::span<const int> after_checkpoint = {});
+  // Keep a copy of the state at the end of every prompt: costs one state copy per prompt. On by
+  // default when the runtime's chat format re-renders earlier replies (HistoryRule).
   void set_prompt_checkpoint(bool on) { checkpoint_on_ = on; }
   // Continues exactly: runs only these tokens (after any token sampled but not yet run).
   void append_tokens(std::span<const int> ids);

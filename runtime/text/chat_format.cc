@@ -4,8 +4,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <algorithm>
+
 #include "runtime/error.h"
+#include "runtime/text/qwen35_chat_format.h"
 #include "runtime/text/qwen_chat_format.h"
+#include "runtime/text/tokenizer.h"
 
 namespace hypic {
 
@@ -82,13 +86,47 @@ Conversation parse_openai_conversation(const nlohmann::ordered_json& j, const st
   return conv;
 }
 
-std::unique_ptr<ChatFormat> make_chat_format(const std::string& chat_template, const std::string& where) {
-  if (QwenChatFormat::matches(chat_template)) return std::make_unique<QwenChatFormat>();
-  throw ModelError(where + ": the chat template is not one hypic implements (supported: " +
-                   std::string(QwenChatFormat::kName) + ")");
+AssistantOutput ChatFormat::parse_reply(std::string_view text, const nlohmann::ordered_json& tools,
+                                       bool starts_in_reasoning) const {
+  const auto parser = tool_call_parser(tools, starts_in_reasoning);
+  std::vector<ReplyEvent> events;
+  parser->push(text, events);
+  parser->finish(events);
+  return collect_reply(events);
 }
 
-std::unique_ptr<ChatFormat> load_chat_format(const std::string& model_dir) {
+std::unique_ptr<ChatFormat> make_chat_format(const std::string& chat_template, const std::string& where) {
+  // Qwen3.5 first: its templates also carry every fragment the Qwen3 rule looks for but one.
+  if (Qwen35ChatFormat::matches(chat_template)) return std::make_unique<Qwen35ChatFormat>();
+  if (QwenChatFormat::matches(chat_template)) return std::make_unique<QwenChatFormat>();
+  throw ModelError(where + ": the chat template is not one hypic implements (supported: " +
+                   std::string(QwenChatFormat::kName) + ", " + Qwen35ChatFormat::kName + ")");
+}
+
+const ChatFormat& default_chat_format() {
+  static const QwenChatFormat format;
+  return format;
+}
+
+const std::vector<std::string>& all_reserved_markers() {
+  static const std::vector<std::string> all = [] {
+    std::vector<std::string> v;
+    const QwenChatFormat qwen3;
+    const Qwen35ChatFormat qwen35;
+    for (const ChatFormat* f : {static_cast<const ChatFormat*>(&qwen3), static_cast<const ChatFormat*>(&qwen35)})
+      for (auto& m : f->reserved_markers())
+        if (std::find(v.begin(), v.end(), m) == v.end()) v.push_back(m);
+    return v;
+  }();
+  return all;
+}
+
+std::unique_ptr<ChatFormat> load_chat_format(const std::string& model_dir, const std::string& template_file) {
+  if (!template_file.empty()) {
+    if (!std::filesystem::is_regular_file(template_file))
+      throw IoError("chat template '" + template_file + "' is not a readable file");
+    return make_chat_format(read_text(template_file), template_file);
+  }
   const std::string cfg_path = model_dir + "/tokenizer_config.json";
   const std::string jinja_path = model_dir + "/chat_template.jinja";
   std::string tmpl;
@@ -115,13 +153,36 @@ std::unique_ptr<ChatFormat> load_chat_format(const std::string& model_dir) {
       }
     }
   }
-  if (tmpl.empty() && std::filesystem::exists(jinja_path)) {
+  if (tmpl.empty() && std::filesystem::is_regular_file(jinja_path)) {
     tmpl = read_text(jinja_path);
     where = jinja_path;
   }
   if (tmpl.empty())
     throw IoError(model_dir + ": no chat template (neither tokenizer_config.json \"chat_template\" nor chat_template.jinja)");
   return make_chat_format(tmpl, where);
+}
+
+std::vector<int> chat_stop_ids(const ChatFormat& format, const Tokenizer& tokenizer, const std::string& model_dir) {
+  std::vector<std::string> names = format.stop_tokens();
+  const std::string cfg_path = model_dir + "/tokenizer_config.json";
+  if (std::filesystem::is_regular_file(cfg_path)) {
+    try {
+      const auto j = nlohmann::json::parse(read_text(cfg_path));
+      if (j.is_object() && j.contains("eos_token")) {
+        const auto& e = j["eos_token"];
+        if (e.is_string()) names.push_back(e.get<std::string>());
+        else if (e.is_object() && e.contains("content") && e["content"].is_string())
+          names.push_back(e["content"].get<std::string>());
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw FormatError("'" + cfg_path + "' is not valid JSON: " + e.what());
+    }
+  }
+  std::vector<int> ids;
+  for (auto& name : names)
+    if (auto id = tokenizer.token_to_id(name))
+      if (std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+  return ids;
 }
 
 }  // namespace hypic

@@ -126,4 +126,24 @@ std::string python_json_dumps(const nlohmann::ordered_json& value) {
   return out;
 }
 
+std::string python_str(const nlohmann::ordered_json& value) {
+  switch (value.type()) {
+    case nlohmann::ordered_json::value_t::string: return value.get<std::string>();
+    case nlohmann::ordered_json::value_t::null: return "None";
+    case nlohmann::ordered_json::value_t::boolean: return value.get<bool>() ? "True" : "False";
+    case nlohmann::ordered_json::value_t::number_float: {
+      const double x = value.get<double>();
+      if (std::isnan(x)) return "nan";
+      if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+      std::string out;
+      dump_float(x, out);
+      return out;
+    }
+    case nlohmann::ordered_json::value_t::array:
+    case nlohmann::ordered_json::value_t::object:
+      throw InvalidArgument("python_str is for scalars; containers are written with python_json_dumps");
+    default: return python_json_dumps(value);  // integers
+  }
+}
+
 }  // namespace hypic

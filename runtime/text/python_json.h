@@ -11,4 +11,8 @@ namespace hypic {
 // InvalidArgument if nesting is deeper than 512 (a guard against runaway recursion).
 std::string python_json_dumps(const nlohmann::ordered_json& value);
 
+// Python's str() of a JSON scalar (Jinja's `|string` filter): strings as they are, True/False, None,
+// integers, floats in repr form. InvalidArgument for arrays and objects.
+std::string python_str(const nlohmann::ordered_json& value);
+
 }  // namespace hypic

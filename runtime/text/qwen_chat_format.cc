@@ -2,42 +2,23 @@
 
 #include "runtime/error.h"
 #include "runtime/text/python_json.h"
+#include "runtime/text/python_string.h"
 
 namespace hypic {
 
 namespace {
 
-bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
-bool ends_with(const std::string& s, const std::string& p) {
-  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
-}
-// Python str.lstrip('\n') / rstrip('\n') / strip('\n').
-std::string lstrip_nl(const std::string& s) {
-  const size_t b = s.find_first_not_of('\n');
-  return b == std::string::npos ? std::string() : s.substr(b);
-}
-std::string rstrip_nl(const std::string& s) {
-  const size_t e = s.find_last_not_of('\n');
-  return e == std::string::npos ? std::string() : s.substr(0, e + 1);
-}
-std::string strip_nl(const std::string& s) { return lstrip_nl(rstrip_nl(s)); }
-// Python s.split(sep)[0] and s.split(sep)[-1].
-std::string before_first(const std::string& s, const std::string& sep) {
-  const size_t p = s.find(sep);
-  return p == std::string::npos ? s : s.substr(0, p);
-}
-std::string after_last(const std::string& s, const std::string& sep) {
-  const size_t p = s.rfind(sep);
-  return p == std::string::npos ? s : s.substr(p + sep.size());
-}
-
-const char* kToolsIntro =
+constexpr const char* kToolsIntro =
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-const char* kToolsOutro =
+constexpr const char* kToolsOutro =
     "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
     "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
     "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+bool is_tool_response(const std::string& content) {
+  return starts_with(content, "<tool_response>") && ends_with(content, "</tool_response>");
+}
 
 }  // namespace
 
@@ -47,7 +28,9 @@ bool QwenChatFormat::matches(const std::string& t) {
   for (const char* frag : {"<|im_start|>", "<tool_call>", "<tool_response>", "</think>", "reasoning_content",
                            "\"arguments\": ", "multi_step_tool"})
     if (t.find(frag) == std::string::npos) return false;
-  return t.find("<function=") == std::string::npos;
+  // A generation prompt that opens <think> itself (the "Thinking" variants) is a different format:
+  // refused rather than rendered with the wrong prompt.
+  return t.find("<function=") == std::string::npos && t.find("assistant\\n<think>\\n'") == std::string::npos;
 }
 
 RenderedChat QwenChatFormat::render(const Conversation& conv, const RenderOptions& opts) const {
@@ -61,31 +44,41 @@ RenderedChat QwenChatFormat::render(const Conversation& conv, const RenderOption
   }
   RenderedChat out;
   out.messages.assign(n, TextSpan{});
+  out.content.assign(n, ContentPlacement{});
   std::string& s = out.text;
   const bool first_is_system = n > 0 && msgs[0].role == "system";
+  auto verbatim = [&](size_t i, const std::string& content) {
+    out.content[i] = {s.size(), 0, content.size()};
+    s += content;
+  };
 
-  // Header: the system turn, with the tools section when tools are given.
+  // Header: the system turn (system text first, then the tool docs when tools are given).
   const bool has_tools = conv.tools.is_array() && !conv.tools.empty();
   if (has_tools) {
     s += "<|im_start|>system\n";
-    if (first_is_system) s += msgs[0].content + "\n\n";
+    if (first_is_system) {
+      verbatim(0, msgs[0].content);
+      s += "\n\n";
+      out.messages[0] = {0, s.size()};
+    }
+    const size_t tools_begin = s.size();
     s += kToolsIntro;
     for (const auto& tool : conv.tools) s += "\n" + python_json_dumps(tool);
     s += kToolsOutro;
+    // Without a system message the whole system turn is the tool docs.
+    out.tools = TextSpan{first_is_system ? tools_begin : 0, s.size()};
   } else if (first_is_system) {
-    s += "<|im_start|>system\n" + msgs[0].content + "<|im_end|>\n";
-  }
-  if (first_is_system)
+    s += "<|im_start|>system\n";
+    verbatim(0, msgs[0].content);
+    s += "<|im_end|>\n";
     out.messages[0] = {0, s.size()};
-  else
-    out.preamble = {0, s.size()};
+  }
 
   // The last real user query: reasoning is only shown for assistant turns after it. User turns that
   // merely carry tool responses do not count.
-  size_t last_query = n - 1;  // wraps for n == 0; unused then
+  size_t last_query = n == 0 ? 0 : n - 1;
   for (size_t k = n; k-- > 0;) {
-    const ChatMessage& m = msgs[k];
-    if (m.role == "user" && !(starts_with(m.content, "<tool_response>") && ends_with(m.content, "</tool_response>"))) {
+    if (msgs[k].role == "user" && !is_tool_response(msgs[k].content)) {
       last_query = k;
       break;
     }
@@ -93,23 +86,34 @@ RenderedChat QwenChatFormat::render(const Conversation& conv, const RenderOption
 
   for (size_t i = 0; i < n; ++i) {
     const ChatMessage& m = msgs[i];
+    if (i == 0 && first_is_system) continue;
     const size_t begin = s.size();
-    if (m.role == "user" || (m.role == "system" && i != 0)) {
-      s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    if (m.role == "user" || m.role == "system") {
+      s += "<|im_start|>" + m.role + "\n";
+      verbatim(i, m.content);
+      s += "<|im_end|>\n";
     } else if (m.role == "assistant") {
       std::string content = m.content;
       std::string reasoning;
+      bool rewritten = false;
       if (m.reasoning_content) {
         reasoning = *m.reasoning_content;
       } else if (m.content.find("</think>") != std::string::npos) {
-        content = lstrip_nl(after_last(m.content, "</think>"));
-        reasoning = lstrip_nl(after_last(rstrip_nl(before_first(m.content, "</think>")), "<think>"));
+        content = lstrip_newlines(split_last(m.content, "</think>"));
+        reasoning = lstrip_newlines(split_last(rstrip_newlines(split_first(m.content, "</think>")), "<think>"));
+        rewritten = true;
       }
       const bool after_query = i > last_query;
-      if (after_query && (i + 1 == n || !reasoning.empty()))
-        s += "<|im_start|>assistant\n<think>\n" + strip_nl(reasoning) + "\n</think>\n\n" + lstrip_nl(content);
-      else
-        s += "<|im_start|>assistant\n" + content;
+      if (after_query && (i + 1 == n || !reasoning.empty())) {
+        s += "<|im_start|>assistant\n<think>\n" + lstrip_newlines(rstrip_newlines(reasoning)) + "\n</think>\n\n";
+        const std::string shown = lstrip_newlines(content);
+        if (!rewritten) out.content[i] = {s.size(), content.size() - shown.size(), shown.size()};
+        s += shown;
+      } else {
+        s += "<|im_start|>assistant\n";
+        if (!rewritten) out.content[i] = {s.size(), 0, content.size()};
+        s += content;
+      }
       for (size_t k = 0; k < m.tool_calls.size(); ++k) {
         const ToolCall& tc = m.tool_calls[k];
         if (k > 0 || !content.empty()) s += "\n";
@@ -121,19 +125,27 @@ RenderedChat QwenChatFormat::render(const Conversation& conv, const RenderOption
     } else if (m.role == "tool") {
       // Consecutive tool results share one user turn.
       if (i == 0 || msgs[i - 1].role != "tool") s += "<|im_start|>user";
-      s += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      s += "\n<tool_response>\n";
+      verbatim(i, m.content);
+      s += "\n</tool_response>";
       if (i + 1 == n || msgs[i + 1].role != "tool") s += "<|im_end|>\n";
     }
-    if (!(i == 0 && first_is_system)) out.messages[i] = {begin, s.size()};
+    out.messages[i] = {begin, s.size()};
   }
 
-  const size_t gen_begin = s.size();
-  if (opts.add_generation_prompt) {
-    s += "<|im_start|>assistant\n";
-    if (opts.enable_thinking.has_value() && !*opts.enable_thinking) s += "<think>\n\n</think>\n\n";
-  }
-  out.generation_prompt = {gen_begin, s.size()};
+  add_generation_prompt(out, opts);
   return out;
+}
+
+std::string QwenChatFormat::generation_prompt(std::optional<bool> enable_thinking) const {
+  std::string g = kAssistantHeader;
+  if (thinking_off(enable_thinking)) g += kNoThinking;
+  return g;
+}
+
+std::unique_ptr<ToolCallStreamParser> QwenChatFormat::tool_call_parser(const nlohmann::ordered_json& tools,
+                                                                       bool starts_in_reasoning) const {
+  return std::make_unique<ToolCallStreamParser>(json_tool_call_body_parser(tools), starts_in_reasoning);
 }
 
 }  // namespace hypic

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "dsl/compiler.h"
-#include "dsl/qwen_framer.h"
+#include "runtime/text/chat_format.h"
 #include "fake_tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -61,17 +61,21 @@ TEST_P(Golden, PlanMatches) {
 
 TEST_P(Golden, BlocksTileTheChatRendering) {
   const PromptPlan plan = compile_golden(GetParam());
-  std::vector<FrameMessage> msgs;
+  hypic::Conversation conv;
+  conv.tools = plan.tools;
+  auto& msgs = conv.messages;
   for (const auto& b : plan.blocks) {
     if (b.message < 0) continue;
-    if (size_t(b.message) == msgs.size()) msgs.push_back(FrameMessage{b.role, "", nullptr, std::nullopt});
+    if (size_t(b.message) == msgs.size()) msgs.push_back(hypic::ChatMessage{b.role, "", std::nullopt, {}, {}});
     msgs[size_t(b.message)].content += b.content;
   }
   // Re-frame the messages the plan claims; history blocks carry tool calls we cannot rebuild here.
   bool has_history = false;
   for (const auto& b : plan.blocks) has_history |= b.kind == "history";
   if (!has_history) {
-    EXPECT_EQ(plan.text(), QwenChatFramer().frame(msgs, plan.tools).text);
+    hypic::RenderOptions ro;
+    ro.add_generation_prompt = false;
+    EXPECT_EQ(plan.text(), hypic::default_chat_format().render(conv, ro).text);
   }
   for (const auto& b : plan.blocks) {
     EXPECT_FALSE(b.text.empty()) << b.id;

@@ -194,3 +194,64 @@ TEST(SessionTest, StopStringEndsGenerationAndIsNotStreamed) {
 
 }  // namespace
 }  // namespace hypic::sdk
+
+namespace hypic::sdk {
+namespace {
+
+// The same agent on a runtime told to use the Qwen3.5 chat template: the prompt is framed in that
+// format, replies start inside reasoning, and XML tool calls run with arguments typed by the schema.
+class Qwen35AgentTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    AgentTest::SetUp();
+    RuntimeOptions o;
+    o.model_dir = kRoot + "/tests/fixtures/models/qwen3_5_dense";
+    o.chat_template_file = kRoot + "/tests/fixtures/chat/qwen3.5_chat_template.jinja";
+    rt_ = Runtime::open(o);
+  }
+};
+
+TEST_F(Qwen35AgentTest, XmlToolCallsRunWithTypedArguments) {
+  EXPECT_EQ(rt_->chat_format().name(), "qwen3.5");
+  Agent agent(*rt_, tpl_, tools_);
+  agent.set_generator(scripted_generator({
+      "The user wants a sum.\n</think>\n\nAdding.\n\n<tool_call>\n<function=add>\n<parameter=a>\n2\n</parameter>\n"
+      "<parameter=b>\n3\n</parameter>\n</function>\n</tool_call>",
+      "Done.\n</think>\n\nThe sum is 5."}));
+  std::vector<ReplyEvent::Kind> kinds;
+  AgentRunOptions opt;
+  opt.on_event = [&](const ReplyEvent& e) { kinds.push_back(e.kind); };
+  const AgentResult r = agent.run(vars("What is 2 + 3?"), opt);
+  EXPECT_EQ(r.finish_reason, "answered");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_TRUE(r.tool_calls[0].ok) << r.tool_calls[0].result;  // integers, not strings: the tool adds them
+  EXPECT_EQ(r.tool_calls[0].result, "5");
+  EXPECT_EQ(r.answer, "The sum is 5.");
+  EXPECT_EQ(r.reasoning, "Done.");
+  using K = ReplyEvent::Kind;
+  EXPECT_EQ(kinds, (std::vector<K>{K::kReasoning, K::kText, K::kToolCall, K::kReasoning, K::kText}));
+  // The tool result went back in the format's own framing.
+  const std::string transcript = rt_->tokenizer().decode(agent.session()->transcript());
+  EXPECT_NE(transcript.find("<|im_start|>user\n<tool_response>\n5\n</tool_response><|im_end|>\n"
+                            "<|im_start|>assistant\n<think>\n"),
+            std::string::npos);
+  EXPECT_NE(transcript.find("<function=example_function_name>"), std::string::npos);  // the XML tool docs
+}
+
+TEST_F(Qwen35AgentTest, MalformedAndUnknownCallsGoBackToTheModel) {
+  Agent agent(*rt_, tpl_, tools_);
+  agent.set_generator(scripted_generator({
+      "r\n</think>\n\n<tool_call>\n<function=launch>\n</function>\n</tool_call>",
+      "r\n</think>\n\n<tool_call>\n<parameter=a>\n1\n</parameter>\n</tool_call>",
+      "r\n</think>\n\n<tool_call>\n<function=add>\n<parameter=a>\n1",  // cut off
+      "r\n</think>\n\nI cannot."}));
+  const AgentResult r = agent.run(vars("What is 2 + 3?"));
+  EXPECT_EQ(r.steps, 4);
+  ASSERT_EQ(r.tool_calls.size(), 3u);
+  EXPECT_NE(r.tool_calls[0].result.find("unknown tool 'launch'"), std::string::npos) << r.tool_calls[0].result;
+  EXPECT_NE(r.tool_calls[1].result.find("<function=NAME>"), std::string::npos) << r.tool_calls[1].result;
+  EXPECT_NE(r.tool_calls[2].result.find("not closed"), std::string::npos) << r.tool_calls[2].result;
+}
+
+}  // namespace
+}  // namespace hypic::sdk

@@ -105,32 +105,51 @@ TEST_P(MultiTurnTest, EveryTurnComputesOnlyItsNewTokensAndAnswersAsFullRecompute
   }
 }
 
-TEST_P(MultiTurnTest, RepliesRenderedWithoutTheirReasoningStayReusable) {
-  // Qwen3/3.5 templates drop the reasoning of assistant turns before the last user query, so turn N+1's
-  // prompt diverges from what turn N generated inside the reply. The session's checkpoint at the end of
-  // turn N's prompt is then the exact prefix: only the re-rendered reply and the new message are computed.
+// Qwen3/3.5 templates drop the reasoning of assistant turns before the last user query, so turn N+1's
+// prompt diverges from what turn N generated inside the reply. The session's checkpoint at the end of
+// turn N's prompt is then the exact prefix: only the re-rendered reply and the new message are computed.
+// Qwen3.5's generation prompt opens a reasoning section that a re-rendered reply does not have: the
+// checkpoint is taken before it, so those tokens are computed again.
+void replies_without_reasoning_stay_reusable(const std::string& device, const std::string& chat_template) {
   RuntimeOptions o;
   o.model_dir = kRoot + "/examples/models/hypic-qa-tiny";
-  o.device = GetParam();
+  o.device = device;
+  o.chat_template_file = chat_template;
   auto rt = Runtime::open(o);
   test::TempDir dir;
   HistoryStore store = HistoryStore::open(dir.file("h.sqlite"));
   Agent agent(*rt, dsl::load_template(kRoot + "/tests/fixtures/sdk/multi_turn.yaml"), ToolRegistry());
   agent.set_history(&store, "c");
-  agent.set_generator(scripted_generator(std::vector<std::string>(
-      4, "<think>\nThe documents say where Soujol lives.\n</think>\n\nThunest")));
+  const ChatFormat& f = rt->chat_format();
+  const bool in_reasoning = f.generation_starts_in_reasoning(std::nullopt);
+  const std::string reply = std::string(in_reasoning ? "" : "<think>\n") +
+                            "The documents say where Soujol lives.\n</think>\n\nThunest";
+  agent.set_generator(scripted_generator(std::vector<std::string>(4, reply)));
+  // Generation-prompt tokens after the checkpoint.
+  const std::string gen = f.generation_prompt(std::nullopt);
+  const int64_t after = static_cast<int64_t>(
+      rt->tokenizer().encode(gen.substr(f.history_rule().assistant_header.size())).size());
+  EXPECT_EQ(after, in_reasoning ? 2 : 0);
   int64_t previous_prompt = 0;
   for (int t = 0; t < 4; ++t) {
     const AgentResult r = agent.run(Json{{"question", "Where does Soujol live? (" + std::to_string(t) + ")"}});
     EXPECT_EQ(r.answer, "Thunest");
     EXPECT_FALSE(r.reasoning.empty());
     if (t > 0) {
-      EXPECT_EQ(r.step_reports[0].reused_tokens, previous_prompt) << "turn " << t + 1;
-      EXPECT_EQ(r.step_reports[0].computed_tokens, r.prompt_tokens - previous_prompt) << "turn " << t + 1;
+      EXPECT_EQ(r.step_reports[0].reused_tokens, previous_prompt - after) << "turn " << t + 1;
+      EXPECT_EQ(r.step_reports[0].computed_tokens, r.prompt_tokens - previous_prompt + after) << "turn " << t + 1;
       EXPECT_LT(r.step_reports[0].computed_tokens, 40) << "turn " << t + 1;
     }
     previous_prompt = r.prompt_tokens;
   }
+}
+
+TEST_P(MultiTurnTest, RepliesRenderedWithoutTheirReasoningStayReusable) {
+  replies_without_reasoning_stay_reusable(GetParam(), "");
+}
+
+TEST_P(MultiTurnTest, Qwen35RepliesRenderedWithoutTheirReasoningStayReusable) {
+  replies_without_reasoning_stay_reusable(GetParam(), kRoot + "/tests/fixtures/chat/qwen3.5_chat_template.jinja");
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, MultiTurnTest, ::testing::Values("cpu", "cuda"),

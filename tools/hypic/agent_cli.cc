@@ -16,9 +16,10 @@ AgentEnv open_agent_env(const Args& args) {
   const long long mb = args.get_int("cache-mb", 1024);
   if (mb < 1 || ro.seam_width < 0) throw UsageError("--cache-mb must be >= 1 and --seam >= 0");
   ro.cache_bytes = static_cast<size_t>(mb) << 20;
+  ro.chat_template_file = args.get("chat-template", "");
   env.runtime = sdk::Runtime::open(ro);
-  std::fprintf(stderr, "hypic: %s on %s, %s mode\n", ro.model_dir.c_str(), device_name(env.runtime->device()),
-               mode_name(ro.mode));
+  std::fprintf(stderr, "hypic: %s on %s, %s mode, %s chat format\n", ro.model_dir.c_str(),
+               device_name(env.runtime->device()), mode_name(ro.mode), env.runtime->chat_format().name().c_str());
   env.tools.add(sdk::calculator_tool());
   if (args.has("docs-db")) {
     env.docs.emplace(sdk::FtsRetriever::open(args.get("docs-db", "")));

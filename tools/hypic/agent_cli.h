@@ -17,8 +17,9 @@ struct AgentEnv {
   sdk::ToolRegistry tools;                // calculator, and search_docs with --docs-db
 };
 
-// Reads --model, --device (cpu|cuda|auto, default auto), --mode, --seam, --cache-mb, --docs-db; says on
-// stderr which device the model runs on.
+// Reads --model, --device (cpu|cuda|auto, default auto), --mode, --seam, --cache-mb, --docs-db,
+// --chat-template (a Jinja template file instead of the model's own); says on stderr which device the
+// model runs on and which chat format it speaks.
 AgentEnv open_agent_env(const Args& args);
 
 // Fills the list variable `into` with the best chunks for vars[query_var] when the template declares

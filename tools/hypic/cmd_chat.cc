@@ -1,4 +1,5 @@
 // hypic chat --model DIR [--device cpu|cuda|auto] [--template F] [--db FILE] [--session ID] [--docs-db FILE] [--mode hypic]
+//            [--chat-template FILE]
 // An interactive terminal chat that keeps history: every line is one agent run whose history slot
 // holds the earlier turns (cached segments, so each turn computes little more than the new text).
 // /exit or end of input quits. With --db the conversation persists and resumes by --session.
@@ -46,7 +47,8 @@ blocks:
 
 int run(int argc, char** argv) {
   Args args(argc, argv);
-  args.allow_only({"model", "device", "template", "db", "session", "docs-db", "mode", "seam", "cache-mb", "system"});
+  args.allow_only({"model", "device", "template", "db", "session", "docs-db", "mode", "seam", "cache-mb", "system",
+                   "chat-template"});
   const dsl::Template tpl = args.has("template") ? dsl::load_template(args.get("template", ""))
                                                  : dsl::parse_template(kDefaultTemplate, "<built-in chat template>");
   AgentEnv env = open_agent_env(args);

@@ -5,7 +5,6 @@
 // --device cuda runs the engine on the CUDA backend (bf16, device-resident cache) instead of the CPU (fp32).
 // --show N prints the first N prompts' answers per mode to stderr (stdout stays one JSON object).
 #include <algorithm>
-#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -17,7 +16,9 @@
 
 #include "kernels/sampling.h"
 #include "runtime/engine.h"
+#include "runtime/text/chat_format.h"
 #include "runtime/text/tokenizer.h"
+#include "runtime/text/tokenizer_fingerprint.h"
 #include "tools/hypic/cli_args.h"
 #include "tools/hypic/open_model.h"
 
@@ -88,6 +89,7 @@ struct EvalSetup {
   EngineOptions opt;
   long long n_decode = 16, show = 0;
   bool prewarm = false;
+  std::vector<std::string> markers;  // the chat format's markup, dropped when a prompt is shown
 };
 
 // Every prompt in every mode against `full`, every engine on the same backend.
@@ -119,8 +121,8 @@ std::map<CacheMode, ModeStats> evaluate(Backend& model, const EvalSetup& e, cons
     const bool shown = static_cast<long long>(i) < show;
     if (shown) {
       std::string q = prompts[i].blocks.back();
-      for (const char* mark : {"<|im_start|>", "<|im_end|>"})
-        for (size_t at; (at = q.find(mark)) != std::string::npos;) q.erase(at, std::strlen(mark));
+      for (const std::string& mark : e.markers)
+        for (size_t at; (at = q.find(mark)) != std::string::npos;) q.erase(at, mark.size());
       if (const auto nl = trim(q).find('\n'); nl != std::string::npos) q = trim(q).substr(0, nl);  // drop the role header
       std::fprintf(stderr, "prompt %zu (%zu blocks): %s\n", i + 1, prompts[i].blocks.size(), trim(q).c_str());
       if (prompts[i].answer) std::fprintf(stderr, "  expected: %s\n", prompts[i].answer->c_str());
@@ -175,17 +177,16 @@ int run(int argc, char** argv) {
     throw UsageError("--seam >= 0, --decode-tokens >= 1, --cache-mb >= 1");
   e.opt.seam_width = seam;
   e.opt.cache_budget_bytes = static_cast<size_t>(cache_mb) << 20;
-  char fp[17];
-  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(tok.fingerprint()));
-  e.opt.tokenizer_fingerprint = fp;
+  e.opt.tokenizer_fingerprint = tokenizer_fingerprint(tok);
   for (auto& p : e.prompts) {
     std::vector<std::vector<int>> blocks;
     for (auto& b : p.blocks) blocks.push_back(tok.encode(b));
     e.tokenized.push_back(std::move(blocks));
   }
-  std::vector<int> stop_ids;
-  for (const char* s : {"<|im_end|>", "<|endoftext|>"})
-    if (auto id = tok.token_to_id(s)) stop_ids.push_back(*id);
+  // The prompts are rendered in the model's chat format; its stop tokens end the greedy answers.
+  const std::unique_ptr<ChatFormat> format = load_chat_format(dir);
+  e.markers = format->reserved_markers();
+  const std::vector<int> stop_ids = chat_stop_ids(*format, tok, dir);
 
   auto model = open_model(args);
   std::map<CacheMode, ModeStats> stats = evaluate(*model, e, tok, stop_ids);

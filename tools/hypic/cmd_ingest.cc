@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/text/tokenizer.h"
+#include "runtime/text/tokenizer_fingerprint.h"
 #include "sdk/document_ingester.h"
 #include "tools/hypic/cli_args.h"
 
@@ -14,9 +15,7 @@ class TokenizerCounter : public hypic::sdk::TokenCounter {
   explicit TokenizerCounter(const hypic::Tokenizer& t) : t_(t) {}
   size_t count(std::string_view text) const override { return t_.encode(text).size(); }
   std::string id() const override {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "tokenizer:%016llx", static_cast<unsigned long long>(t_.fingerprint()));
-    return buf;
+    return "tokenizer:" + hypic::tokenizer_fingerprint(t_);
   }
 
  private:

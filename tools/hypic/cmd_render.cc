@@ -5,7 +5,6 @@
 
 #include "dsl/compiler.h"
 #include "dsl/hf_plan_tokenizer.h"
-#include "dsl/qwen_framer.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/text/chat_format.h"
 #include "tools/hypic/cli_args.h"
@@ -15,9 +14,11 @@ namespace {
 int run_render(int argc, char** argv) {
   using namespace hypic;
   const cli::Args args(argc, argv, {"full"});
-  args.allow_only({"vars", "model-dir", "seam-width", "full"});
+  args.allow_only({"vars", "model-dir", "seam-width", "full", "chat-template"});
   if (args.positionals().size() != 1)
-    throw cli::UsageError("usage: hypic render TEMPLATE.yaml [--vars F.json] [--model-dir DIR] [--seam-width N] [--full]");
+    throw cli::UsageError(
+        "usage: hypic render TEMPLATE.yaml [--vars F.json] [--model-dir DIR] [--chat-template FILE] [--seam-width N] "
+        "[--full]");
   const std::string template_path = args.positionals()[0];
   const dsl::Template tpl = dsl::load_template(template_path);
   dsl::Json vars = dsl::Json::object();
@@ -31,14 +32,17 @@ int run_render(int argc, char** argv) {
 
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<dsl::HfPlanTokenizer> plan_tok;
+  // The plan is framed in the model's chat format (or the named template's); without either, Qwen3's.
+  std::unique_ptr<ChatFormat> format;
+  const std::string chat_template = args.get("chat-template", "");
+  if (args.has("model-dir") || !chat_template.empty()) {
+    format = load_chat_format(args.get("model-dir", ""), chat_template);
+    opt.format = format.get();
+  }
   if (args.has("model-dir")) {
     const std::string dir = args.get("model-dir", "");
     tok = std::make_unique<Tokenizer>(Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string()));
     plan_tok = std::make_unique<dsl::HfPlanTokenizer>(*tok);
-    // Plans are framed by the built-in Qwen3 framer; refuse a model whose own template is another format.
-    const std::string format = load_chat_format(dir)->name();
-    if (format != dsl::QwenChatFramer().name())
-      throw ModelError(dir + ": chat format '" + format + "' is not supported by prompt plans yet (qwen3 only)");
     // The engine keys segments by the loaded weights' fingerprint; use the same one.
     opt.model_fingerprint = CpuBackend::load(dir)->fingerprint();
     opt.tokenizer = plan_tok.get();

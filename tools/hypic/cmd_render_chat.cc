@@ -10,8 +10,10 @@ namespace {
 
 int run(int argc, char** argv) {
   hypic::cli::Args args(argc, argv, {"no-generation-prompt"});
-  args.allow_only({"model-dir", "conversation", "no-generation-prompt", "enable-thinking"});
-  const std::unique_ptr<hypic::ChatFormat> fmt = hypic::load_chat_format(args.require("model-dir"));
+  args.allow_only({"model-dir", "conversation", "no-generation-prompt", "enable-thinking", "chat-template"});
+  const std::string chat_template = args.get("chat-template", "");
+  const std::unique_ptr<hypic::ChatFormat> fmt =
+      hypic::load_chat_format(chat_template.empty() ? args.require("model-dir") : args.get("model-dir", ""), chat_template);
   const std::string path = args.require("conversation");
   nlohmann::ordered_json j;
   try {
@@ -38,8 +40,8 @@ int run(int argc, char** argv) {
 }
 
 hypic::cli::Registrar reg("render-chat",
-                          "conversation JSON -> prompt text: --model-dir DIR --conversation F.json "
-                          "[--no-generation-prompt] [--enable-thinking true|false]",
+                          "conversation JSON -> prompt text: --model-dir DIR | --chat-template FILE "
+                          "--conversation F.json [--no-generation-prompt] [--enable-thinking true|false]",
                           run);
 
 }  // namespace

@@ -1,5 +1,6 @@
 // hypic run TEMPLATE.yaml --vars F.json --model DIR [--device cpu|cuda|auto] [--docs-db FILE] [--db FILE --session ID]
 //           [--mode hypic] [--seam 8] [--cache-mb N] [--max-steps N] [--top-k-chunks K] [--json | --brief]
+//           [--chat-template FILE]
 // Runs the agent and prints its answer and per-block cache hits. F may hold one variables object or
 // an array of them: the runs share one process and one segment store (later runs hit earlier blocks).
 #include <cstdio>
@@ -14,7 +15,7 @@ namespace {
 int run(int argc, char** argv) {
   Args args(argc, argv, {"json", "stream", "brief"});
   args.allow_only({"vars", "model", "device", "docs-db", "db", "session", "mode", "seam", "cache-mb", "max-steps",
-                   "top-k-chunks", "json", "stream", "brief"});
+                   "top-k-chunks", "json", "stream", "brief", "chat-template"});
   if (args.positionals().size() != 1) throw UsageError("expected exactly one TEMPLATE.yaml");
   const dsl::Template tpl = dsl::load_template(args.positionals()[0]);
   const sdk::Json given = dsl::load_variables(args.require("vars"));
