@@ -628,6 +628,8 @@ const QualityCase kQualityCases[] = {
     {"examples/models/hypic-qa-tiny", "tests/fixtures/eval/qa_eval_seed1.jsonl", 16, 0.0003, 0.93, false},
 };
 
+void PrintTo(const QualityCase& c, std::ostream* os) { *os << c.model; }
+
 using QualityParam = std::tuple<QualityCase, std::string>;  // case, device
 
 class QualityTest : public ::testing::TestWithParam<QualityParam> {};
