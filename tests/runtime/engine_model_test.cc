@@ -1,9 +1,12 @@
 // The one caching engine on every backend (typed over devices: the CPU always, CUDA where the build has it
 // and a GPU is present), on the fixture models: exactness of the stitch where it must be exact, the
 // longest exact prefix (chain entries, a live sequence), the accounting of computed tokens, the damage of
-// the naive and no-seam ablations, eviction. Each device is judged against its own full recompute: the CPU
-// (fp32) to 1e-4, CUDA (bf16) within the three-computation bf16 bound of the fixture (bf16_agreement.h);
-// on CUDA the same requests are also compared with the CPU engine.
+// the naive and no-seam ablations, eviction (rebuilt entries give the cold run's logits). Each device is
+// judged against its own full recompute: the CPU (fp32) to 1e-4, CUDA (bf16) within the three-computation
+// bf16 bound of the fixture (bf16_agreement.h); on CUDA the same requests are also compared with the CPU
+// engine. Then, on the fixtures and the shipped trained model: the quality of hypic mode against full,
+// no-seam and naive (QualityTest), and the trained model as the well-conditioned case for bf16 (top-1 and
+// greedy decode against the CPU).
 #include "runtime/engine.h"
 
 #include <gtest/gtest.h>
