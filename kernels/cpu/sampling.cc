@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <functional>
 #include <vector>
 
 namespace hypic::cpu {
@@ -15,38 +15,48 @@ int64_t argmax(const float* logits, int64_t V) {
 }
 
 int64_t sample(const float* logits, int64_t V, const SamplingParams& p, double u) {
-  if (p.temperature <= 0.0f || p.top_k == 1) return argmax(logits, V);
-  std::vector<int64_t> idx(static_cast<size_t>(V));
-  std::iota(idx.begin(), idx.end(), 0);
-  // Candidates in descending logit order (ties: lower id first), cut to top-k.
-  const int64_t k = p.top_k > 0 ? std::min<int64_t>(p.top_k, V) : V;
-  auto by_logit = [&](int64_t a, int64_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), by_logit);
-  idx.resize(static_cast<size_t>(k));
-  const double mx = logits[idx[0]];
-  std::vector<double> prob(idx.size());
-  double sum = 0;
-  for (size_t i = 0; i < idx.size(); ++i) sum += prob[i] = std::exp((logits[idx[i]] - mx) / p.temperature);
-  // Nucleus: the smallest prefix whose mass reaches top_p.
-  size_t keep = idx.size();
+  if (p.temperature <= 0.0f) return argmax(logits, V);
+  // The definition every backend implements (kernels/cuda/sampling.h), so that one draw gives one token:
+  // scaled logits in float as the device computes them; the kept set is every id whose scaled logit is
+  // at least a threshold (ties at a threshold are all kept); the draw walks the kept ids in id order.
+  const float inv_t = 1.0f / p.temperature;
+  std::vector<float> x(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i) x[i] = logits[i] * inv_t;
+  std::vector<float> desc = x;
+  std::sort(desc.begin(), desc.end(), std::greater<float>());
+  const double mx = desc[0];
+  // Top-k: the k-th largest value.
+  float thr = p.top_k > 0 && p.top_k < V ? desc[static_cast<size_t>(p.top_k - 1)] : desc.back();
+  // Top-p: the largest value whose upper set (all its ties included) holds top_p of the top-k mass.
   if (p.top_p < 1.0f) {
+    double kept = 0;
+    for (float v : desc) {
+      if (v < thr) break;
+      kept += std::exp(v - mx);
+    }
+    const double target = p.top_p * kept;
     double acc = 0;
-    for (size_t i = 0; i < idx.size(); ++i) {
-      acc += prob[i] / sum;
-      if (acc >= p.top_p) {
-        keep = i + 1;
+    for (size_t i = 0; i < desc.size() && desc[i] >= thr; ++i) {
+      acc += std::exp(desc[i] - mx);
+      if (acc >= target && (i + 1 == desc.size() || desc[i + 1] != desc[i])) {
+        thr = desc[i];
         break;
       }
     }
   }
-  double kept = 0;
-  for (size_t i = 0; i < keep; ++i) kept += prob[i];
-  double target = u * kept, acc = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    acc += prob[i];
-    if (target < acc) return idx[i];
+  double total = 0;
+  for (float v : x)
+    if (v >= thr) total += std::exp(v - mx);
+  const double target = u * total;
+  double acc = 0;
+  int64_t last = 0;
+  for (int64_t i = 0; i < V; ++i) {
+    if (x[i] < thr) continue;
+    acc += std::exp(x[i] - mx);
+    last = i;
+    if (target < acc) return i;
   }
-  return idx[keep - 1];
+  return last;  // u at the very top of the float sum
 }
 
 double kl_divergence(const float* p_logits, const float* q_logits, int64_t V) {

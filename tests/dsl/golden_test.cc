@@ -1,5 +1,9 @@
 // Golden plans: every tests/fixtures/dsl/golden/<name>.yaml with <name>.vars.json compiles to exactly
-// <name>.plan.json. Set HYPIC_UPDATE_GOLDENS=1 to rewrite the goldens (then review the diff).
+// <name>.plan.json. Set HYPIC_UPDATE_GOLDENS=1 to rewrite the goldens (then review the diff; refused
+// under CI, where a golden written by the code under test would pass whatever that code does). What the
+// goldens are checked against independently: their text is the real chat template's rendering of the
+// same conversation (jinja2, tests/fixtures/dsl/chat_reference.json, case "golden_<name>") where the
+// reference has the case, else the framer that tests/dsl/chat_framing_test.cc checks against it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,6 +37,14 @@ struct InGoldenDir {
   ~InGoldenDir() { fs::current_path(saved); }
 };
 
+// A case of the jinja2 reference renderings (tests/fixtures/dsl/make_chat_reference.py), or null.
+const Json* reference_case(const std::string& name) {
+  static const Json ref = Json::parse(read(fs::path(HYPIC_SOURCE_DIR) / "tests/fixtures/dsl/chat_reference.json"));
+  for (const auto& c : ref)
+    if (c["name"] == name) return &c;
+  return nullptr;
+}
+
 PromptPlan compile_golden(const std::string& name) {
   InGoldenDir cd;
   const Template t = load_template(name + ".yaml");
@@ -52,6 +64,7 @@ TEST_P(Golden, PlanMatches) {
   const std::string got = plan.to_json().dump(1) + "\n";
   const fs::path golden = kGoldenDir / (name + ".plan.json");
   if (std::getenv("HYPIC_UPDATE_GOLDENS")) {
+    ASSERT_EQ(std::getenv("CI"), nullptr) << "HYPIC_UPDATE_GOLDENS is refused under CI (CI is set)";
     std::ofstream(golden, std::ios::binary) << got;
     GTEST_SKIP() << "rewrote " << golden;
   }
@@ -69,10 +82,17 @@ TEST_P(Golden, BlocksTileTheChatRendering) {
     if (size_t(b.message) == msgs.size()) msgs.push_back(hypic::ChatMessage{b.role, "", std::nullopt, {}, {}});
     msgs[size_t(b.message)].content += b.content;
   }
-  // Re-frame the messages the plan claims; history blocks carry tool calls we cannot rebuild here.
+  // The real template's rendering of this golden's conversation, where the reference holds it; else
+  // re-frame the messages the plan claims (history blocks carry tool calls we cannot rebuild from it).
   bool has_history = false;
   for (const auto& b : plan.blocks) has_history |= b.kind == "history";
-  if (!has_history) {
+  const Json* ref = reference_case("golden_" + GetParam());
+  if (has_history) ASSERT_NE(ref, nullptr) << "a plan with history needs its jinja2 rendering in chat_reference.json";
+  if (ref) {
+    EXPECT_EQ(plan.text(), (*ref)["rendered"].get<std::string>());
+    EXPECT_EQ(plan.text() + plan.generation_prompt, (*ref)["rendered_with_generation_prompt"].get<std::string>());
+    EXPECT_EQ(plan.tools, (*ref)["tools"]);
+  } else {
     hypic::RenderOptions ro;
     ro.add_generation_prompt = false;
     EXPECT_EQ(plan.text(), hypic::default_chat_format().render(conv, ro).text);

@@ -1,22 +1,29 @@
 // The one caching engine on every backend (typed over devices: the CPU always, CUDA where the build has it
 // and a GPU is present), on the fixture models: exactness of the stitch where it must be exact, the
 // longest exact prefix (chain entries, a live sequence), the accounting of computed tokens, the damage of
-// the naive and no-seam ablations, eviction. Each device is judged against its own full recompute: the CPU
-// (fp32) to 1e-4, CUDA (bf16) within the three-computation bf16 bound of the fixture (bf16_agreement.h);
-// on CUDA the same requests are also compared with the CPU engine.
+// the naive and no-seam ablations, eviction (rebuilt entries give the cold run's logits). Each device is
+// judged against its own full recompute: the CPU (fp32) to 1e-4, CUDA (bf16) within the three-computation
+// bf16 bound of the fixture (bf16_agreement.h); on CUDA the same requests are also compared with the CPU
+// engine. Then, on the fixtures and the shipped trained model: the quality of hypic mode against full,
+// no-seam and naive (QualityTest), and the trained model as the well-conditioned case for bf16 (top-1 and
+// greedy decode against the CPU).
 #include "runtime/engine.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "kernels/rope.h"
 #include "kernels/sampling.h"
 #include "runtime/backends.h"
 #include "runtime/error.h"
 #include "runtime/sequence_state.h"
+#include "runtime/text/tokenizer.h"
 #include "tests/runtime/bf16_agreement.h"
 
 namespace hypic {
@@ -323,6 +330,79 @@ TEST_P(EngineTest, BudgetEvictsLeastRecentlyUsedEntries) {
   EXPECT_LE(e.store().stats().bytes, opt.cache_budget_bytes);
 }
 
+TEST_P(EngineTest, EvictedEntriesAreRebuiltToTheSameLogits) {
+  // Hit or miss, a block's entry is the same isolated prefill, so what eviction removed (content entries,
+  // the chain snapshot) changes the work, never the answer: after eviction a request equals a fresh
+  // engine's run of it, computing what the cold run computed.
+  Engine fresh(*dev_, CacheMode::Hypic, {});
+  const PromptResult cold = fresh.run(blocks_);
+  ASSERT_EQ(fresh.run(blocks_).computed_tokens, static_cast<int64_t>(blocks_.back().size())) << what("a chain hit");
+  const size_t one_prompt = fresh.store().stats().bytes;
+  EngineOptions opt;
+  opt.cache_budget_bytes = one_prompt + one_prompt / 2;
+  Engine e(*dev_, CacheMode::Hypic, opt);
+  expect_equal(e.run(blocks_).logits, cold.logits, "cold under a budget");
+  // Two unrelated prompts of the same size push every entry of the first one out.
+  for (int k = 0; k < 2; ++k) {
+    std::vector<std::vector<int>> other;
+    for (auto& b : blocks_) other.push_back(block(static_cast<int>(b.size()), 100 + 10 * k + static_cast<int>(other.size())));
+    e.run(other);
+  }
+  EXPECT_GT(e.store().stats().evictions, 0);
+  for (size_t i = 0; i + 1 < blocks_.size(); ++i)
+    ASSERT_FALSE(e.store().contains_content(content_key(e.keys(), blocks_[i]))) << what("block ") << i;
+  PromptResult again = e.run(blocks_);
+  EXPECT_EQ(again.reused_tokens, 0) << what("the chain snapshot was evicted");
+  EXPECT_EQ(again.computed_tokens, cold.computed_tokens);
+  for (auto& b : again.blocks) EXPECT_FALSE(b.hit);
+  expect_equal(again.logits, cold.logits, "after eviction of every entry");
+  // Some entries evicted, some kept: a reordered prompt (no chain) mixes hits and rebuilt misses. A
+  // budget of exactly one prompt's entries; one entry refreshed; two new blocks push out the oldest.
+  std::vector<std::vector<int>> reordered = blocks_;
+  std::swap(reordered[1], reordered[3]);
+  const PromptResult ref = fresh.run(reordered);  // every block a hit
+  EngineOptions tight;
+  tight.cache_budget_bytes = one_prompt;
+  Engine t(*dev_, CacheMode::Hypic, tight);
+  t.run(blocks_);
+  t.run(std::vector<std::vector<int>>{blocks_[2], block(3, 40)});
+  t.run(std::vector<std::vector<int>>{block(static_cast<int>(blocks_[1].size()), 41),
+                                      block(static_cast<int>(blocks_[3].size()), 42), block(3, 43)});
+  PromptResult mixed = t.run(reordered);
+  int hits = 0;
+  for (auto& b : mixed.blocks) hits += b.hit;
+  ASSERT_GT(hits, 0) << what("test setup: some entries must survive");
+  ASSERT_LT(hits, static_cast<int>(mixed.blocks.size())) << what("test setup: some must be evicted");
+  expect_equal(mixed.logits, ref.logits, "after partial eviction");
+}
+
+TEST_P(EngineTest, PrefixModeStaysExactWhileChainEntriesAreEvicted) {
+  // Chain entries hold only the K/V rows since the previous snapshot, so an evicted link in the middle
+  // of a chain must stop the walk there. Under a tight budget every request still equals full recompute.
+  Engine probe(*dev_, CacheMode::Prefix, {});
+  probe.run(blocks_);
+  EngineOptions opt;
+  opt.cache_budget_bytes = probe.store().stats().bytes * 3 / 2;
+  Engine e(*dev_, CacheMode::Prefix, opt), full(*dev_, CacheMode::Full, {});
+  std::vector<std::vector<std::vector<int>>> prompts = {blocks_};
+  for (int k = 0; k < 6; ++k) {
+    auto p = blocks_;
+    p[1 + k % 3] = block(static_cast<int>(p[1 + k % 3].size()), 60 + k);  // a changed block breaks the chain there
+    if (k % 2) p.insert(p.end() - 1, block(9, 70 + k));
+    prompts.push_back(p);
+    prompts.push_back(blocks_);
+  }
+  int partial = 0;
+  const int64_t whole = static_cast<int64_t>(concat().size() - blocks_.back().size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    PromptResult r = e.run(prompts[i]);
+    partial += r.reused_tokens > 0 && r.reused_tokens < whole;
+    expect_equal(r.logits, full.run(prompts[i]).logits, "prefix under eviction, prompt " + std::to_string(i));
+  }
+  EXPECT_GT(e.store().stats().evictions, 0);
+  EXPECT_GT(partial, 0) << what("some requests must reuse part of a chain");
+}
+
 TEST_P(EngineTest, EntryUnderAPrefixHoldsThePrefillsStateAndLocalKeys) {
   // Seam 0 under a prefix runs the same steps on the same rows as continuing that prefix: the entry's
   // states, conv tails and values are the continuation's, its keys those rotated back by the block's start.
@@ -433,64 +513,237 @@ INSTANTIATE_TEST_SUITE_P(Backends, EngineTest,
                                             ::testing::Values("cpu", "cuda")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
-}  // namespace
-}  // namespace hypic
-
-#include <fstream>
-
-#include <nlohmann/json.hpp>
-
-#include "runtime/text/tokenizer.h"
-
-namespace hypic {
-namespace {
-
-// The quality the product sells, bounded in CI: on prompts whose documents recur in new orders
-// (tests/fixtures/eval/pic_prompts.jsonl) the first-token KL of hypic mode against full recompute is far
-// below the no-seam ablation's, which is below naive composition's (CPU: 0.0019, 0.051, 0.81). If hypic
-// silently degraded to either ablation this fails.
-class QualityTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(QualityTest, HypicBeatsNoSeamBeatsNaiveOnRecurringDocuments) {
-  if (GetParam() == "cuda" && !(cuda_built() && cuda_device_present())) GTEST_SKIP() << "no CUDA backend or device";
-  const std::string dir = kModels + "qwen3_next_moe";
-  auto dev = open_backend(dir, GetParam() == "cuda" ? Device::Cuda : Device::Cpu);
-  const Tokenizer tok = Tokenizer::from_file(dir + "/tokenizer.json");
-  std::ifstream in(std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/eval/pic_prompts.jsonl");
-  ASSERT_TRUE(in) << "missing tests/fixtures/eval/pic_prompts.jsonl";
-  std::vector<std::vector<std::vector<int>>> prompts;
-  for (std::string line; std::getline(in, line) && prompts.size() < 16;) {
-    std::vector<std::vector<int>> blocks;
-    const nlohmann::json j = nlohmann::json::parse(line);
-    for (auto& b : j["blocks"]) blocks.push_back(tok.encode(b.get<std::string>()));
-    prompts.push_back(std::move(blocks));
+// A well-conditioned model for bf16 comparisons: the shipped trained model has large top-1 gaps (the
+// random fixtures' tiny gaps let bf16 noise flip the arg-max, so there top-1 agreement says little). On
+// its evaluation prompts the chain case (entries built under their true prefixes, then stitched) must
+// give the CPU full recompute's arg-max on every prompt, and greedy decoding from the stitched state must
+// follow the CPU's greedy answer token by token (teacher-forced with the CPU's tokens, so every step is
+// compared) for at least kMinSteps steps in all. On the CPU both are exact up to 1e-4.
+class TrainedModelOnDevice : public ::testing::TestWithParam<std::string> {
+ protected:
+  static constexpr int kPrompts = 6;
+  static constexpr int kMinSteps = 4 * kPrompts;
+  void SetUp() override {
+    if (GetParam() == "cuda" && !(cuda_built() && cuda_device_present())) GTEST_SKIP() << "no CUDA backend or device";
+    dir_ = std::string(HYPIC_SOURCE_DIR) + "/examples/models/hypic-qa-tiny";
+    dev_ = open_backend(dir_, GetParam() == "cuda" ? Device::Cuda : Device::Cpu);
+    cpu_ = open_backend(dir_, Device::Cpu);
+    const Tokenizer tok = Tokenizer::from_file(dir_ + "/tokenizer.json");
+    im_end_ = *tok.token_to_id("<|im_end|>");
+    std::ifstream in(std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/eval/qa_eval_seed1.jsonl");
+    for (std::string line; std::getline(in, line) && prompts_.size() < kPrompts;) {
+      std::vector<std::vector<int>> blocks;
+      const nlohmann::json j = nlohmann::json::parse(line);
+      for (auto& b : j.at("blocks")) blocks.push_back(tok.encode(b.get<std::string>()));
+      prompts_.push_back(std::move(blocks));
+    }
+    ASSERT_EQ(prompts_.size(), static_cast<size_t>(kPrompts));
   }
-  Engine full(*dev, CacheMode::Full, {});
-  std::map<CacheMode, double> mean;
-  for (CacheMode m : {CacheMode::Hypic, CacheMode::NoSeam, CacheMode::Naive}) {
-    Engine e(*dev, m, {});
-    for (auto& p : prompts) {
-      const std::vector<float> ref = full.run(p).logits, got = e.run(p).logits;
-      mean[m] += cpu::kl_divergence(ref.data(), got.data(), static_cast<int64_t>(ref.size())) / prompts.size();
+  // The device's stitch of entries built under their true prefixes.
+  PromptResult chain_stitch(Engine& e, const std::vector<std::vector<int>>& blocks) {
+    auto base = dev_->new_state();
+    e.forward(blocks[0], *base);
+    auto ctx = dev_->clone(*base);
+    std::vector<std::shared_ptr<SegmentEntry>> segs;
+    std::vector<const SegmentEntry*> ptrs;
+    for (size_t i = 1; i + 1 < blocks.size(); ++i) {
+      segs.push_back(e.prefill_segment(blocks[i], ctx.get()));
+      ptrs.push_back(segs.back().get());
+      e.forward(blocks[i], *ctx);
+    }
+    return e.stitch(std::move(base), ptrs, blocks.back());
+  }
+  // Worst logit error as a fraction of the reference row's range.
+  static float row_err(const std::vector<float>& a, const std::vector<float>& ref) {
+    const auto [lo, hi] = std::minmax_element(ref.begin(), ref.end());
+    return max_abs(a, ref) / std::max(*hi - *lo, 1e-6f);
+  }
+  std::string dir_;
+  std::unique_ptr<Backend> dev_, cpu_;
+  int im_end_ = 0;
+  std::vector<std::vector<std::vector<int>>> prompts_;
+};
+
+TEST_P(TrainedModelOnDevice, ChainStitchAndGreedyDecodeFollowTheCpu) {
+  const bool exact = dev_->device() == Device::Cpu;
+  // Limits at a few times the H200 measurement (printed below); the CPU is held to fp32 exactness.
+  const float stitch_limit = exact ? 1e-5f : 0.05f, decode_limit = exact ? 1e-5f : 0.05f;
+  Engine full(*cpu_, CacheMode::Full, {}), e(*dev_, CacheMode::Hypic, {});
+  int top1_same = 0, steps = 0, steps_same = 0;
+  float stitch_err = 0, decode_err = 0;
+  for (auto& p : prompts_) {
+    PromptResult ref = full.run(p);
+    PromptResult got = chain_stitch(e, p);
+    stitch_err = std::max(stitch_err, row_err(got.logits, ref.logits));
+    top1_same += cpu::argmax(got.logits.data(), got.logits.size()) == cpu::argmax(ref.logits.data(), ref.logits.size());
+    // The CPU's greedy answer up to <|im_end|>, fed to both.
+    for (int t = 0; t < 8; ++t) {
+      const int want = static_cast<int>(cpu::argmax(ref.logits.data(), ref.logits.size()));
+      steps_same += cpu::argmax(got.logits.data(), got.logits.size()) == want;
+      ++steps;
+      if (want == im_end_) break;
+      const int one[1] = {want};
+      ref.logits = full.forward(one, *ref.state);
+      got.logits = e.forward(one, *got.state);
+      decode_err = std::max(decode_err, row_err(got.logits, ref.logits));
     }
   }
-  std::printf("[ metrics  ] %s: first-token KL vs full over %zu prompts: hypic %.4f noseam %.4f naive %.4f\n",
-              GetParam().c_str(), prompts.size(), mean[CacheMode::Hypic], mean[CacheMode::NoSeam],
-              mean[CacheMode::Naive]);
-  EXPECT_LT(mean[CacheMode::NoSeam], mean[CacheMode::Naive]);
-  if (GetParam() == "cpu") {
-    EXPECT_LT(mean[CacheMode::Hypic], 0.5 * mean[CacheMode::NoSeam]);
-    EXPECT_LT(mean[CacheMode::Hypic], 0.02);
-  } else {
-    // bf16: computing the same prompt in other row batches alone moves this fixture's KL by up to ~0.1
-    // (docs/benchmarks.md), which swamps hypic vs noseam (0.036-0.068 vs 0.037 on the H200, depending on
-    // row batching); naive stays far off (0.86).
-    EXPECT_LT(mean[CacheMode::Hypic], 0.2 * mean[CacheMode::Naive]);
+  std::printf("[ metrics  ] trained model on %s: chain stitch top-1 %d/%d, max error %.5f of the logit range "
+              "(limit %.5f); greedy decode %d/%d steps agree (at least %d), max error %.5f (limit %.5f)\n",
+              GetParam().c_str(), top1_same, kPrompts, stitch_err, stitch_limit, steps_same, steps, kMinSteps,
+              decode_err, decode_limit);
+  EXPECT_EQ(top1_same, kPrompts);
+  EXPECT_GE(steps, kMinSteps) << "too few decode steps compared";
+  EXPECT_EQ(steps_same, steps);
+  EXPECT_LE(stitch_err, stitch_limit);
+  EXPECT_LE(decode_err, decode_limit);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, TrainedModelOnDevice, ::testing::Values("cpu", "cuda"),
+                         [](const auto& info) { return info.param; });
+
+// Every mode of the CUDA engine against the CPU engine on the trained model (the random fixtures' top-1
+// gaps are within bf16 noise, so EngineTest.EveryModeAgreesWithTheCpuReference cannot ask for top-1
+// agreement there): the same accounting, the CPU's arg-max on every prompt, the logit error printed and
+// bounded. Only a device other than the CPU has something to compare.
+class TrainedModelModes : public TrainedModelOnDevice {};
+
+TEST_P(TrainedModelModes, EveryModeFollowsTheCpuEngine) {
+  const float limit = 0.05f;  // provisional until the H200 run prints the measurement
+  for (CacheMode m : {CacheMode::Full, CacheMode::Prefix, CacheMode::Hypic, CacheMode::Naive, CacheMode::NoSeam}) {
+    Engine ce(*cpu_, m, {}), ge(*dev_, m, {});
+    int same = 0;
+    float err = 0;
+    for (auto& p : prompts_) {
+      const PromptResult c = ce.run(p), g = ge.run(p);
+      EXPECT_EQ(g.computed_tokens, c.computed_tokens) << mode_name(m);
+      EXPECT_EQ(g.reused_tokens, c.reused_tokens) << mode_name(m);
+      same += cpu::argmax(g.logits.data(), g.logits.size()) == cpu::argmax(c.logits.data(), c.logits.size());
+      err = std::max(err, row_err(g.logits, c.logits));
+    }
+    std::printf("[ metrics  ] trained model, %s on %s vs cpu: top-1 %d/%d, max error %.5f of the logit range (limit %.5f)\n",
+                mode_name(m), GetParam().c_str(), same, kPrompts, err, limit);
+    EXPECT_EQ(same, kPrompts) << mode_name(m);
+    EXPECT_LE(err, limit) << mode_name(m);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, QualityTest, ::testing::Values("cpu", "cuda"),
+INSTANTIATE_TEST_SUITE_P(Devices, TrainedModelModes, ::testing::Values("cuda"),
                          [](const auto& info) { return info.param; });
+
+// The quality the product sells, bounded in CI: on prompts whose documents recur in new orders (and
+// first-seen ones are prefilled in isolation in the same pass), hypic mode's first-token distribution
+// against full recompute, next to the two ablations run on the same prompts. Per model: the long-memory
+// fixtures with tests/fixtures/eval/pic_prompts.jsonl, the shipped trained model with its evaluation
+// prompts. The bounds are a few times the CPU measurement (printed as "[ metrics  ]"); hypic must be
+// strictly closer to full than no-seam and naive. If hypic silently degraded to either ablation this fails.
+struct QualityCase {
+  std::string model;   // directory
+  std::string prompts;  // jsonl with "blocks"
+  size_t count;
+  double max_kl;            // bound on hypic's mean first-token KL (CPU)
+  double min_top1;          // bound on hypic's top-1 agreement with full (CPU; 16 prompts: 0.93 allows one miss)
+  bool naive_is_distinct;   // false where the transfer operator vanishes (short-memory heads: T = 0)
+};
+
+const QualityCase kQualityCases[] = {
+    // Measured on the CPU, KL hypic / noseam / naive; top-1 agreement of hypic (the test log prints them).
+    // qwen3_next_moe: 0.00192 / 0.0509 / 0.808; 0.938 (noseam 0.812, naive 0.500)
+    {"tests/fixtures/models/qwen3_next_moe", "tests/fixtures/eval/pic_prompts.jsonl", 16, 0.0060, 0.80, true},
+    // qwen3_5_dense: 0.00091 / 0.0035 / 1.25; 1.000 (noseam 0.812, naive 0.562)
+    {"tests/fixtures/models/qwen3_5_dense", "tests/fixtures/eval/pic_prompts.jsonl", 16, 0.0030, 0.93, true},
+    // qwen3_5_moe: 0.00029 / 0.0232 / 0.226; 1.000 (noseam 1.000, naive 0.750)
+    {"tests/fixtures/models/qwen3_5_moe", "tests/fixtures/eval/pic_prompts.jsonl", 16, 0.0010, 0.93, true},
+    // The trained model's Gated DeltaNet heads forget within a token or two (docs/quality.md): T is 0 to
+    // float precision, so naive composition equals hypic there and only the seam can be told apart.
+    // hypic-qa-tiny: 0.000093 / 0.000133 / 0.000094; 1.000 (noseam 1.000, naive 1.000)
+    {"examples/models/hypic-qa-tiny", "tests/fixtures/eval/qa_eval_seed1.jsonl", 16, 0.0003, 0.93, false},
+};
+
+void PrintTo(const QualityCase& c, std::ostream* os) { *os << c.model; }
+
+using QualityParam = std::tuple<QualityCase, std::string>;  // case, device
+
+class QualityTest : public ::testing::TestWithParam<QualityParam> {};
+
+TEST_P(QualityTest, HypicIsCloseToFullAndCloserThanNoSeamAndNaive) {
+  const QualityCase& qc = std::get<0>(GetParam());
+  const std::string& device = std::get<1>(GetParam());
+  if (device == "cuda" && !(cuda_built() && cuda_device_present())) GTEST_SKIP() << "no CUDA backend or device";
+  const std::string dir = std::string(HYPIC_SOURCE_DIR) + "/" + qc.model;
+  auto dev = open_backend(dir, device == "cuda" ? Device::Cuda : Device::Cpu);
+  const Tokenizer tok = Tokenizer::from_file(dir + "/tokenizer.json");
+  std::ifstream in(std::string(HYPIC_SOURCE_DIR) + "/" + qc.prompts);
+  ASSERT_TRUE(in) << "missing " << qc.prompts;
+  std::vector<std::vector<std::vector<int>>> prompts;
+  size_t recurring = 0;
+  std::map<std::string, int> seen;
+  for (std::string line; std::getline(in, line) && prompts.size() < qc.count;) {
+    std::vector<std::vector<int>> blocks;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    const auto texts = j.at("blocks").get<std::vector<std::string>>();
+    for (size_t b = 0; b < texts.size(); ++b) {
+      blocks.push_back(tok.encode(texts[b]));
+      // Documents only: not the first block (a trivial exact prefix) nor the query.
+      recurring += b > 0 && b + 1 < texts.size() && seen[texts[b]]++ > 0;
+    }
+    prompts.push_back(std::move(blocks));
+  }
+  ASSERT_EQ(prompts.size(), qc.count);
+  ASSERT_GE(recurring, qc.count) << "the prompts must reuse documents for this to measure reuse";
+  Engine full(*dev, CacheMode::Full, {});
+  std::vector<std::vector<float>> ref;
+  for (auto& p : prompts) ref.push_back(full.run(p).logits);
+  const int64_t V = dev->config().vocab_size;
+  std::map<CacheMode, double> kl, top1;
+  for (CacheMode m : {CacheMode::Hypic, CacheMode::NoSeam, CacheMode::Naive}) {
+    Engine e(*dev, m, {});
+    int64_t hits = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      PromptResult r = e.run(prompts[i]);
+      for (auto& b : r.blocks) hits += b.hit;
+      kl[m] += cpu::kl_divergence(ref[i].data(), r.logits.data(), V) / prompts.size();
+      top1[m] += (cpu::argmax(ref[i].data(), V) == cpu::argmax(r.logits.data(), V)) / double(prompts.size());
+    }
+    EXPECT_GE(hits, static_cast<int64_t>(recurring)) << mode_name(m) << ": recurring documents must hit";
+  }
+  const std::string at = qc.model + " on " + device;
+  std::printf("[ metrics  ] %s, %zu prompts: first-token KL vs full hypic %.6f (bound %.4f) noseam %.6f naive %.6f; "
+              "top-1 agreement hypic %.3f (bound %.2f) noseam %.3f naive %.3f\n",
+              at.c_str(), prompts.size(), kl[CacheMode::Hypic], qc.max_kl, kl[CacheMode::NoSeam], kl[CacheMode::Naive],
+              top1[CacheMode::Hypic], qc.min_top1, top1[CacheMode::NoSeam], top1[CacheMode::Naive]);
+  if (device == "cpu") {
+    EXPECT_LT(kl[CacheMode::Hypic], qc.max_kl) << at;
+    EXPECT_GE(top1[CacheMode::Hypic], qc.min_top1) << at;
+    EXPECT_LT(kl[CacheMode::Hypic], kl[CacheMode::NoSeam]) << at << ": the seam must help";
+    EXPECT_GE(top1[CacheMode::Hypic], top1[CacheMode::NoSeam]) << at;
+    if (qc.naive_is_distinct) {
+      EXPECT_LT(kl[CacheMode::Hypic], kl[CacheMode::Naive]) << at << ": the transfer operator must help";
+      EXPECT_GE(top1[CacheMode::Hypic], top1[CacheMode::Naive]) << at;
+    } else {
+      EXPECT_LE(kl[CacheMode::Hypic], kl[CacheMode::Naive] * (1 + 1e-3) + 1e-9) << at;
+    }
+  } else {
+    // bf16: computing the same prompt in other row batches alone moves the random fixtures' KL by up to
+    // ~0.1 (docs/benchmarks.md), which swamps hypic vs noseam there; naive stays far off. The lead's H200
+    // run sets the absolute bounds from the printed measurements.
+    if (qc.naive_is_distinct) {
+      EXPECT_LT(kl[CacheMode::Hypic], 0.2 * kl[CacheMode::Naive]) << at;
+    } else {
+      // The trained model's large top-1 gaps survive bf16 (eval-pic on the H200: hypic top-1 0.995).
+      EXPECT_GE(top1[CacheMode::Hypic], qc.min_top1) << at;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, QualityTest,
+                         ::testing::Combine(::testing::ValuesIn(kQualityCases), ::testing::Values("cpu", "cuda")),
+                         [](const auto& info) {
+                           const std::string& m = std::get<0>(info.param).model;
+                           std::string name = m.substr(m.rfind('/') + 1) + "_" + std::get<1>(info.param);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace hypic

@@ -119,6 +119,47 @@ TEST_P(ModelGolden, LongPrefillEqualsDecodeAcrossChunks) {
   }
 }
 
+TEST_P(ModelGolden, SeveralChunksMatchTransformers) {
+  // golden_long.safetensors (tools/fixtures/make_long_goldens.py): transformers over 200 tokens, three
+  // whole 64-token chunks of the chunked delta rule and the attention prefill and a part; full rows at
+  // chunk edges and every 8th position, the arg-max's logit everywhere. Run as one prefill, in pieces
+  // whose cuts fall inside chunks, and token by token.
+  auto f = SafetensorsFile::open(kModels + GetParam() + "/golden_long.safetensors");
+  const std::vector<int> ids = to_ints(f->get("input_ids")), rows = to_ints(f->get("rows")),
+                         top_ids = to_ints(f->get("top1_ids"));
+  const Tensor row_logits = f->get("row_logits"), top_logits = f->get("top1_logits");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  ASSERT_GE(T, 150);
+  ASSERT_EQ(static_cast<int64_t>(top_ids.size()), T);
+  auto check = [&](const std::vector<float>& all, const std::string& how) {
+    ASSERT_EQ(static_cast<int64_t>(all.size()), T * V_) << how;
+    for (size_t r = 0; r < rows.size(); ++r)
+      ASSERT_LE(max_abs_diff(all.data() + rows[r] * V_, row_logits.data<float>() + r * V_, V_), 1e-3f)
+          << how << ", position " << rows[r];
+    for (int64_t t = 0; t < T; ++t)
+      ASSERT_NEAR(all[t * V_ + top_ids[t]], top_logits.data<float>()[t], 1e-3f) << how << ", position " << t;
+  };
+  auto a = backend_->new_state();
+  check(engine_->forward(ids, *a, true), "one prefill");
+  auto b = backend_->new_state();
+  std::vector<float> pieces;
+  const std::vector<int64_t> cuts = {0, 50, 130, 131, T};
+  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    const std::vector<int> piece(ids.begin() + cuts[c], ids.begin() + cuts[c + 1]);
+    const auto l = engine_->forward(piece, *b, true);
+    pieces.insert(pieces.end(), l.begin(), l.end());
+  }
+  check(pieces, "in pieces");
+  auto d = backend_->new_state();
+  std::vector<float> decode;
+  for (int id : ids) {
+    const int one[1] = {id};
+    const auto l = engine_->forward(one, *d);
+    decode.insert(decode.end(), l.begin(), l.end());
+  }
+  check(decode, "token by token");
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ModelGolden,
                          ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe"));
 

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 
 #include "dsl/template.h"
 #include "runtime/error.h"
@@ -251,6 +254,104 @@ TEST_F(Qwen35AgentTest, MalformedAndUnknownCallsGoBackToTheModel) {
   EXPECT_NE(r.tool_calls[0].result.find("unknown tool 'launch'"), std::string::npos) << r.tool_calls[0].result;
   EXPECT_NE(r.tool_calls[1].result.find("<function=NAME>"), std::string::npos) << r.tool_calls[1].result;
   EXPECT_NE(r.tool_calls[2].result.find("not closed"), std::string::npos) << r.tool_calls[2].result;
+}
+
+}  // namespace
+}  // namespace hypic::sdk
+
+// The template's agent settings (tool_choice, max_tokens, sampling) as a caller sees them through
+// Agent::run: each test parses tests/fixtures/sdk/agent.yaml with another `agent:` section.
+namespace hypic::sdk {
+namespace {
+
+class AgentSettingsTest : public AgentTest {
+ protected:
+  dsl::Template with_agent(const std::string& settings) const {
+    std::ifstream in(kRoot + "/tests/fixtures/sdk/agent.yaml");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    const std::string was = "agent:\n  max_steps: 4\n  max_tokens: 8\n";
+    const size_t at = text.find(was);
+    EXPECT_NE(at, std::string::npos) << "agent.yaml changed";
+    return dsl::parse_template(text.replace(at, was.size(), "agent:\n  max_steps: 4\n" + settings), "agent.yaml");
+  }
+  AgentResult run(const std::string& settings, std::vector<std::string> script = {}) {
+    Agent agent(*rt_, with_agent(settings), tools_);
+    if (!script.empty()) agent.set_generator(scripted_generator(std::move(script)));
+    return agent.run(vars("What is 2 + 3?"));
+  }
+  static bool has_tool_message(const AgentResult& r, const std::string& text) {
+    for (auto& m : r.messages)
+      if (m.role == "tool" && m.content.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+const char* kExplodeCall = "<tool_call>\n{\"name\": \"explode\", \"arguments\": {}}\n</tool_call>";
+
+TEST_F(AgentSettingsTest, ToolChoiceNoneNeverRunsATool) {
+  const AgentResult r = run("  max_tokens: 8\n  tool_choice: none\n", {kAddCall, "unused"});
+  EXPECT_EQ(r.finish_reason, "answered");
+  EXPECT_EQ(r.steps, 1);
+  EXPECT_TRUE(r.tool_calls.empty());
+  for (auto& m : r.messages) EXPECT_NE(m.role, "tool");
+  // The same reply under auto runs the tool: the setting is what stopped it.
+  EXPECT_EQ(run("  max_tokens: 8\n", {kAddCall, "It is 5."}).tool_calls.size(), 1u);
+}
+
+TEST_F(AgentSettingsTest, ToolChoiceRequiredMakesEveryStepCallATool) {
+  const AgentResult r = run("  max_tokens: 8\n  tool_choice: required\n", {"No tool.", kAddCall, "Five.", "Still five."});
+  EXPECT_EQ(r.finish_reason, "max_steps") << "an answer without a tool call does not end the run";
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_TRUE(has_tool_message(r, "this step requires a tool call"));
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_TRUE(r.tool_calls[0].ok);
+  EXPECT_EQ(r.tool_calls[0].result, "5");
+  // Under auto the first reply is the answer.
+  EXPECT_EQ(run("  max_tokens: 8\n", {"No tool."}).finish_reason, "answered");
+}
+
+TEST_F(AgentSettingsTest, ToolChoiceNamedRefusesEveryOtherTool) {
+  const AgentResult r = run("  max_tokens: 8\n  tool_choice: add\n", {kExplodeCall, kAddCall, "It is 5."});
+  EXPECT_EQ(r.finish_reason, "answered");
+  EXPECT_EQ(r.steps, 3);
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_FALSE(r.tool_calls[0].ok);
+  EXPECT_EQ(r.tool_calls[0].name, "explode");
+  EXPECT_NE(r.tool_calls[0].result.find("only the tool 'add'"), std::string::npos) << r.tool_calls[0].result;
+  EXPECT_EQ(r.tool_calls[0].result.find("boom"), std::string::npos) << "the refused tool must not run";
+  EXPECT_TRUE(r.tool_calls[1].ok);
+  EXPECT_EQ(r.tool_calls[1].result, "5");
+  // A name the template does not declare is refused when the template is read.
+  EXPECT_THROW(with_agent("  tool_choice: weather\n"), Error);
+}
+
+TEST_F(AgentSettingsTest, MaxTokensEndsTheRunWithLength) {
+  const AgentResult longer = run("  max_tokens: 12\n");
+  const AgentResult r = run("  max_tokens: 3\n");
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(r.steps, 1);
+  ASSERT_FALSE(r.messages.empty());
+  EXPECT_EQ(r.messages.back().role, "assistant");
+  // Greedy: the cut reply is the start of the longer one.
+  ASSERT_FALSE(r.answer.empty());
+  EXPECT_EQ(longer.answer.rfind(r.answer, 0), 0u) << "'" << r.answer << "' vs '" << longer.answer << "'";
+  EXPECT_LT(r.answer.size(), longer.answer.size());
+}
+
+TEST_F(AgentSettingsTest, SamplingSettingsOfTheTemplateReachTheSampler) {
+  const std::string greedy = run("  max_tokens: 8\n").answer;
+  const std::string hot = "  max_tokens: 8\n  temperature: 1.5\n";
+  // Reproducible from the seed.
+  EXPECT_EQ(run(hot + "  seed: 7\n").answer, run(hot + "  seed: 7\n").answer);
+  // Temperature and seed change the text; top_k 1 or a tiny top_p keep only the arg-max: greedy again.
+  std::set<std::string> answers;
+  for (int seed = 1; seed <= 4; ++seed) answers.insert(run(hot + "  seed: " + std::to_string(seed) + "\n").answer);
+  EXPECT_GT(answers.size(), 1u) << "different seeds must draw different replies";
+  EXPECT_FALSE(answers.count(greedy) && answers.size() == 1);
+  EXPECT_EQ(run(hot + "  seed: 3\n  top_k: 1\n").answer, greedy);
+  EXPECT_EQ(run(hot + "  seed: 3\n  top_p: 0.000001\n").answer, greedy);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "sdk/history_store.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,7 +145,13 @@ TEST(HistoryStore, RefusesForeignAndCorruptFilesWithoutTouchingThem) {
 
   // An SQLite file of another application.
   const std::string other = dir.file("other.db");
-  ASSERT_EQ(std::system(("sqlite3 " + other + " 'CREATE TABLE t(x); INSERT INTO t VALUES(1);'").c_str()), 0);
+  {  // written with the sqlite3 C library (libsqlite3-dev), not the command-line tool setup does not install
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(other.c_str(), &raw), SQLITE_OK);
+    const int rc = sqlite3_exec(raw, "CREATE TABLE t(x); INSERT INTO t VALUES(1);", nullptr, nullptr, nullptr);
+    sqlite3_close(raw);
+    ASSERT_EQ(rc, SQLITE_OK);
+  }
   const std::string other_before = read_bytes(other);
   try {
     HistoryStore::open(other);

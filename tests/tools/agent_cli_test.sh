@@ -37,15 +37,22 @@ mkfifo "$tmp/in"
 pid=$!
 exec 3> "$tmp/in"
 echo "Hello there" >&3
+# The turn's report "[H/N blocks hit, ...]" marks its end.
 for _ in $(seq 1 300); do grep -q "blocks hit" "$tmp/err1" && break; sleep 0.1; done
 grep -q "blocks hit" "$tmp/err1"
 kill -9 "$pid"
 wait "$pid" 2>/dev/null || true
 exec 3>&-
-printf 'Second question\n/exit\n' | "$HYPIC" chat --model "$M" --db "$db" --session s1 > "$tmp/out2" 2> "$tmp/err2"
+printf 'Second question\nThird question\n/exit\n' | "$HYPIC" chat --model "$M" --db "$db" --session s1 > "$tmp/out2" 2> "$tmp/err2"
 grep -q "resuming session 's1': 2 earlier messages" "$tmp/err2"
-# The resumed turn ran with the earlier messages as cached history blocks.
-grep -q "blocks hit" "$tmp/err2"
+# Hits and blocks of every turn: the resumed turn has the two earlier messages as history blocks (a new
+# process: nothing cached yet); the turn after it hits every block of the resumed turn's prompt.
+reports() { sed -n 's/.*\[\([0-9]*\)\/\([0-9]*\) blocks hit.*/\1 \2/p' "$1"; }
+read -r h1 n1 < <(reports "$tmp/err1")
+{ read -r h2 n2; read -r h3 n3; } < <(reports "$tmp/err2")
+echo "turn 1: $h1/$n1 blocks hit; resumed: $h2/$n2; next: $h3/$n3"
+[ "$h1" = 0 ] && [ "$n2" = $((n1 + 2)) ] && [ "$h3" -ge "$n2" ] && [ "$n3" = $((n2 + 2)) ] ||
+  { echo "unexpected block hits"; cat "$tmp/err1" "$tmp/err2"; exit 1; }
 
 # End to end on the shipped trained model: template -> plan -> cached segments -> agent -> answers.
 Q="$HYPIC_SOURCE_DIR/examples/models/hypic-qa-tiny"

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "kernels/cuda/check.h"
@@ -12,6 +13,16 @@
 #include "kernels/dtype.h"
 
 namespace hypic::cuda::test {
+
+// A measured error, logged next to its limit so that a run shows how much slack each bound has.
+inline double logged_error(double err, double limit, const char* file, int line) {
+  std::printf("[ metrics  ] %s:%d error %.3g limit %.3g (%.1fx)\n", file, line, err, limit,
+              limit / (err > 1e-30 ? err : 1e-30));
+  return err;
+}
+// EXPECT_LT(err, limit) that also logs both (takes `<< message` like EXPECT_LT).
+#define HYPIC_EXPECT_ERR_LT(err, limit) \
+  EXPECT_LT(::hypic::cuda::test::logged_error((err), (limit), __FILE__, __LINE__), (limit))
 
 // Every test skips (CI has no GPU) unless a device answers.
 class CudaOps : public ::testing::Test {
