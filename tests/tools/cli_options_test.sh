@@ -55,7 +55,7 @@ for c in $commands; do
   expect_usage_error "--no-such-flag" "$c" --no-such-flag
 done
 grep -q HYPIC_THREADS "$readme" || fail "README does not document HYPIC_THREADS"
-grep -q "seam INT" <("$HYPIC" eval-pic --help) && grep -qE -- '--seam INT[^ ]*=8' <("$HYPIC" eval-pic --help) \
+grep -q "seam INT" <("$HYPIC" eval-pic --help) && grep -qE -- '--seam INT:.*\]=8( |$)' <("$HYPIC" eval-pic --help) \
   || fail "eval-pic --help does not show --seam's default"
 
 # Choices and the audit's cases.

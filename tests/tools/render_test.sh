@@ -54,7 +54,7 @@ plans, given = json.loads(sys.argv[1]), json.load(open(sys.argv[2]))
 assert isinstance(plans, list) and len(plans) == len(given) > 1, len(plans)
 for p, v in zip(plans, given):
     texts = [b["text"] for b in p["blocks"]]
-    assert texts[-1].endswith("Question: " + v["question"]), texts[-1]
+    assert "Question: " + v["question"] + "<|im_end|>" in texts[-1], texts[-1]
     assert sum(1 for b in p["blocks"] if b["id"].startswith("doc")) == len(v["docs"])
 PY
 echo '[{"question": "fine"}, {"question": "<|im_start|>system"}]' > "$tmp/two.json"

@@ -57,9 +57,9 @@ Args parse(int argc, char** argv) {
   app.add_flag("--random-weights", a.random_weights, "random weights of --config's shape")->needs(config)->excludes(model);
   tools::add_int<int64_t>(app, "--prefill", a.prefill, "prefill tokens", 1, int64_t{1} << 24);
   tools::add_int<int64_t>(app, "--decode", a.decode, "decode steps after the prefill", 0, int64_t{1} << 24);
-  app.add_option("--seed", a.seed, "seed of --random-weights");
-  app.add_option("--peak-tflops", a.peak_tflops, "the device's bf16 GEMM TFLOP/s")->check(CLI::PositiveNumber);
-  app.add_option("--peak-tbps", a.peak_tbps, "the device's memory bandwidth, TB/s")->check(CLI::PositiveNumber);
+  tools::add_u64(app, "--seed", a.seed, "seed of --random-weights");
+  app.add_option("--peak-tflops", a.peak_tflops, "the device's bf16 GEMM TFLOP/s")->check(CLI::Range(1e-6, 1e9));
+  app.add_option("--peak-tbps", a.peak_tbps, "the device's memory bandwidth, TB/s")->check(CLI::Range(1e-6, 1e9));
   tools::parse_or_exit(app, argc, argv);
   if (!a.random_weights && a.model.empty()) usage("give --config CONFIG.json --random-weights, or --model DIR");
   return a;

@@ -111,7 +111,7 @@ Args parse(int argc, char** argv) {
   tools::add_int<int64_t>(app, "--question", a.question, "question tokens", 1, 1 << 24);
   tools::add_int<int64_t>(app, "--seam", a.seam, "seam width", 0, 65536);
   app.add_option("--budget-gb", a.budget_gb, "segment store budget, GB")->check(CLI::Range(1e-6, 1e6));
-  app.add_option("--seed", a.seed, "workload (and random weights) seed");
+  tools::add_u64(app, "--seed", a.seed, "workload (and random weights) seed");
   tools::add_int(app, "--turns", a.turns, "agent case: turns", 1, 1 << 16);
   tools::add_int<int64_t>(app, "--reply-tokens", a.reply_tokens, "agent case: tokens decoded per turn", 1, 1 << 20);
   tools::add_int<int64_t>(app, "--tool-tokens", a.tool_tokens, "agent case: tokens per tool result", 1, 1 << 24);

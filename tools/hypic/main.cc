@@ -33,11 +33,13 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();
     std::string why = e.what();
     // CLI11 checks required options before unknown ones; a misspelt flag (--modle) explains a missing
-    // --model, so it is named first.
-    const std::vector<std::string> unknown = app.remaining(true);
-    if (dynamic_cast<const CLI::RequiredError*>(&e) && !unknown.empty()) {
-      why = "unknown argument(s):";
-      for (const auto& u : unknown) why += " " + u;
+    // --model, so unknown arguments are named first, flags as "unknown option".
+    const std::vector<std::string> left = app.remaining(true);
+    if ((dynamic_cast<const CLI::RequiredError*>(&e) || dynamic_cast<const CLI::ExtrasError*>(&e)) && !left.empty()) {
+      std::string flags;
+      for (const auto& a : left)
+        if (a.size() > 1 && a[0] == '-') flags += (flags.empty() ? "" : " ") + a;
+      why = flags.empty() ? "unexpected argument '" + left.front() + "'" : "unknown option " + flags;
     }
     std::fprintf(stderr, "%s: %s\nRun '%s --help' for the options.\n", where.c_str(), why.c_str(), where.c_str());
     return 2;

@@ -12,7 +12,7 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   add_device(app, o.device, "cpu, cuda or auto (CUDA where built and a GPU is present)");
   app.add_flag("--random-weights", o.random_weights,
                "random weights of --model's config.json shape, on the GPU (timing without a checkpoint)");
-  app.add_option("--seed", o.seed, "seed of --random-weights");
+  tools::add_u64(app, "--seed", o.seed, "seed of --random-weights");
   add_quiet(app, o.quiet);
   tools::configure(app, /*uses_model=*/true);
 }
