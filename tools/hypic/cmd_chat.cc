@@ -1,4 +1,4 @@
-// hypic chat --model DIR [--device cpu|cuda|auto] [--template F] [--db FILE] [--session ID] [--docs-db FILE] [--mode hypic]
+// `hypic chat` (options: the registration at the end; `hypic chat --help` lists them).
 // An interactive terminal chat that keeps history: every line is one agent run whose history slot
 // holds the earlier turns (cached segments, so each turn computes little more than the new text).
 // /exit or end of input quits. With --db the conversation persists and resumes by --session.

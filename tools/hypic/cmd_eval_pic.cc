@@ -1,5 +1,4 @@
-// hypic eval-pic --model DIR --prompts F.jsonl [--modes full,prefix,hypic,naive,noseam] [--seam 8]
-//                [--decode-tokens 16] [--cache-mb 1024] [--prewarm] [--show N] [--device cpu|cuda]
+// `hypic eval-pic` (options: the registration at the end; `hypic eval-pic --help` lists them).
 // Runs every prompt in every mode in one process (each mode with its own segment store, warmed by the
 // prompts before it, or by all prompts with --prewarm) and compares each mode with `full`.
 // --device cuda runs the engine on the CUDA backend (bf16, device-resident cache) instead of the CPU (fp32).

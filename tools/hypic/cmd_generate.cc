@@ -1,5 +1,4 @@
-// hypic generate --model DIR --ids-file F.json --max-new-tokens N [--stop-at-eos ID] [--device cpu|cuda|auto]
-//                [--random-weights] [--seed N]
+// `hypic generate` (options: the registration at the end).
 // Greedy decoding; prints the new ids as a JSON array.
 #include <algorithm>
 #include <iostream>

@@ -1,4 +1,4 @@
-// hypic ingest --db FILE --dir DOCS [--chunk-tokens N] [--tokenizer tokenizer.json]: documents -> FTS5 chunks.
+// `hypic ingest`: a folder of documents -> chunks in an SQLite FTS5 database, with a progress line.
 #include <cstdio>
 #include <memory>
 #include <optional>

@@ -1,4 +1,4 @@
-// hypic logits --model DIR --ids-file F.json [--device cpu|cuda|auto] [--random-weights] [--seed N]
+// `hypic logits` (options: the registration at the end).
 // Prints {"argmax": [one id per position], "last_logits": [vocab floats for the last position]}.
 #include <cstdio>
 #include <iostream>

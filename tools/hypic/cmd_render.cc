@@ -1,6 +1,6 @@
-// hypic render TEMPLATE.yaml [--vars F.json] [--model-dir DIR]: compile a prompt template and print its plan.
-// F holds one variables object (one plan, printed as a JSON object) or an array of them, as `hypic run`
-// takes (one plan per element, printed as a JSON array).
+// `hypic render`: compile a prompt template and print its plan. The --vars file holds one variables
+// object (one plan, printed as a JSON object) or an array of them, as `hypic run` takes (one plan per
+// element, printed as a JSON array).
 #include <cstdio>
 #include <filesystem>
 #include <memory>

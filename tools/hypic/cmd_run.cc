@@ -1,7 +1,6 @@
-// hypic run TEMPLATE.yaml --vars F.json --model DIR [--device cpu|cuda|auto] [--docs-db FILE] [--db FILE --session ID]
-//           [--mode hypic] [--seam 8] [--cache-mb N] [--max-steps N] [--top-k-chunks K] [--json | --brief]
-// Runs the agent and prints its answer and per-block cache hits. F may hold one variables object or
-// an array of them: the runs share one process and one segment store (later runs hit earlier blocks).
+// `hypic run`: runs the agent and prints its answer and per-block cache hits. The --vars file may hold
+// one variables object or an array of them: the runs share one process and one segment store (later
+// runs hit earlier blocks).
 #include <cstdio>
 #include <iostream>
 #include <memory>

@@ -1,4 +1,4 @@
-// hypic search --db FILE --query TEXT [--k N]: BM25 search over ingested chunks, printed as JSON.
+// `hypic search`: BM25 search over ingested chunks, printed as JSON.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
