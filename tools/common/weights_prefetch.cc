@@ -21,7 +21,10 @@ void prefetch_weights(const std::string& model, bool quiet) {
     files.push_back(model);
   }
   uint64_t total = 0;
-  for (const auto& f : files) total += fs::file_size(f, ec);
+  for (const auto& f : files) {
+    const auto size = fs::file_size(f, ec);
+    if (!ec) total += size;  // an unreadable file is the loader's to report
+  }
   if (total == 0) return;
   Progress p("reading weights", total, quiet, /*bytes=*/true);
   std::vector<char> buf(8 << 20);
