@@ -40,6 +40,7 @@ PY
 for c in $commands; do
   "$HYPIC" "$c" --help >"$tmp/help" || fail "hypic $c --help exited non-zero"
   grep -q "^Options:" "$tmp/help" || fail "hypic $c --help lists no options"
+  [ -z "$(tail -c1 "$tmp/help")" ] || fail "hypic $c --help does not end with a newline"
   help_opts=$(grep -oE '^  (-h,)?--[a-z][a-z0-9-]*' "$tmp/help" | sed 's/^ *-h,//; s/^ *//' | grep -vx -- --help | sort | tr '\n' ' ')
   readme_opts=$(awk -v c="$c" '$1 == c {$1=""; print}' "$tmp/readme_opts" | tr ' ' '\n' | grep . | sort | tr '\n' ' ' || true)
   [ "$help_opts" = "$readme_opts" ] || fail "hypic $c: --help has [$help_opts], README has [$readme_opts]"
