@@ -79,7 +79,7 @@ int run(const Options& o) {
 const hypic::cli::Registrar kRender("render", "compile a prompt template with variables and print the plan as JSON",
                                     [](CLI::App& app) {
   auto o = std::make_shared<Options>();
-  app.add_option("template", o->template_path, "the YAML template")->required();
+  app.add_option("TEMPLATE", o->template_path, "the YAML template")->required();
   app.add_option("--vars", o->vars, "variables: one JSON/YAML object (one plan) or an array of them (one plan each)");
   app.add_option("--model-dir", o->model_dir, "tokenize the blocks and key them with this model's tokenizer and weights");
   hypic::tools::add_int(app, "--seam-width", o->seam_width, "seam width the plan's keys assume", 0LL, 65536LL);

@@ -59,7 +59,7 @@ int run(const Options& o) {
 
 Registrar reg("run", "run an agent template on a model: answer + per-block cache hits", [](CLI::App& app) {
   auto o = std::make_shared<Options>();
-  app.add_option("template", o->template_path, "the agent's YAML template")->required();
+  app.add_option("TEMPLATE", o->template_path, "the agent's YAML template")->required();
   app.add_option("--vars", o->vars, "variables: one JSON/YAML object, or an array of them (one run each)")->required();
   add_agent_options(app, o->agent);
   app.add_option("--db", o->db, "SQLite history database: the conversation persists across runs");
