@@ -1,7 +1,9 @@
 #include "kernels/dtype.h"
 
-#include <cassert>
 #include <cmath>
+#include <string>
+
+#include "runtime/error.h"
 
 namespace hypic {
 
@@ -84,7 +86,10 @@ void convert_to_f32(const void* src, DType t, int64_t n, float* dst) {
       return;
     }
     default:
-      assert(false && "convert_to_f32: not a float dtype");
+      // Reachable from a checkpoint whose tensor has an integer dtype: a typed error, not an assert
+      // that vanishes under -DNDEBUG.
+      throw ModelError(std::string("cannot read a ") + dtype_name(t) +
+                       " tensor as floats (weights must be F32, BF16, F16 or F64)");
   }
 }
 

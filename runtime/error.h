@@ -1,4 +1,7 @@
-// Typed errors for bad user input (files, configs, templates, ids); programmer errors use HYPIC_ASSERT.
+// The one error hierarchy of hypic, from the kernels up: typed errors for what a user can cause (files,
+// configs, templates, ids, options, a device that fails) all derive from hypic::Error, so a program (and
+// the CLI's exit codes) needs one catch. Programmer errors use HYPIC_ASSERT, which stays on in release
+// builds (unlike assert()).
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -27,6 +30,11 @@ class ModelError : public Error {  // unsupported config, missing tensor, wrong 
 };
 
 class InvalidArgument : public Error {  // bad request values: an id outside the vocabulary, an unknown option
+ public:
+  using Error::Error;
+};
+
+class DeviceError : public Error {  // the accelerator or its libraries failed (out of device memory, a failed call)
  public:
   using Error::Error;
 };

@@ -41,7 +41,9 @@ IngestReport ingest_directory(FtsRetriever& store, const std::string& dir, const
   if (ec) throw IoError("cannot list '" + dir + "': " + ec.message());
   std::sort(files.begin(), files.end());  // deterministic order
   IngestReport report;
-  for (const auto& f : files) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    const fs::path& f = files[i];
+    if (options.on_document) options.on_document(i, files.size(), fs::relative(f, dir).generic_string());
     std::ifstream in(f, std::ios::binary);
     if (!in) throw IoError("cannot read '" + f.string() + "'");
     std::ostringstream ss;

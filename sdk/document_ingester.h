@@ -1,6 +1,7 @@
 // Ingests a folder of text documents into a retrieval database: every regular file with a text
 // extension, path keys relative to the folder (so ids survive moving the folder), unchanged files skipped.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,9 @@ struct IngestOptions {
   size_t chunk_tokens = 256;
   const TokenCounter* counter = nullptr;  // null: count whitespace-separated words
   std::vector<std::string> extensions = {".txt", ".md", ".markdown", ".rst"};
+  // Called before each document with its index, the number of documents found and its path relative to
+  // the folder (a progress report); may be empty.
+  std::function<void(size_t index, size_t total, const std::string& path)> on_document;
 };
 
 struct IngestReport {

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 what=${1:-build}
 
 pkgs="build-essential cmake pkg-config git ca-certificates libyaml-cpp-dev nlohmann-json3-dev libsqlite3-dev
-      libgtest-dev libgmock-dev libpcre2-dev libicu-dev libboost-dev libtbb-dev python3"
+      libgtest-dev libgmock-dev libpcre2-dev libicu-dev libboost-dev libtbb-dev libcli11-dev python3"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,11 +1,11 @@
 #include "kernels/transfer_operator.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "runtime/error.h"
 
 namespace hypic::cpu {
 
@@ -93,7 +93,7 @@ inline float decay_of(const TransferShape& s, const float* log_a, int64_t t, int
 
 void gated_linear_scan(const TransferShape& s, int64_t T, const float* q, const float* k, const float* v,
                        const float* log_a, float* state, float* out) {
-  assert(s.kind != TransferKind::Dense);
+  HYPIC_ASSERT(s.kind != TransferKind::Dense, "gated linear paths take scalar or diagonal decays");
   const int64_t dk = s.dk, dv = s.dv, H = s.H;
   for (int64_t h = 0; h < H; ++h) {
     float* S = state + h * dk * dv;
@@ -116,7 +116,7 @@ void gated_linear_scan(const TransferShape& s, int64_t T, const float* q, const 
 }
 
 void gated_linear_transfer(const TransferShape& s, int64_t T, const float* log_a, float* transfer) {
-  assert(s.kind != TransferKind::Dense);
+  HYPIC_ASSERT(s.kind != TransferKind::Dense, "gated linear paths take scalar or diagonal decays");
   for (int64_t h = 0; h < s.H; ++h) {
     if (s.kind == TransferKind::Scalar) {
       double sum = 0;

@@ -1,24 +1,25 @@
-// Errors of the CUDA backend. Two kinds, as in the rest of hypic: a typed exception for a shape or
-// argument the kernels do not support (the caller can catch it and fall back), and CUDA / cuBLAS
-// failures, which carry the failing call and its location.
+// Errors of the CUDA backend, inside hypic's one error hierarchy (runtime/error.h): a shape or argument
+// the kernels do not support is a ModelError (the caller can catch it and fall back), a failed CUDA /
+// cuBLAS call a DeviceError carrying the call and its location.
 #pragma once
 #include <cuda_runtime.h>
 
-#include <stdexcept>
 #include <string>
+
+#include "runtime/error.h"
 
 namespace hypic::cuda {
 
 // A CUDA runtime or cuBLAS call failed.
-class CudaError : public std::runtime_error {
+class CudaError : public DeviceError {
  public:
-  using std::runtime_error::runtime_error;
+  using DeviceError::DeviceError;
 };
 
 // The op was called with a shape or argument it has no kernel for (e.g. head dim 96 for attention).
-class UnsupportedShape : public std::invalid_argument {
+class UnsupportedShape : public ModelError {
  public:
-  using std::invalid_argument::invalid_argument;
+  using ModelError::ModelError;
 };
 
 [[noreturn]] void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int line);

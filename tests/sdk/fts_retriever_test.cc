@@ -96,7 +96,16 @@ TEST(FtsRetriever, ReingestKeepsIdsAndReplacesChangedDocuments) {
     for (const auto& c : r.search("alpha beta", 10)) ids_before.push_back(c.id);
   }
   FtsRetriever r = FtsRetriever::open(db);
+  // The progress callback sees every document with its position, before it is read.
+  std::vector<std::string> seen;
+  opt.on_document = [&](size_t i, size_t n, const std::string& path) {
+    EXPECT_EQ(i, seen.size());
+    EXPECT_EQ(n, 3u);
+    seen.push_back(path);
+  };
   const auto again = ingest_directory(r, docs.string(), opt);
+  EXPECT_EQ(seen, (std::vector<std::string>{"a.txt", "bad.txt", "sub/b.md"}));
+  opt.on_document = nullptr;
   EXPECT_EQ(again.documents_added, 0u);
   EXPECT_EQ(again.documents_unchanged, 2u);
   std::vector<std::string> ids_after;

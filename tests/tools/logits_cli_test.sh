@@ -44,7 +44,7 @@ printf '{"blocks": ["a", "b"]}\n{"blocks": "not a list"}\n' > "$tmp/bad.jsonl"
 expect_fail "bad.jsonl:2" "$HYPIC" eval-pic --model "$M" --prompts "$tmp/bad.jsonl"
 printf '{"blocks": ["<|im_start|>user\\nhi", " there<|im_end|>\\n<|im_start|>assistant\\n"]}\n' > "$tmp/ok.jsonl"
 expect_fail "unknown mode 'fast'" "$HYPIC" eval-pic --model "$M" --prompts "$tmp/ok.jsonl" --modes full,fast
-expect_fail "unknown device 'tpu'" "$HYPIC" eval-pic --model "$M" --prompts "$tmp/ok.jsonl" --device tpu
+expect_fail "--device: tpu not in {cpu,cuda,auto}" "$HYPIC" eval-pic --model "$M" --prompts "$tmp/ok.jsonl" --device tpu
 if ! nvidia-smi -L > /dev/null 2>&1; then  # no GPU here: cuda is refused by name (CPU-only or CUDA build)
   expect_fail "CUDA" "$HYPIC" eval-pic --model "$M" --prompts "$tmp/ok.jsonl" --device cuda
 fi

@@ -16,6 +16,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/memory.h"
+#include "tools/common/options.h"
 
 using namespace hypic::cuda;
 
@@ -54,20 +55,15 @@ int main(int argc, char** argv) {
   std::vector<int64_t> tokens = {8192, 32768};
   int iters = 20;
   std::string only;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
-    if (!std::strcmp(argv[i], "--tokens")) {
-      tokens.clear();
-      std::stringstream ss(argv[i + 1]);
-      std::string t;
-      while (std::getline(ss, t, ',')) tokens.push_back(std::atoll(t.c_str()));
-    }
-  }
-  if (!only.empty() && only != "gdn" && only != "attention") {
-    std::fprintf(stderr, "--only takes gdn or attention\n");
-    return 2;
-  }
+  CLI::App app("CUDA kernel timings: gated delta rule and attention prefill (one JSON object on stdout)",
+               "hypic_bench_kernels");
+  hypic::tools::configure(app, /*uses_model=*/false);
+  hypic::tools::add_int(app, "--iters", iters, "timed iterations per case", 1, 1 << 20);
+  app.add_option("--only", only, "run one family (default: both)")->check(CLI::IsMember({"gdn", "attention"}));
+  app.add_option("--tokens", tokens, "sequence lengths, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  hypic::tools::parse_or_exit(app, argc, argv);
   if (!device_available()) {
     std::fprintf(stderr, "no CUDA device\n");
     return 1;

@@ -9,7 +9,7 @@
 //     that step's context length) per second over HBM bandwidth (--peak-tbps, default 4.3).
 // Usage:
 //   hypic_bench_model --config CONFIG.json --random-weights [--prefill 8192] [--decode 128] [--seed 1]
-//   hypic_bench_model --model DIR [--prefill N] [--decode N]
+//   hypic_bench_model --model DIR [--prefill N] [--decode N]      (--help lists every option)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -27,7 +27,7 @@
 #include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/model_config.h"
-#include "tools/bench/bench_args.h"
+#include "tools/common/options.h"
 
 using namespace hypic;
 
@@ -42,45 +42,26 @@ struct Args {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "hypic_bench_model: %s\n"
-               "usage: hypic_bench_model --config CONFIG.json --random-weights [--prefill N] [--decode N] [--seed S]\n"
-               "       hypic_bench_model --model DIR [--prefill N] [--decode N]\n"
-               "       [--peak-tflops 790] [--peak-tbps 4.3]\n",
-               why.c_str());
+  std::fprintf(stderr, "hypic_bench_model: %s\nRun with --help for the options.\n", why.c_str());
   std::exit(2);
 }
 
-// A flag's number, whole (tools/bench/bench_args.h), or a usage error naming the flag.
-template <class T>
-T number(const std::string& k, const std::string& v) {
-  if (auto x = bench::parse_whole<T>(v)) return *x;
-  usage("malformed or out-of-range number for " + k + ": '" + v + "'");
-}
-
+// Every option declared once (tools/common/options.h): --help lists them with their defaults.
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value for " + k);
-      return argv[++i];
-    };
-    if (k == "--config") a.config = value();
-    else if (k == "--model") a.model = value();
-    else if (k == "--random-weights") a.random_weights = true;
-    else if (k == "--prefill") a.prefill = number<int64_t>(k, value());
-    else if (k == "--decode") a.decode = number<int64_t>(k, value());
-    else if (k == "--seed") a.seed = number<uint64_t>(k, value());
-    else if (k == "--peak-tflops") a.peak_tflops = number<double>(k, value());
-    else if (k == "--peak-tbps") a.peak_tbps = number<double>(k, value());
-    else usage("unknown option " + k);
-  }
-  if (a.random_weights && !a.model.empty()) usage("--random-weights and --model exclude each other");
-  if (a.random_weights && a.config.empty()) usage("--random-weights needs --config");
+  CLI::App app("Whole-model prefill and decode throughput of the CUDA backend (one JSON object on stdout)",
+               "hypic_bench_model");
+  tools::configure(app, /*uses_model=*/true);
+  auto* config = app.add_option("--config", a.config, "CONFIG.json (or its folder), with --random-weights");
+  auto* model = app.add_option("--model", a.model, "model directory (its weights)");
+  app.add_flag("--random-weights", a.random_weights, "random weights of --config's shape")->needs(config)->excludes(model);
+  tools::add_int<int64_t>(app, "--prefill", a.prefill, "prefill tokens", 1, int64_t{1} << 24);
+  tools::add_int<int64_t>(app, "--decode", a.decode, "decode steps after the prefill", 0, int64_t{1} << 24);
+  tools::add_u64(app, "--seed", a.seed, "seed of --random-weights");
+  app.add_option("--peak-tflops", a.peak_tflops, "the device's bf16 GEMM TFLOP/s")->check(CLI::Range(1e-6, 1e9));
+  app.add_option("--peak-tbps", a.peak_tbps, "the device's memory bandwidth, TB/s")->check(CLI::Range(1e-6, 1e9));
+  tools::parse_or_exit(app, argc, argv);
   if (!a.random_weights && a.model.empty()) usage("give --config CONFIG.json --random-weights, or --model DIR");
-  if (a.prefill < 1 || a.decode < 0) usage("--prefill must be >= 1 and --decode >= 0");
-  if (a.peak_tflops <= 0 || a.peak_tbps <= 0) usage("--peak-tflops and --peak-tbps must be > 0");
   return a;
 }
 

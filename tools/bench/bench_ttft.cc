@@ -1,7 +1,7 @@
 // Time to first token of the caching engine (runtime/engine.h) on a device: CUDA with random weights of
 // CONFIG's shape (--config), or any device with a model directory's weights (--model DIR, e.g. the CPU
 // fixture models with --device cpu), per mode (full / prefix / hypic,
-// docs/engine.md), printed as one JSON object on stdout (progress goes to stderr). Three cases (--case,
+// docs/engine.md), printed as one JSON object on stdout (progress goes to stderr; --quiet drops it). Three cases (--case,
 // default all), each under its own top-level key:
 //
 //   "rag": the steady state of a RAG service. Workload (random token ids, a pure function of --seed, the
@@ -36,7 +36,7 @@
 //                    [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)
 //                    [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
 //                    [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]
-//                    [--turns 8] [--reply-tokens 32] [--tool-tokens 64]
+//                    [--turns 8] [--reply-tokens 32] [--tool-tokens 64] [--quiet]   (--help lists them all)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -60,7 +60,7 @@
 #include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/model_config.h"
-#include "tools/bench/bench_args.h"
+#include "tools/common/options.h"
 
 using namespace hypic;
 
@@ -78,82 +78,52 @@ struct Args {
   int64_t reply_tokens = 32, tool_tokens = 64;
   double budget_gb = 40;
   uint64_t seed = 1;
+  bool quiet = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "hypic_bench_ttft: %s\n"
-               "usage: hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|all]\n"
-               "       [--requests 8]\n"
-               "       [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)\n"
-               "       [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]\n"
-               "       [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]\n"
-               "       [--turns 8] [--reply-tokens 32] [--tool-tokens 64]\n",
-               why.c_str());
+  std::fprintf(stderr, "hypic_bench_ttft: %s\nRun with --help for the options.\n", why.c_str());
   std::exit(2);
 }
 
-// A flag's number, whole (tools/bench/bench_args.h), or a usage error naming the flag.
-template <class T>
-T number(const std::string& k, const std::string& v) {
-  if (auto x = bench::parse_whole<T>(v)) return *x;
-  usage("malformed or out-of-range number for " + k + ": '" + v + "'");
-}
-
+// Every option declared once (tools/common/options.h): --help lists them with their defaults, a
+// malformed or out-of-range value is an error naming the option.
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value for " + k);
-      return argv[++i];
-    };
-    if (k == "--config") a.config = value();
-    else if (k == "--model") a.model = value();
-    else if (k == "--device") a.device = value();
-    else if (k == "--case") {
-      const std::string c = value();
-      if (c != "rag" && c != "cold" && c != "agent" && c != "all") usage("--case must be rag, cold, agent or all");
-      a.rag = c == "rag" || c == "all";
-      a.cold = c == "cold" || c == "all";
-      a.agent = c == "agent" || c == "all";
-    } else if (k == "--mode") {
-      const std::string m = value();
-      if (m == "all") a.modes = kMainModes;
-      else {
-        try {
-          a.modes = {parse_mode(m)};
-        } catch (const InvalidArgument& e) {
-          usage(e.what());
-        }
-      }
-    } else if (k == "--requests") a.requests = number<int>(k, value());
-    else if (k == "--warmup") a.warmup = number<int>(k, value());
-    else if (k == "--pool") a.pool = number<int>(k, value());
-    else if (k == "--chunks-min") a.chunks_min = number<int>(k, value());
-    else if (k == "--chunks-max") a.chunks_max = number<int>(k, value());
-    else if (k == "--chunk-tokens") a.chunk_tokens = number<int64_t>(k, value());
-    else if (k == "--system") a.system = number<int64_t>(k, value());
-    else if (k == "--tools") a.tools = number<int64_t>(k, value());
-    else if (k == "--question") a.question = number<int64_t>(k, value());
-    else if (k == "--seam") a.seam = number<int64_t>(k, value());
-    else if (k == "--budget-gb") a.budget_gb = number<double>(k, value());
-    else if (k == "--seed") a.seed = number<uint64_t>(k, value());
-    else if (k == "--turns") a.turns = number<int>(k, value());
-    else if (k == "--reply-tokens") a.reply_tokens = number<int64_t>(k, value());
-    else if (k == "--tool-tokens") a.tool_tokens = number<int64_t>(k, value());
-    else usage("unknown option " + k);
-  }
+  std::string cases = "all", mode = "all";
+  CLI::App app("Time to first token of the caching engine per mode: rag, cold and agent cases (one JSON object "
+               "on stdout)", "hypic_bench_ttft");
+  tools::configure(app, /*uses_model=*/true);
+  auto* config = app.add_option("--config", a.config, "CONFIG.json (or its folder): random weights of its shape, CUDA");
+  app.add_option("--model", a.model, "model directory (its weights)")->excludes(config);
+  app.add_option("--device", a.device, "device")->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--case", cases, "which cases")->check(CLI::IsMember({"rag", "cold", "agent", "all"}));
+  app.add_option("--mode", mode, "modes of the rag case")
+      ->check(CLI::IsMember({"full", "prefix", "hypic", "naive", "noseam", "all"}));
+  tools::add_int(app, "--requests", a.requests, "measured requests", 1, 1 << 20);
+  tools::add_int(app, "--warmup", a.warmup, "warm-up requests per mode (rag)", 0, 1 << 20);
+  tools::add_int(app, "--pool", a.pool, "chunks in the pool", 1, 1 << 20);
+  tools::add_int(app, "--chunks-min", a.chunks_min, "fewest chunks per request", 0, 1 << 20);
+  tools::add_int(app, "--chunks-max", a.chunks_max, "most chunks per request (<= --pool)", 0, 1 << 20);
+  tools::add_int<int64_t>(app, "--chunk-tokens", a.chunk_tokens, "tokens per chunk (about)", 1, 1 << 24);
+  tools::add_int<int64_t>(app, "--system", a.system, "system block tokens", 1, 1 << 24);
+  tools::add_int<int64_t>(app, "--tools", a.tools, "tool-docs block tokens", 1, 1 << 24);
+  tools::add_int<int64_t>(app, "--question", a.question, "question tokens", 1, 1 << 24);
+  tools::add_int<int64_t>(app, "--seam", a.seam, "seam width", 0, 65536);
+  app.add_option("--budget-gb", a.budget_gb, "segment store budget, GB")->check(CLI::Range(1e-6, 1e6));
+  tools::add_u64(app, "--seed", a.seed, "workload (and random weights) seed");
+  tools::add_int(app, "--turns", a.turns, "agent case: turns", 1, 1 << 16);
+  tools::add_int<int64_t>(app, "--reply-tokens", a.reply_tokens, "agent case: tokens decoded per turn", 1, 1 << 20);
+  tools::add_int<int64_t>(app, "--tool-tokens", a.tool_tokens, "agent case: tokens per tool result", 1, 1 << 24);
+  app.add_flag("--quiet", a.quiet, "no progress lines on stderr");
+  tools::parse_or_exit(app, argc, argv);
+  a.rag = cases == "rag" || cases == "all";
+  a.cold = cases == "cold" || cases == "all";
+  a.agent = cases == "agent" || cases == "all";
+  a.modes = mode == "all" ? kMainModes : std::vector<CacheMode>{parse_mode(mode)};
   if (a.config.empty() == a.model.empty()) usage("give --config CONFIG.json (random weights, CUDA) or --model DIR");
-  if (a.device != "cuda" && a.device != "cpu") usage("--device must be cuda or cpu");
   if (!a.config.empty() && a.device != "cuda") usage("random weights (--config) are generated on the GPU: --device cuda");
-  if (a.requests < 1 || a.warmup < 0) usage("--requests must be >= 1 and --warmup >= 0");
-  if (a.chunks_min < 0 || a.chunks_max < a.chunks_min || a.chunks_max > a.pool)
-    usage("need 0 <= --chunks-min <= --chunks-max <= --pool");
-  if (a.chunk_tokens < 1 || a.system < 1 || a.tools < 1 || a.question < 1 || a.seam < 0 || a.budget_gb <= 0)
-    usage("block sizes must be >= 1, --seam >= 0, --budget-gb > 0");
-  if (a.turns < 1 || a.reply_tokens < 1 || a.tool_tokens < 1)
-    usage("--turns, --reply-tokens and --tool-tokens must be >= 1");
+  if (a.chunks_max < a.chunks_min || a.chunks_max > a.pool) usage("need --chunks-min <= --chunks-max <= --pool");
   return a;
 }
 
@@ -232,7 +202,7 @@ int argmax(const std::vector<float>& v) { return static_cast<int>(std::max_eleme
 
 // One conversation of `turns` turns on `engine`, continuing the live sequence from turn 2 on.
 std::vector<Turn> run_conversation(Engine& engine, const AgentWorkload& w, int turns, int64_t reply_tokens,
-                                   const char* label) {
+                                   const char* label, bool quiet) {
   std::vector<Turn> out;
   std::vector<PromptBlock> blocks = {{w.system}, {w.tools}, {w.users[0]}};
   LiveSequence live;
@@ -274,7 +244,7 @@ std::vector<Turn> run_conversation(Engine& engine, const AgentWorkload& w, int t
                                std::to_string(transcript.size()));
     live = LiveSequence{std::move(r.state), std::move(transcript)};
 
-    std::fprintf(stderr,
+    if (!quiet) std::fprintf(stderr,
                  "[%s] %s turn %d: %lld prompt tokens, %lld new, %lld reused, %lld computed, %.1f ms, "
                  "decode %.2f ms/token\n",
                  mode_name(engine.mode()), label, t + 1, static_cast<long long>(turn.prompt_tokens),
@@ -341,7 +311,7 @@ void rag_case(const Args& a, Backend& backend, const EngineOptions& opt, const s
       const bool measured = r >= a.warmup;
       int64_t h = 0;
       for (auto& b : res.blocks) h += b.hit;
-      std::fprintf(stderr, "[%s] rag %s request %d: %lld prompt tokens, %lld computed, %lld/%zu blocks hit, %.1f ms\n",
+      if (!a.quiet) std::fprintf(stderr, "[%s] rag %s request %d: %lld prompt tokens, %lld computed, %lld/%zu blocks hit, %.1f ms\n",
                    mode_name(mode), measured ? "measured" : "warm-up", r, static_cast<long long>(res.prompt_tokens),
                    static_cast<long long>(res.computed_tokens), static_cast<long long>(h), res.blocks.size(),
                    res.ttft_ms);
@@ -377,7 +347,7 @@ void cold_case(const Args& a, Backend& backend, const EngineOptions& opt, const 
   for (CacheMode mode : kMainModes) {
     Engine engine(backend, mode, opt);
     const PromptResult res = engine.run(reqs[longest]);
-    std::fprintf(stderr, "[%s] cold warm-up (request %d): %lld prompt tokens, %.1f ms\n", mode_name(mode), longest,
+    if (!a.quiet) std::fprintf(stderr, "[%s] cold warm-up (request %d): %lld prompt tokens, %.1f ms\n", mode_name(mode), longest,
                  static_cast<long long>(res.prompt_tokens), res.ttft_ms);
   }
   backend.sync();
@@ -393,7 +363,7 @@ void cold_case(const Args& a, Backend& backend, const EngineOptions& opt, const 
       const PromptResult res = engine.run(req);
       ttft[mi].push_back(res.ttft_ms);
       computed[mi].push_back(static_cast<double>(res.computed_tokens));
-      std::fprintf(stderr, "[%s] cold request %d: %lld prompt tokens, %lld computed, %.1f ms\n",
+      if (!a.quiet) std::fprintf(stderr, "[%s] cold request %d: %lld prompt tokens, %lld computed, %.1f ms\n",
                    mode_name(kMainModes[mi]), a.warmup + i, static_cast<long long>(res.prompt_tokens),
                    static_cast<long long>(res.computed_tokens), res.ttft_ms);
     }
@@ -432,7 +402,7 @@ void agent_case(const Args& a, Backend& backend, const EngineOptions& opt) {
   const AgentWorkload w = make_agent_workload(a, backend.config().vocab_size);
   for (CacheMode mode : kMainModes) {  // throwaway: kernels, scratch pool, decode graph, a live continuation
     Engine engine(backend, mode, opt);
-    run_conversation(engine, w, std::min(a.turns, 2), a.reply_tokens, "warm-up");
+    run_conversation(engine, w, std::min(a.turns, 2), a.reply_tokens, "warm-up", a.quiet);
   }
   std::printf(",\n  \"agent\": {\"workload\": {\"system\": %lld, \"tools\": %lld, \"question\": %lld, "
               "\"tool_tokens\": %lld, \"reply_tokens\": %lld, \"turns\": %d, \"seed\": %llu},\n    \"modes\": [",
@@ -445,7 +415,7 @@ void agent_case(const Args& a, Backend& backend, const EngineOptions& opt) {
     std::vector<Turn> turns;
     {
       Engine engine(backend, mode, opt);
-      turns = run_conversation(engine, w, a.turns, a.reply_tokens, "measured");
+      turns = run_conversation(engine, w, a.turns, a.reply_tokens, "measured", a.quiet);
     }
     // From turn 2 on, only the new tokens run (the live sequence continued exactly)?
     bool only_new = a.turns > 1;

@@ -1,28 +1,46 @@
 #include "tools/hypic/agent_cli.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "sdk/builtin_tools.h"
+#include "tools/common/weights_prefetch.h"
 
 namespace hypic::cli {
 
-AgentEnv open_agent_env(const Args& args) {
+void add_agent_options(CLI::App& app, AgentOptions& o) {
+  app.add_option("--model", o.model, "model directory (config.json, *.safetensors, tokenizer files)")->required();
+  add_device(app, o.device, "cpu, cuda or auto (CUDA where built and a GPU is present, else the CPU)");
+  app.add_option("--mode", o.mode, "cache mode")->check(CLI::IsMember({"full", "prefix", "hypic", "naive", "noseam"}));
+  tools::add_int(app, "--seam", o.seam, "seam width (tokens recomputed at the start of a reused block)", 0LL, 65536LL);
+  tools::add_int(app, "--cache-mb", o.cache_mb, "segment store budget, in MiB", 1LL, 1LL << 24);
+  app.add_option("--docs-db", o.docs_db,
+                 "retrieval database (hypic ingest): fills the template's `chunks` and adds the search_docs tool");
+  tools::add_int(app, "--top-k-chunks", o.top_k_chunks, "chunks retrieved into `chunks` with --docs-db", 1LL, 10000LL);
+  app.add_option("--chat-template", o.chat_template, "a Jinja chat template file to use instead of the model's own");
+  add_quiet(app, o.quiet);
+  tools::configure(app, /*uses_model=*/true);
+}
+
+AgentEnv open_agent_env(const AgentOptions& o) {
   AgentEnv env;
   sdk::RuntimeOptions ro;
-  ro.model_dir = args.require("model");
-  ro.device = args.get("device", "auto");
-  ro.mode = parse_mode(args.get("mode", "hypic"));
-  ro.seam_width = args.get_int("seam", 8);
-  const long long mb = args.get_int("cache-mb", 1024);
-  if (mb < 1 || ro.seam_width < 0) throw UsageError("--cache-mb must be >= 1 and --seam >= 0");
-  ro.cache_bytes = static_cast<size_t>(mb) << 20;
-  ro.chat_template_file = args.get("chat-template", "");
+  ro.model_dir = o.model;
+  ro.device = o.device;
+  ro.mode = parse_mode(o.mode);
+  ro.seam_width = o.seam;
+  ro.cache_bytes = static_cast<size_t>(o.cache_mb) << 20;
+  ro.chat_template_file = o.chat_template;
+  tools::prefetch_weights(o.model, o.quiet);
   env.runtime = sdk::Runtime::open(ro);
   std::fprintf(stderr, "hypic: %s on %s, %s mode, %s chat format\n", ro.model_dir.c_str(),
                device_name(env.runtime->device()), mode_name(ro.mode), env.runtime->chat_format().name().c_str());
   env.tools.add(sdk::calculator_tool());
-  if (args.has("docs-db")) {
-    env.docs.emplace(sdk::FtsRetriever::open(args.get("docs-db", "")));
+  if (!o.docs_db.empty()) {
+    // Opening would create an empty database where the path is mistyped.
+    if (!std::filesystem::exists(o.docs_db))
+      throw IoError("no database '" + o.docs_db + "' (create it with hypic ingest)");
+    env.docs.emplace(sdk::FtsRetriever::open(o.docs_db));
     env.tools.add(sdk::search_docs_tool(*env.docs));
   }
   return env;

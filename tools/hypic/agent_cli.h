@@ -17,10 +17,20 @@ struct AgentEnv {
   sdk::ToolRegistry tools;                // calculator, and search_docs with --docs-db
 };
 
-// Reads --model, --device (cpu|cuda|auto, default auto), --mode, --seam, --cache-mb, --docs-db,
-// --chat-template (a Jinja template file instead of the model's own); says on stderr which device the
-// model runs on and which chat format it speaks.
-AgentEnv open_agent_env(const Args& args);
+// The options of an agent run (`hypic run`, `hypic chat`).
+struct AgentOptions {
+  std::string model, device = "auto", mode = "hypic", docs_db, chat_template;
+  long long seam = 8, cache_mb = 1024, top_k_chunks = 4;
+  bool quiet = false;
+};
+
+// Declares --model, --device, --mode, --seam, --cache-mb, --docs-db, --top-k-chunks, --chat-template (a
+// Jinja template file instead of the model's own), --quiet and the environment footer.
+void add_agent_options(CLI::App& app, AgentOptions& o);
+
+// Opens the runtime and the tools; says on stderr which device the model runs on and which chat format
+// it speaks.
+AgentEnv open_agent_env(const AgentOptions& o);
 
 // Fills the list variable `into` with the best chunks for vars[query_var] when the template declares
 // `into`, a retriever is open and the caller gave no value.

@@ -1,5 +1,6 @@
 #include "tools/hypic/cli_args.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -7,84 +8,32 @@
 
 namespace hypic::cli {
 
-Args::Args(int argc, char** argv, std::set<std::string> switches) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) == 0 && a.size() > 2) {
-      std::string name = a.substr(2);
-      auto eq = name.find('=');
-      if (eq != std::string::npos) {
-        values_[name.substr(0, eq)] = name.substr(eq + 1);
-      } else if (switches.count(name)) {
-        values_[name] = "1";
-      } else {
-        if (i + 1 >= argc) throw UsageError("option --" + name + " needs a value");
-        values_[name] = argv[++i];
-      }
-    } else {
-      positionals_.push_back(a);
-    }
-  }
-}
-
-bool Args::has(const std::string& flag) const { return values_.count(flag) > 0; }
-
-std::string Args::get(const std::string& flag, const std::string& fallback) const {
-  auto it = values_.find(flag);
-  return it == values_.end() ? fallback : it->second;
-}
-
-std::string Args::require(const std::string& flag) const {
-  auto it = values_.find(flag);
-  if (it == values_.end()) throw UsageError("missing required option --" + flag);
-  return it->second;
-}
-
-long long Args::get_int(const std::string& flag, long long fallback) const {
-  if (!has(flag)) return fallback;
-  const std::string v = get(flag, "");
-  try {
-    size_t used = 0;
-    long long x = std::stoll(v, &used);
-    if (used != v.size()) throw std::invalid_argument(v);
-    return x;
-  } catch (const std::exception&) {
-    throw UsageError("option --" + flag + " expects an integer, got '" + v + "'");
-  }
-}
-
-double Args::get_double(const std::string& flag, double fallback) const {
-  if (!has(flag)) return fallback;
-  const std::string v = get(flag, "");
-  try {
-    size_t used = 0;
-    double x = std::stod(v, &used);
-    if (used != v.size()) throw std::invalid_argument(v);
-    return x;
-  } catch (const std::exception&) {
-    throw UsageError("option --" + flag + " expects a number, got '" + v + "'");
-  }
-}
-
-void Args::allow_only(const std::set<std::string>& known) const {
-  for (const auto& [k, v] : values_)
-    if (!known.count(k)) throw UsageError("unknown option --" + k);
-}
-
 std::vector<Command>& commands() {
   static std::vector<Command> all;
   return all;
 }
 
-Registrar::Registrar(std::string name, std::string summary, std::function<int(int, char**)> run) {
-  commands().push_back({std::move(name), std::move(summary), std::move(run)});
+Registrar::Registrar(std::string name, std::string summary, CommandSetup setup) {
+  commands().push_back({std::move(name), std::move(summary), std::move(setup)});
+}
+
+void add_quiet(CLI::App& app, bool& quiet) {
+  app.add_flag("--quiet", quiet, "no progress lines on stderr (drawn only when stderr is a terminal)");
+}
+
+CLI::Option* add_device(CLI::App& app, std::string& device, const std::string& help) {
+  return app.add_option("--device", device, help)->check(CLI::IsMember({"cpu", "cuda", "auto"}));
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  // An ifstream opens a directory and reads nothing: say what it is instead of returning "".
+  if (std::filesystem::is_directory(path, ec)) throw IoError("'" + path + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open file '" + path + "'");
   std::ostringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw IoError("cannot read file '" + path + "'");
   return ss.str();
 }
 

@@ -1,53 +1,45 @@
-// Command-line parsing shared by the hypic subcommands: `--flag value`, `--switch`, positionals.
+// The hypic subcommands' shared pieces: the registry every cmd_*.cc adds itself to, where each command
+// declares its options once on CLI11 (tools/common/options.h), and small input helpers.
 #pragma once
 #include <functional>
-#include <map>
-#include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "runtime/error.h"
+#include "tools/common/options.h"
 
 namespace hypic::cli {
 
-class UsageError : public Error {
+// A usage mistake found after parsing (two options that exclude each other, a missing positional):
+// exit status 2 like a parse error.
+class UsageError : public InvalidArgument {
  public:
-  using Error::Error;
+  using InvalidArgument::InvalidArgument;
 };
 
-class Args {
- public:
-  // `switches` are flags that take no value; every other --flag takes one.
-  Args(int argc, char** argv, std::set<std::string> switches = {});
-
-  bool has(const std::string& flag) const;
-  std::string get(const std::string& flag, const std::string& fallback) const;
-  std::string require(const std::string& flag) const;
-  long long get_int(const std::string& flag, long long fallback) const;
-  double get_double(const std::string& flag, double fallback) const;
-  const std::vector<std::string>& positionals() const { return positionals_; }
-  // Throws UsageError if a flag outside `known` was given (catches typos such as --modle).
-  void allow_only(const std::set<std::string>& known) const;
-
- private:
-  std::map<std::string, std::string> values_;
-  std::vector<std::string> positionals_;
-};
+// Declares a command's options on `app` and returns what runs once they are parsed (the options are
+// bound to variables the returned function owns).
+using CommandSetup = std::function<std::function<int()>(CLI::App& app)>;
 
 struct Command {
   std::string name;
   std::string summary;
-  std::function<int(int argc, char** argv)> run;  // argv[0] is the subcommand name
+  CommandSetup setup;
 };
 
 // Each cmd_*.cc registers itself with a static Registrar.
 std::vector<Command>& commands();
 struct Registrar {
-  Registrar(std::string name, std::string summary, std::function<int(int, char**)> run);
+  Registrar(std::string name, std::string summary, CommandSetup setup);
 };
 
-// Helpers used by several subcommands.
+// --quiet: no progress lines (they are drawn only when stderr is a terminal anyway).
+void add_quiet(CLI::App& app, bool& quiet);
+
+// Checks a --device value: cpu, cuda or auto.
+CLI::Option* add_device(CLI::App& app, std::string& device, const std::string& help);
+
+// The whole of a regular file; IoError naming the path for a missing file, a directory or a read error.
 std::string read_file(const std::string& path);
 std::vector<int> read_ids_json(const std::string& path);
 

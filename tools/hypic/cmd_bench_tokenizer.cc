@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -34,16 +35,16 @@ std::vector<std::string_view> documents(std::string_view text, size_t chunk) {
   return docs;
 }
 
-int run(int argc, char** argv) {
-  hypic::cli::Args args(argc, argv);
-  args.allow_only({"tokenizer", "text-file", "repeat", "chunk-bytes"});
-  const long long repeat = args.get_int("repeat", 3);
-  if (repeat < 1) throw hypic::cli::UsageError("--repeat must be at least 1");
-  const long long chunk = args.get_int("chunk-bytes", 4096);
-  if (chunk < 0) throw hypic::cli::UsageError("--chunk-bytes must be 0 (whole file) or positive");
-  const hypic::Tokenizer tok = hypic::Tokenizer::from_file(args.require("tokenizer"));
-  const std::string text = hypic::cli::read_file(args.require("text-file"));
-  const std::vector<std::string_view> docs = documents(text, static_cast<size_t>(chunk));
+struct Options {
+  std::string tokenizer, text_file;
+  long long repeat = 3, chunk_bytes = 4096;
+};
+
+int run(const Options& o) {
+  const long long repeat = o.repeat;
+  const hypic::Tokenizer tok = hypic::Tokenizer::from_file(o.tokenizer);
+  const std::string text = hypic::cli::read_file(o.text_file);
+  const std::vector<std::string_view> docs = documents(text, static_cast<size_t>(o.chunk_bytes));
   double best = 1e300;
   size_t n_ids = 0;
   for (long long r = 0; r < repeat; ++r) {
@@ -61,7 +62,15 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-hypic::cli::Registrar reg("bench-tokenizer",
-                          "encode MB/s, one thread: --tokenizer FILE --text-file F [--repeat N] [--chunk-bytes B]", run);
+hypic::cli::Registrar reg("bench-tokenizer", "encode throughput (MB/s) of one thread on a text file", [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  app.add_option("--tokenizer", o->tokenizer, "the model's tokenizer.json")->required();
+  app.add_option("--text-file", o->text_file, "the text to encode")->required();
+  hypic::tools::add_int(app, "--repeat", o->repeat, "rounds; the best is reported", 1LL, 1000000LL);
+  hypic::tools::add_int(app, "--chunk-bytes", o->chunk_bytes,
+                        "documents of at least this many bytes, cut at line ends (0: the whole file)", 0LL,
+                        1LL << 40);
+  return [o] { return run(*o); };
+});
 
 }  // namespace

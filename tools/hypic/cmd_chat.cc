@@ -1,11 +1,11 @@
-// hypic chat --model DIR [--device cpu|cuda|auto] [--template F] [--db FILE] [--session ID] [--docs-db FILE] [--mode hypic]
-//            [--chat-template FILE]
+// `hypic chat` (options: the registration at the end; `hypic chat --help` lists them).
 // An interactive terminal chat that keeps history: every line is one agent run whose history slot
 // holds the earlier turns (cached segments, so each turn computes little more than the new text).
 // /exit or end of input quits. With --db the conversation persists and resumes by --session.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <unistd.h>
 
 #include "tools/hypic/agent_cli.h"
@@ -45,15 +45,17 @@ blocks:
     text: "{{question}}"
 )";
 
-int run(int argc, char** argv) {
-  Args args(argc, argv);
-  args.allow_only({"model", "device", "template", "db", "session", "docs-db", "mode", "seam", "cache-mb", "system",
-                   "chat-template"});
-  const dsl::Template tpl = args.has("template") ? dsl::load_template(args.get("template", ""))
-                                                 : dsl::parse_template(kDefaultTemplate, "<built-in chat template>");
-  AgentEnv env = open_agent_env(args);
+struct Options {
+  AgentOptions agent;
+  std::string template_path, db, session = "chat", system;
+};
+
+int run(const Options& o) {
+  const dsl::Template tpl = !o.template_path.empty() ? dsl::load_template(o.template_path)
+                                                     : dsl::parse_template(kDefaultTemplate, "<built-in chat template>");
+  AgentEnv env = open_agent_env(o.agent);
   // Without --db the history lives in a temporary database for this process only.
-  std::string db = args.get("db", "");
+  std::string db = o.db;
   std::string tmp;
   if (db.empty()) {
     tmp = (std::filesystem::temp_directory_path() / ("hypic_chat_" + std::to_string(::getpid()) + ".sqlite")).string();
@@ -69,7 +71,7 @@ int run(int argc, char** argv) {
     }
   } cleanup{tmp};
   sdk::HistoryStore history = sdk::HistoryStore::open(db);
-  const std::string session = args.get("session", "chat");
+  const std::string& session = o.session;
   sdk::Agent agent(*env.runtime, tpl, env.tools);
   agent.set_history(&history, session);
   const size_t earlier = history.messages(session).size();
@@ -86,8 +88,8 @@ int run(int argc, char** argv) {
     if (!std::getline(std::cin, line) || line == "/exit") break;
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     sdk::Json vars{{"question", line}};
-    if (args.has("system")) vars["system"] = args.get("system", "");
-    retrieve_into(env, tpl, vars, "chunks", "question", 4);
+    if (!o.system.empty()) vars["system"] = o.system;
+    retrieve_into(env, tpl, vars, "chunks", "question", static_cast<size_t>(o.agent.top_k_chunks));
     try {
       const sdk::AgentResult r = agent.run(vars, opt);
       std::printf("\n");
@@ -104,7 +106,16 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Registrar reg("chat", "interactive terminal chat that keeps history", run);
+Registrar reg("chat", "interactive terminal chat that keeps history", [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  add_agent_options(app, o->agent);
+  app.add_option("--template", o->template_path,
+                 "agent template with a `question` variable (default: a built-in chat with history and a calculator)");
+  app.add_option("--db", o->db, "SQLite history database: the conversation persists (default: a temporary one)");
+  app.add_option("--session", o->session, "history session id to start or resume");
+  app.add_option("--system", o->system, "the built-in template's system prompt (its `system` variable)");
+  return [o] { return run(*o); };
+});
 
 }  // namespace
 }  // namespace hypic::cli

@@ -1,5 +1,4 @@
-// hypic eval-pic --model DIR --prompts F.jsonl [--modes full,prefix,hypic,naive,noseam] [--seam 8]
-//                [--decode-tokens 16] [--cache-mb 1024] [--prewarm] [--show N] [--device cpu|cuda]
+// `hypic eval-pic` (options: the registration at the end; `hypic eval-pic --help` lists them).
 // Runs every prompt in every mode in one process (each mode with its own segment store, warmed by the
 // prompts before it, or by all prompts with --prewarm) and compares each mode with `full`.
 // --device cuda runs the engine on the CUDA backend (bf16, device-resident cache) instead of the CPU (fp32).
@@ -19,6 +18,7 @@
 #include "runtime/text/chat_format.h"
 #include "runtime/text/tokenizer.h"
 #include "runtime/text/tokenizer_fingerprint.h"
+#include "tools/common/progress.h"
 #include "tools/hypic/cli_args.h"
 #include "tools/hypic/open_model.h"
 
@@ -88,7 +88,7 @@ struct EvalSetup {
   std::vector<CacheMode> modes;
   EngineOptions opt;
   long long n_decode = 16, show = 0;
-  bool prewarm = false;
+  bool prewarm = false, quiet = false;
   std::vector<std::string> markers;  // the chat format's markup, dropped when a prompt is shown
 };
 
@@ -109,7 +109,9 @@ std::map<CacheMode, ModeStats> evaluate(Backend& model, const EvalSetup& e, cons
         for (auto& blocks : tokenized) eng->run(blocks);
 
   std::map<CacheMode, ModeStats> stats;
+  tools::Progress progress("eval-pic prompts", prompts.size(), e.quiet);
   for (size_t i = 0; i < prompts.size(); ++i) {
+    progress.update(i);
     auto ref = reference.run(tokenized[i]);
     const std::vector<float> ref_logits = ref.logits;
     const std::vector<int> ref_tokens = reference.greedy_decode(ref, static_cast<int>(n_decode));
@@ -120,6 +122,7 @@ std::map<CacheMode, ModeStats> evaluate(Backend& model, const EvalSetup& e, cons
     };
     const bool shown = static_cast<long long>(i) < show;
     if (shown) {
+      progress.clear();
       std::string q = prompts[i].blocks.back();
       for (const std::string& mark : e.markers)
         for (size_t at; (at = q.find(mark)) != std::string::npos;) q.erase(at, mark.size());
@@ -158,25 +161,48 @@ std::map<CacheMode, ModeStats> evaluate(Backend& model, const EvalSetup& e, cons
     }
   }
 
+  progress.update(prompts.size());
   return stats;
 }
 
-int run(int argc, char** argv) {
-  Args args(argc, argv, {"prewarm"});
-  args.allow_only({"model", "prompts", "modes", "seam", "decode-tokens", "cache-mb", "prewarm", "show", "device"});
+// The --modes list: comma-separated mode names, at least one, each once.
+std::string check_modes(const std::string& v) {
+  const std::vector<std::string> names = split(v, ',');
+  if (names.empty()) return "expected a comma-separated list of modes (full, prefix, hypic, naive, noseam)";
+  std::vector<CacheMode> seen;
+  for (const auto& n : names) {
+    CacheMode m;
+    try {
+      m = parse_mode(n);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    if (std::find(seen.begin(), seen.end(), m) != seen.end()) return "mode '" + n + "' is given twice";
+    seen.push_back(m);
+  }
+  return "";
+}
+
+struct Options {
+  ModelOptions model;
+  std::string prompts, modes = "full,prefix,hypic,naive,noseam";
+  long long seam = 8, decode_tokens = 16, cache_mb = 1024, show = 0;
+  bool prewarm = false;
+};
+
+int run(const Options& o) {
   EvalSetup e;
-  e.show = args.get_int("show", 0);
-  e.prewarm = args.has("prewarm");
-  const std::string dir = args.require("model");
+  e.show = o.show;
+  e.prewarm = o.prewarm;
+  e.quiet = o.model.quiet;
+  const std::string dir = o.model.model;
   const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
-  e.prompts = read_prompts(args.require("prompts"));
-  for (auto& m : split(args.get("modes", "full,prefix,hypic,naive,noseam"), ',')) e.modes.push_back(parse_mode(m));
-  const long long seam = args.get_int("seam", 8), cache_mb = args.get_int("cache-mb", 1024);
-  e.n_decode = args.get_int("decode-tokens", 16);
-  if (seam < 0 || e.n_decode < 1 || cache_mb < 1)
-    throw UsageError("--seam >= 0, --decode-tokens >= 1, --cache-mb >= 1");
+  e.prompts = read_prompts(o.prompts);
+  for (auto& m : split(o.modes, ',')) e.modes.push_back(parse_mode(m));
+  const long long seam = o.seam;
+  e.n_decode = o.decode_tokens;
   e.opt.seam_width = seam;
-  e.opt.cache_budget_bytes = static_cast<size_t>(cache_mb) << 20;
+  e.opt.cache_budget_bytes = static_cast<size_t>(o.cache_mb) << 20;
   e.opt.tokenizer_fingerprint = tokenizer_fingerprint(tok);
   for (auto& p : e.prompts) {
     std::vector<std::vector<int>> blocks;
@@ -188,7 +214,7 @@ int run(int argc, char** argv) {
   e.markers = format->reserved_markers();
   const std::vector<int> stop_ids = chat_stop_ids(*format, tok, dir);
 
-  auto model = open_model(args);
+  auto model = open_model(o.model);
   std::map<CacheMode, ModeStats> stats = evaluate(*model, e, tok, stop_ids);
   const auto& modes = e.modes;
   const long long seam_out = seam, n_decode = e.n_decode;
@@ -217,7 +243,20 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Registrar reg("eval-pic", "compare cache modes (full, prefix, hypic, naive, noseam) on a prompt set", run);
+Registrar reg("eval-pic", "compare cache modes (full, prefix, hypic, naive, noseam) on a prompt set", [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  add_model_options(app, o->model);
+  app.add_option("--prompts", o->prompts, "JSONL, one {\"blocks\": [\"text\", ...], \"answer\": \"...\"} per line")
+      ->required();
+  app.add_option("--modes", o->modes, "comma-separated cache modes compared with full")
+      ->check(CLI::Validator(check_modes, "MODE,...", "cache modes"));
+  tools::add_int(app, "--seam", o->seam, "seam width (tokens recomputed at the start of a reused block)", 0LL, 65536LL);
+  tools::add_int(app, "--decode-tokens", o->decode_tokens, "greedy tokens decoded per prompt and mode", 1LL, 65536LL);
+  tools::add_int(app, "--cache-mb", o->cache_mb, "segment store budget per mode, in MiB", 1LL, 1LL << 24);
+  app.add_flag("--prewarm", o->prewarm, "warm every mode's store with all prompts first");
+  tools::add_int(app, "--show", o->show, "print the first N prompts' answers per mode to stderr", 0LL, 1LL << 40);
+  return [o] { return run(*o); };
+});
 
 }  // namespace
 }  // namespace hypic::cli

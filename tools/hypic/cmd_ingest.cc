@@ -1,11 +1,14 @@
-// hypic ingest --db FILE --dir DOCS [--chunk-tokens N] [--tokenizer tokenizer.json]: documents -> FTS5 chunks.
+// `hypic ingest`: a folder of documents -> chunks in an SQLite FTS5 database, with a progress line.
 #include <cstdio>
+#include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/text/tokenizer.h"
 #include "runtime/text/tokenizer_fingerprint.h"
 #include "sdk/document_ingester.h"
+#include "tools/common/progress.h"
 #include "tools/hypic/cli_args.h"
 
 namespace {
@@ -22,25 +25,34 @@ class TokenizerCounter : public hypic::sdk::TokenCounter {
   const hypic::Tokenizer& t_;
 };
 
-int run_ingest(int argc, char** argv) {
+struct Options {
+  std::string db, dir, tokenizer;
+  long long chunk_tokens = 256;
+  bool quiet = false;
+};
+
+int run(const Options& o) {
   using namespace hypic;
-  const cli::Args args(argc, argv);
-  args.allow_only({"db", "dir", "chunk-tokens", "tokenizer"});
-  if (!args.positionals().empty())
-    throw cli::UsageError("usage: hypic ingest --db FILE --dir DOCS [--chunk-tokens N] [--tokenizer tokenizer.json]");
   sdk::IngestOptions opt;
-  const long long n = args.get_int("chunk-tokens", 256);
-  if (n < 1 || n > 1000000) throw cli::UsageError("--chunk-tokens must be in [1, 1000000]");
-  opt.chunk_tokens = size_t(n);
+  opt.chunk_tokens = size_t(o.chunk_tokens);
   std::optional<Tokenizer> tok;
   std::optional<TokenizerCounter> counter;
-  if (args.has("tokenizer")) {
-    tok.emplace(Tokenizer::from_file(args.get("tokenizer", "")));
+  if (!o.tokenizer.empty()) {
+    tok.emplace(Tokenizer::from_file(o.tokenizer));
     counter.emplace(*tok);
     opt.counter = &*counter;
   }
-  sdk::FtsRetriever store = sdk::FtsRetriever::open(args.require("db"));
-  const sdk::IngestReport r = sdk::ingest_directory(store, args.require("dir"), opt);
+  sdk::FtsRetriever store = sdk::FtsRetriever::open(o.db);
+  std::optional<tools::Progress> progress;  // made once the number of documents is known
+  size_t total = 0;
+  opt.on_document = [&](size_t i, size_t n, const std::string& path) {
+    if (!progress) progress.emplace("ingesting documents", n, o.quiet);
+    total = n;
+    progress->update(i, path);
+  };
+  const sdk::IngestReport r = sdk::ingest_directory(store, o.dir, opt);
+  if (progress) progress->update(total);
+  progress.reset();
   nlohmann::ordered_json out{{"db", store.path()},
                              {"documents_added", r.documents_added},
                              {"documents_unchanged", r.documents_unchanged},
@@ -53,6 +65,15 @@ int run_ingest(int argc, char** argv) {
 }
 
 const hypic::cli::Registrar kIngest("ingest", "split a folder of documents into chunks in an SQLite FTS5 database",
-                                    run_ingest);
+                                    [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  app.add_option("--db", o->db, "SQLite database to create or update")->required();
+  app.add_option("--dir", o->dir, "folder of .txt/.md/.markdown/.rst documents (searched recursively)")->required();
+  hypic::tools::add_int(app, "--chunk-tokens", o->chunk_tokens, "chunk size in tokens (words without --tokenizer)",
+                        1LL, 1000000LL);
+  app.add_option("--tokenizer", o->tokenizer, "count tokens with this tokenizer.json (default: count words)");
+  hypic::cli::add_quiet(app, o->quiet);
+  return [o] { return run(*o); };
+});
 
 }  // namespace

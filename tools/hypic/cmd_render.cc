@@ -1,4 +1,6 @@
-// hypic render TEMPLATE.yaml --vars F.json [--model-dir DIR]: compile a prompt template and print its plan.
+// `hypic render`: compile a prompt template and print its plan. The --vars file holds one variables
+// object (one plan, printed as a JSON object) or an array of them, as `hypic run` takes (one plan per
+// element, printed as a JSON array).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -11,64 +13,78 @@
 
 namespace {
 
-int run_render(int argc, char** argv) {
+struct Options {
+  std::string template_path, vars, model_dir, chat_template;
+  long long seam_width = 8;
+  bool full = false;
+};
+
+// The plan as printed: every field with --full, else the fields a reader checks.
+hypic::dsl::Json plan_json(const hypic::dsl::PromptPlan& plan, bool full_plan) {
+  using hypic::dsl::Json;
+  Json full = plan.to_json();
+  if (full_plan) return full;
+  Json out;
+  out["blocks"] = Json::array();
+  for (const auto& b : full["blocks"]) {
+    Json e;
+    for (const char* k : {"id", "role", "text", "tokens", "content_key", "chain_key", "cache", "order", "source"})
+      e[k] = b[k];
+    out["blocks"].push_back(std::move(e));
+  }
+  out["generation_prompt"] = full["generation_prompt"];
+  out["reusable_prefix"] = full["reusable_prefix"];
+  out["lint"] = full["lint"];
+  return out;
+}
+
+int run(const Options& o) {
   using namespace hypic;
-  const cli::Args args(argc, argv, {"full"});
-  args.allow_only({"vars", "model-dir", "seam-width", "full", "chat-template"});
-  if (args.positionals().size() != 1)
-    throw cli::UsageError(
-        "usage: hypic render TEMPLATE.yaml [--vars F.json] [--model-dir DIR] [--chat-template FILE] [--seam-width N] "
-        "[--full]");
-  const std::string template_path = args.positionals()[0];
-  const dsl::Template tpl = dsl::load_template(template_path);
+  const dsl::Template tpl = dsl::load_template(o.template_path);
   dsl::Json vars = dsl::Json::object();
   dsl::CompileOptions opt;
-  if (args.has("vars")) {
-    opt.vars_source = args.get("vars", "");
-    vars = dsl::load_variables(opt.vars_source);
-  }
-  opt.seam_width = int(args.get_int("seam-width", 8));
-  if (opt.seam_width < 0) throw cli::UsageError("--seam-width must be >= 0");
+  if (!o.vars.empty()) vars = dsl::load_variables(o.vars);
+  opt.seam_width = static_cast<int>(o.seam_width);
 
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<dsl::HfPlanTokenizer> plan_tok;
   // The plan is framed in the model's chat format (or the named template's); without either, Qwen3's.
   std::unique_ptr<ChatFormat> format;
-  const std::string chat_template = args.get("chat-template", "");
-  if (args.has("model-dir") || !chat_template.empty()) {
-    format = load_chat_format(args.get("model-dir", ""), chat_template);
+  if (!o.model_dir.empty() || !o.chat_template.empty()) {
+    format = load_chat_format(o.model_dir, o.chat_template);
     opt.format = format.get();
   }
-  if (args.has("model-dir")) {
-    const std::string dir = args.get("model-dir", "");
+  if (!o.model_dir.empty()) {
+    const std::string& dir = o.model_dir;
     tok = std::make_unique<Tokenizer>(Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string()));
     plan_tok = std::make_unique<dsl::HfPlanTokenizer>(*tok);
     // The engine keys segments by the loaded weights' fingerprint; use the same one.
     opt.model_fingerprint = CpuBackend::load(dir)->fingerprint();
     opt.tokenizer = plan_tok.get();
   }
-  const dsl::PromptPlan plan = dsl::compile(tpl, vars, opt);
-  dsl::Json full = plan.to_json();
   dsl::Json out;
-  if (args.has("full")) {
-    out = std::move(full);
-  } else {
-    out["blocks"] = dsl::Json::array();
-    for (const auto& b : full["blocks"]) {
-      dsl::Json e;
-      for (const char* k : {"id", "role", "text", "tokens", "content_key", "chain_key", "cache", "order", "source"})
-        e[k] = b[k];
-      out["blocks"].push_back(std::move(e));
+  if (vars.is_array()) {
+    out = dsl::Json::array();
+    for (size_t i = 0; i < vars.size(); ++i) {
+      opt.vars_source = o.vars + "[" + std::to_string(i) + "]";  // errors name the element
+      out.push_back(plan_json(dsl::compile(tpl, vars[i], opt), o.full));
     }
-    out["generation_prompt"] = full["generation_prompt"];
-    out["reusable_prefix"] = full["reusable_prefix"];
-    out["lint"] = full["lint"];
+  } else {
+    opt.vars_source = o.vars;
+    out = plan_json(dsl::compile(tpl, vars, opt), o.full);
   }
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }
 
 const hypic::cli::Registrar kRender("render", "compile a prompt template with variables and print the plan as JSON",
-                                    run_render);
+                                    [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  app.add_option("TEMPLATE", o->template_path, "the YAML template")->required();
+  app.add_option("--vars", o->vars, "variables: one JSON/YAML object (one plan) or an array of them (one plan each)");
+XX, o->seam_width, "seam width the plan's keys assume", 0LL, 65536LL);
+  app.add_flag("--full", o->full, "print every field of the plan");
+  return [o] { return run(*o); };
+});
 
 }  // namespace

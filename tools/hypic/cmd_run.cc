@@ -1,10 +1,9 @@
-// hypic run TEMPLATE.yaml --vars F.json --model DIR [--device cpu|cuda|auto] [--docs-db FILE] [--db FILE --session ID]
-//           [--mode hypic] [--seam 8] [--cache-mb N] [--max-steps N] [--top-k-chunks K] [--json | --brief]
-//           [--chat-template FILE]
-// Runs the agent and prints its answer and per-block cache hits. F may hold one variables object or
-// an array of them: the runs share one process and one segment store (later runs hit earlier blocks).
+// `hypic run`: runs the agent and prints its answer and per-block cache hits. The --vars file may hold
+// one variables object or an array of them: the runs share one process and one segment store (later
+// runs hit earlier blocks).
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "dsl/compiler.h"
 #include "tools/hypic/agent_cli.h"
@@ -12,33 +11,36 @@
 namespace hypic::cli {
 namespace {
 
-int run(int argc, char** argv) {
-  Args args(argc, argv, {"json", "stream", "brief"});
-  args.allow_only({"vars", "model", "device", "docs-db", "db", "session", "mode", "seam", "cache-mb", "max-steps",
-                   "top-k-chunks", "json", "stream", "brief", "chat-template"});
-  if (args.positionals().size() != 1) throw UsageError("expected exactly one TEMPLATE.yaml");
-  const dsl::Template tpl = dsl::load_template(args.positionals()[0]);
-  const sdk::Json given = dsl::load_variables(args.require("vars"));
-  AgentEnv env = open_agent_env(args);
+struct Options {
+  AgentOptions agent;
+  std::string template_path, vars, db, session = "default";
+  long long max_steps = 0;  // 0: the template's agent.max_steps
+  bool json = false, stream = false, brief = false;
+};
+
+int run(const Options& o) {
+  const dsl::Template tpl = dsl::load_template(o.template_path);
+  const sdk::Json given = dsl::load_variables(o.vars);
+  AgentEnv env = open_agent_env(o.agent);
   std::optional<sdk::HistoryStore> history;
-  if (args.has("db")) history.emplace(sdk::HistoryStore::open(args.get("db", "")));
+  if (!o.db.empty()) history.emplace(sdk::HistoryStore::open(o.db));
 
   sdk::Agent agent(*env.runtime, tpl, env.tools);
-  if (history) agent.set_history(&*history, args.get("session", "default"));
+  if (history) agent.set_history(&*history, o.session);
   sdk::AgentRunOptions opt;
-  if (args.has("max-steps")) opt.max_steps = static_cast<int>(args.get_int("max-steps", 8));
-  const bool json = args.has("json");
-  if (args.has("stream") && !json) opt.on_text = [](std::string_view t) { std::fwrite(t.data(), 1, t.size(), stdout); std::fflush(stdout); };
+  if (o.max_steps > 0) opt.max_steps = static_cast<int>(o.max_steps);
+  const bool json = o.json;
+  if (o.stream && !json) opt.on_text = [](std::string_view t) { std::fwrite(t.data(), 1, t.size(), stdout); std::fflush(stdout); };
 
   std::vector<sdk::Json> runs;
   if (given.is_array()) for (auto& v : given) runs.push_back(v);
   else runs.push_back(given);
   sdk::Json all = sdk::Json::array();
   for (auto& vars : runs) {
-    retrieve_into(env, tpl, vars, "chunks", "question", static_cast<size_t>(args.get_int("top-k-chunks", 4)));
+    retrieve_into(env, tpl, vars, "chunks", "question", static_cast<size_t>(o.agent.top_k_chunks));
     const sdk::AgentResult r = agent.run(vars, opt);
     if (json) all.push_back(report_json(r));
-    else if (args.has("brief")) {
+    else if (o.brief) {
       // One line per run: the question (when the template has one), the answer, the cache summary.
       int hits = 0;
       for (auto& b : r.blocks) hits += b.hit;
@@ -55,7 +57,20 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Registrar reg("run", "run an agent template on a model: answer + per-block cache hits", run);
+Registrar reg("run", "run an agent template on a model: answer + per-block cache hits", [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  app.add_option("TEMPLATE", o->template_path, "the agent's YAML template")->required();
+  app.add_option("--vars", o->vars, "variables: one JSON/YAML object, or an array of them (one run each)")->required();
+  add_agent_options(app, o->agent);
+  app.add_option("--db", o->db, "SQLite history database: the conversation persists across runs");
+  app.add_option("--session", o->session, "history session id (with --db)");
+  tools::add_int(app, "--max-steps", o->max_steps, "agent steps per run (0: the template's agent.max_steps)", 0LL,
+                 1000000LL);
+  auto* json = app.add_flag("--json", o->json, "print each run's report as JSON");
+  app.add_flag("--stream", o->stream, "print the answer as it is generated");
+  app.add_flag("--brief", o->brief, "one line per run")->excludes(json);
+  return [o] { return run(*o); };
+});
 
 }  // namespace
 }  // namespace hypic::cli

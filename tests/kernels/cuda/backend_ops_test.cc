@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 
 #include "kernels/activation.h"
 #include "kernels/attention.h"
@@ -68,6 +69,10 @@ TEST_F(CudaOps, UnsupportedShapeFailsLoudly) {
   EXPECT_THROW(gdn_chunked_prefill(g, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 64, nullptr, nullptr,
                                    nullptr, nullptr, nullptr),
                UnsupportedShape);
+  // Both CUDA error kinds sit in hypic's one hierarchy, so `catch (const hypic::Error&)` sees them.
+  EXPECT_THROW(attention_prefill(s, nullptr, nullptr, nullptr, nullptr, nullptr, 1.0f, nullptr, nullptr),
+               hypic::ModelError);
+  static_assert(std::is_base_of_v<hypic::DeviceError, CudaError>);
 }
 
 // ---------------------------------------------------------------------------------------------------
