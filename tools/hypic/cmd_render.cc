@@ -82,7 +82,10 @@ const hypic::cli::Registrar kRender("render", "compile a prompt template with va
   auto o = std::make_shared<Options>();
   app.add_option("TEMPLATE", o->template_path, "the YAML template")->required();
   app.add_option("--vars", o->vars, "variables: one JSON/YAML object (one plan) or an array of them (one plan each)");
-XX, o->seam_width, "seam width the plan's keys assume", 0LL, 65536LL);
+  app.add_option("--model-dir", o->model_dir, "tokenize the blocks and key them with this model's tokenizer and weights");
+  app.add_option("--chat-template", o->chat_template,
+                 "frame the plan in this Jinja chat template's format (default: the model's, else Qwen3's)");
+  hypic::tools::add_int(app, "--seam-width", o->seam_width, "seam width the plan's keys assume", 0LL, 65536LL);
   app.add_flag("--full", o->full, "print every field of the plan");
   return [o] { return run(*o); };
 });
