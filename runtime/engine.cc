@@ -529,8 +529,16 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     bool pinned;
   };
   std::vector<Built> built;
-  auto build_entry = [&](const SegmentKey& key, const std::vector<int>& toks, int64_t w, bool pinned) {
+  // A missing block's entry, built this pass by an isolated lane (from zero, at local positions).
+  auto prefill_isolated = [&](const SegmentKey& key, const std::vector<int>& toks, int64_t w, bool pinned) {
     built.push_back({key, std::make_shared<SegmentEntry>(SegmentEntry::allocate(b, toks, w)), pinned});
+    isolated_states.push_back(b.scratch_state());
+    Lane iso;
+    iso.st = isolated_states.back().get();
+    iso.add_rows(std::span<const int>(toks).first(w), 0);
+    iso.add_rows(std::span<const int>(toks).subspan(w), w, built.back().entry.get());
+    iso.isolated = true;
+    isolated.push_back(std::move(iso));
     return built.back().entry;
   };
 
@@ -563,29 +571,13 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
       } else {
         // Computed by an isolated lane like any missing block (the main lane then holds no entry to
         // build, and its linear layers stay one batched chain), and taken whole by the main lane.
-        auto fresh = build_entry(key, toks, w, pinned);
-        isolated_states.push_back(b.scratch_state());
-        Lane iso;
-        iso.st = isolated_states.back().get();
-        iso.add_rows(std::span<const int>(toks).first(w), 0);
-        iso.add_rows(std::span<const int>(toks).subspan(w), w, fresh.get());
-        iso.isolated = true;
-        isolated.push_back(std::move(iso));
-        main.add_compose(fresh.get(), 0, /*load=*/true);
+        main.add_compose(prefill_isolated(key, toks, w, pinned).get(), 0, /*load=*/true);
         r.computed_tokens += n;
       }
     } else {
       if (!e) {
-        auto fresh = build_entry(key, toks, w, pinned);
-        isolated_states.push_back(b.scratch_state());
-        Lane iso;
-        iso.st = isolated_states.back().get();
-        iso.add_rows(std::span<const int>(toks).first(w), 0);
-        iso.add_rows(std::span<const int>(toks).subspan(w), w, fresh.get());
-        iso.isolated = true;
-        isolated.push_back(std::move(iso));
+        e = prefill_isolated(key, toks, w, pinned);
         r.computed_tokens += n;
-        e = fresh;
       }
       main.add_rows(std::span<const int>(toks).first(w), p);
       main.add_compose(e.get(), p);

@@ -8,19 +8,20 @@ namespace {
 constexpr int kMaxK = 8;
 constexpr int kTokensPerThread = 16;  // a thread slides its window over this many tokens of one channel
 
-// Threads run along channels (coalesced rows); each keeps its K-tap window in registers.
-__global__ void conv_kernel(const bf16* __restrict__ x, int64_t T, int64_t C, const bf16* __restrict__ w, int K,
-                            const bf16* __restrict__ tail, bf16* __restrict__ out) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  const int64_t t0 = int64_t(blockIdx.y) * kTokensPerThread;
+// Threads run along channels (coalesced rows); each keeps its K-tap window in registers. One thread's
+// work: channel c of tokens [t0, t0 + kTokensPerThread) of a sequence of T tokens, whose window starts
+// with `tail` (the previous K-1 inputs; null: zeros).
+__device__ __forceinline__ void conv_span(const bf16* __restrict__ x, int64_t T, int64_t C, const bf16* __restrict__ w,
+                                          int K, const bf16* __restrict__ tail, int64_t c, int64_t t0,
+                                          bf16* __restrict__ out) {
   const int P = K - 1;
   float wc[kMaxK], win[kMaxK];
 #pragma unroll
   for (int m = 0; m < kMaxK; ++m) wc[m] = m < K ? __bfloat162float(w[c * K + m]) : 0.0f;
   // win[m] = window[t0 + m], window index tp < P reads the tail.
   auto at = [&](int64_t tp) -> float {
-    return tp < P ? __bfloat162float(tail[tp * C + c]) : __bfloat162float(x[(tp - P) * C + c]);
+    if (tp < P) return tail ? __bfloat162float(tail[tp * C + c]) : 0.0f;
+    return __bfloat162float(x[(tp - P) * C + c]);
   };
 #pragma unroll
   for (int m = 0; m < kMaxK - 1; ++m) win[m] = (m < P) ? at(t0 + m) : 0.0f;
@@ -35,6 +36,13 @@ __global__ void conv_kernel(const bf16* __restrict__ x, int64_t T, int64_t C, co
 #pragma unroll
     for (int m = 0; m < kMaxK - 1; ++m) win[m] = win[m + 1];
   }
+}
+
+__global__ void conv_kernel(const bf16* __restrict__ x, int64_t T, int64_t C, const bf16* __restrict__ w, int K,
+                            const bf16* __restrict__ tail, bf16* __restrict__ out) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  conv_span(x, T, C, w, K, tail, c, int64_t(blockIdx.y) * kTokensPerThread, out);
 }
 
 // New tail = window rows T .. T+P-1. Rows come from x, or (when T < P) from higher tail rows, read before
@@ -56,30 +64,7 @@ __global__ void conv_varlen_kernel(const bf16* __restrict__ x, const int32_t* __
   const int64_t s0 = cu[blockIdx.z], T = cu[blockIdx.z + 1] - s0;
   const int64_t t0 = int64_t(blockIdx.y) * kTokensPerThread;
   if (c >= C || t0 >= T) return;
-  const bf16* tail = tails ? tails[blockIdx.z] : nullptr;
-  const bf16* xs = x + s0 * C;
-  const int P = K - 1;
-  float wc[kMaxK], win[kMaxK];
-#pragma unroll
-  for (int m = 0; m < kMaxK; ++m) wc[m] = m < K ? __bfloat162float(w[c * K + m]) : 0.0f;
-  auto at = [&](int64_t tp) -> float {
-    if (tp < P) return tail ? __bfloat162float(tail[tp * C + c]) : 0.0f;
-    return __bfloat162float(xs[(tp - P) * C + c]);
-  };
-#pragma unroll
-  for (int m = 0; m < kMaxK - 1; ++m) win[m] = (m < P) ? at(t0 + m) : 0.0f;
-  const int64_t t1 = t0 + kTokensPerThread < T ? t0 + kTokensPerThread : T;
-  bf16* os = out + s0 * C;
-  for (int64_t t = t0; t < t1; ++t) {
-    win[P] = at(t + P);
-    float s = 0;
-#pragma unroll
-    for (int m = 0; m < kMaxK; ++m)
-      if (m < K) s += wc[m] * win[m];
-    os[t * C + c] = __float2bfloat16_rn(detail::silu_f(s));
-#pragma unroll
-    for (int m = 0; m < kMaxK - 1; ++m) win[m] = win[m + 1];
-  }
+  conv_span(x + s0 * C, T, C, w, K, tails ? tails[blockIdx.z] : nullptr, c, t0, out + s0 * C);
 }
 
 __global__ void tail_varlen_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ cu, int64_t C, int P,

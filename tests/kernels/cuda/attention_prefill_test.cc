@@ -26,12 +26,6 @@ struct Case {
   float q_scale = 1.0f;
 };
 
-std::vector<float> randn_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
-  auto v = hypic::test::randn(n, seed, scale);
-  round_bf16(v);
-  return v;
-}
-
 std::vector<int64_t> iota_from(int64_t n, int64_t first) {
   std::vector<int64_t> p(n);
   std::iota(p.begin(), p.end(), first);

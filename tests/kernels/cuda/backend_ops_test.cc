@@ -37,12 +37,6 @@ namespace {
 
 using hypic::test::rel_err;
 
-std::vector<float> randn_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
-  auto v = hypic::test::randn(n, seed, scale);
-  round_bf16(v);
-  return v;
-}
-
 // Tolerances (normalised max error).
 constexpr float kTolBf16Out = 1.2e-2f;  // one bf16 rounding of the output, fp32 math
 constexpr float kTolF32Out = 2e-3f;     // fp32 output of bf16 products

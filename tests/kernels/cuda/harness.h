@@ -11,6 +11,7 @@
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/types.h"
 #include "kernels/dtype.h"
+#include "tests/kernels/test_util.h"
 
 namespace hypic::cuda::test {
 
@@ -54,6 +55,13 @@ struct DevArray {
 // Rounds in place to bf16 precision (the CPU reference then sees exactly the device's inputs).
 inline void round_bf16(std::vector<float>& v) {
   for (auto& x : v) x = bf16_to_f32(f32_to_bf16(x));
+}
+
+// Seeded normal values already rounded to bf16 (what a device buffer of them holds).
+inline std::vector<float> randn_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
+  auto v = hypic::test::randn(n, seed, scale);
+  round_bf16(v);
+  return v;
 }
 
 // A bf16 device copy of fp32 host data (rounded to nearest even).

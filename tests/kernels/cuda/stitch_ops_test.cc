@@ -19,12 +19,6 @@ namespace {
 
 using hypic::test::rel_err;
 
-std::vector<float> randn_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
-  auto v = hypic::test::randn(n, seed, scale);
-  round_bf16(v);
-  return v;
-}
-
 template <class T>
 DevArray<T> device_array(DevicePool& pool, const std::vector<T>& v) {
   return DevArray<T>(pool, v);
