@@ -96,8 +96,9 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level, const std::stri
   int max_id = -1;
   vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<long long>() < 0 || it.value().get<long long>() > 0x7fffffff)
-      throw FormatError(where + ": model.vocab[\"" + it.key() + "\"] is not a valid id");
+    if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= static_cast<uint64_t>(kMaxTokenId))
+      throw FormatError(where + ": model.vocab[\"" + it.key() + "\"] is not a valid id (an integer in [0, " +
+                        std::to_string(kMaxTokenId) + "))");
     const int id = it.value().get<int>();
     vocab_.emplace(it.key(), id);
     max_id = std::max(max_id, id);
