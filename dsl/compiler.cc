@@ -7,6 +7,7 @@
 
 #include "dsl/lint.h"
 #include "dsl/qwen_framer.h"
+#include "runtime/regular_file.h"
 
 namespace hypic::dsl {
 namespace {
@@ -311,12 +312,9 @@ PromptPlan compile(const Template& tpl, const Json& vars, const CompileOptions& 
 }
 
 Json load_variables(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot read variables file '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_regular_file(path, "variables file");
   try {
-    return Json::parse(ss.str());
+    return Json::parse(text);
   } catch (const Json::parse_error& e) {
     throw FormatError(path + ": not valid JSON: " + e.what());
   }

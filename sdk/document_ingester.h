@@ -12,16 +12,18 @@ struct IngestOptions {
   size_t chunk_tokens = 256;
   const TokenCounter* counter = nullptr;  // null: count whitespace-separated words
   std::vector<std::string> extensions = {".txt", ".md", ".markdown", ".rst"};
+  size_t max_document_bytes = size_t{64} << 20;  // larger files are skipped with a warning
 };
 
 struct IngestReport {
   size_t documents_added = 0;      // new or changed
   size_t documents_unchanged = 0;
   size_t chunks_added = 0;
-  std::vector<std::string> skipped;  // files that are not valid UTF-8 text
+  std::vector<std::string> skipped;   // entries left out: not strictly valid UTF-8, unreadable, unresolvable links
+  std::vector<std::string> warnings;  // one per skipped entry: "<path>: <why>; skipped"
 };
 
-// IoError when `dir` is not a readable folder.
+// IoError when `dir` is not a readable folder; a bad entry inside it is skipped with a warning.
 IngestReport ingest_directory(FtsRetriever& store, const std::string& dir, const IngestOptions& options);
 
 }  // namespace hypic::sdk

@@ -9,6 +9,7 @@
 
 #include "runtime/backends.h"
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 
 namespace hypic::sdk {
 namespace fs = std::filesystem;
@@ -27,9 +28,10 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeOptions& options) {
 
   std::vector<std::string> names = {"<|im_end|>", "<|endoftext|>"};
   const fs::path cfg = fs::path(options.model_dir) / "tokenizer_config.json";
-  if (std::ifstream in(cfg); in) {
+  if (std::error_code ec; fs::exists(cfg, ec)) {
+    const std::string text = read_regular_file(cfg.string(), "tokenizer config");
     try {
-      const auto j = nlohmann::json::parse(in);
+      const auto j = nlohmann::json::parse(text);
       if (j.contains("eos_token")) {
         const auto& e = j["eos_token"];
         if (e.is_string()) names.push_back(e.get<std::string>());

@@ -5,19 +5,14 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 #include "runtime/text/qwen_chat_format.h"
 
 namespace hypic {
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_text(const std::string& path) { return read_regular_file(path, "file"); }
 
 // A string field that may be absent or null ("" then); anything else is an error at `where`.
 std::string opt_string(const nlohmann::ordered_json& obj, const char* key, const std::string& where) {

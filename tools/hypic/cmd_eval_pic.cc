@@ -17,48 +17,13 @@
 
 #include "kernels/sampling.h"
 #include "runtime/engine.h"
+#include "runtime/eval_prompts.h"
 #include "runtime/text/tokenizer.h"
 #include "tools/hypic/cli_args.h"
 #include "tools/hypic/open_model.h"
 
 namespace hypic::cli {
 namespace {
-
-struct EvalPrompt {
-  std::vector<std::string> blocks;
-  std::optional<std::string> answer;
-};
-
-std::vector<EvalPrompt> read_prompts(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot open prompts file '" + path + "'");
-  std::vector<EvalPrompt> out;
-  std::string line;
-  for (int ln = 1; std::getline(in, line); ++ln) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(ln);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw FormatError(where + ": not valid JSON: " + e.what());
-    }
-    if (!j.is_object() || !j.contains("blocks") || !j["blocks"].is_array() || j["blocks"].empty())
-      throw FormatError(where + ": expected {\"blocks\": [\"text\", ...], \"answer\": \"...\"}");
-    EvalPrompt p;
-    for (auto& b : j["blocks"]) {
-      if (!b.is_string()) throw FormatError(where + ": every block must be a string");
-      p.blocks.push_back(b.get<std::string>());
-    }
-    if (j.contains("answer") && !j["answer"].is_null()) {
-      if (!j["answer"].is_string()) throw FormatError(where + ": 'answer' must be a string");
-      p.answer = j["answer"].get<std::string>();
-    }
-    out.push_back(std::move(p));
-  }
-  if (out.empty()) throw FormatError(path + ": no prompts");
-  return out;
-}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> v;
@@ -167,7 +132,7 @@ int run(int argc, char** argv) {
   e.prewarm = args.has("prewarm");
   const std::string dir = args.require("model");
   const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
-  e.prompts = read_prompts(args.require("prompts"));
+  e.prompts = load_eval_prompts(args.require("prompts"));
   for (auto& m : split(args.get("modes", "full,prefix,hypic,naive,noseam"), ',')) e.modes.push_back(parse_mode(m));
   const long long seam = args.get_int("seam", 8), cache_mb = args.get_int("cache-mb", 1024);
   e.n_decode = args.get_int("decode-tokens", 16);
