@@ -11,7 +11,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const hypic::dsl::TextTemplate t =
         hypic::dsl::TextTemplate::parse(hypic::fuzz::as_text(data, size), {"fuzz.yaml", 1, 1, false}, "b");
-    hypic::dsl::variable_uses(t);
+    // Unbound names are refused when a template loads (the compiler's check), before any render.
+    for (const auto& use : hypic::dsl::variable_uses(t))
+      if (!vars.contains(use.path[0])) return 0;
     hypic::dsl::RenderEnv env;
     for (const auto& [k, v] : vars.items()) env.bindings.push_back({k, &v, hypic::dsl::MarkupPolicy::kReject, k});
     env.block = "b";
