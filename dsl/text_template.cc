@@ -367,8 +367,11 @@ void render_nodes(const std::vector<TemplateNode>& nodes, RenderEnv& env, std::s
         if (!r.value->is_array())
           throw VariableError(n.loc, env.block,
                               "'" + path_string(n.path) + "' is a " + json_type_name(*r.value) + ", {{#each}} needs a list");
+        // Copied out: pushing loop bindings may reallocate env.bindings, which r.binding points into.
+        const MarkupPolicy markup = r.binding->markup;
+        const std::string variable = r.binding->variable;
         for (const Json& elem : *r.value) {
-          env.bindings.push_back(Binding{n.loop_name, &elem, r.binding->markup, r.binding->variable});
+          env.bindings.push_back(Binding{n.loop_name, &elem, markup, variable});
           render_nodes(n.body, env, out, steps);
           env.bindings.pop_back();
         }

@@ -37,6 +37,18 @@ TEST(TextTemplate, NestingDeeperThanTheLimitIsALocatedError) {
   EXPECT_EQ(render(t, env), "x");
 }
 
+TEST(TextTemplate, NestedLoopsOverLoopBindingsRenderCorrectly) {
+  // Found by text_template_fuzz: the inner loop's bindings reallocated the vector the outer loop's
+  // binding pointed into (a heap use-after-free on the outer loop's next element).
+  const TextTemplate t = TextTemplate::parse("{{#each xs as a}}{{#each xs as b}}{{#each a as c}}{{c}}{{b.0}}{{/each}};{{/each}}|{{/each}}",
+                                             {"t.yaml", 1, 1, false}, "q");
+  const Json xs = Json::parse(R"([["p", "q"], ["r"]])");
+  RenderEnv env;
+  env.bindings.push_back({"xs", &xs, MarkupPolicy::kReject, "xs"});
+  env.bindings.shrink_to_fit();
+  EXPECT_EQ(render(t, env), "ppqp;prqr;|rp;rr;|");
+}
+
 TEST(TextTemplate, MultiplyingRendersAreStopped) {
   // Eight nested loops over a list of 10: 10^8 iterations without the bound.
   std::string text;
