@@ -315,7 +315,7 @@ Json load_variables(const std::string& path) {
   const std::string text = read_regular_file(path, "variables file");
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw FormatError(path + ": not valid JSON: " + e.what());
   }
 }

@@ -21,7 +21,7 @@ std::vector<EvalPrompt> parse_eval_prompts(std::string_view text, const std::str
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number too large
       throw FormatError(at + ": not valid JSON: " + e.what());
     }
     if (!j.is_object() || !j.contains("blocks") || !j["blocks"].is_array() || j["blocks"].empty())

@@ -84,7 +84,7 @@ ModelConfig ModelConfig::load(const std::string& path) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw FormatError("'" + path + "' is not valid JSON: " + e.what());
   }
   return from_json(j, path);

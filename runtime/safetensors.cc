@@ -72,7 +72,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   json h;
   try {
     h = json::parse(static_cast<const char*>(m) + 8, static_cast<const char*>(m) + 8 + hlen);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw FormatError("'" + path + "': safetensors header is not valid JSON: " + e.what());
   }
   if (!h.is_object()) throw FormatError("'" + path + "': safetensors header is not a JSON object");
@@ -160,7 +160,7 @@ Checkpoint Checkpoint::open(const std::string& dir_or_file) {
       json j;
       try {
         j = json::parse(text);
-      } catch (const json::parse_error& e) {
+      } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
         throw FormatError("'" + index.string() + "' is not valid JSON: " + e.what());
       }
       if (!j.contains("weight_map") || !j["weight_map"].is_object())

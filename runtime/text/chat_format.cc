@@ -92,7 +92,7 @@ std::unique_ptr<ChatFormat> load_chat_format(const std::string& model_dir) {
     nlohmann::json cfg;
     try {
       cfg = nlohmann::json::parse(read_text(cfg_path));
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number too large
       throw FormatError(cfg_path + ": not valid JSON: " + e.what());
     }
     if (cfg.contains("chat_template")) {

@@ -100,7 +100,7 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& wh
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw FormatError(where + ": not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw FormatError(where + ": a tokenizer.json must be a JSON object");

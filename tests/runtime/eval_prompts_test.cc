@@ -33,6 +33,8 @@ TEST(EvalPrompts, MalformedLinesNameTheLine) {
   EXPECT_EQ(error_of("{\"blocks\": [\"\\ud800\"]}").rfind("p.jsonl:1: not valid JSON", 0), 0u);  // lone surrogate
   EXPECT_EQ(error_of("{\"blocks\": [\"a\"]}\n{\"blocks\": [\"a\"]"). rfind("p.jsonl:2: not valid JSON", 0), 0u);
   EXPECT_EQ(error_of(std::string(100000, '[')).rfind("p.jsonl:1: not valid JSON", 0), 0u);
+  // Found by eval_prompts_fuzz: a number too large for a double is out_of_range, not parse_error.
+  EXPECT_EQ(error_of("{\"blocks\": 8E8888}").rfind("p.jsonl:1: not valid JSON", 0), 0u);
 }
 
 }  // namespace

@@ -64,6 +64,7 @@ TEST(Safetensors, MalformedHeadersAreRefusedNamingTheTensor) {
       {R"({"a": {"dtype": "F32", "shape": [2]}})", 8, "entry lacks dtype/shape/data_offsets"},
       {R"([1, 2])", 0, "safetensors header is not a JSON object"},
       {R"({"a": )", 0, "safetensors header is not valid JSON"},
+      {R"({"a": 1e99999})", 0, "safetensors header is not valid JSON"},
   };
   for (const auto& c : cases) {
     const std::string f = dir.file("m.safetensors");

@@ -16,7 +16,7 @@ int run(int argc, char** argv) {
   nlohmann::ordered_json j;
   try {
     j = nlohmann::ordered_json::parse(hypic::cli::read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw hypic::FormatError(path + ": not valid JSON: " + e.what());
   }
   const hypic::Conversation conv = hypic::parse_openai_conversation(j, path);
