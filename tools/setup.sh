@@ -34,8 +34,9 @@ case "$what" in
     CC=clang-14 CXX=clang++-14 cmake -S . -B build-hardening -DCMAKE_BUILD_TYPE=Release -DHYPIC_FUZZ=ON \
       -DHYPIC_CUDA=OFF >/dev/null
     cmake --build build-hardening -j "$jobs"
-    # Three tests that run the trained model over many prompts take minutes each under ASan; the plain run covers them.
-    ctest --test-dir build-hardening --output-on-failure -j "$jobs" -L 'fast|model|fuzz' -E 'QualityTest|TrainedQaModel\.(Greedy|Engine)'
+    # Tests that run the trained model over many prompts (three sweeps, the agent CLI, the examples) take
+    # minutes under ASan; the plain run above covers them.
+    ctest --test-dir build-hardening --output-on-failure -j "$jobs" -L 'fast|model|fuzz' -E 'QualityTest|TrainedQaModel\.(Greedy|Engine)|cli_agent_cli_test|example_'
     ;;
   demo) exec tools/demo.sh ;;
   *) echo "usage: tools/setup.sh [build|test|demo]" >&2; exit 2 ;;
