@@ -506,6 +506,9 @@ class Loader {
     const fs::path p = base / rel;
     if (++includes_ > options_.max_includes)
       throw IncludeError(at(from, n), "", "more than " + std::to_string(options_.max_includes) + " includes");
+    // Each level of nesting is a few recursive calls with large frames (larger still under ASan).
+    if (stack_.size() > kMaxIncludeDepth)
+      throw IncludeError(at(from, n), "", "includes nested more than " + std::to_string(kMaxIncludeDepth) + " deep");
     std::error_code ec;
     const fs::path canon = fs::weakly_canonical(fs::absolute(p, ec), ec);
     if (ec) throw IncludeError(at(from, n), "", "cannot resolve included file '" + p.string() + "': " + ec.message());
@@ -670,6 +673,7 @@ class Loader {
   };
 
   static constexpr int kMaxValueDepth = 64;
+  static constexpr size_t kMaxIncludeDepth = 32;
 
   const LoadOptions options_;
   fs::path root_;

@@ -106,14 +106,20 @@ TEST(TemplateLoader, IncludesStayInsideTheTemplateRoot) {
   EXPECT_EQ(t.blocks[0].id, "s");
 }
 
-TEST(TemplateLoader, IncludeCountIsBounded) {
+TEST(TemplateLoader, IncludeDepthAndCountAreBounded) {
   TempDir dir;
-  // A chain of 300 distinct files, each including the next.
+  // A chain of 300 distinct files, each including the next (it overflowed the stack under ASan).
   for (int i = 0; i < 300; ++i)
     write(dir.file("f" + std::to_string(i) + ".yaml"), "blocks:\n  - include: f" + std::to_string(i + 1) + ".yaml\n");
   write(dir.file("f300.yaml"), "blocks: []\n");
-  const std::string err = error_of<IncludeError>([&] { load_template(dir.file("f0.yaml")); });
-  EXPECT_NE(err.find("more than 256 includes"), std::string::npos) << err;
+  const std::string deep = error_of<IncludeError>([&] { load_template(dir.file("f0.yaml")); });
+  EXPECT_NE(deep.find("includes nested more than 32 deep"), std::string::npos) << deep;
+  // 300 includes side by side.
+  std::string many = "blocks:\n";
+  for (int i = 0; i < 300; ++i) many += "  - include: f300.yaml\n";
+  write(dir.file("many.yaml"), many);
+  const std::string count = error_of<IncludeError>([&] { load_template(dir.file("many.yaml")); });
+  EXPECT_NE(count.find("more than 256 includes"), std::string::npos) << count;
 }
 
 TEST(TemplateLoader, DeeplyNestedYamlIsAnErrorNotACrash) {
