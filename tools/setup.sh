@@ -34,9 +34,9 @@ case "$what" in
     CC=clang-14 CXX=clang++-14 cmake -S . -B build-hardening -DCMAKE_BUILD_TYPE=Release -DHYPIC_FUZZ=ON \
       -DHYPIC_CUDA=OFF >/dev/null
     cmake --build build-hardening -j "$jobs"
-    # Tests that run the trained model over many prompts (three sweeps, the agent CLI, the examples) take
+    # Tests that run the trained model over many prompts (three sweeps, multi-turn, the agent CLI, the examples) take
     # minutes under ASan; the plain run above covers them.
-    ctest --test-dir build-hardening --output-on-failure -j "$jobs" -L 'fast|model|fuzz' -E 'QualityTest|TrainedQaModel\.(Greedy|Engine)|cli_agent_cli_test|example_'
+    ctest --test-dir build-hardening --output-on-failure -j "$jobs" -L 'fast|model|fuzz' -E 'QualityTest|TrainedQaModel\.(Greedy|Engine)|MultiTurnTest|cli_agent_cli_test|example_'
     ;;
   demo) exec tools/demo.sh ;;
   *) echo "usage: tools/setup.sh [build|test|demo]" >&2; exit 2 ;;
