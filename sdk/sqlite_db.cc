@@ -1,5 +1,8 @@
 #include "sdk/sqlite_db.h"
 
+#include <chrono>
+#include <thread>
+
 #include <sqlite3.h>
 
 #include <filesystem>
@@ -145,6 +148,21 @@ void verify_ours(const Database& db, const std::string& path, const std::string&
                       ", this build reads version " + std::to_string(version));
 }
 
+// Switching a file to WAL needs an exclusive lock and SQLite reports a conflict at once (no busy
+// handler), which happens when several processes open a new file together: retry for up to 10 s.
+void set_pragmas(Database& db) {
+  static const char* kPragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;";
+  for (int attempt = 0;; ++attempt) {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db.handle(), kPragmas, nullptr, nullptr, &err);
+    sqlite3_free(err);
+    if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED) break;
+    if (attempt == 400) break;  // let exec() below report it
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  db.exec(kPragmas);
+}
+
 }  // namespace
 
 Database Database::open(const std::string& path, const std::string& kind, int version, const std::string& schema) {
@@ -162,10 +180,10 @@ Database Database::open(const std::string& path, const std::string& kind, int ve
   if (!fresh_file && !is_empty(db)) {
     verify_ours(db, path, kind, version);
     // Only now, with the file known to be ours, do settings that may write to it.
-    db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
+    set_pragmas(db);
     return db;
   }
-  db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
+  set_pragmas(db);
   Transaction t(db);
   // Several processes may create one new file at once: emptiness is decided again under the write lock,
   // and whoever comes second finds the first one's schema and checks it instead of creating it again.
