@@ -7,6 +7,7 @@
 
 #include "dsl/lint.h"
 #include "runtime/text/chat_format.h"
+#include "runtime/regular_file.h"
 
 namespace hypic::dsl {
 namespace {
@@ -399,13 +400,10 @@ PromptPlan compile(const Template& tpl, const Json& vars, const CompileOptions& 
 }
 
 Json load_variables(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot read variables file '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_regular_file(path, "variables file");
   try {
-    return Json::parse(ss.str());
-  } catch (const Json::parse_error& e) {
+    return Json::parse(text);
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw FormatError(path + ": not valid JSON: " + e.what());
   }
 }

@@ -85,9 +85,19 @@ struct Template {
   const ToolDecl* find_tool(const std::string& name) const;
 };
 
-// Reads `path` and its includes. Throws TemplateError (or IncludeError) naming file:line:column.
-Template load_template(const std::string& path);
+// Limits that keep a hostile template from reading arbitrary files, blocking, or exhausting memory.
+struct LoadOptions {
+  // Includes must resolve (symlinks followed) to files under this folder; empty: the root template's folder.
+  std::string template_root;
+  size_t max_file_bytes = size_t{4} << 20;  // per template file
+  size_t max_includes = 256;                // include directives followed, in all
+  size_t max_yaml_values = 100000;           // YAML nodes turned into values (defaults, schemas), aliases counted
+};
+
+// Reads `path` and its includes. Throws TemplateError (or IncludeError) naming file:line:column; IoError
+// when `path` is missing, not a regular file or too large.
+Template load_template(const std::string& path, const LoadOptions& options = {});
 // Same, from text; includes resolve relative to the directory of `file_name`.
-Template parse_template(const std::string& yaml_text, const std::string& file_name);
+Template parse_template(const std::string& yaml_text, const std::string& file_name, const LoadOptions& options = {});
 
 }  // namespace hypic::dsl

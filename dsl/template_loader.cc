@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,6 +12,7 @@
 
 #include "runtime/text/chat_format.h"
 #include "dsl/template.h"
+#include "runtime/regular_file.h"
 
 namespace hypic::dsl {
 namespace fs = std::filesystem;
@@ -70,8 +72,20 @@ struct File {
 
 class Loader {
  public:
+  explicit Loader(const LoadOptions& options) : options_(options) {}
+
   Template load_root(const std::string& text, const std::string& file_name) {
     tpl_.file = file_name;
+    // Includes may only reach files under this folder (symlinks resolved), never `../` or absolute paths
+    // elsewhere: a template must not be able to render arbitrary files into a prompt.
+    const fs::path root = options_.template_root.empty() ? fs::path(file_name).parent_path()
+                                                         : fs::path(options_.template_root);
+    std::error_code ec;
+    root_ = fs::weakly_canonical(fs::absolute(root.empty() ? fs::path(".") : root, ec), ec);
+    if (text.size() > options_.max_file_bytes)
+      throw TemplateError({file_name, 0, 0}, "", "template is " + std::to_string(text.size()) +
+                                                     " bytes, more than the limit of " +
+                                                     std::to_string(options_.max_file_bytes));
     load_file(File{file_name, text}, true, {file_name, 0, 0});
     finish();
     return std::move(tpl_);
@@ -181,16 +195,23 @@ class Loader {
   }
 
   // YAML -> JSON: plain scalars become numbers, bools or null where they read as such; quoted stay strings.
-  Json to_json(const YAML::Node& n) {
+  // YAML aliases share one node, so a few lines can stand for billions of values (an alias bomb): every
+  // value converted counts against one budget for the whole template, and nesting is bounded.
+  Json to_json(const File& f, const YAML::Node& n, int depth = 0) {
+    if (++converted_ > options_.max_yaml_values)
+      fail(f, n, "", "the template's values expand to more than " + std::to_string(options_.max_yaml_values) +
+                         " YAML nodes (aliases repeated too often?)");
+    if (depth > kMaxValueDepth)
+      fail(f, n, "", "a value is nested more than " + std::to_string(kMaxValueDepth) + " levels deep");
     if (n.IsNull()) return nullptr;
     if (n.IsSequence()) {
       Json a = Json::array();
-      for (const auto& e : n) a.push_back(to_json(e));
+      for (const auto& e : n) a.push_back(to_json(f, e, depth + 1));
       return a;
     }
     if (n.IsMap()) {
       Json o = Json::object();
-      for (const auto& kv : n) o[kv.first.Scalar()] = to_json(kv.second);
+      for (const auto& kv : n) o[kv.first.Scalar()] = to_json(f, kv.second, depth + 1);
       return o;
     }
     const std::string& s = n.Scalar();
@@ -198,6 +219,8 @@ class Loader {
     if (s == "true") return true;
     if (s == "false") return false;
     if (s == "null" || s == "~") return nullptr;
+    // Only what can start a number goes to stoll/stod (their exceptions are slow on word-heavy YAML).
+    if (s.empty() || s[0] == 0 || !std::strchr("0123456789+-. \t\n\r\f\v", s[0])) return s;
     try {
       size_t used = 0;
       const long long v = std::stoll(s, &used);
@@ -245,7 +268,7 @@ class Loader {
           d.items = parse_type(f, spec["items"], "items");
         }
         if (spec["default"]) {
-          d.default_value = to_json(spec["default"]);
+          d.default_value = to_json(f, spec["default"]);
           if (d.type == VarType::kString && spec["default"].IsScalar()) d.default_value = spec["default"].Scalar();
           if (!value_fits(d.type, d.default_value))
             fail(f, spec["default"], "",
@@ -291,7 +314,7 @@ class Loader {
       if (t["description"]) d.description = scalar(f, t["description"], "", "description");
       if (t["parameters"]) {
         if (!t["parameters"].IsMap()) fail(f, t["parameters"], "", "tool `parameters` must be a JSON schema object");
-        d.parameters = to_json(t["parameters"]);
+        d.parameters = to_json(f, t["parameters"]);
         if (!d.parameters.contains("type") || d.parameters["type"] != "object")
           fail(f, t["parameters"], "", "tool `parameters` must be a schema with `type: object`");
       } else {
@@ -482,9 +505,20 @@ class Loader {
     const std::string rel = scalar(from, n, "", "include");
     const fs::path base = fs::path(from.name).parent_path();
     const fs::path p = base / rel;
+    if (++includes_ > options_.max_includes)
+      throw IncludeError(at(from, n), "", "more than " + std::to_string(options_.max_includes) + " includes");
+    // Each level of nesting is a few recursive calls with large frames (larger still under ASan).
+    if (stack_.size() > kMaxIncludeDepth)
+      throw IncludeError(at(from, n), "", "includes nested more than " + std::to_string(kMaxIncludeDepth) + " deep");
     std::error_code ec;
-    const fs::path canon = fs::weakly_canonical(p, ec);
-    const std::string key = (ec ? p : canon).string();
+    const fs::path canon = fs::weakly_canonical(fs::absolute(p, ec), ec);
+    if (ec) throw IncludeError(at(from, n), "", "cannot resolve included file '" + p.string() + "': " + ec.message());
+    const fs::path inside = canon.lexically_relative(root_);
+    if (inside.empty() || *inside.begin() == "..")
+      throw IncludeError(at(from, n), "", "included file '" + rel + "' resolves to '" + canon.string() +
+                                              "', outside the template root '" + root_.string() +
+                                              "' (set a template root that contains it)");
+    const std::string key = canon.string();
     for (const auto& s : stack_) {
       std::error_code ec2;
       const fs::path c2 = fs::weakly_canonical(s, ec2);
@@ -494,11 +528,15 @@ class Loader {
         throw IncludeError(at(from, n), "", "include cycle: " + chain + p.string());
       }
     }
-    std::ifstream in(p, std::ios::binary);
-    if (!in) throw IncludeError(at(from, n), "", "cannot read included file '" + p.string() + "'");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    load_file(File{p.string(), ss.str()}, false, at(from, n));
+    if (!fs::exists(canon, ec))
+      throw IncludeError(at(from, n), "", "cannot read included file '" + p.string() + "': no such file");
+    std::string text;
+    try {
+      text = read_regular_file(canon.string(), "included file", options_.max_file_bytes);
+    } catch (const IoError& e) {
+      throw IncludeError(at(from, n), "", e.what());
+    }
+    load_file(File{p.string(), std::move(text)}, false, at(from, n));
   }
 
   // Cross-checks that need the whole template (includes may declare vars and tools after use).
@@ -635,6 +673,13 @@ class Loader {
     std::string block;
   };
 
+  static constexpr int kMaxValueDepth = 64;
+  static constexpr size_t kMaxIncludeDepth = 32;
+
+  const LoadOptions options_;
+  fs::path root_;
+  size_t converted_ = 0;  // YAML nodes turned into JSON so far
+  size_t includes_ = 0;
   Template tpl_;
   std::vector<std::string> stack_;
   std::vector<Pending> tools_nodes_, history_nodes_, for_each_nodes_;
@@ -645,16 +690,12 @@ class Loader {
 
 }  // namespace
 
-Template parse_template(const std::string& yaml_text, const std::string& file_name) {
-  return Loader().load_root(yaml_text, file_name);
+Template parse_template(const std::string& yaml_text, const std::string& file_name, const LoadOptions& options) {
+  return Loader(options).load_root(yaml_text, file_name);
 }
 
-Template load_template(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot read template '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_template(ss.str(), path);
+Template load_template(const std::string& path, const LoadOptions& options) {
+  return parse_template(read_regular_file(path, "template", options.max_file_bytes), path, options);
 }
 
 }  // namespace hypic::dsl

@@ -50,6 +50,8 @@ bool is_index(std::string_view s) {
   return true;
 }
 
+constexpr int kMaxSectionDepth = 64;
+
 class Parser {
  public:
   Parser(std::string_view src, const TextOrigin& origin, const std::string& block)
@@ -202,7 +204,12 @@ class Parser {
   }
 
   // Builds nodes until the closing tag of `open` (or the end when open is null).
-  std::vector<TemplateNode> build(size_t& pos, const Token* open, std::vector<TemplateNode>* else_out = nullptr) {
+  std::vector<TemplateNode> build(size_t& pos, const Token* open, std::vector<TemplateNode>* else_out = nullptr,
+                                  int depth = 0) {
+    // Parsing, rendering and linting recurse once per level; a bound keeps hostile nesting off the stack.
+    if (depth > kMaxSectionDepth)
+      fail(open->offset, "sections ({{#if}}, {{#each}}) nested more than " + std::to_string(kMaxSectionDepth) +
+                             " deep");
     std::vector<TemplateNode> out;
     std::vector<TemplateNode>* cur = &out;
     bool seen_else = false;
@@ -220,13 +227,13 @@ class Parser {
           break;
         case TagKind::kEach: {
           TemplateNode n{TemplateNode::Kind::kEach, {}, t.path, t.loop_name, {}, {}, loc(t)};
-          n.body = build(pos, &t);
+          n.body = build(pos, &t, nullptr, depth + 1);
           cur->push_back(std::move(n));
           break;
         }
         case TagKind::kIf: {
           TemplateNode n{TemplateNode::Kind::kIf, {}, t.path, {}, {}, {}, loc(t)};
-          n.body = build(pos, &t, &n.else_body);
+          n.body = build(pos, &t, &n.else_body, depth + 1);
           cur->push_back(std::move(n));
           break;
         }
@@ -322,8 +329,17 @@ bool truthy(const Json& v) {
   return v != 0;
 }
 
-void render_nodes(const std::vector<TemplateNode>& nodes, RenderEnv& env, std::string& out) {
+// Nested {{#each}} over a few short lists multiplies: a small template and small variables could
+// render (or just loop) for hours. Both the work and the output are bounded.
+constexpr size_t kMaxRenderSteps = size_t{1} << 22;
+constexpr size_t kMaxRenderedBytes = size_t{64} << 20;
+
+void render_nodes(const std::vector<TemplateNode>& nodes, RenderEnv& env, std::string& out, size_t& steps) {
   for (const auto& n : nodes) {
+    if (++steps > kMaxRenderSteps || out.size() > kMaxRenderedBytes)
+      throw VariableError(n.loc, env.block,
+                          "rendering exceeds " + std::to_string(kMaxRenderSteps) + " steps or " +
+                              std::to_string(kMaxRenderedBytes) + " bytes (nested {{#each}} over large lists?)");
     switch (n.kind) {
       case TemplateNode::Kind::kText:
         out += n.text;
@@ -353,16 +369,19 @@ void render_nodes(const std::vector<TemplateNode>& nodes, RenderEnv& env, std::s
         if (!r.value->is_array())
           throw VariableError(n.loc, env.block,
                               "'" + path_string(n.path) + "' is a " + json_type_name(*r.value) + ", {{#each}} needs a list");
+        // Copied out: pushing loop bindings may reallocate env.bindings, which r.binding points into.
+        const MarkupPolicy markup = r.binding->markup;
+        const std::string variable = r.binding->variable;
         for (const Json& elem : *r.value) {
-          env.bindings.push_back(Binding{n.loop_name, &elem, r.binding->markup, r.binding->variable});
-          render_nodes(n.body, env, out);
+          env.bindings.push_back(Binding{n.loop_name, &elem, markup, variable});
+          render_nodes(n.body, env, out, steps);
           env.bindings.pop_back();
         }
         break;
       }
       case TemplateNode::Kind::kIf: {
         const Resolved r = resolve(n.path, env, n.loc);
-        render_nodes(truthy(*r.value) ? n.body : n.else_body, env, out);
+        render_nodes(truthy(*r.value) ? n.body : n.else_body, env, out, steps);
         break;
       }
     }
@@ -387,7 +406,8 @@ std::vector<VariableUse> variable_uses(const TextTemplate& t) {
 
 std::string render(const TextTemplate& t, RenderEnv& env) {
   std::string out;
-  render_nodes(t.nodes(), env, out);
+  size_t steps = 0;
+  render_nodes(t.nodes(), env, out, steps);
   return out;
 }
 

@@ -1,35 +1,59 @@
 #include "runtime/model_config.h"
 
 #include <algorithm>
-#include <fstream>
+#include <cmath>
+#include <cstdint>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 
 namespace hypic {
 using nlohmann::json;
 
 namespace {
 
+// Integers are read as int64; an unsigned value above INT64_MAX would wrap, so it is refused here.
+int64_t as_int(const json& v, const char* key, const std::string& where) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    throw ModelError(where + ": '" + key + "' is out of range (" + v.dump() + ")");
+  return v.get<int64_t>();
+}
+
 int64_t get_int(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key) || !j[key].is_number_integer())
     throw ModelError(where + ": missing or non-integer '" + key + "'");
-  return j[key].get<int64_t>();
+  return as_int(j[key], key, where);
 }
 
 int64_t get_int_or(const json& j, const char* key, int64_t fallback, const std::string& where) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
   if (!j[key].is_number_integer()) throw ModelError(where + ": '" + key + "' is not an integer");
-  return j[key].get<int64_t>();
+  return as_int(j[key], key, where);
 }
 
 double get_num_or(const json& j, const char* key, double fallback, const std::string& where) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
   if (!j[key].is_number()) throw ModelError(where + ": '" + key + "' is not a number");
-  return j[key].get<double>();
+  const double v = j[key].get<double>();
+  if (!std::isfinite(v)) throw ModelError(where + ": '" + key + "' is not a finite number");
+  return v;
 }
+
+// Every size in the config must lie in [lo, hi]; one place states the allowed ranges.
+void check_range(int64_t v, int64_t lo, int64_t hi, const char* key, const std::string& where) {
+  if (v < lo || v > hi)
+    throw ModelError(where + ": '" + key + "' is " + std::to_string(v) + ", allowed range [" + std::to_string(lo) +
+                     ", " + std::to_string(hi) + "]");
+}
+
+// Upper bounds far above any real model, low enough that products of two stay well inside int64.
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxVocab = INT32_MAX;  // token ids are int
+constexpr int64_t kMaxPositions = int64_t{1} << 40;
 
 bool get_bool_or(const json& j, const char* key, bool fallback) {
   return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
@@ -56,20 +80,25 @@ void ModelConfig::check_length(int64_t length) const {
 }
 
 ModelConfig ModelConfig::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot open model config '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_regular_file(path, "model config");
   json j;
   try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw FormatError("'" + path + "' is not valid JSON: " + e.what());
   }
   return from_json(j, path);
 }
 
 ModelConfig ModelConfig::from_json(const json& root, const std::string& where) {
+  try {
+    return from_json_checked(root, where);
+  } catch (const json::exception& e) {  // a value of the wrong JSON type where a library accessor needed one
+    throw ModelError(where + ": " + e.what());
+  }
+}
+
+ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& where) {
   if (!root.is_object()) throw FormatError(where + ": config is not a JSON object");
   ModelConfig c;
   if (!root.contains("model_type") || !root["model_type"].is_string())
@@ -97,16 +126,25 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& where) {
     throw ModelError(where + ": unsupported text_config model_type '" + c.text_model_type + "'");
 
   c.hidden_size = get_int(t, "hidden_size", where);
+  check_range(c.hidden_size, 1, kMaxDim, "hidden_size", where);
   c.num_layers = get_int(t, "num_hidden_layers", where);
+  check_range(c.num_layers, 1, kMaxLayers, "num_hidden_layers", where);
   c.vocab_size = get_int(t, "vocab_size", where);
-  c.max_positions = std::max<int64_t>(0, get_int_or(t, "max_position_embeddings", 0, where));
-  c.rms_norm_eps = static_cast<float>(get_num_or(t, "rms_norm_eps", 1e-6, where));
+  check_range(c.vocab_size, 1, kMaxVocab, "vocab_size", where);
+  c.max_positions = get_int_or(t, "max_position_embeddings", 0, where);
+  check_range(c.max_positions, 0, kMaxPositions, "max_position_embeddings", where);
+  const double eps = get_num_or(t, "rms_norm_eps", 1e-6, where);
+  if (!(eps > 0 && eps < 1)) throw ModelError(where + ": 'rms_norm_eps' is " + std::to_string(eps) + ", allowed (0, 1)");
+  c.rms_norm_eps = static_cast<float>(eps);
   // The wrappers keep tie_word_embeddings at the top level; text configs inside.
   c.tie_word_embeddings = get_bool_or(t, "tie_word_embeddings", get_bool_or(root, "tie_word_embeddings", false));
 
   c.num_heads = get_int(t, "num_attention_heads", where);
+  check_range(c.num_heads, 1, kMaxDim, "num_attention_heads", where);
   c.num_kv_heads = get_int_or(t, "num_key_value_heads", c.num_heads, where);
-  c.head_dim = get_int_or(t, "head_dim", c.hidden_size / std::max<int64_t>(1, c.num_heads), where);
+  check_range(c.num_kv_heads, 1, c.num_heads, "num_key_value_heads", where);
+  c.head_dim = get_int_or(t, "head_dim", c.hidden_size / c.num_heads, where);
+  check_range(c.head_dim, 1, kMaxDim, "head_dim", where);
   c.attn_output_gate = get_bool_or(t, "attn_output_gate", true);
 
   // RoPE: transformers v5 nests it in rope_parameters; older configs keep it at the top level.
@@ -128,6 +166,10 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& where) {
         throw ModelError(where + ": rope_scaling type '" + type + "' is not supported");
     }
   }
+  if (!(c.rope_theta > 0))
+    throw ModelError(where + ": 'rope_theta' is " + std::to_string(c.rope_theta) + ", it must be positive");
+  if (!(prf > 0 && prf <= 1))
+    throw ModelError(where + ": 'partial_rotary_factor' is " + std::to_string(prf) + ", allowed (0, 1]");
   c.rotary_dim = static_cast<int64_t>(c.head_dim * prf);
   if (c.rotary_dim % 2 != 0 || c.rotary_dim <= 0 || c.rotary_dim > c.head_dim)
     throw ModelError(where + ": partial_rotary_factor " + std::to_string(prf) + " gives an invalid rotary dim");
@@ -137,6 +179,11 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& where) {
   c.lin_k_dim = get_int(t, "linear_key_head_dim", where);
   c.lin_v_dim = get_int(t, "linear_value_head_dim", where);
   c.conv_kernel = get_int_or(t, "linear_conv_kernel_dim", 4, where);
+  check_range(c.lin_k_heads, 1, kMaxDim, "linear_num_key_heads", where);
+  check_range(c.lin_v_heads, 1, kMaxDim, "linear_num_value_heads", where);
+  check_range(c.lin_k_dim, 1, kMaxDim, "linear_key_head_dim", where);
+  check_range(c.lin_v_dim, 1, kMaxDim, "linear_value_head_dim", where);
+  check_range(c.conv_kernel, 1, 1024, "linear_conv_kernel_dim", where);
   c.grouped_linear_proj = next;
   if (c.lin_v_heads % c.lin_k_heads != 0)
     throw ModelError(where + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
@@ -144,12 +191,16 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& where) {
     throw ModelError(where + ": num_attention_heads must be a multiple of num_key_value_heads");
 
   c.intermediate_size = get_int_or(t, "intermediate_size", 0, where);
+  check_range(c.intermediate_size, 0, kMaxDim, "intermediate_size", where);
   c.num_experts = get_int_or(t, "num_experts", 0, where);
+  check_range(c.num_experts, 0, 1 << 16, "num_experts", where);
   if (c.text_model_type == "qwen3_5_text") c.num_experts = 0;  // dense family
   if (c.num_experts > 0) {
     c.experts_per_tok = get_int(t, "num_experts_per_tok", where);
     c.moe_intermediate_size = get_int(t, "moe_intermediate_size", where);
     c.shared_expert_intermediate_size = get_int_or(t, "shared_expert_intermediate_size", 0, where);
+    check_range(c.moe_intermediate_size, 1, kMaxDim, "moe_intermediate_size", where);
+    check_range(c.shared_expert_intermediate_size, 0, kMaxDim, "shared_expert_intermediate_size", where);
     c.norm_topk_prob = moe35 ? true : get_bool_or(t, "norm_topk_prob", true);
     if (c.experts_per_tok <= 0 || c.experts_per_tok > c.num_experts)
       throw ModelError(where + ": num_experts_per_tok out of range");
@@ -161,20 +212,26 @@ ModelConfig ModelConfig::from_json(const json& root, const std::string& where) {
       const std::string s = v.is_string() ? v.get<std::string>() : "";
       if (s == "linear_attention") c.layer_kinds.push_back(LayerKind::LinearAttention);
       else if (s == "full_attention") c.layer_kinds.push_back(LayerKind::FullAttention);
-      else throw ModelError(where + ": unknown layer type " + v.dump() + " in layer_types");
+      else throw ModelError(where + ": unknown layer type " + (v.is_primitive() ? v.dump() : std::string("(a JSON ") + v.type_name() + ")") + " in layer_types");
     }
     if (static_cast<int64_t>(c.layer_kinds.size()) != c.num_layers)
       throw ModelError(where + ": layer_types has " + std::to_string(c.layer_kinds.size()) + " entries for " +
                        std::to_string(c.num_layers) + " layers");
   } else {
     const int64_t interval = get_int_or(t, "full_attention_interval", 4, where);
+    check_range(interval, 1, kMaxLayers, "full_attention_interval", where);
     for (int64_t i = 0; i < c.num_layers; ++i)
       c.layer_kinds.push_back((i + 1) % interval == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
   }
   std::vector<int64_t> mlp_only;
   if (t.contains("mlp_only_layers") && t["mlp_only_layers"].is_array())
-    for (auto& v : t["mlp_only_layers"]) mlp_only.push_back(v.get<int64_t>());
+    for (auto& v : t["mlp_only_layers"]) {
+      if (!v.is_number_integer()) throw ModelError(where + ": mlp_only_layers holds a non-integer");
+      mlp_only.push_back(as_int(v, "mlp_only_layers", where));
+      check_range(mlp_only.back(), 0, c.num_layers - 1, "mlp_only_layers", where);
+    }
   const int64_t sparse_step = next ? get_int_or(t, "decoder_sparse_step", 1, where) : 1;
+  check_range(sparse_step, 1, kMaxLayers, "decoder_sparse_step", where);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     bool moe = c.num_experts > 0 && (i + 1) % sparse_step == 0;
     for (auto m : mlp_only) moe = moe && m != i;

@@ -62,6 +62,9 @@ struct ModelConfig {
   // Parses config.json (throws FormatError / ModelError naming the file and key).
   static ModelConfig load(const std::string& config_json_path);
   static ModelConfig from_json(const nlohmann::json& j, const std::string& where);
+
+ private:
+  static ModelConfig from_json_checked(const nlohmann::json& j, const std::string& where);
 };
 
 }  // namespace hypic

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,12 +14,24 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 
 namespace hypic {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// The safetensors format's own ceiling for the JSON header.
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+
+// A value for an error message: nested values are named by type only (dumping them recurses).
+std::string brief(const json& v) {
+  if (v.is_primitive()) return v.dump();
+  if (v.is_array() && v.size() <= 8 && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_primitive(); }))
+    return v.dump();
+  return std::string("a JSON ") + v.type_name();
+}
 
 bool parse_dtype(const std::string& s, DType* out) {
   static const std::map<std::string, DType> m = {
@@ -37,14 +50,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
   f->self_ = f;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError("cannot open checkpoint file '" + path + "': " + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw IoError("cannot stat '" + path + "'");
-  }
-  f->size_ = static_cast<size_t>(st.st_size);
+  const int fd = open_regular_file(path, "checkpoint file", &f->size_);
   if (f->size_ < 8) {
     ::close(fd);
     throw IoError("'" + path + "' is truncated: " + std::to_string(f->size_) + " bytes, no safetensors header");
@@ -56,6 +62,9 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
 
   uint64_t hlen;
   std::memcpy(&hlen, m, 8);  // little-endian on every supported host
+  if (hlen > kMaxHeaderBytes)
+    throw FormatError("'" + path + "': safetensors header of " + std::to_string(hlen) + " bytes exceeds the limit of " +
+                      std::to_string(kMaxHeaderBytes));
   if (hlen > f->size_ - 8)
     throw IoError("'" + path + "' is truncated: header claims " + std::to_string(hlen) + " bytes but the file has " +
                   std::to_string(f->size_));
@@ -63,7 +72,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   json h;
   try {
     h = json::parse(static_cast<const char*>(m) + 8, static_cast<const char*>(m) + 8 + hlen);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw FormatError("'" + path + "': safetensors header is not valid JSON: " + e.what());
   }
   if (!h.is_object()) throw FormatError("'" + path + "': safetensors header is not a JSON object");
@@ -80,26 +89,42 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
       throw FormatError(where + ": entry lacks dtype/shape/data_offsets");
     Entry e;
     if (!v["dtype"].is_string() || !parse_dtype(v["dtype"].get<std::string>(), &e.dtype))
-      throw FormatError(where + ": unsupported dtype " + v["dtype"].dump());
+      throw FormatError(where + ": unsupported dtype " + brief(v["dtype"]));
     if (!v["shape"].is_array()) throw FormatError(where + ": shape is not an array");
-    int64_t numel = 1;
+    // Sizes are multiplied with overflow checks: a wrapped element count would pass the offsets check.
+    uint64_t nbytes = dtype_size(e.dtype);
     for (auto& d : v["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw FormatError(where + ": bad shape " + v["shape"].dump());
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        throw FormatError(where + ": shape element " + std::to_string(e.shape.size()) + " is " + brief(d) +
+                          ", not a size");
       e.shape.push_back(d.get<int64_t>());
-      numel *= e.shape.back();
+      if (__builtin_mul_overflow(nbytes, d.get<uint64_t>(), &nbytes))
+        throw FormatError(where + ": shape " + shape_to_string(e.shape) + "... overflows the byte count");
     }
     auto& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      throw FormatError(where + ": bad data_offsets " + off.dump());
+      throw FormatError(where + ": data_offsets must be two non-negative integers, got " + brief(off));
     e.begin = off[0].get<size_t>();
     e.end = off[1].get<size_t>();
-    if (e.end < e.begin || e.end - e.begin != static_cast<size_t>(numel) * dtype_size(e.dtype))
-      throw FormatError(where + ": data_offsets do not match shape " + shape_to_string(e.shape) + " and dtype");
+    if (e.end < e.begin || e.end - e.begin != nbytes)
+      throw FormatError(where + ": data_offsets " + brief(off) + " do not match shape " + shape_to_string(e.shape) +
+                        " and dtype (" + std::to_string(nbytes) + " bytes)");
     if (e.end > data_size)
       throw IoError(where + " lies beyond the end of the file (file truncated? " + std::to_string(f->size_) +
                     " bytes)");
     f->entries_[name] = std::move(e);
   }
+  // No two tensors may share bytes: sort the non-empty ranges and compare neighbours.
+  std::vector<std::pair<const std::string*, const Entry*>> ranges;
+  for (auto& [name, e] : f->entries_)
+    if (e.end > e.begin) ranges.push_back({&name, &e});
+  std::sort(ranges.begin(), ranges.end(), [](auto& a, auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].second->begin < ranges[i - 1].second->end)
+      throw FormatError("'" + path + "': tensors '" + *ranges[i - 1].first + "' and '" + *ranges[i].first +
+                        "' overlap (data_offsets [" + std::to_string(ranges[i - 1].second->begin) + ", " +
+                        std::to_string(ranges[i - 1].second->end) + ") and [" +
+                        std::to_string(ranges[i].second->begin) + ", " + std::to_string(ranges[i].second->end) + "))");
   return f;
 }
 
@@ -131,11 +156,11 @@ Checkpoint Checkpoint::open(const std::string& dir_or_file) {
     const fs::path dir(dir_or_file);
     const fs::path index = dir / "model.safetensors.index.json";
     if (fs::exists(index)) {
-      std::ifstream in(index);
+      const std::string text = read_regular_file(index.string(), "checkpoint index");
       json j;
       try {
-        j = json::parse(in);
-      } catch (const json::parse_error& e) {
+        j = json::parse(text);
+      } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
         throw FormatError("'" + index.string() + "' is not valid JSON: " + e.what());
       }
       if (!j.contains("weight_map") || !j["weight_map"].is_object())
@@ -143,7 +168,14 @@ Checkpoint Checkpoint::open(const std::string& dir_or_file) {
       std::set<std::string> shards;
       for (auto& [k, v] : j["weight_map"].items()) {
         if (!v.is_string()) throw FormatError("'" + index.string() + "': weight_map['" + k + "'] is not a file name");
-        shards.insert(v.get<std::string>());
+        // Shards live in the checkpoint's folder: no absolute paths, no way up.
+        const fs::path shard(v.get<std::string>());
+        bool up = false;
+        for (const auto& part : shard) up = up || part == "..";
+        if (shard.empty() || shard.is_absolute() || up)
+          throw FormatError("'" + index.string() + "': weight_map['" + k + "'] names '" + shard.string() +
+                            "', not a file inside the checkpoint folder");
+        shards.insert(shard.string());
       }
       for (auto& s : shards) files.push_back((dir / s).string());
     } else if (fs::exists(dir / "model.safetensors")) {
@@ -156,7 +188,12 @@ Checkpoint Checkpoint::open(const std::string& dir_or_file) {
   }
   for (auto& f : files) {
     c.files_.push_back(SafetensorsFile::open(f));
-    for (auto& n : c.files_.back()->names()) c.where_[n] = c.files_.size() - 1;
+    for (auto& n : c.files_.back()->names()) {
+      auto [it, fresh] = c.where_.emplace(n, c.files_.size() - 1);
+      if (!fresh)
+        throw FormatError("checkpoint '" + dir_or_file + "': tensor '" + n + "' is in both '" +
+                          c.files_[it->second]->path() + "' and '" + f + "'");
+    }
   }
   return c;
 }

@@ -16,16 +16,18 @@ struct IngestOptions {
   // Called before each document with its index, the number of documents found and its path relative to
   // the folder (a progress report); may be empty.
   std::function<void(size_t index, size_t total, const std::string& path)> on_document;
+  size_t max_document_bytes = size_t{64} << 20;  // larger files are skipped with a warning
 };
 
 struct IngestReport {
   size_t documents_added = 0;      // new or changed
   size_t documents_unchanged = 0;
   size_t chunks_added = 0;
-  std::vector<std::string> skipped;  // files that are not valid UTF-8 text
+  std::vector<std::string> skipped;   // entries left out: not strictly valid UTF-8, unreadable, unresolvable links
+  std::vector<std::string> warnings;  // one per skipped entry: "<path>: <why>; skipped"
 };
 
-// IoError when `dir` is not a readable folder.
+// IoError when `dir` is not a readable folder; a bad entry inside it is skipped with a warning.
 IngestReport ingest_directory(FtsRetriever& store, const std::string& dir, const IngestOptions& options);
 
 }  // namespace hypic::sdk

@@ -4,6 +4,7 @@
 
 #include "runtime/error.h"
 #include "runtime/segment_key.h"
+#include "runtime/text/utf8.h"
 
 namespace hypic::sdk {
 namespace {
@@ -50,6 +51,12 @@ FtsRetriever FtsRetriever::open(const std::string& path) {
 
 FtsRetriever::AddResult FtsRetriever::add_document(const std::string& doc_path, const std::string& text,
                                                    size_t chunk_tokens, const TokenCounter* counter) {
+  // Invalid UTF-8 (overlong forms, surrogates) stored in the index would poison every later search.
+  if (const size_t bad = utf8::find_invalid(text); bad != std::string::npos)
+    throw InvalidArgument("document '" + utf8::to_valid_lossy(doc_path) + "' is not valid UTF-8 at byte " +
+                          std::to_string(bad));
+  if (const size_t bad = utf8::find_invalid(doc_path); bad != std::string::npos)
+    throw InvalidArgument("document path '" + utf8::to_valid_lossy(doc_path) + "' is not valid UTF-8");
   const std::string digest = sha256_hex(text);
   const std::string counter_id = counter ? counter->id() : "words";
   {

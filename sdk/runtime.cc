@@ -4,6 +4,8 @@
 
 #include "runtime/backends.h"
 #include "runtime/text/tokenizer_fingerprint.h"
+#include "runtime/error.h"
+#include "runtime/regular_file.h"
 
 namespace hypic::sdk {
 namespace fs = std::filesystem;

@@ -1,5 +1,8 @@
 #include "sdk/sqlite_db.h"
 
+#include <chrono>
+#include <thread>
+
 #include <sqlite3.h>
 
 #include <filesystem>
@@ -106,6 +109,62 @@ int64_t Database::changes() const { return sqlite3_changes64(db_); }
 
 Statement Database::prepare(std::string_view sql) const { return Statement(db_, *path_, sql); }
 
+namespace {
+
+bool is_empty(const Database& db) {
+  int64_t app_id = 0, tables = 0;
+  {
+    Statement s = db.prepare("PRAGMA application_id");
+    if (s.step()) app_id = s.integer(0);
+  }
+  {
+    Statement s = db.prepare("SELECT count(*) FROM sqlite_master");
+    if (s.step()) tables = s.integer(0);
+  }
+  return app_id == 0 && tables == 0;
+}
+
+// Throws FormatError unless the file is a hypic database of this kind and schema version.
+void verify_ours(const Database& db, const std::string& path, const std::string& kind, int version) {
+  Statement a = db.prepare("PRAGMA application_id");
+  if (!a.step() || a.integer(0) != kApplicationId)
+    throw FormatError(path + ": not a hypic database (it is an SQLite file of another application)");
+  std::string file_kind;
+  int64_t file_version = -1;
+  Statement s = db.prepare("SELECT key, value FROM hypic_meta");
+  while (s.step()) {
+    if (s.text(0) == "kind") file_kind = s.text(1);
+    if (s.text(0) == "version") {
+      const std::string v = s.text(1);
+      file_version = !v.empty() && v.size() < 10 && v.find_first_not_of("0123456789") == std::string::npos
+                         ? std::stoll(v)
+                         : -1;
+    }
+  }
+  if (file_kind != kind)
+    throw FormatError(path + ": a hypic '" + file_kind + "' database, not a '" + kind + "' database");
+  if (file_version != version)
+    throw FormatError(path + ": " + kind + " database schema version " + std::to_string(file_version) +
+                      ", this build reads version " + std::to_string(version));
+}
+
+// Switching a file to WAL needs an exclusive lock and SQLite reports a conflict at once (no busy
+// handler), which happens when several processes open a new file together: retry for up to 10 s.
+void set_pragmas(Database& db) {
+  static const char* kPragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;";
+  for (int attempt = 0;; ++attempt) {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db.handle(), kPragmas, nullptr, nullptr, &err);
+    sqlite3_free(err);
+    if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED) break;
+    if (attempt == 400) break;  // let exec() below report it
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  db.exec(kPragmas);
+}
+
+}  // namespace
+
 Database Database::open(const std::string& path, const std::string& kind, int version, const std::string& schema) {
   std::error_code ec;
   const bool fresh_file = !std::filesystem::exists(path, ec) || std::filesystem::file_size(path, ec) == 0;
@@ -118,37 +177,21 @@ Database Database::open(const std::string& path, const std::string& kind, int ve
   sqlite3_busy_timeout(raw, 5000);
 
   // Read-only checks first: a foreign or damaged file must be left exactly as it was.
-  int64_t app_id = 0, tables = 0;
-  {
-    Statement s = db.prepare("PRAGMA application_id");
-    if (s.step()) app_id = s.integer(0);
-  }
-  {
-    Statement s = db.prepare("SELECT count(*) FROM sqlite_master");
-    if (s.step()) tables = s.integer(0);
-  }
-  const bool empty = fresh_file || (app_id == 0 && tables == 0);
-  if (!empty) {
-    if (app_id != kApplicationId)
-      throw FormatError(path + ": not a hypic database (it is an SQLite file of another application)");
-    std::string file_kind;
-    int64_t file_version = 0;
-    Statement s = db.prepare("SELECT key, value FROM hypic_meta");
-    while (s.step()) {
-      if (s.text(0) == "kind") file_kind = s.text(1);
-      if (s.text(0) == "version") file_version = std::stoll(s.text(1));
-    }
-    if (file_kind != kind)
-      throw FormatError(path + ": a hypic '" + file_kind + "' database, not a '" + kind + "' database");
-    if (file_version != version)
-      throw FormatError(path + ": " + kind + " database schema version " + std::to_string(file_version) +
-                        ", this build reads version " + std::to_string(version));
+  if (!fresh_file && !is_empty(db)) {
+    verify_ours(db, path, kind, version);
     // Only now, with the file known to be ours, do settings that may write to it.
-    db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
+    set_pragmas(db);
     return db;
   }
-  db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
+  set_pragmas(db);
   Transaction t(db);
+  // Several processes may create one new file at once: emptiness is decided again under the write lock,
+  // and whoever comes second finds the first one's schema and checks it instead of creating it again.
+  if (!is_empty(db)) {
+    t.commit();
+    verify_ours(db, path, kind, version);
+    return db;
+  }
   db.exec("PRAGMA application_id=" + std::to_string(kApplicationId));
   db.exec("CREATE TABLE hypic_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)");
   db.prepare("INSERT INTO hypic_meta VALUES('kind', ?)").bind(1, kind).run();

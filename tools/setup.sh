@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine for hypic (system packages via apt-get), builds it, and then
 #   tools/setup.sh demo   runs the demo
-#   tools/setup.sh test   runs the whole test suite (what CI runs)
+#   tools/setup.sh test   runs the whole test suite (what CI runs), then the hardening checks: the fast
+#                         and model tests again under ASan + UBSan and a short run of every fuzz target
+#                         (one clang build in build-hardening/, docs/reliability.md)
 #   tools/setup.sh build  only builds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-build}
 
 pkgs="build-essential cmake pkg-config git ca-certificates libyaml-cpp-dev nlohmann-json3-dev libsqlite3-dev
-      libgtest-dev libgmock-dev libpcre2-dev libicu-dev libboost-dev libtbb-dev libcli11-dev python3"
+      libgtest-dev libgmock-dev libpcre2-dev libicu-dev libboost-dev libtbb-dev libcli11-dev python3
+      clang-14 libclang-rt-14-dev"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -31,7 +34,14 @@ case "$what" in
     if [ -n "${HYPIC_UPDATE_GOLDENS:-}" ]; then echo "setup: HYPIC_UPDATE_GOLDENS is refused in a test run" >&2; exit 2; fi
     ctest --test-dir build --output-on-failure -j "$jobs" --output-junit ctest-junit.xml
     # A test that skipped without a reason this machine has is a failure too.
-    tools/check_skips.sh build/ctest-junit.xml ;;
+    tools/check_skips.sh build/ctest-junit.xml
+    CC=clang-14 CXX=clang++-14 cmake -S . -B build-hardening -DCMAKE_BUILD_TYPE=Release -DHYPIC_FUZZ=ON \
+      -DHYPIC_CUDA=OFF >/dev/null
+    cmake --build build-hardening -j "$jobs"
+    # Tests that run the trained model over many prompts (three sweeps, multi-turn, the agent CLI, the examples) take
+    # minutes under ASan; the plain run above covers them.
+    ctest --test-dir build-hardening --output-on-failure -j "$jobs" -L 'fast|model|fuzz' -E 'QualityTest|TrainedQaModel\.(Greedy|Engine)|MultiTurnTest|cli_agent_cli_test|example_'
+    ;;
   demo) exec tools/demo.sh ;;
   *) echo "usage: tools/setup.sh [build|test|demo]" >&2; exit 2 ;;
 esac

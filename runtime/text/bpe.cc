@@ -96,8 +96,9 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level, const std::stri
   int max_id = -1;
   vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<long long>() < 0 || it.value().get<long long>() > 0x7fffffff)
-      throw FormatError(where + ": model.vocab[\"" + it.key() + "\"] is not a valid id");
+    if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= static_cast<uint64_t>(kMaxTokenId))
+      throw FormatError(where + ": model.vocab[\"" + it.key() + "\"] is not a valid id (an integer in [0, " +
+                        std::to_string(kMaxTokenId) + "))");
     const int id = it.value().get<int>();
     vocab_.emplace(it.key(), id);
     max_id = std::max(max_id, id);
@@ -245,14 +246,19 @@ void BpeModel::merge_long(std::vector<int>& syms) const {
     int rank, pos, left_id, right_pos, right_id, merged;
     bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
-  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  // The first candidates are heapified at once (linear), not pushed one by one.
+  std::vector<Cand> initial;
+  initial.reserve(n);
+  for (size_t i = 0; i + 1 < n; ++i)
+    if (const auto* s = merges_->find(syms[i], syms[i + 1]))
+      initial.push_back({s->rank, static_cast<int>(i), syms[i], static_cast<int>(i + 1), syms[i + 1], s->merged});
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap(std::greater<Cand>(), std::move(initial));
   auto push = [&](int l) {
     if (l < 0 || next[l] < 0) return;
     const int r = next[l];
     const auto* s = merges_->find(syms[l], syms[r]);
     if (s) heap.push({s->rank, l, syms[l], r, syms[r], s->merged});
   };
-  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int>(i));
   while (!heap.empty()) {
     const Cand c = heap.top();
     heap.pop();

@@ -14,6 +14,10 @@
 
 namespace hypic {
 
+// Every token id of a tokenizer.json (vocab and added tokens) lies below this: far above real
+// vocabularies (~260k), low enough that the id tables built from it stay a bounded allocation.
+inline constexpr int kMaxTokenId = 1 << 24;
+
 class BpeModel {
  public:
   // `byte_level`: pieces arrive as raw bytes and vocab strings are in the byte-level alphabet

@@ -8,6 +8,7 @@
 
 #include "runtime/error.h"
 #include "runtime/text/qwen35_chat_format.h"
+#include "runtime/regular_file.h"
 #include "runtime/text/qwen_chat_format.h"
 #include "runtime/text/tokenizer.h"
 
@@ -15,13 +16,7 @@ namespace hypic {
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_text(const std::string& path) { return read_regular_file(path, "file"); }
 
 // A string field that may be absent or null ("" then); anything else is an error at `where`.
 std::string opt_string(const nlohmann::ordered_json& obj, const char* key, const std::string& where) {
@@ -135,7 +130,7 @@ std::unique_ptr<ChatFormat> load_chat_format(const std::string& model_dir, const
     nlohmann::json cfg;
     try {
       cfg = nlohmann::json::parse(read_text(cfg_path));
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number too large
       throw FormatError(cfg_path + ": not valid JSON: " + e.what());
     }
     if (cfg.contains("chat_template")) {

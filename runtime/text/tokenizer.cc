@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "runtime/regular_file.h"
 #include "runtime/text/added_tokens.h"
 #include "runtime/text/bpe.h"
 #include "runtime/text/byte_level.h"
@@ -92,19 +93,14 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open tokenizer file '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw IoError("cannot read tokenizer file '" + path + "'");
-  return from_json(ss.str(), path);
+  return from_json(read_regular_file(path, "tokenizer file"), path);
 }
 
 Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& where) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw FormatError(where + ": not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw FormatError(where + ": a tokenizer.json must be a JSON object");
@@ -130,8 +126,10 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& wh
             !a["content"].is_string())
           throw FormatError(where + ": added_tokens[" + std::to_string(i) + "] needs an integer id and a content");
         AddedToken t;
+        if (!a["id"].is_number_unsigned() || a["id"].get<uint64_t>() >= static_cast<uint64_t>(kMaxTokenId))
+          throw FormatError(where + ": added_tokens[" + std::to_string(i) + "] has id " + a["id"].dump() +
+                            ", outside [0, " + std::to_string(kMaxTokenId) + ")");
         t.id = a["id"].get<int>();
-        if (t.id < 0) throw FormatError(where + ": added_tokens[" + std::to_string(i) + "] has a negative id");
         t.content = a["content"].get<std::string>();
         t.special = a.value("special", false);
         t.lstrip = a.value("lstrip", false);

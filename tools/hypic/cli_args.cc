@@ -42,7 +42,7 @@ std::vector<int> read_ids_json(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw FormatError(path + ": not valid JSON: " + e.what());
   }
   if (!j.is_array()) throw FormatError(path + ": expected a JSON array of token ids");

@@ -16,6 +16,7 @@
 #include "kernels/sampling.h"
 #include "runtime/engine.h"
 #include "runtime/text/chat_format.h"
+#include "runtime/eval_prompts.h"
 #include "runtime/text/tokenizer.h"
 #include "runtime/text/tokenizer_fingerprint.h"
 #include "tools/common/progress.h"
@@ -24,42 +25,6 @@
 
 namespace hypic::cli {
 namespace {
-
-struct EvalPrompt {
-  std::vector<std::string> blocks;
-  std::optional<std::string> answer;
-};
-
-std::vector<EvalPrompt> read_prompts(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot open prompts file '" + path + "'");
-  std::vector<EvalPrompt> out;
-  std::string line;
-  for (int ln = 1; std::getline(in, line); ++ln) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(ln);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw FormatError(where + ": not valid JSON: " + e.what());
-    }
-    if (!j.is_object() || !j.contains("blocks") || !j["blocks"].is_array() || j["blocks"].empty())
-      throw FormatError(where + ": expected {\"blocks\": [\"text\", ...], \"answer\": \"...\"}");
-    EvalPrompt p;
-    for (auto& b : j["blocks"]) {
-      if (!b.is_string()) throw FormatError(where + ": every block must be a string");
-      p.blocks.push_back(b.get<std::string>());
-    }
-    if (j.contains("answer") && !j["answer"].is_null()) {
-      if (!j["answer"].is_string()) throw FormatError(where + ": 'answer' must be a string");
-      p.answer = j["answer"].get<std::string>();
-    }
-    out.push_back(std::move(p));
-  }
-  if (out.empty()) throw FormatError(path + ": no prompts");
-  return out;
-}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> v;
@@ -197,7 +162,7 @@ int run(const Options& o) {
   e.quiet = o.model.quiet;
   const std::string dir = o.model.model;
   const Tokenizer tok = Tokenizer::from_file((std::filesystem::path(dir) / "tokenizer.json").string());
-  e.prompts = read_prompts(o.prompts);
+  e.prompts = load_eval_prompts(o.prompts);
   for (auto& m : split(o.modes, ',')) e.modes.push_back(parse_mode(m));
   const long long seam = o.seam;
   e.n_decode = o.decode_tokens;

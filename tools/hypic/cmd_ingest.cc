@@ -53,13 +53,14 @@ int run(const Options& o) {
   const sdk::IngestReport r = sdk::ingest_directory(store, o.dir, opt);
   if (progress) progress->update(total);
   progress.reset();
+  for (const auto& w : r.warnings) std::fprintf(stderr, "hypic ingest: warning: %s\n", w.c_str());
   nlohmann::ordered_json out{{"db", store.path()},
                              {"documents_added", r.documents_added},
                              {"documents_unchanged", r.documents_unchanged},
                              {"chunks_added", r.chunks_added},
                              {"chunks_total", store.chunk_count()},
                              {"token_count", counter ? "tokenizer" : "words"},
-                             {"skipped_not_utf8", r.skipped}};
+                             {"skipped", r.skipped}};
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -21,7 +21,7 @@ int run(const Options& o) {
   nlohmann::ordered_json j;
   try {
     j = nlohmann::ordered_json::parse(hypic::cli::read_file(o.conversation));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw hypic::FormatError(o.conversation + ": not valid JSON: " + e.what());
   }
   const hypic::Conversation conv = hypic::parse_openai_conversation(j, o.conversation);

@@ -118,6 +118,31 @@ TEST(Tokenizer, LoadErrorsNameTheFile) {
   EXPECT_THROW(Tokenizer::from_json(R"({"model": {"type": "Unigram", "vocab": []}})", "u.json"), ModelError);
 }
 
+TEST(Tokenizer, TokenIdsOutsideTheAllowedRangeAreRefused) {
+  auto error_of = [](const std::string& vocab, const std::string& added) -> std::string {
+    try {
+      Tokenizer::from_json(R"({"model": {"type": "BPE", "vocab": )" + vocab + R"(, "merges": []}, "added_tokens": )" +
+                               added + "}",
+                           "t.json");
+    } catch (const FormatError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  const std::string vocab = R"({"a": 0, "b": 1})";
+  // 2^31 + 5 used to be truncated to a negative int; 2^32 + 5 to 5.
+  EXPECT_EQ(error_of(vocab, R"([{"id": 2147483653, "content": "<x>"}])"),
+            "t.json: added_tokens[0] has id 2147483653, outside [0, 16777216)");
+  EXPECT_EQ(error_of(vocab, R"([{"id": 4294967301, "content": "<x>"}])"),
+            "t.json: added_tokens[0] has id 4294967301, outside [0, 16777216)");
+  EXPECT_EQ(error_of(vocab, R"([{"id": -1, "content": "<x>"}])"), "t.json: added_tokens[0] has id -1, outside [0, 16777216)");
+  EXPECT_EQ(error_of(vocab, R"([{"id": 16777216, "content": "<x>"}])"),
+            "t.json: added_tokens[0] has id 16777216, outside [0, 16777216)");
+  EXPECT_EQ(error_of(R"({"a": 0, "b": 2147483647})", "[]"),
+            "t.json: model.vocab[\"b\"] is not a valid id (an integer in [0, 16777216))");
+  EXPECT_EQ(error_of(vocab, R"([{"id": 2, "content": "<x>"}])"), "accepted");
+}
+
 // A small hand-written byte-fallback BPE (the Llama/SentencePiece style) with "a b"-string merges.
 // Expected values are what the Python `tokenizers` package gives for the same JSON.
 TEST(Tokenizer, ByteFallbackAndStringMerges) {
