@@ -87,7 +87,9 @@ TEST_P(Golden, BlocksTileTheChatRendering) {
   bool has_history = false;
   for (const auto& b : plan.blocks) has_history |= b.kind == "history";
   const Json* ref = reference_case("golden_" + GetParam());
-  if (has_history) ASSERT_NE(ref, nullptr) << "a plan with history needs its jinja2 rendering in chat_reference.json";
+  if (has_history) {
+    ASSERT_NE(ref, nullptr) << "a plan with history needs its jinja2 rendering in chat_reference.json";
+  }
   if (ref) {
     EXPECT_EQ(plan.text(), (*ref)["rendered"].get<std::string>());
     EXPECT_EQ(plan.text() + plan.generation_prompt, (*ref)["rendered_with_generation_prompt"].get<std::string>());
