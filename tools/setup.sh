@@ -43,7 +43,7 @@ case "$what" in
     targets=$(cmake --build build-hardening --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_]*_\(test\|fuzz\)\)$/\1/p')
     cmake --build build-hardening -j "$jobs" --target $targets
     ctest --test-dir build-hardening --output-on-failure -j "$jobs" -L 'fast|model|fuzz' \
-      -E 'QualityTest|TrainedQaModel\.(Greedy|Engine)|MultiTurnTest|cli_|example_'
+      -E 'QualityTest|TrainedModel(OnDevice|Modes)|TrainedQaModel\.(Greedy|Engine)|MultiTurnTest|cli_|example_'
     ;;
   demo) exec tools/demo.sh ;;
   *) echo "usage: tools/setup.sh [build|test|demo]" >&2; exit 2 ;;
