@@ -44,6 +44,20 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
                          const float* beta, const int32_t* cu_seqlens, int64_t max_seqlen, float* state, bf16* out,
                          float* transfer, void* workspace, cudaStream_t stream);
 
+// gdn_chunked_prefill (outputs and final states, no transfer operator) that also builds, for every sequence n,
+// the transfer operator and the zero-start state of its body, the rows after its first lead[n]: the same
+// as a second gdn_chunked_prefill over the bodies alone (state only, with transfer), for one extra chunk of
+// preparation per sequence instead of a second pass (the body's later chunks share the forward's).
+//   lead:       [N] int32 on the device, 0 <= lead[n] <= length of sequence n
+//   body_state: [N, H, dk, dv] fp32 in/out (zeros give S(body | 0))
+//   transfer:   [N, H, dk, dk] fp32 in/out, left-multiplied by the body's operator (identity gives T(body))
+//   workspace:  gdn_bodies_workspace_bytes(s) bytes
+// The other arguments are gdn_chunked_prefill's.
+size_t gdn_bodies_workspace_bytes(const GdnShape& s);
+void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                                     const float* beta, const int32_t* cu_seqlens, int64_t max_seqlen,
+                                     const int32_t* lead, float* state, bf16* out, float* body_state,
+                                     float* transfer, void* workspace, cudaStream_t stream);
 // Recurrent form for decode (and short spans): s.N independent sequences of s.T tokens EACH.
 //   q, k: [N, T, Hk, dk] bf16; v: [N, T, H, dv] bf16; g, beta: [N, T, H] fp32;
 //   state: [N, H, dk, dv] fp32 in/out; out: [N, T, H, dv] bf16 or null. dk <= 128.

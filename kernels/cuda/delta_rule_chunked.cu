@@ -12,6 +12,10 @@ namespace hypic::cuda {
 
 size_t gdn_chunked_workspace_bytes(const GdnShape& s) { return gdn::workspace_bytes(s); }
 
+size_t gdn_bodies_workspace_bytes(const GdnShape& s) {
+  return detail::align128(gdn::workspace_bytes(s)) + gdn::bodies_workspace_bytes(s);
+}
+
 void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                          const float* beta, const int32_t* cu_seqlens, int64_t max_seqlen, float* state, bf16* out,
                          float* transfer, void* workspace, cudaStream_t stream) {
@@ -29,6 +33,34 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
   const gdn::Workspace w = gdn::carve(s, workspace);
   gdn::launch_prep(s, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
   gdn::launch_state(s, k, cu_seqlens, state, transfer, out != nullptr, w, stream);
+  if (out != nullptr) gdn::launch_output(s, q, k, cu_seqlens, max_chunks, out, w, stream);
+}
+
+void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                                     const float* beta, const int32_t* cu_seqlens, int64_t max_seqlen,
+                                     const int32_t* lead, float* state, bf16* out, float* body_state,
+                                     float* transfer, void* workspace, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(s.H > 0 && s.Hk > 0 && s.H % s.Hk == 0, "gdn_chunked_prefill_with_bodies: H must be a multiple of Hk");
+  HYPIC_CUDA_REQUIRE(s.dk > 0 && s.dk <= 128, "gdn_chunked_prefill_with_bodies: key dim must be in [1, 128]");
+  HYPIC_CUDA_REQUIRE(s.dv > 0, "gdn_chunked_prefill_with_bodies: value dim must be positive");
+  HYPIC_CUDA_REQUIRE(lead != nullptr && body_state != nullptr && transfer != nullptr,
+                     "gdn_chunked_prefill_with_bodies: lead, body_state and transfer are required");
+  HYPIC_CUDA_REQUIRE(s.N >= 1 && (s.N == 1 || cu_seqlens != nullptr),
+                     "gdn_chunked_prefill_with_bodies: several sequences need cu_seqlens");
+  HYPIC_CUDA_REQUIRE(max_seqlen >= 0 && (cu_seqlens != nullptr || max_seqlen == s.T),
+                     "gdn_chunked_prefill_with_bodies: max_seqlen must equal T for one sequence");
+  if (s.T == 0 || max_seqlen == 0) return;
+  const int64_t max_chunks = (max_seqlen + gdn::kC - 1) / gdn::kC;
+  HYPIC_CUDA_REQUIRE(max_chunks < (int64_t{1} << 31) && s.H <= 65535 && s.N <= 65535,
+                     "gdn_chunked_prefill_with_bodies: grid too large");
+  const gdn::Workspace w = gdn::carve(s, workspace);
+  const gdn::Workspace b =
+      gdn::carve_bodies(s, static_cast<unsigned char*>(workspace) + detail::align128(gdn::workspace_bytes(s)));
+  gdn::launch_prep(s, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
+  gdn::launch_prep(s, k, v, g, beta, cu_seqlens, max_chunks, b, stream, lead);
+  // The body walks read the prepared pseudo-values before the forward's walk overwrites them.
+  gdn::launch_state(s, k, cu_seqlens, body_state, transfer, false, w, stream, lead, &b);
+  gdn::launch_state(s, k, cu_seqlens, state, nullptr, out != nullptr, w, stream);
   if (out != nullptr) gdn::launch_output(s, q, k, cu_seqlens, max_chunks, out, w, stream);
 }
 

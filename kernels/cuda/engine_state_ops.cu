@@ -155,16 +155,6 @@ __global__ void copy_batched_kernel(const void* const* src, void* const* dst, co
   }
 }
 
-__global__ void zero_leading_kernel(const float* g, const float* beta, float* g_out, float* beta_out,
-                                    const int32_t* cu, const int32_t* lead, int64_t H) {
-  const int64_t s0 = cu[blockIdx.y], len = cu[blockIdx.y + 1] - s0, zero = int64_t(lead[blockIdx.y]) * H;
-  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= len * H) return;
-  const int64_t at = s0 * H + e;
-  g_out[at] = e < zero ? 0.0f : g[at];
-  beta_out[at] = e < zero ? 0.0f : beta[at];
-}
-
 }  // namespace
 
 void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int64_t n, float* S, cudaStream_t stream) {
@@ -193,15 +183,6 @@ void copy_batched(const void* const* src, void* const* dst, const int64_t* sizes
   HYPIC_CUDA_REQUIRE(n <= 65535, "copy_batched: at most 65535 copies per call");
   const unsigned x = static_cast<unsigned>(std::min<size_t>(64, (bytes / 16 + 255) / 256 + 1));
   copy_batched_kernel<<<dim3(x, unsigned(n)), 256, 0, stream>>>(src, dst, sizes, bytes);
-  HYPIC_CUDA_LAUNCH_CHECK();
-}
-
-void zero_leading_rows(const float* g, const float* beta, float* g_out, float* beta_out, const int32_t* cu,
-                       const int32_t* lead, int64_t n, int64_t max_len, int64_t H, cudaStream_t stream) {
-  if (n <= 0 || max_len <= 0) return;
-  HYPIC_CUDA_REQUIRE(n <= 65535, "zero_leading_rows: at most 65535 sequences per call");
-  const dim3 grid(detail::blocks_for(max_len * H, 256), unsigned(n));
-  zero_leading_kernel<<<grid, 256, 0, stream>>>(g, beta, g_out, beta_out, cu, lead, H);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

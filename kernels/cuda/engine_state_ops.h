@@ -36,10 +36,4 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
 void copy_batched(const void* const* src, void* const* dst, const int64_t* sizes, int64_t n, size_t bytes,
                   cudaStream_t stream);
 
-// Copies g and beta ([T, H] fp32, sequence i at rows [cu[i], cu[i+1])) with the first lead[i] rows of
-// every sequence set to zero (those tokens' transitions become the identity and they add nothing).
-//   cu: [n + 1], lead: [n] int32 on the device; max_len: the longest sequence.
-void zero_leading_rows(const float* g, const float* beta, float* g_out, float* beta_out, const int32_t* cu,
-                       const int32_t* lead, int64_t n, int64_t max_len, int64_t H, cudaStream_t stream);
-
 }  // namespace hypic::cuda

@@ -68,6 +68,32 @@ inline Workspace carve(const GdnShape& s, void* ws) {
   return w;
 }
 
+// The bodies workspace of gdn_chunked_prefill_with_bodies: one compact tile per value head and sequence
+// (slots = N, no chunk start states), after the main workspace.
+inline size_t bodies_workspace_bytes(const GdnShape& s) {
+  using detail::align128;
+  const size_t tiles = size_t(s.H) * size_t(s.N);
+  const size_t dkp = size_t(padded_dk(s.dk)), dvp = size_t(padded_dv(s.dv));
+  return align128(sizeof(bf16) * tiles * kC * dkp) + align128(sizeof(bf16) * tiles * kC * dvp) +
+         align128(sizeof(float) * tiles * kC);
+}
+inline Workspace carve_bodies(const GdnShape& s, void* ws) {
+  using detail::align128;
+  const size_t tiles = size_t(s.H) * size_t(s.N);
+  const size_t dkp = size_t(padded_dk(s.dk)), dvp = size_t(padded_dv(s.dv));
+  auto* p = static_cast<unsigned char*>(ws);
+  Workspace w{};
+  w.W = reinterpret_cast<bf16*>(p);
+  p += align128(sizeof(bf16) * tiles * kC * dkp);
+  w.UV = reinterpret_cast<bf16*>(p);
+  p += align128(sizeof(bf16) * tiles * kC * dvp);
+  w.Sh = nullptr;
+  w.G = reinterpret_cast<float*>(p);
+  w.slots = s.N;
+  w.dkp = int(dkp);
+  w.dvp = int64_t(dvp);
+  return w;
+}
 struct SeqRange {
   int64_t bos, eos;
 };
@@ -190,10 +216,16 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // ---------------------------------------------------------------------------------------------------
 // Launchers (one per kernel file), all on `stream`, in this order.
 
+// lead (device [N], or null): prepare only the chunk holding row lead[n] of every sequence, its rows
+// before lead[n] made no-ops, into tile h * w.slots + n of a bodies workspace (carve_bodies).
 void launch_prep(const GdnShape& s, const bf16* k, const bf16* v, const float* g, const float* beta,
-                 const int32_t* cu, int64_t max_chunks, const Workspace& w, cudaStream_t stream);
+                 const int32_t* cu, int64_t max_chunks, const Workspace& w, cudaStream_t stream,
+                 const int32_t* lead = nullptr);
+// lead (device [N], or null): walk every sequence from the chunk holding row lead[n] only, reading that
+// chunk from `bodies` (prepared by launch_prep with the same lead) and the later ones from w.
 void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
-                  const Workspace& w, cudaStream_t stream);
+                  const Workspace& w, cudaStream_t stream, const int32_t* lead = nullptr,
+                  const Workspace* bodies = nullptr);
 void launch_output(const GdnShape& s, const bf16* q, const bf16* k, const int32_t* cu, int64_t max_chunks,
                    bf16* out, const Workspace& w, cudaStream_t stream);
 

@@ -97,7 +97,8 @@ template <int DK>
 __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const bf16* __restrict__ k,
                                                             const bf16* __restrict__ v, const float* __restrict__ g,
                                                             const float* __restrict__ beta,
-                                                            const int32_t* __restrict__ cu, Workspace w) {
+                                                            const int32_t* __restrict__ cu,
+                                                            const int32_t* __restrict__ lead, Workspace w) {
   using SM = PrepSmem<DK>;
   constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kLdF = SM::kLdF;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -110,10 +111,15 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
   const SeqRange sr = seq_range(cu, n, s.T);
-  const int64_t t0 = sr.bos + int64_t(blockIdx.x) * kC;
+  // With `lead`, one block per sequence prepares only the chunk holding row lead[n], its rows before it
+  // made no-ops (g = 0, beta = 0), into the compact tile h * w.slots + n of a bodies workspace.
+  const int64_t chunk = lead ? lead[n] / kC : int64_t(blockIdx.x);
+  const int skip = lead ? int(lead[n] - chunk * kC) : 0;
+  const int64_t t0 = sr.bos + chunk * kC;
   if (t0 >= sr.eos) return;
   const int L = int(sr.eos - t0 < kC ? sr.eos - t0 : kC);
-  const int64_t H = s.H, kh = h / (s.H / s.Hk), tile = h * w.slots + first_slot(sr.bos, n) + blockIdx.x;
+  const int64_t H = s.H, kh = h / (s.H / s.Hk);
+  const int64_t tile = lead ? h * w.slots + n : h * w.slots + first_slot(sr.bos, n) + chunk;
   const int dk = int(s.dk), dv = int(s.dv);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
   const bf16* vsrc = v + (t0 * H + h) * dv;
@@ -126,8 +132,9 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
     // Inclusive scan of g over the chunk (two tokens per lane); padded tokens add 0, so their G repeats
     // the last real one, and their beta is 0.
     const int i0 = lane * 2, i1 = lane * 2 + 1;
-    const float a = i0 < L ? g[(t0 + i0) * H + h] : 0.0f;
-    const float b = a + (i1 < L ? g[(t0 + i1) * H + h] : 0.0f);
+    const bool live0 = i0 < L && i0 >= skip, live1 = i1 < L && i1 >= skip;
+    const float a = live0 ? g[(t0 + i0) * H + h] : 0.0f;
+    const float b = a + (live1 ? g[(t0 + i1) * H + h] : 0.0f);
     float incl = b;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -138,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
     Gs[i1] = incl;
     w.G[tile * kC + i0] = incl - b + a;
     w.G[tile * kC + i1] = incl;
-    const float b0 = i0 < L ? beta[(t0 + i0) * H + h] : 0.0f, b1 = i1 < L ? beta[(t0 + i1) * H + h] : 0.0f;
+    const float b0 = live0 ? beta[(t0 + i0) * H + h] : 0.0f, b1 = live1 ? beta[(t0 + i1) * H + h] : 0.0f;
     Bs[i0] = b0;
     Bs[i1] = b1;
     BWs[i0] = b0 * __expf(incl - b + a);
@@ -351,22 +358,23 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
 
 template <int DK>
 void launch(const GdnShape& s, const bf16* k, const bf16* v, const float* g, const float* beta, const int32_t* cu,
-            int64_t max_chunks, const Workspace& w, cudaStream_t stream) {
+            const int32_t* lead, int64_t max_chunks, const Workspace& w, cudaStream_t stream) {
   const size_t smem = PrepSmem<DK>::bytes;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_prep_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  gdn_prep_kernel<DK><<<dim3(unsigned(max_chunks), unsigned(s.H), unsigned(s.N)), kThreads, smem, stream>>>(
-      s, k, v, g, beta, cu, w);
+  const unsigned chunks = lead ? 1u : unsigned(max_chunks);
+  gdn_prep_kernel<DK><<<dim3(chunks, unsigned(s.H), unsigned(s.N)), kThreads, smem, stream>>>(s, k, v, g, beta, cu,
+                                                                                             lead, w);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
 void launch_prep(const GdnShape& s, const bf16* k, const bf16* v, const float* g, const float* beta,
-                 const int32_t* cu, int64_t max_chunks, const Workspace& w, cudaStream_t stream) {
+                 const int32_t* cu, int64_t max_chunks, const Workspace& w, cudaStream_t stream, const int32_t* lead) {
   if (w.dkp == 64)
-    launch<64>(s, k, v, g, beta, cu, max_chunks, w, stream);
+    launch<64>(s, k, v, g, beta, cu, lead, max_chunks, w, stream);
   else
-    launch<128>(s, k, v, g, beta, cu, max_chunks, w, stream);
+    launch<128>(s, k, v, g, beta, cu, lead, max_chunks, w, stream);
 }
 
 }  // namespace hypic::cuda::gdn

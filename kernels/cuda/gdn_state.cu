@@ -48,7 +48,8 @@ struct StateSplit {
 template <int DK>
 __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf16* __restrict__ k,
                                                         const int32_t* __restrict__ cu, float* state,
-                                                        float* transfer, bool want_out, Workspace w) {
+                                                        float* transfer, bool want_out, Workspace w,
+                                                        const int32_t* __restrict__ lead, Workspace bodies) {
   using SM = StateSmem<DK>;
   using SP = StateSplit<DK>;
   constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kBN = SP::kBN;
@@ -97,6 +98,9 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
   const SeqRange sr = seq_range(cu, n, s.T);
   const int nchunks = int((sr.eos - sr.bos + kC - 1) / kC);
   const int64_t tile0 = h * w.slots + first_slot(sr.bos, n);
+  // A body walk starts at the chunk holding row lead[n], whose tiles (its leading rows made no-ops) come
+  // from the bodies workspace; the later chunks are the forward's own.
+  const int first = lead ? min(int(lead[n] / kC), nchunks) : 0;
   auto chunk_len = [&](int c) {
     const int64_t left = sr.eos - sr.bos - int64_t(c) * kC;
     return int(left < kC ? left : kC);
@@ -104,10 +108,13 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
   auto issue = [&](int c) {
     const int buf = c & 1;
     const int64_t t0 = sr.bos + int64_t(c) * kC;
-    load_tile_full<kNT, kC, DK>(Wb + buf * kC * kLdK, kLdK, w.W + (tile0 + c) * kC * DK, DK);
+    const bool own = lead != nullptr && c == first;
+    const Workspace& src = own ? bodies : w;
+    const int64_t tile = own ? h * bodies.slots + n : tile0 + c;
+    load_tile_full<kNT, kC, DK>(Wb + buf * kC * kLdK, kLdK, src.W + tile * kC * DK, DK);
     load_tile<kNT, kC, DK>(Kb + buf * kC * kLdK, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, chunk_len(c), dk);
-    if (!is_T) load_tile_full<kNT, kC, kBV>(Ub + buf * kC * kLdV, kLdV, w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp);
-    if (tid < kC / 4) cp_async16(Gb + buf * kC + tid * 4, w.G + (tile0 + c) * kC + tid * 4, true);
+    if (!is_T) load_tile_full<kNT, kC, kBV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
+    if (tid < kC / 4) cp_async16(Gb + buf * kC + tid * 4, src.G + tile * kC + tid * 4, true);
     cp_async_commit();
   };
   // The walk is latency-bound: pulling the tiles of chunk c + kPrefetch into L2 keeps the cp.async of
@@ -124,10 +131,10 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
       prefetch_l2(w.G + (tile0 + c) * kC + (tid - 3 * kC) * 32);
     }
   };
-  for (int c = 1; c < kPrefetch && c < nchunks; ++c) prefetch(c);
-  if (nchunks > 0) issue(0);
+  for (int c = first + 1; c < first + kPrefetch && c < nchunks; ++c) prefetch(c);
+  if (first < nchunks) issue(first);
 
-  for (int c = 0; c < nchunks; ++c) {
+  for (int c = first; c < nchunks; ++c) {
     const int buf = c & 1;
     const bf16* Wc = Wb + buf * kC * kLdK;
     const bf16* Kc = Kb + buf * kC * kLdK;
@@ -208,23 +215,25 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
 
 template <int DK>
 void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
-            const Workspace& w, cudaStream_t stream) {
+            const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies) {
   const size_t smem = StateSmem<DK>::bytes;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int blocks = int((s.dv + kBV - 1) / kBV + (transfer ? (s.dk + kBV - 1) / kBV : 0));
   gdn_state_kernel<DK><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
-      s, k, cu, state, transfer, want_out, w);
+      s, k, cu, state, transfer, want_out, w, lead, bodies);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
 void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
-                  const Workspace& w, cudaStream_t stream) {
+                  const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace* bodies) {
+  HYPIC_CUDA_REQUIRE(lead == nullptr || (bodies != nullptr && !want_out), "launch_state: a body walk has no outputs");
+  const Workspace none{};
   if (w.dkp == 64)
-    launch<64>(s, k, cu, state, transfer, want_out, w, stream);
+    launch<64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies ? *bodies : none);
   else
-    launch<128>(s, k, cu, state, transfer, want_out, w, stream);
+    launch<128>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies ? *bodies : none);
 }
 
 }  // namespace hypic::cuda::gdn

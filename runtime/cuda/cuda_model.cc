@@ -295,22 +295,20 @@ void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector
   const int64_t N = static_cast<int64_t>(blocks.size());
   std::vector<int32_t> cu(1, 0), lead;
   int64_t longest = 0;
-  bool seams = false;
   std::vector<const void*> full_src, T_src, body_src;
   std::vector<void*> full_dst, T_dst, body_dst, tails;
-  DeviceBuffer states(pool_, state * N), ops(pool_, op * N);
+  DeviceBuffer states(pool_, state * N), bodies(pool_, state * N), ops(pool_, op * N);
   for (int64_t i = 0; i < N; ++i) {
     const IsolatedBlock& b = blocks[i];
     HYPIC_ASSERT(b.row0 == r0 + cu.back(), "linear_isolated: blocks must be consecutive rows");
     cu.push_back(cu.back() + static_cast<int32_t>(b.seam + b.n));
     lead.push_back(static_cast<int32_t>(b.seam));
-    seams = seams || b.seam > 0;
     longest = std::max(longest, b.seam + b.n);
     full_src.push_back(states.as<char>() + i * state);
     full_dst.push_back(b.full);
     T_src.push_back(ops.as<char>() + i * op);
     T_dst.push_back(b.T);
-    body_src.push_back(states.as<char>() + i * state);
+    body_src.push_back(bodies.as<char>() + i * state);
     body_dst.push_back(b.body);
     tails.push_back(b.conv_tail);
   }
@@ -328,30 +326,18 @@ void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector
   const float *g = s.g.as<float>() + r0 * Hv, *beta = s.beta.as<float>() + r0 * Hv;
   cuda::gdn_split_qkv(s.conv.as<bf16>() + r0 * C, total, Hk, dk, Hv, dv, 1.0f / std::sqrt(static_cast<float>(dk)),
                       1e-6f, q, k, v, cs);
-  // Outputs and the states after the blocks: every block one packed sequence from zero.
+  // Every block one packed sequence from zero: its outputs and the state after it, and in the same
+  // preparation its body's (T, S(body | 0)) (the rows after its seam, read with the conv context the seam
+  // gave them).
   HYPIC_CUDA_CHECK(cudaMemsetAsync(states.get(), 0, state * N, cs));
-  const cuda::GdnShape all{total, N, Hv, Hk, dk, dv};
-  DeviceBuffer ws(pool_, cuda::gdn_chunked_workspace_bytes(all));
-  cuda::gdn_chunked_prefill(all, q, k, v, g, beta, cu_dev, longest, states.as<float>(), s.o.as<bf16>() + r0 * vd,
-                            nullptr, ws.get(), cs);
-  cuda::copy_batched(at<const void* const>(args, o_fs), at<void* const>(args, o_fd), nullptr, N, state, cs);
-  // T and S(body | 0): the same packed sequences again, from zero and state only, with every seam token
-  // made a no-op (g = 0, beta = 0: its transition is the identity and it adds nothing), so each block's
-  // run is its body's alone, read with the conv context its seam gave it.
-  DeviceBuffer g0, beta0;
-  const float *gb = g, *betab = beta;
-  if (seams) {
-    g0 = DeviceBuffer(pool_, sizeof(float) * total * Hv);
-    beta0 = DeviceBuffer(pool_, sizeof(float) * total * Hv);
-    cuda::zero_leading_rows(g, beta, g0.as<float>(), beta0.as<float>(), cu_dev, at<int32_t>(args, o_lead), N,
-                            longest, Hv, cs);
-    gb = g0.as<float>();
-    betab = beta0.as<float>();
-  }
-  HYPIC_CUDA_CHECK(cudaMemsetAsync(states.get(), 0, state * N, cs));
+  HYPIC_CUDA_CHECK(cudaMemsetAsync(bodies.get(), 0, state * N, cs));
   cuda::identity_operators(ops.as<float>(), N * Hv, dk, cs);
-  cuda::gdn_chunked_prefill(all, q, k, v, gb, betab, cu_dev, longest, states.as<float>(), nullptr, ops.as<float>(),
-                            ws.get(), cs);
+  const cuda::GdnShape all{total, N, Hv, Hk, dk, dv};
+  DeviceBuffer ws(pool_, cuda::gdn_bodies_workspace_bytes(all));
+  cuda::gdn_chunked_prefill_with_bodies(all, q, k, v, g, beta, cu_dev, longest, at<int32_t>(args, o_lead),
+                                        states.as<float>(), s.o.as<bf16>() + r0 * vd, bodies.as<float>(),
+                                        ops.as<float>(), ws.get(), cs);
+  cuda::copy_batched(at<const void* const>(args, o_fs), at<void* const>(args, o_fd), nullptr, N, state, cs);
   cuda::copy_batched(at<const void* const>(args, o_ts), at<void* const>(args, o_td), nullptr, N, op, cs);
   cuda::copy_batched(at<const void* const>(args, o_bs), at<void* const>(args, o_bd), nullptr, N, state, cs);
 }

@@ -80,9 +80,9 @@ class CudaModel {
                    float* body);
   //   linear_isolated: isolated prefills of several blocks whose rows are consecutive (block i at
   //     [row0_i, row0_i + seam_i + n_i), each from a zero state): one conv per block, then ONE packed
-  //     (variable-length) chunked call over all blocks for the outputs and the states after the blocks,
-  //     and ONE over their bodies (gathered) for T and S(body | 0). Writes each block's T, body, full
-  //     state and conv tail.
+  //     (variable-length) chunked call over all blocks for the outputs and the states after the blocks
+  //     that also walks every body (the rows after the seam) for its T and S(body | 0), sharing the
+  //     forward's chunk preparation. Writes each block's T, body, full state and conv tail.
   struct IsolatedBlock {
     int64_t row0, seam, n;
     float *T, *body, *full;

@@ -93,5 +93,67 @@ TEST_F(CudaOps, GdnChunkedPackedWithEmptyAndTinySequences) {
   run_case(pool, {{0, 0, 1, 65, 65, 300, 301}, 4, 2, 128, 128, -0.7f});
 }
 
+// gdn_chunked_prefill_with_bodies: every sequence's forward from zero (outputs, final state) and its body's
+// (the rows after lead[n]) transfer operator and zero-start state, against the CPU recurrence over the
+// body alone. Leads inside the first chunk, on a chunk boundary, past it, and covering the whole sequence.
+TEST_F(CudaOps, GdnChunkedWithBodiesMatchesTheBodiesAlone) {
+  for (const int64_t dk : {128, 64}) {
+    const std::vector<int32_t> cu = {0, 300, 316, 460, 461, 461, 700, 830};
+    const std::vector<int32_t> lead = {16, 16, 64, 1, 0, 70, 0};
+    const int64_t T = cu.back(), N = int64_t(cu.size()) - 1, H = 4, Hk = 2, dv = 96;
+    auto q = hypic::test::randn(T * Hk * dk, 61), k = hypic::test::randn(T * Hk * dk, 62);
+    hypic::test::l2norm_heads(q, dk);
+    hypic::test::l2norm_heads(k, dk);
+    for (auto& x : q) x /= std::sqrt(float(dk));
+    round_bf16(q);
+    round_bf16(k);
+    auto v = hypic::test::randn(T * H * dv, 63);
+    round_bf16(v);
+    const auto g = hypic::test::uniform(T * H, 64, -0.7f, -0.01f);
+    const auto beta = hypic::test::uniform(T * H, 65, 0.05f, 0.95f);
+    std::vector<float> qx(T * H * dk), kx(T * H * dk);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        std::copy_n(&q[(t * Hk + h / (H / Hk)) * dk], dk, &qx[(t * H + h) * dk]);
+        std::copy_n(&k[(t * Hk + h / (H / Hk)) * dk], dk, &kx[(t * H + h) * dk]);
+      }
+    std::vector<float> S_ref(N * H * dk * dv, 0.0f), B_ref(N * H * dk * dv, 0.0f), T_ref(N * H * dk * dk, 0.0f);
+    std::vector<float> o_ref(T * H * dv), scratch(T * H * dv);
+    int64_t max_len = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t b = cu[n], L = cu[n + 1] - cu[n], e = b + lead[n], Lb = L - lead[n];
+      max_len = std::max(max_len, L);
+      cpu::delta_rule_recurrent({L, H, dk, dv}, qx.data() + b * H * dk, kx.data() + b * H * dk,
+                                v.data() + b * H * dv, g.data() + b * H, beta.data() + b * H,
+                                S_ref.data() + n * H * dk * dv, o_ref.data() + b * H * dv);
+      cpu::delta_rule_recurrent({Lb, H, dk, dv}, qx.data() + e * H * dk, kx.data() + e * H * dk,
+                                v.data() + e * H * dv, g.data() + e * H, beta.data() + e * H,
+                                B_ref.data() + n * H * dk * dv, scratch.data());
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < dk; ++i) T_ref[((n * H + h) * dk + i) * dk + i] = 1.0f;
+      cpu::delta_rule_transfer(Lb, H, dk, kx.data() + e * H * dk, g.data() + e * H, beta.data() + e * H,
+                               T_ref.data() + n * H * dk * dk);
+    }
+    const GdnShape s{T, N, H, Hk, dk, dv};
+    auto dq = to_device_bf16(pool, q), dk_ = to_device_bf16(pool, k), dv_ = to_device_bf16(pool, v);
+    std::vector<float> eye(N * H * dk * dk, 0.0f);
+    for (int64_t i = 0; i < N * H; ++i)
+      for (int64_t j = 0; j < dk; ++j) eye[(i * dk + j) * dk + j] = 1.0f;
+    DevArray<float> dg(pool, g), db(pool, beta), dS(pool, std::vector<float>(N * H * dk * dv, 0.0f));
+    DevArray<float> dB(pool, std::vector<float>(N * H * dk * dv, 0.0f)), dT(pool, eye);
+    DevArray<int32_t> dcu(pool, cu), dlead(pool, lead);
+    DevArray<bf16> dout(pool, T * H * dv);
+    DevArray<unsigned char> ws(pool, gdn_bodies_workspace_bytes(s));
+    HYPIC_CUDA_CHECK(cudaMemset(ws.get(), 0xff, ws.n));
+    gdn_chunked_prefill_with_bodies(s, dq.get(), dk_.get(), dv_.get(), dg.get(), db.get(), dcu.get(), max_len,
+                                    dlead.get(), dS.get(), dout.get(), dB.get(), dT.get(), ws.get(), nullptr);
+    const std::string what = "dk " + std::to_string(dk);
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(dout), o_ref), kTol) << "out, " << what;
+    HYPIC_EXPECT_ERR_LT(rel_err(dS.download(), S_ref), kTol) << "state, " << what;
+    HYPIC_EXPECT_ERR_LT(rel_err(dB.download(), B_ref), kTol) << "body state, " << what;
+    HYPIC_EXPECT_ERR_LT(rel_err(dT.download(), T_ref), kTol) << "body transfer, " << what;
+  }
+}
+
 }  // namespace
 }  // namespace hypic::cuda::test

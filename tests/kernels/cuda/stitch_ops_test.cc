@@ -144,7 +144,7 @@ TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
   }
 }
 
-TEST_F(CudaOps, CopyBatchedAndZeroLeadingRows) {
+TEST_F(CudaOps, CopyBatched) {
   Stream st;
   // Copies of an odd byte count (the byte path) and of a 16-byte multiple (the vector path).
   for (const size_t bytes : {size_t{1000}, size_t{4096 + 3}}) {
@@ -181,20 +181,6 @@ TEST_F(CudaOps, CopyBatchedAndZeroLeadingRows) {
       EXPECT_EQ(dst2[i].download(), want) << bytes << " bytes, sized copy " << i;
     }
   }
-  const int64_t H = 5;
-  const std::vector<int32_t> cu = {0, 7, 9, 20}, lead = {3, 0, 11};
-  const int64_t T = cu.back();
-  const auto g = hypic::test::randn(T * H, 50), beta = hypic::test::randn(T * H, 51);
-  DevArray<float> dg(pool, g), db(pool, beta), og(pool, T * H), ob(pool, T * H);
-  auto dcu = device_array(pool, cu);
-  auto dlead = device_array(pool, lead);
-  zero_leading_rows(dg.get(), db.get(), og.get(), ob.get(), dcu.get(), dlead.get(), 3, 11, H, st);
-  std::vector<float> rg = g, rb = beta;
-  for (int s = 0; s < 3; ++s)
-    for (int64_t t = cu[s]; t < cu[s] + lead[s]; ++t)
-      for (int64_t h = 0; h < H; ++h) rg[t * H + h] = rb[t * H + h] = 0.0f;
-  EXPECT_EQ(og.download(), rg);
-  EXPECT_EQ(ob.download(), rb);
 }
 
 TEST_F(CudaOps, KvAppendRangesMatchesCpuRopeShift) {
