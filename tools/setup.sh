@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine for hypic (system packages via apt-get), builds it, and then
 #   tools/setup.sh demo   runs the demo
-#   tools/setup.sh test   runs the whole test suite (what CI runs), then the hardening checks: the fast
-#                         and model tests again under ASan + UBSan and a short run of every fuzz target
-#                         (one clang build in build-hardening/, docs/reliability.md)
+#   tools/setup.sh test   runs the whole test suite (what CI runs) in two stages: the slow, CLI and GPU
+#                         tests in the plain build, every other test under ASan + UBSan (one clang build
+#                         in build-hardening/) with a short run of every fuzz target (docs/reliability.md)
 #   tools/setup.sh build  only builds
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,15 @@ if [ -n "$missing" ]; then
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# The test run has two stages. The plain build (gcc, CUDA where nvcc is) builds the command line, benches,
+# examples and GPU tests and runs the tests that need them or take minutes: the trained-model sweeps,
+# multi-turn, the CLI and examples. The sanitizer build (clang, ASan + UBSan) builds every other test
+# program and runs them, and a short run of every fuzz target. One list of each, kept side by side:
+slow_tests='QualityTest|TrainedModel(OnDevice|Modes)|TrainedQaModel\.(Greedy|Engine)|MultiTurnTest|cli_|example_'
+slow_programs='engine_model_test;trained_qa_model_test;sdk_multi_turn_model_test'
+only=""
+[ "$what" = test ] && only="$slow_programs"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "-DHYPIC_ONLY_TESTS=$only" >/dev/null
 cmake --build build -j "$jobs"
 
 case "$what" in
@@ -32,18 +40,21 @@ case "$what" in
   test)
     # Goldens are rewritten by hand and reviewed, never by the run that checks them.
     if [ -n "${HYPIC_UPDATE_GOLDENS:-}" ]; then echo "setup: HYPIC_UPDATE_GOLDENS is refused in a test run" >&2; exit 2; fi
-    ctest --test-dir build --output-on-failure -j "$jobs" --output-junit ctest-junit.xml
+    # Plain stage: the slow tests, and the GPU tests (they skip without a GPU).
+    ctest --test-dir build --output-on-failure -j "$jobs" -R "$slow_tests" -L 'fast|model' \
+      --output-junit ctest-junit.xml
+    ctest --test-dir build --output-on-failure -j "$jobs" -L gpu --output-junit ctest-gpu-junit.xml
     # A test that skipped without a reason this machine has is a failure too.
     tools/check_skips.sh build/ctest-junit.xml
-    # ASan + UBSan (clang) over the test programs and a short run of every fuzz target. The command line,
-    # benches and examples are not rebuilt here (the plain run above tests them), and tests that run the
-    # trained model over many prompts (three sweeps, multi-turn) take minutes under ASan: left to the plain run.
+    tools/check_skips.sh build/ctest-gpu-junit.xml
+    # Sanitizer stage: every other test under ASan + UBSan, and a short run of every fuzz target.
     CC=clang-14 CXX=clang++-14 cmake -S . -B build-hardening -DCMAKE_BUILD_TYPE=Release -DHYPIC_FUZZ=ON \
       -DHYPIC_CUDA=OFF -DHYPIC_FUZZ_SECONDS=10 >/dev/null
     targets=$(cmake --build build-hardening --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_]*_\(test\|fuzz\)\)$/\1/p')
     cmake --build build-hardening -j "$jobs" --target $targets
-    ctest --test-dir build-hardening --output-on-failure -j "$jobs" -L 'fast|model|fuzz' \
-      -E 'QualityTest|TrainedModel(OnDevice|Modes)|TrainedQaModel\.(Greedy|Engine)|MultiTurnTest|cli_|example_'
+    ctest --test-dir build-hardening --output-on-failure -j "$jobs" -L 'fast|model|fuzz' -E "$slow_tests" \
+      --output-junit ctest-junit.xml
+    tools/check_skips.sh build-hardening/ctest-junit.xml
     ;;
   demo) exec tools/demo.sh ;;
   *) echo "usage: tools/setup.sh [build|test|demo]" >&2; exit 2 ;;
