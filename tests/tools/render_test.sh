@@ -60,4 +60,18 @@ set +e
 err=$("$HYPIC" render "$tmp/ok.yaml" --vars "$tmp/two.json" 2>&1); rc=$?
 set -e
 [ "$rc" = 1 ] && echo "$err" | grep -qF "(from $tmp/two.json[1]) contains chat markup" || { echo "array element not named: $err"; exit 1; }
+# Includes stay under the template's folder unless --template-root names a wider one.
+mkdir -p "$tmp/app" "$tmp/common"
+printf 'blocks:\n  - id: persona\n    role: system\n    text: "You are terse."\n' > "$tmp/common/persona.yaml"
+printf 'blocks:\n  - include: ../common/persona.yaml\n  - id: q\n    role: user\n    text: "hi"\n' > "$tmp/app/main.yaml"
+set +e
+err=$("$HYPIC" render "$tmp/app/main.yaml" 2>&1); rc=$?
+set -e
+[ "$rc" = 1 ] && echo "$err" | grep -q "main.yaml:2:" || { echo "include outside the folder not refused: $rc $err"; exit 1; }
+out=$("$HYPIC" render "$tmp/app/main.yaml" --template-root "$tmp")
+echo "$out" | grep -q "You are terse." || { echo "--template-root did not allow the include: $out"; exit 1; }
+set +e
+err=$("$HYPIC" render "$tmp/app/main.yaml" --template-root "$tmp/nowhere" 2>&1); rc=$?
+set -e
+[ "$rc" = 2 ] && echo "$err" | grep -q -- "--template-root" || { echo "missing --template-root folder: $rc $err"; exit 1; }
 echo PASS

@@ -47,11 +47,13 @@ blocks:
 
 struct Options {
   AgentOptions agent;
-  std::string template_path, db, session = "chat", system;
+  std::string template_path, db, session = "chat", system, template_root;
 };
 
 int run(const Options& o) {
-  const dsl::Template tpl = !o.template_path.empty() ? dsl::load_template(o.template_path)
+  dsl::LoadOptions load;
+  load.template_root = o.template_root;
+  const dsl::Template tpl = !o.template_path.empty() ? dsl::load_template(o.template_path, load)
                                                      : dsl::parse_template(kDefaultTemplate, "<built-in chat template>");
   AgentEnv env = open_agent_env(o.agent);
   // Without --db the history lives in a temporary database for this process only.
@@ -111,6 +113,7 @@ Registrar reg("chat", "interactive terminal chat that keeps history", [](CLI::Ap
   add_agent_options(app, o->agent);
   app.add_option("--template", o->template_path,
                  "agent template with a `question` variable (default: a built-in chat with history and a calculator)");
+  app.add_option("--template-root", o->template_root, "folder that the template's includes may reach (default: the template's own folder)")->check(CLI::ExistingDirectory);
   app.add_option("--db", o->db, "SQLite history database: the conversation persists (default: a temporary one)");
   app.add_option("--session", o->session, "history session id to start or resume");
   app.add_option("--system", o->system, "the built-in template's system prompt (its `system` variable)");

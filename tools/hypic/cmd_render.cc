@@ -14,7 +14,7 @@
 namespace {
 
 struct Options {
-  std::string template_path, vars, model_dir, chat_template;
+  std::string template_path, vars, model_dir, chat_template, template_root;
   long long seam_width = 8;
   bool full = false;
 };
@@ -40,7 +40,9 @@ hypic::dsl::Json plan_json(const hypic::dsl::PromptPlan& plan, bool full_plan) {
 
 int run(const Options& o) {
   using namespace hypic;
-  const dsl::Template tpl = dsl::load_template(o.template_path);
+  dsl::LoadOptions load;
+  load.template_root = o.template_root;
+  const dsl::Template tpl = dsl::load_template(o.template_path, load);
   dsl::Json vars = dsl::Json::object();
   dsl::CompileOptions opt;
   if (!o.vars.empty()) vars = dsl::load_variables(o.vars);
@@ -82,6 +84,9 @@ const hypic::cli::Registrar kRender("render", "compile a prompt template with va
   auto o = std::make_shared<Options>();
   app.add_option("TEMPLATE", o->template_path, "the YAML template")->required();
   app.add_option("--vars", o->vars, "variables: one JSON/YAML object (one plan) or an array of them (one plan each)");
+  app.add_option("--template-root", o->template_root,
+                 "folder that the template's includes may reach (default: the template's own folder)")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--model-dir", o->model_dir, "tokenize the blocks and key them with this model's tokenizer and weights");
   app.add_option("--chat-template", o->chat_template,
                  "frame the plan in this Jinja chat template's format (default: the model's, else Qwen3's)");

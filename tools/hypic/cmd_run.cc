@@ -13,13 +13,15 @@ namespace {
 
 struct Options {
   AgentOptions agent;
-  std::string template_path, vars, db, session = "default";
+  std::string template_path, vars, db, session = "default", template_root;
   long long max_steps = 0;  // 0: the template's agent.max_steps
   bool json = false, stream = false, brief = false;
 };
 
 int run(const Options& o) {
-  const dsl::Template tpl = dsl::load_template(o.template_path);
+  dsl::LoadOptions load;
+  load.template_root = o.template_root;
+  const dsl::Template tpl = dsl::load_template(o.template_path, load);
   const sdk::Json given = dsl::load_variables(o.vars);
   AgentEnv env = open_agent_env(o.agent);
   std::optional<sdk::HistoryStore> history;
@@ -61,6 +63,7 @@ Registrar reg("run", "run an agent template on a model: answer + per-block cache
   auto o = std::make_shared<Options>();
   app.add_option("TEMPLATE", o->template_path, "the agent's YAML template")->required();
   app.add_option("--vars", o->vars, "variables: one JSON/YAML object, or an array of them (one run each)")->required();
+  app.add_option("--template-root", o->template_root, "folder that the template's includes may reach (default: the template's own folder)")->check(CLI::ExistingDirectory);
   add_agent_options(app, o->agent);
   app.add_option("--db", o->db, "SQLite history database: the conversation persists across runs");
   app.add_option("--session", o->session, "history session id (with --db)");
