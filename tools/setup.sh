@@ -11,7 +11,7 @@ what=${1:-build}
 
 pkgs="build-essential cmake pkg-config git ca-certificates libyaml-cpp-dev nlohmann-json3-dev libsqlite3-dev
       libgtest-dev libgmock-dev libpcre2-dev libicu-dev libboost-dev libtbb-dev libcli11-dev python3
-      clang-14 libclang-rt-14-dev"
+      clang-14 libclang-rt-14-dev lld"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -49,7 +49,7 @@ case "$what" in
     tools/check_skips.sh build/ctest-gpu-junit.xml
     # Sanitizer stage: every other test under ASan + UBSan, and a short run of every fuzz target.
     CC=clang-14 CXX=clang++-14 cmake -S . -B build-hardening -DCMAKE_BUILD_TYPE=Release -DHYPIC_FUZZ=ON \
-      -DHYPIC_CUDA=OFF -DHYPIC_FUZZ_SECONDS=10 >/dev/null
+      -DHYPIC_CUDA=OFF -DHYPIC_FUZZ_SECONDS=10 -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld >/dev/null
     targets=$(cmake --build build-hardening --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_]*_\(test\|fuzz\)\)$/\1/p')
     cmake --build build-hardening -j "$jobs" --target $targets
     ctest --test-dir build-hardening --output-on-failure -j "$jobs" -L 'fast|model|fuzz' -E "$slow_tests" \
