@@ -328,6 +328,8 @@ def eval_tasks(seed: int, count: int, collection_size: int = 40):
 def first_reply_prompts(seed: int, count: int, fmt: str, renderer: Renderer = None):
     """Prompt + expected first reply (tool call or answer) of evaluation tasks: the validation set train.py
     prints, in the `hypic eval-pic` JSONL shape ({"blocks": [prompt], "answer": first reply})."""
+    if not (0 <= seed < task.EVAL_SEED_LIMIT):
+        raise ValueError(f"evaluation seeds are 0..{task.EVAL_SEED_LIMIT - 1}")
     renderer = renderer or Renderer(fmt)
     rng = random.Random(seed)
     namer = task.Namer(rng)

@@ -184,10 +184,11 @@ SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
 # model (it already reads documents and copies answers), which is what makes them fit a few GPU minutes.
 RECIPES = {
     "qa": {},
-    "long_memory": dict(init_hf=SHIPPED, long_heads=1, lr=2e-3, warmup=50, ramp=0.0, train_seconds=390,
-                        batch=128, max_q=6, val_count=240, test_count=600, eval_every=60),
-    "tool_agent": dict(init_hf=SHIPPED, lr=2e-3, warmup=50, train_seconds=390, batch=64, lm_weight=0.1,
-                       val_count=100, test_count=200, eval_every=60, max_new=48),
+    "long_memory": dict(init_hf=SHIPPED, long_heads=1, lr=2e-3, warmup=50, ramp=0.0, train_seconds=360,
+                        batch=128, max_q=6, val_count=240, test_count=600, eval_every=60, hf_check=32,
+                        keep_fp32=False),
+    "tool_agent": dict(init_hf=SHIPPED, lr=2e-3, warmup=50, train_seconds=360, batch=64, lm_weight=0.1,
+                       val_count=100, test_count=200, eval_every=60, max_new=48, hf_check=16, keep_fp32=False),
 }
 
 
@@ -336,6 +337,9 @@ def main():
     ap.add_argument("--gdn-init", default="short", choices=["short", "long"],
                     help="GDN decay init (model.Qwen3Next); the shipped model used short")
     ap.add_argument("--cfg", default="{}", help="JSON overrides for model.qwen3_next_config kwargs")
+    ap.add_argument("--keep-fp32", type=int, default=1,
+                    help="1: keep the fp32 training checkpoint (ckpt_fp32_*) at the end; 0: delete it after the "
+                         "export (the device machine brings back < 60 MB)")
     argv = sys.argv[1:]
     args = ap.parse_args(argv)
     if args.recipe == "all":
@@ -518,7 +522,11 @@ def main():
             result["hf_check_error"] = repr(e)
     with open(os.path.join(args.out, "result.json"), "w") as f:
         json.dump(result, f, indent=2)
-    log("done")
+    if not args.keep_fp32:
+        for i in range(2):
+            os.remove(os.path.join(args.out, f"ckpt_fp32_{i}.safetensors"))
+        log("fp32 training checkpoint deleted (--keep-fp32 0)")
+    log(f"done in {time.time() - t0:.0f}s")
 
 
 if __name__ == "__main__":
