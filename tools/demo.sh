@@ -2,10 +2,16 @@
 # The demo behind the README's first command (run by tools/setup.sh demo after the build).
 # The shipped model (examples/models/hypic-qa-tiny, trained by tools/train/) answers questions over
 # documents; every document is its own cached segment and recurs across questions in new orders.
+# Where the models of tools/train's long_memory and tool_agent recipes are installed
+# (examples/models/hypic-qa-long, examples/models/hypic-agent-tiny), the cache modes are compared on
+# the long-memory model (multi-hop and update questions, where naive composition must lose) and a
+# tool loop runs; without them the demo shows the QA model only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HYPIC=build/tools/hypic/hypic
 MODEL=examples/models/hypic-qa-tiny
+LONG=examples/models/hypic-qa-long
+AGENT=examples/models/hypic-agent-tiny
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -17,5 +23,30 @@ $HYPIC run examples/templates/qa_docs.yaml --vars examples/templates/qa_docs.var
 echo
 echo "== 2. Every cache mode side by side on 60 evaluation prompts (hypic eval-pic)"
 echo "   full: no cache | prefix: exact prefix reuse | hypic: position-independent reuse + seams | naive, noseam: ablations"
-head -n 60 tests/fixtures/eval/qa_eval_seed1.jsonl > "$tmp/prompts.jsonl"
-$HYPIC eval-pic --model "$MODEL" --prompts "$tmp/prompts.jsonl" --decode-tokens 6 --show 2
+if [ -f "$LONG/model.safetensors" ]; then
+  # The long-memory model's questions need state carried across blocks: multi-hop (two documents) and
+  # updates (a later document restates a fact; the order of the documents decides the answer).
+  for type in multihop update; do
+    grep "\"type\": \"$type\"" tests/fixtures/eval/long_eval_seed1.jsonl | head -n 60 > "$tmp/$type.jsonl"
+    echo "-- $type questions, $LONG"
+    $HYPIC eval-pic --model "$LONG" --prompts "$tmp/$type.jsonl" --modes full,hypic,naive,noseam --decode-tokens 6 --show 1
+  done
+else
+  head -n 60 tests/fixtures/eval/qa_eval_seed1.jsonl > "$tmp/prompts.jsonl"
+  $HYPIC eval-pic --model "$MODEL" --prompts "$tmp/prompts.jsonl" --decode-tokens 6 --show 2
+fi
+
+if [ -f "$AGENT/model.safetensors" ]; then
+  echo
+  echo "== 3. A tool loop (hypic run examples/templates/tool_agent.yaml): calculator, search_docs over a small collection"
+  mkdir -p "$tmp/docs"
+  echo "The code of Kelmora is 5831. The old bridge was quiet at night. Pelu lives in Drast." > "$tmp/docs/harbor.txt"
+  echo "The pin of Brathis is 4417. A few children played near the water." > "$tmp/docs/garden.txt"
+  $HYPIC ingest --db "$tmp/docs.db" --dir "$tmp/docs" --tokenizer "$AGENT/tokenizer.json" --quiet > /dev/null
+  cat > "$tmp/questions.json" <<'EOF'
+[{"question": "What is 347 * 29?"}, {"question": "What is the code of Kelmora?"},
+ {"question": "What is the pin of Brathis plus 250?"}, {"question": "Say hello to Pelu."}]
+EOF
+  echo "   Expected answers: 10063 5831 4667 Hello, Pelu!"
+  $HYPIC run examples/templates/tool_agent.yaml --vars "$tmp/questions.json" --model "$AGENT" --docs-db "$tmp/docs.db"
+fi

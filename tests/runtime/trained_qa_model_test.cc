@@ -1,13 +1,17 @@
-// The shipped trained QA model (examples/models/hypic-qa-tiny, tools/train/) against transformers: the
-// committed goldens (tools/train/make_goldens.py) hold transformers' greedy answers on evaluation prompts;
-// hypic's tokenizer must give the same prompt ids and its forward pass the same greedy tokens, and the
-// answers must be the right ones. The caching engine's full and hypic modes answer them too.
+// The shipped trained models (examples/models/hypic-qa-tiny, and hypic-qa-long / hypic-agent-tiny where
+// installed; tools/train/) against transformers: the committed goldens (tools/train/make_goldens.py) hold
+// transformers' greedy answers on evaluation prompts; hypic's tokenizer must give the same prompt ids and
+// its forward pass the same greedy tokens, and the answers must be the right ones. The caching engine's
+// full and hypic modes answer them too. hypic-qa-tiny is always there; the two models of tools/train's
+// `--recipe all` are tested once their folders (with golden.json) are installed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "runtime/cpu_backend.h"
@@ -17,7 +21,6 @@
 namespace hypic {
 namespace {
 
-const std::string kDir = std::string(HYPIC_SOURCE_DIR) + "/examples/models/hypic-qa-tiny";
 
 struct Case {
   std::vector<std::string> blocks;
@@ -31,10 +34,9 @@ struct Goldens {
   float tol = 1e-3f;
 };
 
-const Goldens& goldens() {
-  static const Goldens g = [] {
-    std::ifstream f(kDir + "/golden.json");
-    EXPECT_TRUE(f.good()) << kDir << "/golden.json";
+Goldens load_goldens(const std::string& dir) {
+    std::ifstream f(dir + "/golden.json");
+    EXPECT_TRUE(f.good()) << dir << "/golden.json";
     const auto j = nlohmann::json::parse(f);
     Goldens out;
     out.tol = j.at("tolerance_first_top5_logit").get<float>();
@@ -48,26 +50,47 @@ const Goldens& goldens() {
       out.cases.push_back(std::move(k));
     }
     return out;
-  }();
-  return g;
 }
 
-class TrainedQaModel : public ::testing::Test {
+std::string model_dir(const std::string& name) { return std::string(HYPIC_SOURCE_DIR) + "/examples/models/" + name; }
+
+// hypic-qa-tiny, and the models of tools/train's `--recipe all` that are installed (with their goldens).
+std::vector<std::string> installed_models() {
+  std::vector<std::string> out = {"hypic-qa-tiny"};
+  for (const char* m : {"hypic-qa-long", "hypic-agent-tiny"})
+    if (std::filesystem::exists(model_dir(m) + "/golden.json")) out.push_back(m);
+  return out;
+}
+
+// One model folder: its weights, tokenizer and goldens, loaded once per test program.
+struct Loaded {
+  std::unique_ptr<CpuBackend> backend;
+  std::unique_ptr<Tokenizer> tok;
+  Goldens goldens;
+};
+
+class TrainedQaModel : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    backend_ = CpuBackend::load(kDir).release();
-    tok_ = new Tokenizer(Tokenizer::from_file(kDir + "/tokenizer.json"));
+  void SetUp() override {
+    dir_ = model_dir(GetParam());
+    static std::map<std::string, Loaded> cache;
+    Loaded& l = cache[dir_];
+    if (!l.backend) {
+      l.backend = CpuBackend::load(dir_);
+      l.tok = std::make_unique<Tokenizer>(Tokenizer::from_file(dir_ + "/tokenizer.json"));
+      l.goldens = load_goldens(dir_);
+    }
+    backend_ = l.backend.get();
+    tok_ = l.tok.get();
+    goldens_ = &l.goldens;
   }
-  static void TearDownTestSuite() {
-    delete backend_;
-    delete tok_;
-  }
-  static std::vector<std::vector<int>> encode_blocks(const Case& c) {
+  const Goldens& goldens() const { return *goldens_; }
+  std::vector<std::vector<int>> encode_blocks(const Case& c) const {
     std::vector<std::vector<int>> out;
     for (const auto& b : c.blocks) out.push_back(tok_->encode(b));
     return out;
   }
-  static std::string answer_text(const std::vector<int>& ids) {
+  std::string answer_text(const std::vector<int>& ids) const {
     const int im_end = *tok_->token_to_id("<|im_end|>");
     auto end = std::find(ids.begin(), ids.end(), im_end);
     std::string s = tok_->decode(std::vector<int>(ids.begin(), end));
@@ -77,14 +100,13 @@ class TrainedQaModel : public ::testing::Test {
   static int argmax(const std::vector<float>& v) {
     return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
   }
-  static CpuBackend* backend_;
-  static Tokenizer* tok_;
+  std::string dir_;
+  CpuBackend* backend_ = nullptr;
+  Tokenizer* tok_ = nullptr;
+  const Goldens* goldens_ = nullptr;
 };
 
-CpuBackend* TrainedQaModel::backend_ = nullptr;
-Tokenizer* TrainedQaModel::tok_ = nullptr;
-
-TEST_F(TrainedQaModel, IsTheRealArchitectureAndSmall) {
+TEST_P(TrainedQaModel, IsTheRealArchitectureAndSmall) {
   const ModelConfig& c = backend_->config();
   EXPECT_EQ(c.text_model_type, "qwen3_next");
   EXPECT_EQ(c.num_layers, 8);
@@ -93,11 +115,11 @@ TEST_F(TrainedQaModel, IsTheRealArchitectureAndSmall) {
   EXPECT_LT(c.rotary_dim, c.head_dim);  // partial RoPE
   EXPECT_EQ(c.vocab_size, static_cast<int64_t>(tok_->vocab_size()));
   uintmax_t bytes = 0;
-  for (const auto& e : std::filesystem::directory_iterator(kDir)) bytes += e.file_size();
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) bytes += e.file_size();
   EXPECT_LE(bytes, 20u * 1000 * 1000) << "the shipped model must stay within 20 MB";
 }
 
-TEST_F(TrainedQaModel, TokenizerGivesTheGoldenPromptIds) {
+TEST_P(TrainedQaModel, TokenizerGivesTheGoldenPromptIds) {
   ASSERT_FALSE(goldens().cases.empty());
   for (const auto& c : goldens().cases) {
     std::vector<int> ids;
@@ -106,7 +128,7 @@ TEST_F(TrainedQaModel, TokenizerGivesTheGoldenPromptIds) {
   }
 }
 
-TEST_F(TrainedQaModel, GreedyAnswersMatchTransformers) {
+TEST_P(TrainedQaModel, GreedyAnswersMatchTransformers) {
   Engine engine(*backend_, CacheMode::Full, {});
   for (const auto& c : goldens().cases) {
     auto st = backend_->new_state();
@@ -124,7 +146,7 @@ TEST_F(TrainedQaModel, GreedyAnswersMatchTransformers) {
   }
 }
 
-TEST_F(TrainedQaModel, EngineFullAndHypicModesAnswer) {
+TEST_P(TrainedQaModel, EngineFullAndHypicModesAnswer) {
   EngineOptions opt;
   Engine full(*backend_, CacheMode::Full, opt), pic(*backend_, CacheMode::Hypic, opt);
   int pic_right = 0;
@@ -140,6 +162,14 @@ TEST_F(TrainedQaModel, EngineFullAndHypicModesAnswer) {
   // hypic mode approximates full recompute above layer 0 (DESIGN §1.3); docs/quality.md has its accuracy.
   EXPECT_GE(pic_right * 4, static_cast<int>(goldens().cases.size()) * 3);
 }
+
+INSTANTIATE_TEST_SUITE_P(ShippedModels, TrainedQaModel,
+                         ::testing::ValuesIn(installed_models()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace hypic

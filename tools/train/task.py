@@ -177,3 +177,127 @@ def train_sample(rng: random.Random, n_docs: int, n_questions: int, doc_style: s
     else:
         docs = [make_document(rng, namer, home_prob=TRAIN_HOME_PROB) for _ in range(n_docs)]
     return make_prompt(rng, docs, n_questions)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The long-memory task (the recipe `long_memory` of train.py): three question types over the same documents
+#   single   "What is the code of X?"                       one fact, one document
+#   multihop "What is the code of the place where X lives?" "X lives in Y." in one document and
+#                                                           "The code of Y is N." in another
+#   update   "What is the code of X?"                       the fact is stated in two documents with two
+#                                                           values; the later document in the prompt wins
+# An update is a key written twice: the Gated DeltaNet state overwrites it (the delta rule), while a state
+# composed without the transfer operator keeps both values; a multi-hop answer needs two facts from two
+# blocks at once. The answer of an update question depends on the order of the documents, so the same
+# documents in another order have another answer.
+# ----------------------------------------------------------------------------------------------------------
+
+LONG_TYPES = ("single", "multihop", "update")
+LONG_SYSTEM = ("<|im_start|>system\nAnswer the question from the documents. A later document replaces what an "
+               "earlier one says.<|im_end|>\n<|im_start|>user\n")
+
+
+def multihop_question(attr: str, person: str) -> str:
+    return f"What is the {attr} of the place where {person} lives?"
+
+
+def _distinct_values(rng: random.Random, n: int):
+    out = []
+    while len(out) < n:
+        v = make_value(rng)
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def long_documents(rng: random.Random, namer: Namer, n_docs: int, n_chain: int, n_update: int, n_single: int,
+                   home_prob: float = HOME_PROB):
+    """Documents of the long-memory task. Returns (texts, items); an item is (type, question, docs, values):
+    docs the document indices it needs, values its answer (one value, or for an update the value stated in
+    docs[0] and in docs[1]). Two-document items need n_docs >= 2."""
+    sents = [[] for _ in range(n_docs)]
+    items = []
+    two = n_docs >= 2
+    for _ in range(n_chain if two else 0):
+        person, place, attr = namer(), namer(), rng.choice(NUM_ATTRS)
+        (value,) = _distinct_values(rng, 1)
+        i, j = rng.sample(range(n_docs), 2)
+        sents[i].append(fact_sentence(PLACE_REL, person, place))
+        sents[j].append(fact_sentence(attr, place, value))
+        items.append(("multihop", multihop_question(attr, person), (i, j), (value,)))
+        items.append(("single", question_text(PLACE_REL, person), (i,), (place,)))
+        items.append(("single", question_text(attr, place), (j,), (value,)))
+    for _ in range(n_update if two else 0):
+        subj, attr = namer(), rng.choice(NUM_ATTRS)
+        v1, v2 = _distinct_values(rng, 2)
+        i, j = rng.sample(range(n_docs), 2)
+        sents[i].append(fact_sentence(attr, subj, v1))
+        sents[j].append(fact_sentence(attr, subj, v2))
+        items.append(("update", question_text(attr, subj), (i, j), (v1, v2)))
+    # Single facts fill the documents that have none first, so no document is only filler.
+    empty = [d for d in range(n_docs) if not sents[d]]
+    for k in range(max(n_single, len(empty))):
+        d = empty[k] if k < len(empty) else rng.randrange(n_docs)
+        subj = namer()
+        attr = PLACE_REL if rng.random() < home_prob else rng.choice(NUM_ATTRS)
+        value = namer() if attr == PLACE_REL else make_value(rng)
+        sents[d].append(fact_sentence(attr, subj, value))
+        items.append(("single", question_text(attr, subj), (d,), (value,)))
+    texts = []
+    for s in sents:
+        s = s + [filler(rng) for _ in range(rng.randint(1, 2))]
+        rng.shuffle(s)
+        texts.append(" ".join(s) + "\n")
+    return texts, items
+
+
+def long_answer(item, order) -> str:
+    """The answer of an item when its documents stand in `order` (document indices in prompt order)."""
+    kind, _, docs, values = item
+    if kind != "update":
+        return values[0]
+    return values[0] if order.index(docs[0]) > order.index(docs[1]) else values[1]
+
+
+def long_eval_prompts(seed: int, count: int, pool: int = 40, min_docs: int = 2, max_docs: int = 8):
+    """The long-memory evaluation: documents drawn from a per-seed pool of `pool` documents (recurring in new
+    orders and combinations), question types in turn (single, multihop, update). Yields
+    {"blocks": [...], "answer": "...", "type": "..."}."""
+    if not (0 <= seed < EVAL_SEED_LIMIT):
+        raise ValueError(f"evaluation seeds are 0..{EVAL_SEED_LIMIT - 1}")
+    if pool < max_docs or min_docs < 2:
+        raise ValueError("need pool >= max_docs and min_docs >= 2")
+    rng = random.Random(seed)
+    namer = Namer(rng)
+    texts, items = long_documents(rng, namer, pool, n_chain=pool * 3 // 10, n_update=pool // 4, n_single=pool * 3 // 4)
+    by_type = {t: [it for it in items if it[0] == t] for t in LONG_TYPES}
+    for k in range(count):
+        item = rng.choice(by_type[LONG_TYPES[k % len(LONG_TYPES)]])
+        need = list(item[2])
+        n = rng.randint(max(min_docs, len(need)), max_docs)
+        rest = [d for d in range(pool) if d not in need]
+        order = need + rng.sample(rest, n - len(need))
+        rng.shuffle(order)
+        blocks = [LONG_SYSTEM] + [texts[d] for d in order] + [QUESTION_TAIL.format(q=item[1])]
+        yield {"blocks": blocks, "answer": long_answer(item, order), "type": item[0]}
+
+
+def long_train_sample(rng: random.Random, n_docs: int, n_questions: int):
+    """One training sequence of the long-memory task: blocks (system + fresh documents in index order) and
+    question turns (tail, answer), the question types equally likely where the documents allow."""
+    namer = Namer(rng)
+    two = n_docs >= 2
+    texts, items = long_documents(rng, namer, n_docs, n_chain=rng.randint(1, max(1, n_docs // 2)) if two else 0,
+                                  n_update=rng.randint(1, max(1, n_docs // 3)) if two else 0,
+                                  n_single=rng.randint(1, n_docs), home_prob=TRAIN_HOME_PROB)
+    by_type = {t: [it for it in items if it[0] == t] for t in LONG_TYPES}
+    kinds = [t for t in LONG_TYPES if by_type[t]]
+    order = list(range(n_docs))
+    turns, asked = [], set()
+    for _ in range(n_questions):
+        item = rng.choice(by_type[rng.choice(kinds)])
+        if item[1] in asked:
+            continue
+        asked.add(item[1])
+        turns.append((QUESTION_TAIL.format(q=item[1]), long_answer(item, order)))
+    return [LONG_SYSTEM] + texts, turns

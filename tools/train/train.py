@@ -35,6 +35,7 @@ import model as M  # noqa: E402
 import task  # noqa: E402
 
 IGNORE, LM, ANS = 0, 1, 2
+REPLY = 3  # answer tokens whose text already ends with <|im_end|> (tool_agent); trained as ANS
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -42,16 +43,25 @@ IGNORE, LM, ANS = 0, 1, 2
 # ----------------------------------------------------------------------------------------------------------
 
 class BatchMaker:
-    def __init__(self, tok_path: str, batch: int, max_q: int, ramp: float, doc_style: str = "v2"):
-        self.doc_style = doc_style
+    def __init__(self, tok_path: str, batch: int, max_q: int, ramp: float, doc_style: str = "v2", recipe: str = "qa"):
+        self.doc_style, self.recipe = doc_style, recipe
         self.tok = Tokenizer.from_file(tok_path)
         self.im_end = self.tok.token_to_id("<|im_end|>")
         self.batch, self.max_q, self.ramp = batch, max_q, ramp
+        if recipe == "tool_agent":
+            import agent_task
+            self.agent_task = agent_task
+            self.renderers = {f: agent_task.FastRenderer(f) for f in agent_task.FORMATS}
 
     def sequence(self, rng, progress):
+        if self.recipe == "tool_agent":  # replies end with <|im_end|> in their text: no extra one (REPLY)
+            return [(t, REPLY if is_reply else LM) for t, is_reply in self.agent_task.train_episode(rng, self.renderers)]
         max_docs = min(8, 2 + int(6 * progress / self.ramp)) if self.ramp > 0 else 8
         n_docs = rng.randint(1 if progress < 0.1 else 2, max_docs)
-        blocks, turns = task.train_sample(rng, n_docs, rng.randint(1, self.max_q), self.doc_style)
+        if self.recipe == "long_memory":
+            blocks, turns = task.long_train_sample(rng, max(2, n_docs), rng.randint(1, self.max_q))
+        else:
+            blocks, turns = task.train_sample(rng, n_docs, rng.randint(1, self.max_q), self.doc_style)
         pieces = [(b, IGNORE if i == 0 else LM) for i, b in enumerate(blocks)]
         for j, (tail, ans) in enumerate(turns):
             if j:
@@ -71,7 +81,7 @@ class BatchMaker:
                 e = enc[k].ids
                 k += 1
                 ids += e
-                typ += [kind] * len(e)
+                typ += [ANS if kind == REPLY else kind] * len(e)
                 if kind == ANS:
                     ids.append(self.im_end)
                     typ.append(ANS)
@@ -88,15 +98,15 @@ class BatchMaker:
 
 
 class Stream(torch.utils.data.IterableDataset):
-    def __init__(self, tok_path, batch, max_q, ramp, progress, seed, doc_style):
-        self.args = (tok_path, batch, max_q, ramp, doc_style)
+    def __init__(self, tok_path, batch, max_q, ramp, progress, seed, doc_style, recipe):
+        self.args = (tok_path, batch, max_q, ramp, doc_style, recipe)
         self.progress, self.seed = progress, seed
 
     def __iter__(self):
         wi = torch.utils.data.get_worker_info()
         wid = wi.id if wi else 0
         bm = BatchMaker(*self.args)
-        rng = random.Random(task.TRAIN_SEED_BASE + self.seed * 1000 + wid)
+        rng = random.Random(task.TRAIN_SEED_BASE + self.seed * 1000 + wid + RECIPE_SEED_OFFSET[self.args[-1]])
         while True:
             yield bm.make(rng, self.progress.value)
 
@@ -136,8 +146,8 @@ def greedy_answers(model, tok, prompts, device, n_new=8, bs=100, autocast=False)
     return outs
 
 
-def exact_match(model, tok, prompts, device, autocast=False):
-    outs = greedy_answers(model, tok, prompts, device, autocast=autocast)
+def exact_match(model, tok, prompts, device, autocast=False, n_new=8):
+    outs = greedy_answers(model, tok, prompts, device, autocast=autocast, n_new=n_new)
     return sum(o[1] == p["answer"].strip() for o, p in zip(outs, prompts)) / max(1, len(prompts)), outs
 
 
@@ -168,9 +178,135 @@ def load_ckpt(model, prefix):
     model.load_state_dict(sd)
 
 
+RECIPE_SEED_OFFSET = {"qa": 0, "long_memory": 300, "tool_agent": 600}
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "models", "hypic-qa-tiny")
+# Defaults of each recipe (a flag given on the command line wins). Both new recipes start from the shipped QA
+# model (it already reads documents and copies answers), which is what makes them fit a few GPU minutes.
+RECIPES = {
+    "qa": {},
+    "long_memory": dict(init_hf=SHIPPED, long_heads=1, lr=2e-3, warmup=50, ramp=0.0, train_seconds=360,
+                        batch=128, max_q=6, val_count=240, test_count=600, eval_every=60, hf_check=32,
+                        keep_fp32=False),
+    "tool_agent": dict(init_hf=SHIPPED, lr=2e-3, warmup=50, train_seconds=360, batch=64, lm_weight=0.1,
+                       val_count=100, test_count=200, eval_every=60, max_new=48, hf_check=16, keep_fp32=False),
+}
+
+
+def run_all(args, argv):
+    """--recipe all: the two new recipes side by side on the same GPU (a model this small leaves most of
+    it idle), each in its own process writing into --out/<recipe>; their logs interleave, prefixed."""
+    import subprocess
+    import threading
+    procs = []
+    workers = max(1, min(6, ((os.cpu_count() or 2) - 2) // 2))
+    for r in ("long_memory", "tool_agent"):
+        rest = [a for a in argv if not a.startswith("--recipe") and a != "all"]
+        cmd = [sys.executable, os.path.abspath(__file__), "--recipe", r, "--out", os.path.join(args.out, r),
+               "--workers", str(args.workers or workers)] + strip_flags(rest, ["--out", "--workers"])
+        print(f"[all] {' '.join(cmd)}", flush=True)
+        procs.append((r, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+
+    def pump(name, p):
+        for line in p.stdout:
+            print(f"[{name}] {line}", end="", flush=True)
+    threads = [threading.Thread(target=pump, args=rp) for rp in procs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = {r: p.wait() for r, p in procs}
+    print(f"[all] exit codes {codes}", flush=True)
+    return 0 if all(c == 0 for c in codes.values()) else 1
+
+
+def strip_flags(argv, names):
+    """argv without the given flags (and their values)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in names:
+            skip = True
+            continue
+        if any(a.startswith(n + "=") for n in names):
+            continue
+        out.append(a)
+    return out
+
+
+@torch.no_grad()
+def grow_long_heads(model, add_key_heads: int = 1, seed: int = 0):
+    """A copy of a trained model with add_key_heads more key heads (and their value heads) in every Gated
+    DeltaNet layer, made long-memory: decay rate A ~ U(1, 4), dt log-uniform in [1e-3, 2e-2] (per-token decay
+    0.92..0.999), and out_proj columns zero, so the grown model computes exactly what the trained one did
+    and training decides what the new heads carry. The old heads keep their key-head grouping (the new
+    heads are appended as whole key-head groups)."""
+    c = dict(model.c)
+    nk, nv = c["linear_num_key_heads"], c["linear_num_value_heads"]
+    r = nv // nk
+    c["linear_num_key_heads"], c["linear_num_value_heads"] = nk + add_key_heads, nv + r * add_key_heads
+    torch.manual_seed(seed)
+    new = M.Qwen3Next(c)
+    old_sd, new_sd = model.state_dict(), new.state_dict()
+    g = torch.Generator().manual_seed(seed)
+    for k, v in new_sd.items():
+        o = old_sd[k]
+        if o.shape == v.shape:
+            v.copy_(o)
+            continue
+        if k.endswith("in_proj_qkvz.weight") or k.endswith("in_proj_ba.weight"):  # key-head groups appended
+            v[: o.shape[0]] = o
+        elif k.endswith("conv1d.weight"):  # channels [q | k | v], each by head
+            la = new.model.layers[int(k.split(".")[2])].linear_attn
+            nkd = la.key_dim
+            old_key_dim = nk * la.dk
+            v[:old_key_dim] = o[:old_key_dim]
+            v[nkd:nkd + old_key_dim] = o[old_key_dim:2 * old_key_dim]
+            v[2 * nkd:2 * nkd + nv * la.dv] = o[2 * old_key_dim:]
+        elif k.endswith("out_proj.weight"):
+            v.zero_()
+            v[:, : o.shape[1]] = o
+        elif k.endswith("A_log") or k.endswith("dt_bias"):
+            v[:nv] = o
+            for h in range(nv, v.shape[0]):
+                if k.endswith("A_log"):
+                    v[h] = torch.log(1 + 3 * torch.rand((), generator=g))
+                else:
+                    dt = torch.exp(math.log(1e-3) + (math.log(2e-2) - math.log(1e-3)) * torch.rand((), generator=g))
+                    v[h] = dt + torch.log(-torch.expm1(-dt))  # inverse softplus
+        else:
+            raise ValueError(f"cannot grow {k} {tuple(o.shape)} -> {tuple(v.shape)}")
+    new.load_state_dict(new_sd)
+    return new
+
+
+def val_sets(recipe, seed, count):
+    """The validation/test prompts of a recipe ({"blocks", "answer", "type"?})."""
+    if recipe == "long_memory":
+        return list(task.long_eval_prompts(seed, count))
+    if recipe == "tool_agent":
+        import agent_task
+        return [p for f in agent_task.FORMATS for p in agent_task.first_reply_prompts(seed, count // 2, f)]
+    return list(task.eval_prompts(seed, count))
+
+
+def em_by_type(prompts, outs):
+    by = {}
+    for p, o in zip(prompts, outs):
+        k = p.get("type", "all") + ("/" + p["format"] if "format" in p else "")
+        n, ok = by.get(k, (0, 0))
+        by[k] = (n + 1, ok + (o[1] == p["answer"].strip()))
+    return {k: round(ok / n, 4) for k, (n, ok) in sorted(by.items())}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tokenizer", required=True, help="dir with tokenizer.json + tokenizer_config.json")
+    ap.add_argument("--recipe", default="qa", choices=["qa", "long_memory", "tool_agent", "all"],
+                    help="qa: the shipped QA model's task (pass --tokenizer); long_memory, tool_agent: the two "
+                         "models of README.md, started from the shipped QA model; all: both at once")
+    ap.add_argument("--tokenizer", default="", help="dir with tokenizer.json + tokenizer_config.json "
+                                                    "(default: --init-hf's)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--train-seconds", type=float, default=400)
     ap.add_argument("--max-steps", type=int, default=10 ** 9)
@@ -182,21 +318,42 @@ def main():
     ap.add_argument("--lm-weight", type=float, default=0.2)
     ap.add_argument("--max-q", type=int, default=6)
     ap.add_argument("--ramp", type=float, default=0.35)
-    ap.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--workers", type=int, default=0, help="data workers (0: cores - 2, at most 12)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--doc-style", default="v2", choices=["v1", "v2"],
                     help="training documents: v2 one fact per subject (task.py); v1 the first stage's")
     ap.add_argument("--init", default="", help="resume weights: prefix of ckpt_fp32_{0,1}.safetensors")
+    ap.add_argument("--init-hf", default="", help="start from an exported model directory (its config and weights)")
+    ap.add_argument("--long-heads", type=int, default=0,
+                    help="with --init-hf: key heads (with their value heads) added to every GDN layer as "
+                         "long-memory heads (grow_long_heads)")
     ap.add_argument("--eval-every", type=float, default=60.0, help="seconds")
     ap.add_argument("--val-seed", type=int, default=99)
     ap.add_argument("--val-count", type=int, default=200)
     ap.add_argument("--test-seed", type=int, default=1)
     ap.add_argument("--test-count", type=int, default=500)
+    ap.add_argument("--max-new", type=int, default=8, help="greedy tokens per validation prompt")
     ap.add_argument("--hf-check", type=int, default=64, help="prompts greedy-decoded by transformers at the end")
     ap.add_argument("--gdn-init", default="short", choices=["short", "long"],
                     help="GDN decay init (model.Qwen3Next); the shipped model used short")
     ap.add_argument("--cfg", default="{}", help="JSON overrides for model.qwen3_next_config kwargs")
-    args = ap.parse_args()
+    ap.add_argument("--keep-fp32", type=int, default=1,
+                    help="1: keep the fp32 training checkpoint (ckpt_fp32_*) at the end; 0: delete it after the "
+                         "export (the device machine brings back < 60 MB)")
+    argv = sys.argv[1:]
+    args = ap.parse_args(argv)
+    if args.recipe == "all":
+        sys.exit(run_all(args, argv))
+    given = {a.split("=")[0][2:].replace("-", "_") for a in argv if a.startswith("--")}
+    for k, v in RECIPES[args.recipe].items():
+        if k not in given:
+            setattr(args, k, v)
+    if not args.workers:
+        args.workers = max(1, min(12, (os.cpu_count() or 2) - 2))
+    if not args.tokenizer:
+        if not args.init_hf:
+            ap.error("--tokenizer is required without --init-hf")
+        args.tokenizer = args.init_hf
 
     os.makedirs(args.out, exist_ok=True)
     logf = open(os.path.join(args.out, "log.txt"), "a")
@@ -211,9 +368,22 @@ def main():
     torch.manual_seed(args.seed)
     tok_path = os.path.join(args.tokenizer, "tokenizer.json")
     tok = Tokenizer.from_file(tok_path)
-    cfg = M.qwen3_next_config(vocab=tok.get_vocab_size(with_added_tokens=True), bos=tok.token_to_id("<|endoftext|>"),
-                              eos=tok.token_to_id("<|im_end|>"), **json.loads(args.cfg))
-    model = M.Qwen3Next(cfg, gdn_init=args.gdn_init)
+    if args.init_hf:
+        with open(os.path.join(args.init_hf, "config.json")) as f:
+            cfg = json.load(f)
+        model = M.Qwen3Next(cfg)
+        M.load_hf_into(model, os.path.join(args.init_hf, "model.safetensors"))
+        log(f"started from {args.init_hf}")
+        if args.long_heads:
+            model = grow_long_heads(model, args.long_heads, args.seed)
+            log(f"grown by {args.long_heads} long-memory key head(s) per GDN layer: "
+                f"{model.c['linear_num_key_heads']} key / {model.c['linear_num_value_heads']} value heads")
+            cfg = model.c
+    else:
+        cfg = M.qwen3_next_config(vocab=tok.get_vocab_size(with_added_tokens=True),
+                                  bos=tok.token_to_id("<|endoftext|>"), eos=tok.token_to_id("<|im_end|>"),
+                                  **json.loads(args.cfg))
+        model = M.Qwen3Next(cfg, gdn_init=args.gdn_init)
     if args.init:
         load_ckpt(model, args.init)
         log(f"resumed from {args.init}")
@@ -230,10 +400,10 @@ def main():
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=device.type == "cuda")
 
     progress = mp.Value("d", 0.0, lock=False)
-    ds = Stream(tok_path, args.batch, args.max_q, args.ramp, progress, args.seed, args.doc_style)
+    ds = Stream(tok_path, args.batch, args.max_q, args.ramp, progress, args.seed, args.doc_style, args.recipe)
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers, pin_memory=device.type == "cuda",
                                      prefetch_factor=4 if args.workers else None, persistent_workers=False)
-    val = list(task.eval_prompts(args.val_seed, args.val_count))
+    val = val_sets(args.recipe, args.val_seed, args.val_count)
     autocast = device.type == "cuda"
 
     t0 = time.time()
@@ -287,9 +457,10 @@ def main():
         now = time.time()
         if now - last_eval > args.eval_every:
             model.eval()
-            em, _ = exact_match(model, tok, val, device, autocast=autocast)
+            em, outs = exact_match(model, tok, val, device, autocast=autocast, n_new=args.max_new)
             model.train()
-            log(f"step {step} t={now - t0:.0f}s val EM (seed {args.val_seed}, {len(val)} prompts, bf16) = {em:.3f}")
+            log(f"step {step} t={now - t0:.0f}s val EM (seed {args.val_seed}, {len(val)} prompts, bf16) = {em:.3f} "
+                f"{em_by_type(val, outs)}")
             last_eval = time.time()
         if now - last_ckpt > 90:
             save_ckpt(model, args.out, log)
@@ -309,10 +480,12 @@ def main():
         shutil.copy(os.path.join(args.tokenizer, f), os.path.join(hf, f))
     result = {"steps": step, "train_seconds": args.train_seconds, "params": n_params, "args": vars(args)}
     for name, seed, count in [("val", args.val_seed, args.val_count), ("test", args.test_seed, args.test_count)]:
-        prompts = list(task.eval_prompts(seed, count))
-        em, outs = exact_match(model, tok, prompts, device, autocast=False)
+        prompts = val_sets(args.recipe, seed, count)
+        em, outs = exact_match(model, tok, prompts, device, autocast=False, n_new=args.max_new)
         result[f"em_{name}_seed{seed}_fp32"] = em
-        log(f"final EM {name} seed {seed} ({count} prompts, fp32, exported weights) = {em:.4f}")
+        result[f"em_{name}_seed{seed}_by_type"] = em_by_type(prompts, outs)
+        log(f"final EM {name} seed {seed} ({count} prompts, fp32, exported weights) = {em:.4f} "
+            f"{em_by_type(prompts, outs)}")
         if name == "test":
             wrong = [(p["answer"], o[1]) for o, p in zip(outs, prompts) if o[1] != p["answer"].strip()][:10]
             log(f"some misses (answer, got): {wrong}")
@@ -349,7 +522,11 @@ def main():
             result["hf_check_error"] = repr(e)
     with open(os.path.join(args.out, "result.json"), "w") as f:
         json.dump(result, f, indent=2)
-    log("done")
+    if not args.keep_fp32:
+        for i in range(2):
+            os.remove(os.path.join(args.out, f"ckpt_fp32_{i}.safetensors"))
+        log("fp32 training checkpoint deleted (--keep-fp32 0)")
+    log(f"done in {time.time() - t0:.0f}s")
 
 
 if __name__ == "__main__":
