@@ -4,6 +4,8 @@
 #   tools/bench/gpu_full_check.sh bench  # kernel benches, peers (fla, SDPA), whole-model and TTFT benches
 #   tools/bench/gpu_full_check.sh ttft   # only the TTFT bench (cold, RAG, agent)
 #   tools/bench/gpu_full_check.sh all    # both
+#   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
+#                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 # Run from the repository root with .deps carried (and .whl for the peers). Binaries come from
 # .gpubin/gpubin.tar.xz when it was carried (tools/bench/pack_gpu_binaries.sh built them elsewhere),
 # otherwise they are built here into build-gpu. Results also go to $OUT when set.
@@ -18,6 +20,7 @@ step() { echo "== $* ($(date +%T))"; }
 mkdir -p "$R" && for f in "$D"/debs/*.deb; do dpkg -x "$f" "$R"; done
 export LD_LIBRARY_PATH=$L${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
+[ -f .gpubin/fixtures.tar.xz ] && mkdir -p /tmp/fixtures && tar xJf .gpubin/fixtures.tar.xz -C /tmp/fixtures
 if [ -f .gpubin/gpubin.tar.xz ]; then
   step unpack prebuilt binaries
   tar xJf .gpubin/gpubin.tar.xz -C /tmp
@@ -75,6 +78,34 @@ if [ "$stage" = bench ] || [ "$stage" = all ]; then
   ttft_bench
 fi
 [ "$stage" = ttft ] && ttft_bench
+if [ "$stage" = final ]; then
+  fuzz_pid=
+  if [ -f .gpubin/fuzz.tar.xz ]; then
+    step fuzz targets in the background
+    mkdir -p /tmp/fuzzbin && tar xJf .gpubin/fuzz.tar.xz -C /tmp/fuzzbin
+    # The tokenizer target reads the real Qwen3 tokenizer at the path it was built with.
+    tdir=$(cat /tmp/fuzzbin/tokenizer_dir 2>/dev/null || true)
+    if [ -n "$tdir" ] && [ ! -e "$tdir" ]; then mkdir -p "$tdir" && cp /tmp/fixtures/qwen3-tokenizer/* "$tdir/"; fi
+    tests/fuzz/run_long.sh /tmp/fuzzbin "${FUZZ_SECONDS:-420}" /tmp/fuzz-out template_fuzz=3 safetensors_fuzz=3 \
+      tokenizer_fuzz=2 > "$O/fuzz_long.txt" 2>&1 &
+    fuzz_pid=$!
+  fi
+  run_test engine_model_test '*cuda*'
+  run_test engine_batch_model_test
+  run_test sdk_multi_turn_model_test '*cuda*'
+  run_test cuda_gdn_chunked_test
+  step tiers
+  for f in fp32 bf16 compact; do
+    "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case tiers --requests 4 \
+      --tier-format $f > "$O/bench_tiers_$f.json" 2> "$O/bench_tiers_$f.err"; echo "tiers $f: exit $?"
+  done
+  step serve
+  mkdir -p /tmp/sb/tools/hypic && ln -sf "$(bin hypic)" /tmp/sb/tools/hypic/hypic && \
+    ln -sf "$(bin hypic_bench_serve)" /tmp/sb/tools/hypic_bench_serve
+  REQUESTS=${SERVE_REQUESTS:-24} tools/bench/serve_trace.sh /tmp/sb /tmp/fixtures/qwen3-tokenizer \
+    /tmp/fixtures/qwen3.5-chat/chat_template.jinja "$O/serve" ${SERVE_RATES:-1 2 4 8} 2>&1 | tee "$O/serve_summary.txt"
+  if [ -n "$fuzz_pid" ]; then step waiting for the fuzz targets; wait $fuzz_pid; cat "$O/fuzz_long.txt"; fi
+fi
 if [ "$stage" = test ] || [ "$stage" = all ]; then
   step CLI check
   HYPIC=$(bin hypic) tools/bench/gpu_cli_check.sh 2>&1 | tee "$O/cli_check.txt" | tail -12

@@ -7,7 +7,11 @@ set -euo pipefail
 B=${1:-build}
 targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test engine_model_test
          sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft cuda_stitch_ops_test"
-for t in cuda_gdn_chunked_test; do grep -rqs "$t" --include=CMakeLists.txt tests && targets="$targets $t"; done
+help=$(cmake --build "$B" --target help)
+for t in hypic_bench_serve engine_batch_model_test; do
+  grep -q "\.\.\. $t\$" <<< "$help" && targets="$targets $t"
+done
+targets="$targets cuda_gdn_chunked_test"
 cmake --build "$B" -j"$(nproc)" --target $targets
 stage=$(mktemp -d)/gpubin
 mkdir -p "$stage"
@@ -21,3 +25,11 @@ cp -L "$(ldconfig -p | awk '/libtbb.so.12 /{print $NF; exit}')" "$stage/libtbb.s
 mkdir -p .gpubin
 tar cJf .gpubin/gpubin.tar.xz -C "$(dirname "$stage")" gpubin
 ls -la .gpubin/gpubin.tar.xz
+# The fuzz targets of a clang -DHYPIC_FUZZ=ON build (FUZZ_BUILD_DIR), for the long runs of `final`.
+if [ -n "${FUZZ_BUILD_DIR:-}" ]; then
+  fz=$(mktemp -d)
+  for f in "$FUZZ_BUILD_DIR"/tests/fuzz/*_fuzz; do strip -o "$fz/$(basename "$f")" "$f"; done
+  sed -n 's/^HYPIC_QWEN3_TOKENIZER_DIR:PATH=//p' "$FUZZ_BUILD_DIR/CMakeCache.txt" > "$fz/tokenizer_dir"
+  tar cJf .gpubin/fuzz.tar.xz -C "$fz" .
+  ls -la .gpubin/fuzz.tar.xz
+fi
