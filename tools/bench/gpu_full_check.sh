@@ -94,6 +94,10 @@ if [ "$stage" = final ]; then
   run_test engine_batch_model_test
   run_test sdk_multi_turn_model_test '*cuda*'
   run_test cuda_gdn_chunked_test
+  step eval-pic on the long-memory model
+  "$(bin hypic)" eval-pic --device cuda --model examples/models/hypic-qa-long --modes full,prefix,hypic,naive,noseam \
+    --prompts tests/fixtures/eval/long_eval_seed1.jsonl --decode-tokens 6 --quiet > "$O/evalpic_long_cuda.json"
+  echo "eval-pic: exit $?"
   step tiers
   for f in fp32 bf16 compact; do
     "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case tiers --requests 4 \
