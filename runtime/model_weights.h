@@ -30,6 +30,17 @@ struct GatedDeltaNetWeights {
   std::vector<float> norm_w;   // [dv]
 };
 
+// Lightning attention (Ring): q | k | v from one fused projection, q/k RMSNorm, group RMSNorm of the
+// output with a sigmoid gate.
+struct LightningWeights {
+  Linear qkv;    // [3 * H * hd, D], rows q | k | v
+  Linear gate;   // g_proj [H * hd, D]
+  Linear out;    // dense [D, H * hd]
+  std::vector<float> q_norm, k_norm;  // [hd]
+  std::vector<float> g_norm;          // [H * hd]
+  std::vector<float> log_decay;       // [H] log(lambda_h) of this layer (from the config, no tensor)
+};
+
 struct AttentionWeights {
   Linear q;  // [H * hd * (gate ? 2 : 1), D]; per head: query then gate
   Linear k;  // [Hkv * hd, D]
@@ -45,6 +56,7 @@ struct MlpWeights {
 
 struct MoeWeights {
   Linear router;  // [E, D]
+  std::vector<float> expert_bias;  // [E] (SigmoidGroupTopK routers: added to the scores for the choice only)
   std::vector<MlpWeights> experts;
   bool has_shared = false;
   MlpWeights shared;
@@ -56,6 +68,7 @@ struct LayerWeights {
   bool moe = false;
   std::vector<float> input_norm, post_norm;  // [D]
   GatedDeltaNetWeights lin;
+  LightningWeights lightning;
   AttentionWeights attn;
   MlpWeights mlp;
   MoeWeights moe_w;

@@ -25,7 +25,7 @@ struct Sizes {
 
 Sizes sizes_of(const Backend& b) {
   const ModelConfig& c = b.config();
-  return {sizeof(float) * c.lin_v_heads * c.lin_k_dim * c.lin_k_dim,
+  return {sizeof(float) * c.lin_transfer_numel(),
           sizeof(float) * c.lin_v_heads * c.lin_k_dim * c.lin_v_dim,
           dtype_size(b.kv_dtype()) * (c.conv_kernel - 1) * c.lin_conv_dim(), kv_row_bytes(b)};
 }
@@ -53,7 +53,7 @@ void Backend::linear_chain(int layer, Rows& r, State& st, std::span<const ChainS
         if (s.n > 0) linear_recur(layer, r, s.row0, s.n, st, nullptr);
         break;
       case ChainStep::Kind::Compose:
-        compose_linear(layer, st, s.T, s.body, how);
+        compose_linear(layer, st, s.T, s.body, how, s.rotate);
         load_linear(layer, st, nullptr, s.conv_tail);
         break;
       case ChainStep::Kind::Save:
