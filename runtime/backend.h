@@ -160,6 +160,10 @@ class Backend {
                               int64_t rotate) = 0;
   // T = I and S = 0: the operator and state of an empty body.
   virtual void empty_body(float* T, float* body) = 0;
+  // Moves a linear-layer state in this backend's memory (fp32 [Hv, dk, dv]) by `delta` positions: R(delta)
+  // on the key rows where the linear layers apply RoPE (Ring), nothing for the other families. The
+  // default has no rotation: backends that run such a family override it.
+  virtual void shift_linear_state(float* S, int64_t delta);
 
   // ---- attention-layer K/V (rows [n, Hkv, hd] kv_dtype) ----
   // Appends n cached rows at positions pos[0..n) (host), keys re-rotated by `rotate` positions.

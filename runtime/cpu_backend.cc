@@ -454,6 +454,11 @@ void CpuBackend::empty_body(float* T, float* body) {
   std::fill_n(body, cpu::state_numel(ts), 0.0f);
 }
 
+void CpuBackend::shift_linear_state(float* S, int64_t delta) {
+  if (cfg_.linear_rope && delta != 0)
+    cpu::rope_shift_state(S, cfg_.lin_v_heads, cfg_.lin_k_dim, cfg_.lin_v_dim, cfg_.rotary_dim, delta, cfg_.rope_theta);
+}
+
 void CpuBackend::linear_body(int layer, Rows& r, int64_t row0, int64_t n, State& s, float* T, float* body) {
   // In fp32 the zero-start state follows from linearity without loss: S(body | 0) = S_full - T S_start.
   const cpu::TransferShape ts = transfer_shape(cfg_);

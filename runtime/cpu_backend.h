@@ -51,6 +51,7 @@ class CpuBackend : public Backend {
   void compose_linear(int layer, State& st, const float* T, const float* body, Composition how,
                       int64_t rotate) override;
   void empty_body(float* T, float* body) override;
+  void shift_linear_state(float* S, int64_t delta) override;
   void append_kv(int layer, State& st, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,
                  int64_t rotate) override;
   void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,

@@ -252,6 +252,8 @@ std::vector<float> Engine::execute(Plan& plan) {
               const LinearSegmentState& e = p.build->linear[l];
               if (p.n > 0) b.linear_body(l, *rows, row, p.n, st, e.transfer, e.body);
               else b.empty_body(e.transfer, e.body);
+              // Built under a prefix at global positions; entries hold bodies at local positions.
+              b.shift_linear_state(e.body, -(p.start - p.build->seam));
               b.save_linear(l, st, e.full, e.conv_tail);
             } else if (p.n > 0) {
               b.linear_recur(l, *rows, row, p.n, st, nullptr);

@@ -2,6 +2,8 @@
 
 #include <numeric>
 
+#include "runtime/error.h"
+
 namespace hypic {
 namespace {
 
@@ -64,6 +66,10 @@ void Backend::linear_chain(int layer, Rows& r, State& st, std::span<const ChainS
         break;
     }
   }
+}
+
+void Backend::shift_linear_state(float* S, int64_t delta) {
+  HYPIC_ASSERT(!config().linear_rope || delta == 0, "shift_linear_state: this backend cannot re-rotate states");
 }
 
 void Backend::append_kv_ranges(int layer, State& st, std::span<const KvAppend> items) {
