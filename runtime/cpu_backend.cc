@@ -113,12 +113,18 @@ void CpuBackend::input_norm(int layer, Rows& rr) {
   CpuRows& r = rows_of(rr);
   cpu::rmsnorm(r.h.data(), r.x.data(), r.T, cfg_.hidden_size, w_.layers[layer].input_norm.data(), cfg_.rms_norm_eps,
                cfg_.zero_centred_norms);
+  if (cfg_.residual_from_norm) {  // MiniMax: the mixer's output is added to alpha * norm(x), not to x
+    const float alpha = cfg_.layer_kinds[layer] == LayerKind::LinearAttention ? cfg_.linear_alpha : cfg_.full_alpha;
+    for (size_t i = 0; i < r.h.size(); ++i) r.h[i] = alpha * r.x[i];
+  }
 }
 
 void CpuBackend::post_norm(int layer, Rows& rr) {
   CpuRows& r = rows_of(rr);
   cpu::rmsnorm(r.h.data(), r.x.data(), r.T, cfg_.hidden_size, w_.layers[layer].post_norm.data(), cfg_.rms_norm_eps,
                cfg_.zero_centred_norms);
+  if (cfg_.residual_from_norm)
+    for (size_t i = 0; i < r.h.size(); ++i) r.h[i] = cfg_.mlp_alpha * r.x[i];
 }
 
 void CpuBackend::linear_project(int layer, Rows& rr) {
@@ -202,6 +208,10 @@ void CpuBackend::lightning_project(int layer, Rows& rr) {
   r.o.resize(T * W);
   apply(g.qkv, r.x.data(), T, r.qkv.data());
   apply(g.gate, r.x.data(), T, r.z.data());
+  if (cfg_.lightning_style == LightningStyle::MiniMax) {  // SiLU on q | k | v, nothing position-dependent
+    for (float& v : r.qkv) v = cpu::silu(v);
+    return;
+  }
   for (int64_t t = 0; t < T; ++t) {
     float* q = r.qkv.data() + t * 3 * W;
     float* k = q + W;
@@ -217,7 +227,7 @@ void CpuBackend::lightning_recur(int layer, Rows& rr, int64_t row0, int64_t n, S
   LinearLayerState& st = cpu_state(s).layers[layer].lin;
   const LightningWeights& g = w_.layers[layer].lightning;
   const int64_t H = cfg_.lin_v_heads, hd = cfg_.lin_k_dim, W = H * hd;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = cfg_.lightning_style == LightningStyle::Ring ? 1.0f / std::sqrt(static_cast<float>(hd)) : 1.0f;
   std::vector<float> q(n * W), k(n * W), v(n * W), log_a(n * H);
   for (int64_t t = 0; t < n; ++t) {
     const float* row = r.qkv.data() + (row0 + t) * 3 * W;
@@ -240,7 +250,8 @@ void CpuBackend::lightning_output(int layer, Rows& rr) {
       float* o = r.o.data() + t * W + j * gw;
       cpu::rmsnorm(o, o, 1, gw, g.g_norm.data() + j * gw, cfg_.rms_norm_eps, false);
     }
-  for (int64_t i = 0; i < T * W; ++i) r.o[i] *= cpu::sigmoid(r.z[i]);
+  const float beta = cfg_.residual_from_norm ? cfg_.linear_beta : 1.0f;  // out(beta o) = beta out(o)
+  for (int64_t i = 0; i < T * W; ++i) r.o[i] *= beta * cpu::sigmoid(r.z[i]);
   apply(g.out, r.o.data(), T, r.h.data(), /*acc=*/true);
 }
 
@@ -264,8 +275,10 @@ void CpuBackend::attention_project(int layer, Rows& rr) {
     }
   apply(A.k, r.x.data(), T, r.kn.data());
   apply(A.v, r.x.data(), T, r.vn.data());
-  cpu::rmsnorm(r.q.data(), r.q.data(), T * H, hd, A.q_norm.data(), cfg_.rms_norm_eps, cfg_.zero_centred_norms);
-  cpu::rmsnorm(r.kn.data(), r.kn.data(), T * Hkv, hd, A.k_norm.data(), cfg_.rms_norm_eps, cfg_.zero_centred_norms);
+  if (!A.q_norm.empty()) {  // MiniMax has no q/k norm
+    cpu::rmsnorm(r.q.data(), r.q.data(), T * H, hd, A.q_norm.data(), cfg_.rms_norm_eps, cfg_.zero_centred_norms);
+    cpu::rmsnorm(r.kn.data(), r.kn.data(), T * Hkv, hd, A.k_norm.data(), cfg_.rms_norm_eps, cfg_.zero_centred_norms);
+  }
   cpu::rope_apply(r.q.data(), T, H, hd, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
   cpu::rope_apply(r.kn.data(), T, Hkv, hd, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
 }
@@ -287,6 +300,8 @@ void CpuBackend::attention_output(int layer, Rows& rr) {
   CpuRows& r = rows_of(rr);
   if (cfg_.attn_output_gate)
     for (size_t i = 0; i < r.att.size(); ++i) r.att[i] *= cpu::sigmoid(r.gate[i]);
+  if (cfg_.residual_from_norm)
+    for (float& a : r.att) a *= cfg_.full_beta;
   apply(w_.layers[layer].attn.o, r.att.data(), r.T, r.h.data(), /*acc=*/true);
 }
 
@@ -305,6 +320,7 @@ void CpuBackend::ffn(int layer, Rows& rr) {
   const float* x = r.x.data();
   float* out = r.h.data();  // every contribution accumulates onto the residual stream
   if (!L.moe) {
+    HYPIC_ASSERT(!cfg_.residual_from_norm, "ffn: post-norm residual factors are for MoE layers");
     mlp(L.mlp, cfg_.intermediate_size, x, T, out, true);
     return;
   }
@@ -359,7 +375,8 @@ void CpuBackend::ffn(int layer, Rows& rr) {
       for (int64_t d = 0; d < D; ++d) y[t * D + d] += s * sh[t * D + d];
     }
   }
-  for (int64_t i = 0; i < T * D; ++i) out[i] += y[i];
+  const float beta = cfg_.residual_from_norm ? cfg_.mlp_beta : 1.0f;
+  for (int64_t i = 0; i < T * D; ++i) out[i] += beta * y[i];
 }
 
 // Ring's router: sigmoid scores; the choice adds the expert bias, keeps the topk_group groups with the

@@ -113,18 +113,19 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
     c.text_model_type = tj->value("model_type", c.model_type + "_text");
     c.weight_prefix = "model.language_model.";
   } else if (c.model_type == "qwen3_next" || c.model_type == "qwen3_5_text" || c.model_type == "qwen3_5_moe_text" ||
-             c.model_type == "bailing_moe_linear") {
+             c.model_type == "bailing_moe_linear" || c.model_type == "minimax") {
     c.text_model_type = c.model_type;
     c.weight_prefix = "model.";
   } else {
     throw ModelError(where + ": unsupported model_type '" + c.model_type +
                      "' (supported: qwen3_next, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, "
-                     "bailing_moe_linear)");
+                     "bailing_moe_linear, minimax)");
   }
   const json& t = *tj;
   const bool ring = c.text_model_type == "bailing_moe_linear";
+  const bool minimax = c.text_model_type == "minimax";
   if (c.text_model_type != "qwen3_next" && c.text_model_type != "qwen3_5_text" &&
-      c.text_model_type != "qwen3_5_moe_text" && !ring)
+      c.text_model_type != "qwen3_5_moe_text" && !ring && !minimax)
     throw ModelError(where + ": unsupported text_config model_type '" + c.text_model_type + "'");
 
   c.hidden_size = get_int(t, "hidden_size", where);
@@ -147,10 +148,10 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
   check_range(c.num_kv_heads, 1, c.num_heads, "num_key_value_heads", where);
   c.head_dim = get_int_or(t, "head_dim", c.hidden_size / c.num_heads, where);
   check_range(c.head_dim, 1, kMaxDim, "head_dim", where);
-  c.attn_output_gate = ring ? false : get_bool_or(t, "attn_output_gate", true);
+  c.attn_output_gate = ring || minimax ? false : get_bool_or(t, "attn_output_gate", true);
 
   // RoPE: transformers v5 nests it in rope_parameters; older configs keep it at the top level.
-  double prf = ring ? 1.0 : 0.25;
+  double prf = ring || minimax ? 1.0 : 0.25;
   if (t.contains("rope_parameters") && t["rope_parameters"].is_object()) {
     const json& rp = t["rope_parameters"];
     const std::string type = rp.value("rope_type", std::string("default"));
@@ -178,6 +179,10 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
 
   if (ring) {
     bailing_linear_from_json(c, t, where);
+  } else if (minimax) {
+    if (c.rotary_dim != c.head_dim)  // transformers' MiniMax rotates whole heads
+      throw ModelError(where + ": 'partial_rotary_factor' below 1 is not supported for minimax");
+    minimax_from_json(c, t, where);
   } else {
     qwen_linear_from_json(c, t, where);
   }
@@ -190,6 +195,9 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
      << c.lin_k_heads << '|' << c.lin_v_heads << '|' << c.lin_k_dim << '|' << c.lin_v_dim << '|' << c.num_experts;
   if (ring)  // the settings only Ring has (appended so the Qwen fingerprints stay what they were)
     fp << '|' << c.group_norm_size << '|' << c.n_group << '|' << c.topk_group << '|' << c.routed_scaling_factor;
+  if (minimax)
+    fp << '|' << c.linear_alpha << '|' << c.linear_beta << '|' << c.full_alpha << '|' << c.full_beta << '|'
+       << c.mlp_alpha << '|' << c.mlp_beta;
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(fp.str())));
   c.fingerprint = buf;
@@ -343,6 +351,58 @@ void ModelConfig::bailing_linear_from_json(ModelConfig& c, const json& t, const 
   }
 }
 
+void ModelConfig::minimax_from_json(ModelConfig& c, const json& t, const std::string& where) {
+  if (t.contains("sliding_window") && !t["sliding_window"].is_null())
+    throw ModelError(where + ": 'sliding_window' is not supported for minimax");
+  c.zero_centred_norms = false;
+  c.linear_kind = LinearKind::Lightning;
+  c.lightning_style = LightningStyle::MiniMax;
+  c.linear_rope = false;
+  c.lin_k_heads = c.lin_v_heads = c.num_heads;
+  c.lin_k_dim = c.lin_v_dim = c.head_dim;
+  c.conv_kernel = 1;  // no short convolution
+  c.group_norm_size = 1;
+  c.residual_from_norm = true;
+  auto factor = [&](const char* key) {
+    const double v = get_num_or(t, key, 1.0, where);
+    if (std::fabs(v) > 1e6) throw ModelError(where + ": '" + std::string(key) + "' is out of range");
+    return static_cast<float>(v);
+  };
+  c.linear_alpha = factor("linear_attn_alpha_factor");
+  c.linear_beta = factor("linear_attn_beta_factor");
+  c.full_alpha = factor("full_attn_alpha_factor");
+  c.full_beta = factor("full_attn_beta_factor");
+  c.mlp_alpha = factor("mlp_alpha_factor");
+  c.mlp_beta = factor("mlp_beta_factor");
+
+  // transformers' default when layer_types is absent: even layers full attention, odd layers lightning.
+  if (t.contains("layer_types") && t["layer_types"].is_array()) {
+    for (auto& v : t["layer_types"]) {
+      const std::string s = v.is_string() ? v.get<std::string>() : "";
+      if (s == "linear_attention") c.layer_kinds.push_back(LayerKind::LinearAttention);
+      else if (s == "full_attention") c.layer_kinds.push_back(LayerKind::FullAttention);
+      else throw ModelError(where + ": unknown layer type " + (v.is_primitive() ? v.dump() : std::string("(a JSON ") + v.type_name() + ")") + " in layer_types");
+    }
+    if (static_cast<int64_t>(c.layer_kinds.size()) != c.num_layers)
+      throw ModelError(where + ": layer_types has " + std::to_string(c.layer_kinds.size()) + " entries for " +
+                       std::to_string(c.num_layers) + " layers");
+  } else {
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      c.layer_kinds.push_back((i + 1) % 2 ? LayerKind::FullAttention : LayerKind::LinearAttention);
+  }
+
+  // Mixtral-style MoE on every layer: softmax, top-k renormalised, experts of intermediate_size.
+  c.num_experts = get_int_or(t, "num_local_experts", get_int_or(t, "num_experts", 8, where), where);
+  check_range(c.num_experts, 1, 1 << 16, "num_local_experts", where);
+  c.experts_per_tok = get_int_or(t, "num_experts_per_tok", 2, where);
+  if (c.experts_per_tok <= 0 || c.experts_per_tok > c.num_experts)
+    throw ModelError(where + ": num_experts_per_tok out of range");
+  c.moe_intermediate_size = get_int(t, "intermediate_size", where);
+  check_range(c.moe_intermediate_size, 1, kMaxDim, "intermediate_size", where);
+  c.norm_topk_prob = true;
+  c.layer_is_moe.assign(static_cast<size_t>(c.num_layers), true);
+}
+
 int64_t ModelConfig::lin_transfer_numel() const {
   return linear_kind == LinearKind::Lightning ? lin_v_heads : lin_v_heads * lin_k_dim * lin_k_dim;
 }
@@ -366,6 +426,14 @@ std::vector<float> ModelConfig::lightning_log_decay(int64_t layer) const {
     s = pow2(p);
     const std::vector<double> s2 = pow2(2 * p);
     for (int64_t i = 0; i < H - p; ++i) s.push_back(s2[2 * i]);
+  }
+  if (lightning_style == LightningStyle::MiniMax) {
+    // transformers' MiniMax: s_h = (2^(-8/H))^(h+1) for any H, factor 1 - l/(L - 1 + 1e-5) + 1e-5.
+    const double base = 1.0 / std::pow(2.0, 8.0 / static_cast<double>(H));
+    const double factor = 1.0 - static_cast<double>(layer) / (static_cast<double>(num_layers - 1) + 1e-5) + 1e-5;
+    std::vector<float> out;
+    for (int64_t h = 0; h < H; ++h) out.push_back(static_cast<float>(-std::pow(base, h + 1.0) * factor));
+    return out;
   }
   const double denom = num_layers > 1 ? static_cast<double>(num_layers - 1) : 1.0;
   const double factor = 1.0 - static_cast<double>(layer - 1) / denom + 1e-5;

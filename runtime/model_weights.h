@@ -30,14 +30,14 @@ struct GatedDeltaNetWeights {
   std::vector<float> norm_w;   // [dv]
 };
 
-// Lightning attention (Ring): q | k | v from one fused projection, q/k RMSNorm, group RMSNorm of the
-// output with a sigmoid gate.
+// Lightning attention (Ring, MiniMax): q | k | v from one fused projection, q/k RMSNorm (Ring), RMSNorm
+// of the output in groups, sigmoid gate.
 struct LightningWeights {
-  Linear qkv;    // [3 * H * hd, D], rows q | k | v
-  Linear gate;   // g_proj [H * hd, D]
-  Linear out;    // dense [D, H * hd]
-  std::vector<float> q_norm, k_norm;  // [hd]
-  std::vector<float> g_norm;          // [H * hd]
+  Linear qkv;    // [3 * H * hd, D], rows q | k | v (MiniMax's per-head interleaved rows re-ordered to this)
+  Linear gate;   // Ring g_proj / MiniMax output_gate [H * hd, D]
+  Linear out;    // Ring dense / MiniMax out_proj [D, H * hd]
+  std::vector<float> q_norm, k_norm;  // [hd] (Ring only)
+  std::vector<float> g_norm;          // [H * hd] Ring g_norm / MiniMax norm
   std::vector<float> log_decay;       // [H] log(lambda_h) of this layer (from the config, no tensor)
 };
 
@@ -46,7 +46,7 @@ struct AttentionWeights {
   Linear k;  // [Hkv * hd, D]
   Linear v;  // [Hkv * hd, D]
   Linear o;  // [D, H * hd]
-  std::vector<float> q_norm, k_norm;  // [hd]
+  std::vector<float> q_norm, k_norm;  // [hd] (empty: no q/k norm, MiniMax)
 };
 
 struct MlpWeights {

@@ -1,7 +1,8 @@
-// The lightning transfer operator of Ring (bailing_moe_linear) on the CPU backend, at layer 0 of the
-// fixture model where a layer's inputs depend only on the tokens and their positions, so every law is
-// exact: T_C = lambda^n per head, S(C1 C2 | S0) = T2 (T1 S0 + S1) + S2 with T_{C1C2} = T2 T1, and a body
-// computed at local positions and re-rotated by the offset equals the body recomputed at that offset.
+// The lightning transfer operator of Ring (bailing_moe_linear) and MiniMax on the CPU backend, at layer 0
+// of the fixture models where a layer's inputs depend only on the tokens and their positions, so every law
+// is exact: T_C = lambda^n per head, S(C1 C2 | S0) = T2 (T1 S0 + S1) + S2 with T_{C1C2} = T2 T1, and (Ring,
+// RoPE inside the layer) a body computed at local positions and re-rotated by the offset equals the body
+// recomputed at that offset; (MiniMax, no RoPE) the body does not depend on the offset.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +15,7 @@
 namespace hypic {
 namespace {
 
-const std::string kModel = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/bailing_moe_linear";
+const std::string kModels = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/";
 
 float rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   float num = 0, den = 0;
@@ -25,10 +26,10 @@ float rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return num / den;
 }
 
-class LightningTransfer : public ::testing::Test {
+class LightningTransfer : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    b_ = CpuBackend::load(kModel);
+    b_ = CpuBackend::load(kModels + GetParam());
     const ModelConfig& c = b_->config();
     ASSERT_EQ(c.linear_kind, LinearKind::Lightning);
     ASSERT_EQ(c.layer_kinds[0], LayerKind::LinearAttention);
@@ -59,14 +60,14 @@ class LightningTransfer : public ::testing::Test {
   const std::vector<int> ids_ = {35, 270, 18, 99, 402, 7, 64, 64, 311, 150, 23, 88, 190, 5, 260, 41, 77, 303, 12};
 };
 
-TEST_F(LightningTransfer, OperatorIsTheDecayToTheLength) {
+TEST_P(LightningTransfer, OperatorIsTheDecayToTheLength) {
   auto r = project(ids_, 0);
   const auto [T, S] = body(*r, 0, 19);
   const std::vector<float> log_decay = b_->config().lightning_log_decay(0);
   for (int64_t h = 0; h < op_n_; ++h) EXPECT_NEAR(T[h], std::exp(19.0 * log_decay[h]), 1e-6) << "head " << h;
 }
 
-TEST_F(LightningTransfer, CompositionLaw) {
+TEST_P(LightningTransfer, CompositionLaw) {
   auto r = project(ids_, 0);
   const int64_t n1 = 8, n2 = 11;
   const auto [T1, S1] = body(*r, 0, n1);
@@ -95,13 +96,20 @@ TEST_F(LightningTransfer, CompositionLaw) {
   EXPECT_GT(rel_err(state_of(*naive), state_of(*direct)), 1e-2f);
 }
 
-TEST_F(LightningTransfer, ReRotationEqualsRecomputationAtTheNewOffset) {
+TEST_P(LightningTransfer, ReRotationEqualsRecomputationAtTheNewOffset) {
   for (int64_t offset : {1, 57, 1000}) {
     auto local = project(ids_, 0);
     auto moved = project(ids_, offset);
     const auto [Tl, Sl] = body(*local, 0, 19);
     const auto [Tm, Sm] = body(*moved, 0, 19);
     EXPECT_EQ(Tl, Tm) << "the decay does not depend on position";
+    if (!b_->config().linear_rope) {  // MiniMax: nothing in the layer depends on position
+      EXPECT_EQ(Sl, Sm) << "offset " << offset;
+      std::vector<float> shifted = Sl;
+      b_->shift_linear_state(shifted.data(), offset);
+      EXPECT_EQ(shifted, Sl);
+      continue;
+    }
     ASSERT_GT(rel_err(Sl, Sm), 1e-2f) << "offset " << offset << ": the state must carry the rotation";
     std::vector<float> shifted = Sl;
     b_->shift_linear_state(shifted.data(), offset);
@@ -116,6 +124,8 @@ TEST_F(LightningTransfer, ReRotationEqualsRecomputationAtTheNewOffset) {
     EXPECT_LE(rel_err(back, Sl), 1e-5f) << "offset " << offset;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, LightningTransfer, ::testing::Values("bailing_moe_linear", "minimax"));
 
 }  // namespace
 }  // namespace hypic

@@ -519,7 +519,8 @@ TEST_P(EngineTest, EveryModeAgreesWithTheCpuReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EngineTest,
-                         ::testing::Combine(::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe", "bailing_moe_linear"),
+                         ::testing::Combine(::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe", "bailing_moe_linear",
+                                                              "minimax"),
                                             ::testing::Values("cpu", "cuda")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 

@@ -212,5 +212,48 @@ TEST(BailingMoeLinearConfig, TheCudaBackendRefusesTheFamilyByName) {
 }
 
 }  // namespace ring
+
+// ---- minimax (MiniMax-Text-01 / M1, transformers layout) ----
+
+TEST(MiniMaxConfig, ScheduleFactorsAndDecay) {
+  json j = json::parse(R"({"model_type": "minimax", "hidden_size": 64, "intermediate_size": 32,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 448,
+    "rms_norm_eps": 1e-6, "num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": null,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}, "linear_attn_alpha_factor": 1.5,
+    "linear_attn_beta_factor": 0.8, "full_attn_alpha_factor": 1.3, "mlp_beta_factor": 1.1})");
+  const ModelConfig c = ModelConfig::from_json(j, "cfg/config.json");
+  // transformers' default schedule without layer_types: even layers full attention, odd lightning.
+  EXPECT_EQ(c.layer_kinds, (std::vector<LayerKind>{LayerKind::FullAttention, LayerKind::LinearAttention,
+                                                   LayerKind::FullAttention, LayerKind::LinearAttention}));
+  EXPECT_EQ(c.linear_kind, LinearKind::Lightning);
+  EXPECT_EQ(c.lightning_style, LightningStyle::MiniMax);
+  EXPECT_FALSE(c.linear_rope);
+  EXPECT_TRUE(c.residual_from_norm);
+  EXPECT_FLOAT_EQ(c.linear_alpha, 1.5f);
+  EXPECT_FLOAT_EQ(c.full_beta, 1.0f);
+  EXPECT_FLOAT_EQ(c.mlp_beta, 1.1f);
+  EXPECT_EQ(c.rotary_dim, 16);
+  EXPECT_EQ(c.moe_intermediate_size, 32);
+  EXPECT_EQ(c.experts_per_tok, 2);
+  // s_h = (2^(-8/H))^(h+1), factor 1 - l/(L - 1 + 1e-5) + 1e-5 (layer 0: no clamp question here).
+  for (int64_t l : {0, 3}) {
+    const std::vector<float> d = c.lightning_log_decay(l);
+    const double factor = 1.0 - l / (3.0 + 1e-5) + 1e-5;
+    for (int h = 0; h < 4; ++h) EXPECT_NEAR(d[h], -std::pow(0.25, h + 1.0) * factor, 1e-7) << l << " " << h;
+  }
+  EXPECT_NE(std::string(error_of(j)).find("accepted"), std::string::npos);
+  j["sliding_window"] = 4096;
+  EXPECT_NE(error_of(j).find("sliding_window"), std::string::npos) << error_of(j);
+  j["sliding_window"] = nullptr;
+  j["rope_parameters"]["partial_rotary_factor"] = 0.5;
+  EXPECT_NE(error_of(j).find("partial_rotary_factor"), std::string::npos) << error_of(j);
+  j["rope_parameters"].erase("partial_rotary_factor");
+  try {
+    ModelConfig::from_json(j, "cfg/config.json").check_cuda_supported();
+    ADD_FAILURE() << "the CUDA backend accepted minimax";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("minimax"), std::string::npos) << e.what();
+  }
+}
 }  // namespace
 }  // namespace hypic
