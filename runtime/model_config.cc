@@ -341,7 +341,10 @@ void ModelConfig::bailing_linear_from_json(ModelConfig& c, const json& t, const 
     if (c.experts_per_tok > c.topk_group * (c.num_experts / c.n_group))
       throw ModelError(where + ": num_experts_per_tok exceeds the experts of the topk_group groups kept");
     const bool scaled = get_bool_or(t, "moe_router_enable_routed_scaling", true);
-    c.routed_scaling_factor = scaled ? static_cast<float>(get_num_or(t, "routed_scaling_factor", 1.0, where)) : 1.0f;
+    const double rsf = scaled ? get_num_or(t, "routed_scaling_factor", 1.0, where) : 1.0;
+    if (!(rsf > 0 && rsf <= 1e6))
+      throw ModelError(where + ": 'routed_scaling_factor' is " + std::to_string(rsf) + ", allowed (0, 1e6]");
+    c.routed_scaling_factor = static_cast<float>(rsf);
   }
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const bool moe = c.num_experts > 0 && i >= first_dense;
