@@ -122,6 +122,7 @@ class Backend {
     int64_t row0 = 0, n = 0;                                                   // Rows
     const float *T = nullptr, *body = nullptr;                                 // Compose, Load (body)
     const void* conv_tail = nullptr;                                           // Compose, Load
+    int64_t rotate = 0;                                                        // Compose
     float* S_out = nullptr;                                                    // Save
     void* tail_out = nullptr;                                                  // Save
   };
@@ -152,10 +153,17 @@ class Backend {
   // ---- linear-layer state (S fp32 [Hv, dk, dv]; conv tail kv_dtype [K-1, conv_dim]) ----
   virtual void save_linear(int layer, const State& st, float* S, void* conv_tail) = 0;
   virtual void load_linear(int layer, State& st, const float* S, const void* conv_tail) = 0;
-  // S = T S + body (Transfer) or S = S + body (NaiveSum).
-  virtual void compose_linear(int layer, State& st, const float* T, const float* body, Composition how) = 0;
+  // S = T S + R(rotate) body (Transfer) or S = S + R(rotate) body (NaiveSum). R re-rotates the body's keys
+  // by `rotate` positions where the linear layers apply RoPE (Ring: the body was computed at local
+  // positions, reference §6.3); it is the identity for the other families.
+  virtual void compose_linear(int layer, State& st, const float* T, const float* body, Composition how,
+                              int64_t rotate) = 0;
   // T = I and S = 0: the operator and state of an empty body.
   virtual void empty_body(float* T, float* body) = 0;
+  // Moves a linear-layer state in this backend's memory (fp32 [Hv, dk, dv]) by `delta` positions: R(delta)
+  // on the key rows where the linear layers apply RoPE (Ring), nothing for the other families. The
+  // default has no rotation: backends that run such a family override it.
+  virtual void shift_linear_state(float* S, int64_t delta);
 
   // ---- attention-layer K/V (rows [n, Hkv, hd] kv_dtype) ----
   // Appends n cached rows at positions pos[0..n) (host), keys re-rotated by `rotate` positions.

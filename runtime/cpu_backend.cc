@@ -47,7 +47,8 @@ struct CpuRows : Rows {
 CpuRows& rows_of(Rows& r) { return static_cast<CpuRows&>(r); }
 
 cpu::TransferShape transfer_shape(const ModelConfig& c) {
-  return {cpu::TransferKind::Dense, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim};
+  const auto kind = c.linear_kind == LinearKind::Lightning ? cpu::TransferKind::Scalar : cpu::TransferKind::Dense;
+  return {kind, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim};
 }
 
 }  // namespace
@@ -111,16 +112,23 @@ void CpuBackend::embed(std::span<const int> ids, std::span<const int64_t> pos, R
 void CpuBackend::input_norm(int layer, Rows& rr) {
   CpuRows& r = rows_of(rr);
   cpu::rmsnorm(r.h.data(), r.x.data(), r.T, cfg_.hidden_size, w_.layers[layer].input_norm.data(), cfg_.rms_norm_eps,
-               true);
+               cfg_.zero_centred_norms);
+  if (cfg_.residual_from_norm) {  // MiniMax: the mixer's output is added to alpha * norm(x), not to x
+    const float alpha = cfg_.layer_kinds[layer] == LayerKind::LinearAttention ? cfg_.linear_alpha : cfg_.full_alpha;
+    for (size_t i = 0; i < r.h.size(); ++i) r.h[i] = alpha * r.x[i];
+  }
 }
 
 void CpuBackend::post_norm(int layer, Rows& rr) {
   CpuRows& r = rows_of(rr);
   cpu::rmsnorm(r.h.data(), r.x.data(), r.T, cfg_.hidden_size, w_.layers[layer].post_norm.data(), cfg_.rms_norm_eps,
-               true);
+               cfg_.zero_centred_norms);
+  if (cfg_.residual_from_norm)
+    for (size_t i = 0; i < r.h.size(); ++i) r.h[i] = cfg_.mlp_alpha * r.x[i];
 }
 
 void CpuBackend::linear_project(int layer, Rows& rr) {
+  if (cfg_.linear_kind == LinearKind::Lightning) return lightning_project(layer, rr);
   CpuRows& r = rows_of(rr);
   const GatedDeltaNetWeights& g = w_.layers[layer].lin;
   const int64_t T = r.T, Hv = cfg_.lin_v_heads;
@@ -144,6 +152,7 @@ void CpuBackend::linear_project(int layer, Rows& rr) {
 void CpuBackend::linear_recur(int layer, Rows& rr, int64_t row0, int64_t T, State& s, float* transfer) {
   CpuRows& r = rows_of(rr);
   HYPIC_ASSERT(row0 >= 0 && T > 0 && row0 + T <= r.T, "linear_recur: rows out of range");
+  if (cfg_.linear_kind == LinearKind::Lightning) return lightning_recur(layer, r, row0, T, s, transfer);
   LinearLayerState& st = cpu_state(s).layers[layer].lin;
   const GatedDeltaNetWeights& g = w_.layers[layer].lin;
   const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
@@ -179,10 +188,70 @@ void CpuBackend::linear_recur(int layer, Rows& rr, int64_t row0, int64_t T, Stat
 }
 
 void CpuBackend::linear_output(int layer, Rows& rr) {
+  if (cfg_.linear_kind == LinearKind::Lightning) return lightning_output(layer, rr);
   CpuRows& r = rows_of(rr);
   const GatedDeltaNetWeights& g = w_.layers[layer].lin;
   const int64_t T = r.T, Hv = cfg_.lin_v_heads, dv = cfg_.lin_v_dim;
   cpu::rmsnorm_gated_silu(r.o.data(), r.z.data(), r.o.data(), T * Hv, dv, g.norm_w.data(), cfg_.rms_norm_eps);
+  apply(g.out, r.o.data(), T, r.h.data(), /*acc=*/true);
+}
+
+// Lightning (Ring): q | k | v with q/k RMSNorm and RoPE at the rows' positions, kept in r.qkv as
+// [T, 3, H, hd]; the output gate's input in r.z. No convolution, so everything position-dependent is done
+// here and the recurrence only reads these rows.
+void CpuBackend::lightning_project(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  const LightningWeights& g = w_.layers[layer].lightning;
+  const int64_t T = r.T, H = cfg_.lin_v_heads, hd = cfg_.lin_k_dim, W = H * hd;
+  r.qkv.resize(T * 3 * W);
+  r.z.resize(T * W);
+  r.o.resize(T * W);
+  apply(g.qkv, r.x.data(), T, r.qkv.data());
+  apply(g.gate, r.x.data(), T, r.z.data());
+  if (cfg_.lightning_style == LightningStyle::MiniMax) {  // SiLU on q | k | v, nothing position-dependent
+    for (float& v : r.qkv) v = cpu::silu(v);
+    return;
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    float* q = r.qkv.data() + t * 3 * W;
+    float* k = q + W;
+    cpu::rmsnorm(q, q, H, hd, g.q_norm.data(), cfg_.rms_norm_eps, false);
+    cpu::rmsnorm(k, k, H, hd, g.k_norm.data(), cfg_.rms_norm_eps, false);
+    cpu::rope_apply(q, 1, H, hd, cfg_.rotary_dim, &r.pos[t], cfg_.rope_theta);
+    cpu::rope_apply(k, 1, H, hd, cfg_.rotary_dim, &r.pos[t], cfg_.rope_theta);
+  }
+}
+
+void CpuBackend::lightning_recur(int layer, Rows& rr, int64_t row0, int64_t n, State& s, float* transfer) {
+  CpuRows& r = rows_of(rr);
+  LinearLayerState& st = cpu_state(s).layers[layer].lin;
+  const LightningWeights& g = w_.layers[layer].lightning;
+  const int64_t H = cfg_.lin_v_heads, hd = cfg_.lin_k_dim, W = H * hd;
+  const float scale = cfg_.lightning_style == LightningStyle::Ring ? 1.0f / std::sqrt(static_cast<float>(hd)) : 1.0f;
+  std::vector<float> q(n * W), k(n * W), v(n * W), log_a(n * H);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* row = r.qkv.data() + (row0 + t) * 3 * W;
+    for (int64_t i = 0; i < W; ++i) q[t * W + i] = row[i] * scale;
+    std::copy_n(row + W, W, &k[t * W]);
+    std::copy_n(row + 2 * W, W, &v[t * W]);
+    std::copy_n(g.log_decay.data(), H, &log_a[t * H]);
+  }
+  const cpu::TransferShape ts = transfer_shape(cfg_);
+  cpu::gated_linear_scan(ts, n, q.data(), k.data(), v.data(), log_a.data(), st.S.data(), r.o.data() + row0 * W);
+  if (transfer) cpu::gated_linear_transfer(ts, n, log_a.data(), transfer);
+}
+
+void CpuBackend::lightning_output(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  const LightningWeights& g = w_.layers[layer].lightning;
+  const int64_t T = r.T, W = cfg_.lin_v_heads * cfg_.lin_k_dim, G = cfg_.group_norm_size, gw = W / G;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < G; ++j) {
+      float* o = r.o.data() + t * W + j * gw;
+      cpu::rmsnorm(o, o, 1, gw, g.g_norm.data() + j * gw, cfg_.rms_norm_eps, false);
+    }
+  const float beta = cfg_.residual_from_norm ? cfg_.linear_beta : 1.0f;  // out(beta o) = beta out(o)
+  for (int64_t i = 0; i < T * W; ++i) r.o[i] *= beta * cpu::sigmoid(r.z[i]);
   apply(g.out, r.o.data(), T, r.h.data(), /*acc=*/true);
 }
 
@@ -206,8 +275,10 @@ void CpuBackend::attention_project(int layer, Rows& rr) {
     }
   apply(A.k, r.x.data(), T, r.kn.data());
   apply(A.v, r.x.data(), T, r.vn.data());
-  cpu::rmsnorm(r.q.data(), r.q.data(), T * H, hd, A.q_norm.data(), cfg_.rms_norm_eps, true);
-  cpu::rmsnorm(r.kn.data(), r.kn.data(), T * Hkv, hd, A.k_norm.data(), cfg_.rms_norm_eps, true);
+  if (!A.q_norm.empty()) {  // MiniMax has no q/k norm
+    cpu::rmsnorm(r.q.data(), r.q.data(), T * H, hd, A.q_norm.data(), cfg_.rms_norm_eps, cfg_.zero_centred_norms);
+    cpu::rmsnorm(r.kn.data(), r.kn.data(), T * Hkv, hd, A.k_norm.data(), cfg_.rms_norm_eps, cfg_.zero_centred_norms);
+  }
   cpu::rope_apply(r.q.data(), T, H, hd, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
   cpu::rope_apply(r.kn.data(), T, Hkv, hd, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
 }
@@ -229,6 +300,8 @@ void CpuBackend::attention_output(int layer, Rows& rr) {
   CpuRows& r = rows_of(rr);
   if (cfg_.attn_output_gate)
     for (size_t i = 0; i < r.att.size(); ++i) r.att[i] *= cpu::sigmoid(r.gate[i]);
+  if (cfg_.residual_from_norm)
+    for (float& a : r.att) a *= cfg_.full_beta;
   apply(w_.layers[layer].attn.o, r.att.data(), r.T, r.h.data(), /*acc=*/true);
 }
 
@@ -247,6 +320,7 @@ void CpuBackend::ffn(int layer, Rows& rr) {
   const float* x = r.x.data();
   float* out = r.h.data();  // every contribution accumulates onto the residual stream
   if (!L.moe) {
+    HYPIC_ASSERT(!cfg_.residual_from_norm, "ffn: post-norm residual factors are for MoE layers");
     mlp(L.mlp, cfg_.intermediate_size, x, T, out, true);
     return;
   }
@@ -254,19 +328,23 @@ void CpuBackend::ffn(int layer, Rows& rr) {
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok;
   std::vector<float> probs(T * E);
   apply(M.router, x, T, probs.data());
-  cpu::softmax_rows(probs.data(), T, E);
   // Route: token -> top-k experts, then group rows by expert so each expert runs one matrix product.
   std::vector<std::vector<std::pair<int64_t, float>>> by_expert(E);
-  std::vector<int> order(E);
-  for (int64_t t = 0; t < T; ++t) {
-    const float* p = probs.data() + t * E;
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                      [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    float sum = 0;
-    for (int64_t j = 0; j < K; ++j) sum += p[order[j]];
-    for (int64_t j = 0; j < K; ++j)
-      by_expert[order[j]].push_back({t, cfg_.norm_topk_prob ? p[order[j]] / sum : p[order[j]]});
+  if (cfg_.router == RouterKind::SigmoidGroupTopK) {
+    route_group_topk(M, probs.data(), T, by_expert);
+  } else {
+    cpu::softmax_rows(probs.data(), T, E);
+    std::vector<int> order(E);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* p = probs.data() + t * E;
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                        [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+      float sum = 0;
+      for (int64_t j = 0; j < K; ++j) sum += p[order[j]];
+      for (int64_t j = 0; j < K; ++j)
+        by_expert[order[j]].push_back({t, cfg_.norm_topk_prob ? p[order[j]] / sum : p[order[j]]});
+    }
   }
   // The routed sum is formed apart and added once, as the reference adds it to the residual.
   std::vector<float> y(T * D, 0.0f);
@@ -286,7 +364,9 @@ void CpuBackend::ffn(int layer, Rows& rr) {
       for (int64_t d = 0; d < D; ++d) o[d] += w * ys[i * D + d];
     }
   }
-  if (M.has_shared) {
+  if (M.has_shared && !cfg_.shared_expert_gate) {
+    mlp(M.shared, cfg_.shared_expert_intermediate_size, x, T, y.data(), true);
+  } else if (M.has_shared) {
     std::vector<float> sh(T * D), sg(T);
     mlp(M.shared, cfg_.shared_expert_intermediate_size, x, T, sh.data(), false);
     apply(M.shared_gate, x, T, sg.data());
@@ -295,7 +375,52 @@ void CpuBackend::ffn(int layer, Rows& rr) {
       for (int64_t d = 0; d < D; ++d) y[t * D + d] += s * sh[t * D + d];
     }
   }
-  for (int64_t i = 0; i < T * D; ++i) out[i] += y[i];
+  const float beta = cfg_.residual_from_norm ? cfg_.mlp_beta : 1.0f;
+  for (int64_t i = 0; i < T * D; ++i) out[i] += beta * y[i];
+}
+
+// Ring's router: sigmoid scores; the choice adds the expert bias, keeps the topk_group groups with the
+// largest top-2 sums (the other groups' choice scores become 0, as in the reference) and takes the top-k;
+// the weights are the chosen experts' unbiased scores, renormalised and scaled.
+void CpuBackend::route_group_topk(const MoeWeights& M, const float* logits, int64_t T,
+                                  std::vector<std::vector<std::pair<int64_t, float>>>& by_expert) const {
+  const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, G = cfg_.n_group, per = E / G;
+  std::vector<float> score(E), choice(E), group(G);
+  std::vector<int> order(std::max(E, G));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t e = 0; e < E; ++e) {
+      score[e] = cpu::sigmoid(logits[t * E + e]);
+      choice[e] = score[e] + M.expert_bias[e];
+    }
+    if (G > 1) {
+      for (int64_t j = 0; j < G; ++j) {
+        float a = -INFINITY, b = -INFINITY;  // the group's two largest
+        for (int64_t e = j * per; e < (j + 1) * per; ++e) {
+          if (choice[e] > a) {
+            b = a;
+            a = choice[e];
+          } else if (choice[e] > b) {
+            b = choice[e];
+          }
+        }
+        group[j] = a + b;
+      }
+      std::iota(order.begin(), order.begin() + G, 0);
+      std::sort(order.begin(), order.begin() + G,
+                [&](int a, int b) { return group[a] > group[b] || (group[a] == group[b] && a < b); });
+      for (int64_t j = cfg_.topk_group; j < G; ++j)
+        std::fill_n(choice.begin() + order[j] * per, per, 0.0f);
+    }
+    std::iota(order.begin(), order.begin() + E, 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.begin() + E,
+                      [&](int a, int b) { return choice[a] > choice[b] || (choice[a] == choice[b] && a < b); });
+    float sum = 0;
+    for (int64_t j = 0; j < K; ++j) sum += score[order[j]];
+    for (int64_t j = 0; j < K; ++j) {
+      const float w = cfg_.norm_topk_prob && K > 1 ? score[order[j]] / sum : score[order[j]];
+      by_expert[order[j]].push_back({t, w * cfg_.routed_scaling_factor});
+    }
+  }
 }
 
 std::vector<float> CpuBackend::logits(Rows& rr, std::span<const int64_t> rows) {
@@ -304,7 +429,8 @@ std::vector<float> CpuBackend::logits(Rows& rr, std::span<const int64_t> rows) {
   std::vector<float> x(n * D), out(n * cfg_.vocab_size);
   for (int64_t i = 0; i < n; ++i) {
     HYPIC_ASSERT(rows[i] >= 0 && rows[i] < r.T, "logits: row out of range");
-    cpu::rmsnorm(r.h.data() + rows[i] * D, x.data() + i * D, 1, D, w_.final_norm.data(), cfg_.rms_norm_eps, true);
+    cpu::rmsnorm(r.h.data() + rows[i] * D, x.data() + i * D, 1, D, w_.final_norm.data(), cfg_.rms_norm_eps,
+                 cfg_.zero_centred_norms);
   }
   apply(w_.lm_head, x.data(), n, out.data());
   return out;
@@ -322,8 +448,16 @@ void CpuBackend::load_linear(int layer, State& s, const float* S, const void* co
   if (conv_tail) std::copy_n(static_cast<const float*>(conv_tail), st.conv_tail.size(), st.conv_tail.begin());
 }
 
-void CpuBackend::compose_linear(int layer, State& s, const float* T, const float* body, Composition how) {
+void CpuBackend::compose_linear(int layer, State& s, const float* T, const float* body, Composition how,
+                                int64_t rotate) {
   LinearLayerState& st = cpu_state(s).layers[layer].lin;
+  std::vector<float> moved;
+  if (cfg_.linear_rope && rotate != 0) {  // the body's keys were rotated at local positions: move them
+    moved.assign(body, body + st.S.size());
+    cpu::rope_shift_state(moved.data(), cfg_.lin_v_heads, cfg_.lin_k_dim, cfg_.lin_v_dim, cfg_.rotary_dim, rotate,
+                          cfg_.rope_theta);
+    body = moved.data();
+  }
   if (how == Composition::Transfer) {
     cpu::transfer_apply(transfer_shape(cfg_), T, st.S.data(), body, st.S.data());
   } else {
@@ -335,6 +469,11 @@ void CpuBackend::empty_body(float* T, float* body) {
   const cpu::TransferShape ts = transfer_shape(cfg_);
   cpu::transfer_identity(ts, T);
   std::fill_n(body, cpu::state_numel(ts), 0.0f);
+}
+
+void CpuBackend::shift_linear_state(float* S, int64_t delta) {
+  if (cfg_.linear_rope && delta != 0)
+    cpu::rope_shift_state(S, cfg_.lin_v_heads, cfg_.lin_k_dim, cfg_.lin_v_dim, cfg_.rotary_dim, delta, cfg_.rope_theta);
 }
 
 void CpuBackend::linear_body(int layer, Rows& r, int64_t row0, int64_t n, State& s, float* T, float* body) {

@@ -1,7 +1,8 @@
 // The CPU backend (fp32 compute; F32/BF16/F16 weights): the reference every other backend is checked
-// against. The Qwen3-Next / Qwen3.5 hybrid decoder's layers as backend steps: embeddings, zero-centred
-// RMSNorm, Gated DeltaNet and gated full-attention mixers, dense SwiGLU or sparse MoE with shared expert,
-// final norm and LM head. Sequence states are SequenceState (runtime/sequence_state.h).
+// against. The hybrid decoders' layers as backend steps: embeddings, RMSNorm (zero-centred for Qwen),
+// Gated DeltaNet (Qwen3-Next / Qwen3.5) or lightning (Ring) linear mixers, full-attention mixers, dense
+// SwiGLU or sparse MoE with shared expert, final norm and LM head. Sequence states are SequenceState
+// (runtime/sequence_state.h).
 #pragma once
 #include <memory>
 #include <string>
@@ -47,8 +48,10 @@ class CpuBackend : public Backend {
 
   void save_linear(int layer, const State& st, float* S, void* conv_tail) override;
   void load_linear(int layer, State& st, const float* S, const void* conv_tail) override;
-  void compose_linear(int layer, State& st, const float* T, const float* body, Composition how) override;
+  void compose_linear(int layer, State& st, const float* T, const float* body, Composition how,
+                      int64_t rotate) override;
   void empty_body(float* T, float* body) override;
+  void shift_linear_state(float* S, int64_t delta) override;
   void append_kv(int layer, State& st, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,
                  int64_t rotate) override;
   void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,
@@ -58,6 +61,11 @@ class CpuBackend : public Backend {
   std::vector<float> to_host(const void* data, size_t n, DType t) override;
 
  private:
+  void lightning_project(int layer, Rows& r);
+  void lightning_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer);
+  void lightning_output(int layer, Rows& r);
+  void route_group_topk(const MoeWeights& M, const float* logits, int64_t T,
+                        std::vector<std::vector<std::pair<int64_t, float>>>& by_expert) const;
   void mlp(const MlpWeights& m, int64_t I, const float* x, int64_t T, float* out, bool accumulate) const;
 
   ModelConfig cfg_;

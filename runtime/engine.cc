@@ -232,6 +232,7 @@ std::vector<float> Engine::execute(Plan& plan) {
               c.T = e.transfer;
               c.body = p.load ? e.full : e.body;
               c.conv_tail = e.conv_tail;
+              c.rotate = p.start;  // the body was computed at local positions
               steps.push_back(c);
             }
             if (p.snap) {
@@ -251,6 +252,8 @@ std::vector<float> Engine::execute(Plan& plan) {
               const LinearSegmentState& e = p.build->linear[l];
               if (p.n > 0) b.linear_body(l, *rows, row, p.n, st, e.transfer, e.body);
               else b.empty_body(e.transfer, e.body);
+              // Built under a prefix at global positions; entries hold bodies at local positions.
+              b.shift_linear_state(e.body, -(p.start - p.build->seam));
               b.save_linear(l, st, e.full, e.conv_tail);
             } else if (p.n > 0) {
               b.linear_recur(l, *rows, row, p.n, st, nullptr);
@@ -261,7 +264,7 @@ std::vector<float> Engine::execute(Plan& plan) {
             b.load_linear(l, st, e.full, e.conv_tail);
           } else if (p.entry->size() > p.entry->seam) {  // all seam: the running state is already exact
             const LinearSegmentState& e = p.entry->linear[l];
-            b.compose_linear(l, st, e.transfer, e.body, plan.how);
+            b.compose_linear(l, st, e.transfer, e.body, plan.how, p.start);
             b.load_linear(l, st, nullptr, e.conv_tail);
           }
           if (p.snap) b.save_linear(l, st, p.snap->state[l], p.snap->conv_tail[l]);

@@ -112,17 +112,20 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
     tj = &root["text_config"];
     c.text_model_type = tj->value("model_type", c.model_type + "_text");
     c.weight_prefix = "model.language_model.";
-  } else if (c.model_type == "qwen3_next" || c.model_type == "qwen3_5_text" || c.model_type == "qwen3_5_moe_text") {
+  } else if (c.model_type == "qwen3_next" || c.model_type == "qwen3_5_text" || c.model_type == "qwen3_5_moe_text" ||
+             c.model_type == "bailing_moe_linear" || c.model_type == "minimax") {
     c.text_model_type = c.model_type;
     c.weight_prefix = "model.";
   } else {
     throw ModelError(where + ": unsupported model_type '" + c.model_type +
-                     "' (supported: qwen3_next, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text)");
+                     "' (supported: qwen3_next, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, "
+                     "bailing_moe_linear, minimax)");
   }
   const json& t = *tj;
-  const bool next = c.text_model_type == "qwen3_next";
-  const bool moe35 = c.text_model_type == "qwen3_5_moe_text";
-  if (!next && c.text_model_type != "qwen3_5_text" && !moe35)
+  const bool ring = c.text_model_type == "bailing_moe_linear";
+  const bool minimax = c.text_model_type == "minimax";
+  if (c.text_model_type != "qwen3_next" && c.text_model_type != "qwen3_5_text" &&
+      c.text_model_type != "qwen3_5_moe_text" && !ring && !minimax)
     throw ModelError(where + ": unsupported text_config model_type '" + c.text_model_type + "'");
 
   c.hidden_size = get_int(t, "hidden_size", where);
@@ -145,10 +148,10 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
   check_range(c.num_kv_heads, 1, c.num_heads, "num_key_value_heads", where);
   c.head_dim = get_int_or(t, "head_dim", c.hidden_size / c.num_heads, where);
   check_range(c.head_dim, 1, kMaxDim, "head_dim", where);
-  c.attn_output_gate = get_bool_or(t, "attn_output_gate", true);
+  c.attn_output_gate = ring || minimax ? false : get_bool_or(t, "attn_output_gate", true);
 
   // RoPE: transformers v5 nests it in rope_parameters; older configs keep it at the top level.
-  double prf = 0.25;
+  double prf = ring || minimax ? 1.0 : 0.25;
   if (t.contains("rope_parameters") && t["rope_parameters"].is_object()) {
     const json& rp = t["rope_parameters"];
     const std::string type = rp.value("rope_type", std::string("default"));
@@ -174,6 +177,36 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
   if (c.rotary_dim % 2 != 0 || c.rotary_dim <= 0 || c.rotary_dim > c.head_dim)
     throw ModelError(where + ": partial_rotary_factor " + std::to_string(prf) + " gives an invalid rotary dim");
 
+  if (ring) {
+    bailing_linear_from_json(c, t, where);
+  } else if (minimax) {
+    if (c.rotary_dim != c.head_dim)  // transformers' MiniMax rotates whole heads
+      throw ModelError(where + ": 'partial_rotary_factor' below 1 is not supported for minimax");
+    minimax_from_json(c, t, where);
+  } else {
+    qwen_linear_from_json(c, t, where);
+  }
+  if (c.num_heads % c.num_kv_heads != 0)
+    throw ModelError(where + ": num_attention_heads must be a multiple of num_key_value_heads");
+
+  std::ostringstream fp;
+  fp << c.text_model_type << '|' << c.hidden_size << '|' << c.num_layers << '|' << c.vocab_size << '|' << c.num_heads
+     << '|' << c.num_kv_heads << '|' << c.head_dim << '|' << c.rope_theta << '|' << c.rotary_dim << '|'
+     << c.lin_k_heads << '|' << c.lin_v_heads << '|' << c.lin_k_dim << '|' << c.lin_v_dim << '|' << c.num_experts;
+  if (ring)  // the settings only Ring has (appended so the Qwen fingerprints stay what they were)
+    fp << '|' << c.group_norm_size << '|' << c.n_group << '|' << c.topk_group << '|' << c.routed_scaling_factor;
+  if (minimax)
+    fp << '|' << c.linear_alpha << '|' << c.linear_beta << '|' << c.full_alpha << '|' << c.full_beta << '|'
+       << c.mlp_alpha << '|' << c.mlp_beta;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(fp.str())));
+  c.fingerprint = buf;
+  return c;
+}
+
+void ModelConfig::qwen_linear_from_json(ModelConfig& c, const json& t, const std::string& where) {
+  const bool next = c.text_model_type == "qwen3_next";
+  const bool moe35 = c.text_model_type == "qwen3_5_moe_text";
   c.lin_k_heads = get_int(t, "linear_num_key_heads", where);
   c.lin_v_heads = get_int(t, "linear_num_value_heads", where);
   c.lin_k_dim = get_int(t, "linear_key_head_dim", where);
@@ -187,8 +220,6 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
   c.grouped_linear_proj = next;
   if (c.lin_v_heads % c.lin_k_heads != 0)
     throw ModelError(where + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
-  if (c.num_heads % c.num_kv_heads != 0)
-    throw ModelError(where + ": num_attention_heads must be a multiple of num_key_value_heads");
 
   c.intermediate_size = get_int_or(t, "intermediate_size", 0, where);
   check_range(c.intermediate_size, 0, kMaxDim, "intermediate_size", where);
@@ -239,15 +270,186 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
     if (!moe && c.intermediate_size <= 0)
       throw ModelError(where + ": layer " + std::to_string(i) + " is dense but intermediate_size is missing");
   }
+}
 
-  std::ostringstream fp;
-  fp << c.text_model_type << '|' << c.hidden_size << '|' << c.num_layers << '|' << c.vocab_size << '|' << c.num_heads
-     << '|' << c.num_kv_heads << '|' << c.head_dim << '|' << c.rope_theta << '|' << c.rotary_dim << '|'
-     << c.lin_k_heads << '|' << c.lin_v_heads << '|' << c.lin_k_dim << '|' << c.lin_v_dim << '|' << c.num_experts;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(fp.str())));
-  c.fingerprint = buf;
-  return c;
+void ModelConfig::bailing_linear_from_json(ModelConfig& c, const json& t, const std::string& where) {
+  // Settings the reference forward (mlx-lm's port of the original code) has no path for are refused, so
+  // that a checkpoint using them fails to load instead of running wrongly.
+  for (const char* key : {"use_qkv_bias", "use_bias", "linear_silu", "norm_head", "norm_softmax"})
+    if (get_bool_or(t, key, false))
+      throw ModelError(where + ": '" + std::string(key) + "' true is not supported for bailing_moe_linear");
+  if (!get_bool_or(t, "use_qk_norm", true))
+    throw ModelError(where + ": 'use_qk_norm' false is not supported for bailing_moe_linear");
+  if (!get_bool_or(t, "use_rmsnorm", true))
+    throw ModelError(where + ": 'use_rmsnorm' false is not supported for bailing_moe_linear");
+  c.zero_centred_norms = false;
+  c.linear_kind = LinearKind::Lightning;
+  c.linear_rope = true;
+  // The linear layers are multi-head (K/V heads = query heads) of width hidden_size / heads.
+  c.lin_k_heads = c.lin_v_heads = c.num_heads;
+  c.lin_k_dim = c.lin_v_dim = c.hidden_size / c.num_heads;
+  if (c.lin_k_dim * c.num_heads != c.hidden_size || c.lin_k_dim != c.head_dim)
+    throw ModelError(where + ": bailing_moe_linear needs head_dim == hidden_size / num_attention_heads (linear "
+                     "layers use that width), got head_dim " + std::to_string(c.head_dim));
+  c.conv_kernel = 1;  // no short convolution
+  c.group_norm_size = get_int_or(t, "group_norm_size", 1, where);
+  check_range(c.group_norm_size, 1, c.num_heads * c.head_dim, "group_norm_size", where);
+  if ((c.num_heads * c.head_dim) % c.group_norm_size != 0)
+    throw ModelError(where + ": group_norm_size must divide num_attention_heads * head_dim");
+
+  const int64_t group = get_int(t, "layer_group_size", where);
+  check_range(group, 1, kMaxLayers, "layer_group_size", where);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const bool full = (i + 1) % group == 0 || i >= c.num_layers / group * group;
+    c.layer_kinds.push_back(full ? LayerKind::FullAttention : LayerKind::LinearAttention);
+  }
+
+  c.intermediate_size = get_int_or(t, "intermediate_size", 0, where);
+  check_range(c.intermediate_size, 0, kMaxDim, "intermediate_size", where);
+  c.num_experts = get_int_or(t, "num_experts", 0, where);
+  check_range(c.num_experts, 0, 1 << 16, "num_experts", where);
+  const int64_t first_dense = get_int_or(t, "first_k_dense_replace", 0, where);
+  check_range(first_dense, 0, kMaxLayers, "first_k_dense_replace", where);
+  if (c.num_experts > 0) {
+    c.experts_per_tok = get_int(t, "num_experts_per_tok", where);
+    c.moe_intermediate_size = get_int(t, "moe_intermediate_size", where);
+    check_range(c.moe_intermediate_size, 1, kMaxDim, "moe_intermediate_size", where);
+    if (c.experts_per_tok <= 0 || c.experts_per_tok > c.num_experts)
+      throw ModelError(where + ": num_experts_per_tok out of range");
+    const int64_t shared = get_int_or(t, "num_shared_experts", 0, where);
+    check_range(shared, 0, 1024, "num_shared_experts", where);
+    const int64_t shared_size = get_int_or(t, "moe_shared_expert_intermediate_size", c.moe_intermediate_size, where);
+    check_range(shared_size, 1, kMaxDim, "moe_shared_expert_intermediate_size", where);
+    c.shared_expert_intermediate_size = shared * shared_size;  // the shared experts form one wider MLP
+    c.shared_expert_gate = false;
+    c.norm_topk_prob = get_bool_or(t, "norm_topk_prob", true);
+    const std::string score = t.contains("score_function") && t["score_function"].is_string()
+                                  ? t["score_function"].get<std::string>()
+                                  : "softmax";
+    if (score != "sigmoid")
+      throw ModelError(where + ": score_function '" + score + "' is not supported for bailing_moe_linear (sigmoid)");
+    if (!get_bool_or(t, "moe_router_enable_expert_bias", false))
+      throw ModelError(where + ": bailing_moe_linear without moe_router_enable_expert_bias is not supported");
+    c.router = RouterKind::SigmoidGroupTopK;
+    c.n_group = get_int_or(t, "n_group", 1, where);
+    check_range(c.n_group, 1, c.num_experts, "n_group", where);
+    if (c.num_experts % c.n_group != 0) throw ModelError(where + ": n_group must divide num_experts");
+    c.topk_group = get_int_or(t, "topk_group", c.n_group, where);
+    check_range(c.topk_group, 1, c.n_group, "topk_group", where);
+    if (c.n_group > 1 && c.num_experts / c.n_group < 2)
+      throw ModelError(where + ": expert groups need at least 2 experts (a group's score is its top-2 sum)");
+    if (c.experts_per_tok > c.topk_group * (c.num_experts / c.n_group))
+      throw ModelError(where + ": num_experts_per_tok exceeds the experts of the topk_group groups kept");
+    const bool scaled = get_bool_or(t, "moe_router_enable_routed_scaling", true);
+    const double rsf = scaled ? get_num_or(t, "routed_scaling_factor", 1.0, where) : 1.0;
+    if (!(rsf > 0 && rsf <= 1e6))
+      throw ModelError(where + ": 'routed_scaling_factor' is " + std::to_string(rsf) + ", allowed (0, 1e6]");
+    c.routed_scaling_factor = static_cast<float>(rsf);
+  }
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const bool moe = c.num_experts > 0 && i >= first_dense;
+    c.layer_is_moe.push_back(moe);
+    if (!moe && c.intermediate_size <= 0)
+      throw ModelError(where + ": layer " + std::to_string(i) + " is dense but intermediate_size is missing");
+  }
+}
+
+void ModelConfig::minimax_from_json(ModelConfig& c, const json& t, const std::string& where) {
+  if (t.contains("sliding_window") && !t["sliding_window"].is_null())
+    throw ModelError(where + ": 'sliding_window' is not supported for minimax");
+  c.zero_centred_norms = false;
+  c.linear_kind = LinearKind::Lightning;
+  c.lightning_style = LightningStyle::MiniMax;
+  c.linear_rope = false;
+  c.lin_k_heads = c.lin_v_heads = c.num_heads;
+  c.lin_k_dim = c.lin_v_dim = c.head_dim;
+  c.conv_kernel = 1;  // no short convolution
+  c.group_norm_size = 1;
+  c.residual_from_norm = true;
+  auto factor = [&](const char* key) {
+    const double v = get_num_or(t, key, 1.0, where);
+    if (std::fabs(v) > 1e6) throw ModelError(where + ": '" + std::string(key) + "' is out of range");
+    return static_cast<float>(v);
+  };
+  c.linear_alpha = factor("linear_attn_alpha_factor");
+  c.linear_beta = factor("linear_attn_beta_factor");
+  c.full_alpha = factor("full_attn_alpha_factor");
+  c.full_beta = factor("full_attn_beta_factor");
+  c.mlp_alpha = factor("mlp_alpha_factor");
+  c.mlp_beta = factor("mlp_beta_factor");
+
+  // transformers' default when layer_types is absent: even layers full attention, odd layers lightning.
+  if (t.contains("layer_types") && t["layer_types"].is_array()) {
+    for (auto& v : t["layer_types"]) {
+      const std::string s = v.is_string() ? v.get<std::string>() : "";
+      if (s == "linear_attention") c.layer_kinds.push_back(LayerKind::LinearAttention);
+      else if (s == "full_attention") c.layer_kinds.push_back(LayerKind::FullAttention);
+      else throw ModelError(where + ": unknown layer type " + (v.is_primitive() ? v.dump() : std::string("(a JSON ") + v.type_name() + ")") + " in layer_types");
+    }
+    if (static_cast<int64_t>(c.layer_kinds.size()) != c.num_layers)
+      throw ModelError(where + ": layer_types has " + std::to_string(c.layer_kinds.size()) + " entries for " +
+                       std::to_string(c.num_layers) + " layers");
+  } else {
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      c.layer_kinds.push_back((i + 1) % 2 ? LayerKind::FullAttention : LayerKind::LinearAttention);
+  }
+
+  // Mixtral-style MoE on every layer: softmax, top-k renormalised, experts of intermediate_size.
+  c.num_experts = get_int_or(t, "num_local_experts", get_int_or(t, "num_experts", 8, where), where);
+  check_range(c.num_experts, 1, 1 << 16, "num_local_experts", where);
+  c.experts_per_tok = get_int_or(t, "num_experts_per_tok", 2, where);
+  if (c.experts_per_tok <= 0 || c.experts_per_tok > c.num_experts)
+    throw ModelError(where + ": num_experts_per_tok out of range");
+  c.moe_intermediate_size = get_int(t, "intermediate_size", where);
+  check_range(c.moe_intermediate_size, 1, kMaxDim, "intermediate_size", where);
+  c.norm_topk_prob = true;
+  c.layer_is_moe.assign(static_cast<size_t>(c.num_layers), true);
+}
+
+int64_t ModelConfig::lin_transfer_numel() const {
+  return linear_kind == LinearKind::Lightning ? lin_v_heads : lin_v_heads * lin_k_dim * lin_k_dim;
+}
+
+std::vector<float> ModelConfig::lightning_log_decay(int64_t layer) const {
+  // ALiBi slopes s_h (for a head count that is not a power of two: the slopes of the power p below it,
+  // then every other slope of 2p), scaled per layer by 1 - (l - 1)/(L - 1) + 1e-5 with l unclamped as the
+  // original model code has it (layer 0 decays slightly faster than layer 1).
+  auto pow2 = [](int64_t n) {
+    std::vector<double> s;
+    const double start = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(n)) - 3)));
+    for (int64_t i = 0; i < n; ++i) s.push_back(std::pow(start, static_cast<double>(i + 1)));
+    return s;
+  };
+  const int64_t H = lin_v_heads;
+  std::vector<double> s;
+  const int64_t p = int64_t{1} << static_cast<int>(std::floor(std::log2(static_cast<double>(H))));
+  if (p == H) {
+    s = pow2(H);
+  } else {
+    s = pow2(p);
+    const std::vector<double> s2 = pow2(2 * p);
+    for (int64_t i = 0; i < H - p; ++i) s.push_back(s2[2 * i]);
+  }
+  if (lightning_style == LightningStyle::MiniMax) {
+    // transformers' MiniMax: s_h = (2^(-8/H))^(h+1) for any H, factor 1 - l/(L - 1 + 1e-5) + 1e-5.
+    const double base = 1.0 / std::pow(2.0, 8.0 / static_cast<double>(H));
+    const double factor = 1.0 - static_cast<double>(layer) / (static_cast<double>(num_layers - 1) + 1e-5) + 1e-5;
+    std::vector<float> out;
+    for (int64_t h = 0; h < H; ++h) out.push_back(static_cast<float>(-std::pow(base, h + 1.0) * factor));
+    return out;
+  }
+  const double denom = num_layers > 1 ? static_cast<double>(num_layers - 1) : 1.0;
+  const double factor = 1.0 - static_cast<double>(layer - 1) / denom + 1e-5;
+  std::vector<float> out;
+  for (double v : s) out.push_back(static_cast<float>(-v * factor));
+  return out;
+}
+
+void ModelConfig::check_cuda_supported() const {
+  if (linear_kind != LinearKind::GatedDeltaNet)
+    throw ModelError("model family '" + text_model_type +
+                     "' is not supported by the CUDA backend yet (its lightning linear layers have CPU kernels "
+                     "only); run it with --device cpu");
 }
 
 }  // namespace hypic

@@ -1,6 +1,8 @@
 // Hugging Face config.json of the supported hybrid families, normalised to one struct.
-// Supported model_type: qwen3_next, qwen3_5_text, qwen3_5_moe_text, and the VL wrappers qwen3_5 /
-// qwen3_5_moe (text settings under text_config, weights under model.language_model.*).
+// Supported model_type: qwen3_next, qwen3_5_text, qwen3_5_moe_text, the VL wrappers qwen3_5 /
+// qwen3_5_moe (text settings under text_config, weights under model.language_model.*), and
+// bailing_moe_linear (Ring-mini/flash-linear-2.0) and minimax (MiniMax-Text-01/M1), both with lightning
+// linear layers (docs/engine.md).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,9 +14,22 @@ namespace hypic {
 
 enum class LayerKind { LinearAttention, FullAttention };
 
+// The recurrence of the linear layers: the Gated DeltaNet delta rule (Qwen3-Next, Qwen3.5; dense
+// transfer operator [Hv, dk, dk]) or lightning attention, a fixed scalar decay per head (Ring; transfer
+// operator [Hv], one number per head).
+enum class LinearKind { GatedDeltaNet, Lightning };
+
+// How the MoE router scores experts: softmax then top-k (Qwen), or sigmoid plus a per-expert bias used
+// only for the choice, top-k within the best groups, weights renormalised and scaled (Ring).
+enum class RouterKind { SoftmaxTopK, SigmoidGroupTopK };
+
+// The two lightning layers: Ring (q/k RMSNorm then RoPE, q scaled by d^-1/2, group RMSNorm of the output)
+// and MiniMax (SiLU on q | k | v, projection rows interleaved per head, no norm, RoPE or scale on q/k, one
+// RMSNorm over the whole output).
+enum class LightningStyle { Ring, MiniMax };
 struct ModelConfig {
   std::string model_type;       // the top-level model_type as written
-  std::string text_model_type;  // qwen3_next | qwen3_5_text | qwen3_5_moe_text
+  std::string text_model_type;  // qwen3_next | qwen3_5_text | qwen3_5_moe_text | bailing_moe_linear | minimax
   std::string weight_prefix;    // "model." or "model.language_model."
 
   int64_t hidden_size = 0;
@@ -23,6 +38,11 @@ struct ModelConfig {
   int64_t max_positions = 0;  // max_position_embeddings; 0 when the config does not say
   float rms_norm_eps = 1e-6f;
   bool tie_word_embeddings = false;
+  bool zero_centred_norms = true;  // RMSNorm weights as (1 + w) (Qwen) or w (Ring, MiniMax)
+  // MiniMax's residual is taken after the norm: x = alpha * norm(x) + beta * f(norm(x)), with factors per
+  // sublayer kind. The others: x = x + f(norm(x)).
+  bool residual_from_norm = false;
+  float linear_alpha = 1, linear_beta = 1, full_alpha = 1, full_beta = 1, mlp_alpha = 1, mlp_beta = 1;
 
   // Full attention.
   int64_t num_heads = 0;
@@ -32,7 +52,11 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   int64_t rotary_dim = 0;
 
-  // Gated DeltaNet.
+  // Linear layers (for Lightning: Hk = Hv = num_heads, dk = dv = head_dim, no conv: conv_kernel 1).
+  LinearKind linear_kind = LinearKind::GatedDeltaNet;
+  LightningStyle lightning_style = LightningStyle::Ring;
+  bool linear_rope = false;      // q/k of the linear layers are rotated: states carry absolute rotation
+  int64_t group_norm_size = 1;   // Lightning: groups of the output RMSNorm
   int64_t lin_k_heads = 0;
   int64_t lin_v_heads = 0;
   int64_t lin_k_dim = 0;
@@ -47,6 +71,10 @@ struct ModelConfig {
   int64_t moe_intermediate_size = 0;
   int64_t shared_expert_intermediate_size = 0;
   bool norm_topk_prob = true;
+  bool shared_expert_gate = true;  // a sigmoid gate on the shared expert (Qwen); Ring has none
+  RouterKind router = RouterKind::SoftmaxTopK;
+  int64_t n_group = 1, topk_group = 1;  // SigmoidGroupTopK: expert groups, groups kept
+  float routed_scaling_factor = 1.0f;
 
   std::vector<LayerKind> layer_kinds;
   std::vector<bool> layer_is_moe;
@@ -56,6 +84,13 @@ struct ModelConfig {
   int64_t lin_value_dim() const { return lin_v_heads * lin_v_dim; }
   int64_t lin_conv_dim() const { return 2 * lin_key_dim() + lin_value_dim(); }
   int64_t num_linear_layers() const;
+  // Elements of one linear layer's transfer operator (fp32): Hv * dk * dk (dense) or Hv (scalar).
+  int64_t lin_transfer_numel() const;
+  // The lightning decay log(lambda_h) of linear layer `layer`, per head (Hv values).
+  std::vector<float> lightning_log_decay(int64_t layer) const;
+  // The CUDA backend has kernels for the Gated DeltaNet families only: throws ModelError naming the
+  // family for another one (loading it there would run kernels of the wrong recurrence).
+  void check_cuda_supported() const;
   // Throws InvalidArgument when a sequence of `length` tokens does not fit the model's context.
   void check_length(int64_t length) const;
 
@@ -65,6 +100,10 @@ struct ModelConfig {
 
  private:
   static ModelConfig from_json_checked(const nlohmann::json& j, const std::string& where);
+  // The family-specific rest of the config: linear layers, layer schedule and feed-forward.
+  static void qwen_linear_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
+  static void bailing_linear_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
+  static void minimax_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
 };
 
 }  // namespace hypic

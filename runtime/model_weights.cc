@@ -87,6 +87,68 @@ class Loader {
     g.out = linear(p + "out_proj.weight", D, value_dim);
   }
 
+  // Row block [r0, r0 + n) of a matrix, as a view.
+  static Linear rows_of(const Linear& l, int64_t r0, int64_t n) {
+    return {static_cast<const char*>(l.data) + r0 * l.in * dtype_size(l.dtype), l.dtype, n, l.in};
+  }
+
+  void load_lightning(const std::string& p, int64_t layer, LightningWeights& g) {
+    const int64_t D = cfg_.hidden_size, H = cfg_.lin_v_heads, hd = cfg_.lin_k_dim;
+    g.qkv = linear(p + "query_key_value.weight", 3 * H * hd, D);
+    g.gate = linear(p + "g_proj.weight", H * hd, D);
+    g.out = linear(p + "dense.weight", D, H * hd);
+    g.q_norm = vec(p + "query_layernorm.weight", {hd});
+    g.k_norm = vec(p + "key_layernorm.weight", {hd});
+    g.g_norm = vec(p + "g_norm.weight", {H * hd});
+    g.log_decay = cfg_.lightning_log_decay(layer);
+  }
+
+  // MiniMax: qkv_proj rows are [q_h | k_h | v_h] per head; re-ordered to q | k | v as Ring's.
+  void load_minimax_lightning(const std::string& p, int64_t layer, LightningWeights& g) {
+    const int64_t D = cfg_.hidden_size, H = cfg_.lin_v_heads, hd = cfg_.lin_k_dim;
+    Tensor qkv = tensor(p + "qkv_proj.weight", {3 * H * hd, D});
+    std::vector<std::pair<int64_t, int64_t>> order;
+    for (int64_t part = 0; part < 3; ++part)
+      for (int64_t h = 0; h < H; ++h) order.push_back({h * 3 * hd + part * hd, hd});
+    g.qkv = gather_rows(qkv, order);
+    g.gate = linear(p + "output_gate.weight", H * hd, D);
+    g.out = linear(p + "out_proj.weight", D, H * hd);
+    g.g_norm = vec(p + "norm.weight", {H * hd});
+    g.log_decay = cfg_.lightning_log_decay(layer);
+  }
+
+  void load_plain_attention(const std::string& p, AttentionWeights& a) {
+    const int64_t D = cfg_.hidden_size, H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
+    a.q = linear(p + "q_proj.weight", H * hd, D);
+    a.k = linear(p + "k_proj.weight", Hkv * hd, D);
+    a.v = linear(p + "v_proj.weight", Hkv * hd, D);
+    a.o = linear(p + "o_proj.weight", D, H * hd);
+  }
+
+  // Mixtral-style experts: the original layout block_sparse_moe.{gate, experts.{e}.w1 (gate) / w3 (up) /
+  // w2 (down)}, or transformers' fused mlp.{gate, experts.gate_up_proj / down_proj}.
+  void load_mixtral_moe(const std::string& p, MoeWeights& m) {
+    const int64_t D = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
+    if (!w_.checkpoint.has(p + "block_sparse_moe.gate.weight")) return load_moe(p + "mlp.", m);
+    m.router = linear(p + "block_sparse_moe.gate.weight", E, D);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
+      m.experts.push_back({linear(x + "w1.weight", I, D), linear(x + "w3.weight", I, D), linear(x + "w2.weight", D, I)});
+    }
+  }
+
+  // Ring's softmax layers: one fused projection (q | k | v rows, GQA), no output gate.
+  void load_bailing_attention(const std::string& p, AttentionWeights& a) {
+    const int64_t D = cfg_.hidden_size, H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
+    const Linear qkv = linear(p + "query_key_value.weight", (H + 2 * Hkv) * hd, D);
+    a.q = rows_of(qkv, 0, H * hd);
+    a.k = rows_of(qkv, H * hd, Hkv * hd);
+    a.v = rows_of(qkv, (H + Hkv) * hd, Hkv * hd);
+    a.o = linear(p + "dense.weight", D, H * hd);
+    a.q_norm = vec(p + "query_layernorm.weight", {hd});
+    a.k_norm = vec(p + "key_layernorm.weight", {hd});
+  }
+
   void load_attention(const std::string& p, AttentionWeights& a) {
     const int64_t D = cfg_.hidden_size, H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
     a.q = linear(p + "q_proj.weight", H * hd * (cfg_.attn_output_gate ? 2 : 1), D);
@@ -105,6 +167,7 @@ class Loader {
   void load_moe(const std::string& p, MoeWeights& m) {
     const int64_t D = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
     m.router = linear(p + "gate.weight", E, D);
+    if (cfg_.router == RouterKind::SigmoidGroupTopK) m.expert_bias = vec(p + "gate.expert_bias", {E});
     const auto& ck = w_.checkpoint;
     if (ck.has(p + "experts.gate_up_proj")) {  // fused: [E, 2I, D] gate rows first, and [E, D, I]
       Tensor gu = tensor(p + "experts.gate_up_proj", {E, 2 * I, D});
@@ -119,8 +182,12 @@ class Loader {
     }
     if (cfg_.shared_expert_intermediate_size > 0) {
       m.has_shared = true;
-      m.shared = mlp(p + "shared_expert.", cfg_.shared_expert_intermediate_size);
-      m.shared_gate = linear(p + "shared_expert_gate.weight", 1, D);
+      if (cfg_.shared_expert_gate) {
+        m.shared = mlp(p + "shared_expert.", cfg_.shared_expert_intermediate_size);
+        m.shared_gate = linear(p + "shared_expert_gate.weight", 1, D);
+      } else {
+        m.shared = mlp(p + "shared_experts.", cfg_.shared_expert_intermediate_size);
+      }
     }
   }
 
@@ -137,7 +204,9 @@ ModelWeights ModelWeights::load(const ModelConfig& cfg, const std::string& dir) 
   Loader L(cfg, w);
   const std::string& P = cfg.weight_prefix;
   const int64_t D = cfg.hidden_size, V = cfg.vocab_size;
-  w.embed = L.linear(P + "embed_tokens.weight", V, D);
+  const bool ring = cfg.linear_kind == LinearKind::Lightning && cfg.lightning_style == LightningStyle::Ring;
+  const bool minimax = cfg.linear_kind == LinearKind::Lightning && cfg.lightning_style == LightningStyle::MiniMax;
+  w.embed = L.linear(P + (ring ? "word_embeddings.weight" : "embed_tokens.weight"), V, D);
   w.final_norm = L.vec(P + "norm.weight", {D});
   if (cfg.tie_word_embeddings && !w.checkpoint.has("lm_head.weight")) {
     w.lm_head = w.embed;
@@ -151,9 +220,19 @@ ModelWeights ModelWeights::load(const ModelConfig& cfg, const std::string& dir) 
     lw.moe = cfg.layer_is_moe[i];
     lw.input_norm = L.vec(p + "input_layernorm.weight", {D});
     lw.post_norm = L.vec(p + "post_attention_layernorm.weight", {D});
-    if (lw.kind == LayerKind::LinearAttention) L.load_linear_attention(p + "linear_attn.", lw.lin);
-    else L.load_attention(p + "self_attn.", lw.attn);
-    if (lw.moe) L.load_moe(p + "mlp.", lw.moe_w);
+    if (ring) {
+      if (lw.kind == LayerKind::LinearAttention) L.load_lightning(p + "attention.", i, lw.lightning);
+      else L.load_bailing_attention(p + "attention.", lw.attn);
+    } else if (minimax) {
+      if (lw.kind == LayerKind::LinearAttention) L.load_minimax_lightning(p + "self_attn.", i, lw.lightning);
+      else L.load_plain_attention(p + "self_attn.", lw.attn);
+    } else if (lw.kind == LayerKind::LinearAttention) {
+      L.load_linear_attention(p + "linear_attn.", lw.lin);
+    } else {
+      L.load_attention(p + "self_attn.", lw.attn);
+    }
+    if (lw.moe && minimax) L.load_mixtral_moe(p, lw.moe_w);
+    else if (lw.moe) L.load_moe(p + "mlp.", lw.moe_w);
     else lw.mlp = L.mlp(p + "mlp.", cfg.intermediate_size);
     w.layers.push_back(std::move(lw));
   }
@@ -171,7 +250,10 @@ ModelWeights ModelWeights::load(const ModelConfig& cfg, const std::string& dir) 
   };
   sample(w.embed);
   sample(w.lm_head);
-  for (auto& lw : w.layers) sample(lw.kind == LayerKind::LinearAttention ? lw.lin.out : lw.attn.o);
+  for (auto& lw : w.layers)
+    sample(lw.kind == LayerKind::FullAttention ? lw.attn.o
+           : cfg.linear_kind == LinearKind::Lightning ? lw.lightning.out
+                                                      : lw.lin.out);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   w.fingerprint = buf;

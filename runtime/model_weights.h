@@ -30,12 +30,23 @@ struct GatedDeltaNetWeights {
   std::vector<float> norm_w;   // [dv]
 };
 
+// Lightning attention (Ring, MiniMax): q | k | v from one fused projection, q/k RMSNorm (Ring), RMSNorm
+// of the output in groups, sigmoid gate.
+struct LightningWeights {
+  Linear qkv;    // [3 * H * hd, D], rows q | k | v (MiniMax's per-head interleaved rows re-ordered to this)
+  Linear gate;   // Ring g_proj / MiniMax output_gate [H * hd, D]
+  Linear out;    // Ring dense / MiniMax out_proj [D, H * hd]
+  std::vector<float> q_norm, k_norm;  // [hd] (Ring only)
+  std::vector<float> g_norm;          // [H * hd] Ring g_norm / MiniMax norm
+  std::vector<float> log_decay;       // [H] log(lambda_h) of this layer (from the config, no tensor)
+};
+
 struct AttentionWeights {
   Linear q;  // [H * hd * (gate ? 2 : 1), D]; per head: query then gate
   Linear k;  // [Hkv * hd, D]
   Linear v;  // [Hkv * hd, D]
   Linear o;  // [D, H * hd]
-  std::vector<float> q_norm, k_norm;  // [hd]
+  std::vector<float> q_norm, k_norm;  // [hd] (empty: no q/k norm, MiniMax)
 };
 
 struct MlpWeights {
@@ -45,6 +56,7 @@ struct MlpWeights {
 
 struct MoeWeights {
   Linear router;  // [E, D]
+  std::vector<float> expert_bias;  // [E] (SigmoidGroupTopK routers: added to the scores for the choice only)
   std::vector<MlpWeights> experts;
   bool has_shared = false;
   MlpWeights shared;
@@ -56,6 +68,7 @@ struct LayerWeights {
   bool moe = false;
   std::vector<float> input_norm, post_norm;  // [D]
   GatedDeltaNetWeights lin;
+  LightningWeights lightning;
   AttentionWeights attn;
   MlpWeights mlp;
   MoeWeights moe_w;

@@ -2,6 +2,8 @@
 
 #include <numeric>
 
+#include "runtime/error.h"
+
 namespace hypic {
 namespace {
 
@@ -25,7 +27,7 @@ struct Sizes {
 
 Sizes sizes_of(const Backend& b) {
   const ModelConfig& c = b.config();
-  return {sizeof(float) * c.lin_v_heads * c.lin_k_dim * c.lin_k_dim,
+  return {sizeof(float) * c.lin_transfer_numel(),
           sizeof(float) * c.lin_v_heads * c.lin_k_dim * c.lin_v_dim,
           dtype_size(b.kv_dtype()) * (c.conv_kernel - 1) * c.lin_conv_dim(), kv_row_bytes(b)};
 }
@@ -53,7 +55,7 @@ void Backend::linear_chain(int layer, Rows& r, State& st, std::span<const ChainS
         if (s.n > 0) linear_recur(layer, r, s.row0, s.n, st, nullptr);
         break;
       case ChainStep::Kind::Compose:
-        compose_linear(layer, st, s.T, s.body, how);
+        compose_linear(layer, st, s.T, s.body, how, s.rotate);
         load_linear(layer, st, nullptr, s.conv_tail);
         break;
       case ChainStep::Kind::Save:
@@ -64,6 +66,10 @@ void Backend::linear_chain(int layer, Rows& r, State& st, std::span<const ChainS
         break;
     }
   }
+}
+
+void Backend::shift_linear_state(float* S, int64_t delta) {
+  HYPIC_ASSERT(!config().linear_rope || delta == 0, "shift_linear_state: this backend cannot re-rotate states");
 }
 
 void Backend::append_kv_ranges(int layer, State& st, std::span<const KvAppend> items) {

@@ -158,7 +158,10 @@ void CudaBackend::load_linear(int layer, State& s, const float* S, const void* c
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(st.conv_tail.get(), conv_tail, st.conv_tail.bytes(), cudaMemcpyDeviceToDevice, cs));
 }
 
-void CudaBackend::compose_linear(int layer, State& s, const float* T, const float* body, Composition how) {
+void CudaBackend::compose_linear(int layer, State& s, const float* T, const float* body, Composition how,
+                                 int64_t rotate) {
+  // Only families without RoPE in their linear layers reach this backend (check_cuda_supported).
+  HYPIC_ASSERT(!config().linear_rope || rotate == 0, "compose_linear: state re-rotation is not on CUDA");
   CudaLinearLayerState& st = cuda_state(s).lin[layer];
   cudaStream_t cs = m_->stream();
   const int64_t n = static_cast<int64_t>(st.S.bytes() / sizeof(float));

@@ -52,7 +52,8 @@ class CudaBackend : public Backend {
 
   void save_linear(int layer, const State& st, float* S, void* conv_tail) override;
   void load_linear(int layer, State& st, const float* S, const void* conv_tail) override;
-  void compose_linear(int layer, State& st, const float* T, const float* body, Composition how) override;
+  void compose_linear(int layer, State& st, const float* T, const float* body, Composition how,
+                      int64_t rotate) override;
   void empty_body(float* T, float* body) override;
   void append_kv(int layer, State& st, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,
                  int64_t rotate) override;

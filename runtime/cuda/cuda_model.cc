@@ -84,17 +84,20 @@ bool CudaModel::small_moe(int64_t T) const {
 std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir) {
   if (!fs::is_directory(dir)) throw IoError("model directory '" + dir + "' does not exist");
   ModelConfig cfg = ModelConfig::load((fs::path(dir) / "config.json").string());
+  cfg.check_cuda_supported();
   const ModelWeights w = ModelWeights::load(cfg, dir);
   return upload(cfg, w);
 }
 
 std::unique_ptr<CudaModel> CudaModel::upload(const ModelConfig& cfg, const ModelWeights& w) {
+  cfg.check_cuda_supported();
   std::unique_ptr<CudaModel> m(new CudaModel(cfg, w.fingerprint));
   m->w_ = DeviceWeights::upload(cfg, w, m->stream_);
   return m;
 }
 
 std::unique_ptr<CudaModel> CudaModel::random(const ModelConfig& cfg, uint64_t seed) {
+  cfg.check_cuda_supported();
   std::unique_ptr<CudaModel> m(new CudaModel(cfg, "random-" + cfg.fingerprint + "-" + std::to_string(seed)));
   m->w_ = DeviceWeights::random(cfg, seed, m->stream_);
   return m;

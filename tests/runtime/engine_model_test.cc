@@ -512,6 +512,22 @@ INSTANTIATE_TEST_SUITE_P(Backends, EngineTest,
                          ::testing::Combine(::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe"),
                                             ::testing::Values("cpu", "cuda")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+// The lightning families (Ring, MiniMax) have a CPU forward only; the CUDA backend refuses them (below).
+INSTANTIATE_TEST_SUITE_P(Lightning, EngineTest,
+                         ::testing::Combine(::testing::Values("bailing_moe_linear", "minimax"), ::testing::Values("cpu")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+TEST(CudaBackendFamilies, RefusesFamiliesWithoutKernelsByName) {
+  if (!(cuda_built() && cuda_device_present())) GTEST_SKIP() << "no CUDA backend or device";
+  for (const std::string name : {"bailing_moe_linear", "minimax"}) {
+    try {
+      open_backend(kModels + name, Device::Cuda);
+      ADD_FAILURE() << "the CUDA backend loaded " << name;
+    } catch (const ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find("model family '" + name + "'"), std::string::npos) << e.what();
+    }
+  }
+}
 
 // A well-conditioned model for bf16 comparisons: the shipped trained model has large top-1 gaps (the
 // random fixtures' tiny gaps let bf16 noise flip the arg-max, so there top-1 agreement says little). On

@@ -1,6 +1,7 @@
-// The CPU forward pass against transformers' logits on the tiny fixture models
-// (tools/fixtures/make_tiny_models.py): prefill, prefill + continuation, token-by-token decode — run by
-// the engine in full mode (Engine::forward) over the CPU backend.
+// The CPU forward pass against independent implementations' logits on the tiny fixture models:
+// transformers (tools/fixtures/make_tiny_models.py) and, for Ring's bailing_moe_linear, mlx-lm
+// (tools/fixtures/make_tiny_bailing_linear.py). Prefill, prefill + continuation, token-by-token decode — run
+// by the engine in full mode (Engine::forward) over the CPU backend.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -161,7 +162,7 @@ TEST_P(ModelGolden, SeveralChunksMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelGolden,
-                         ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe"));
+                         ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe", "bailing_moe_linear", "minimax"));
 
 // ---- bad input: clear typed errors, never a crash ----
 

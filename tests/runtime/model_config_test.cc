@@ -1,8 +1,11 @@
 // config.json values outside their allowed ranges: each is refused with a ModelError naming the file
-// and the key (several used to divide by zero or run and print garbage).
+// and the key (several used to divide by zero or run and print garbage). Ring's bailing_moe_linear: its
+// layer schedule, decay slopes and refused settings.
 #include <sys/stat.h>
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -112,5 +115,145 @@ TEST(ModelConfig, ConfigMustBeARegularFile) {
   EXPECT_THROW(ModelConfig::load(dir.path.string()), IoError);
 }
 
+
+// ---- bailing_moe_linear (Ring-linear-2.0) ----
+
+namespace ring {
+
+json config() {
+  return json::parse(R"({"model_type": "bailing_moe_linear", "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 7, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 448,
+    "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+    "rope_scaling": null, "use_qk_norm": true, "layer_group_size": 3, "group_norm_size": 2,
+    "first_k_dense_replace": 1, "num_experts": 12, "num_experts_per_tok": 3, "num_shared_experts": 1,
+    "moe_intermediate_size": 16, "moe_shared_expert_intermediate_size": 16, "n_group": 3, "topk_group": 2,
+    "score_function": "sigmoid", "moe_router_enable_expert_bias": true, "routed_scaling_factor": 2.5,
+    "norm_topk_prob": true})");
+}
+
+TEST(BailingMoeLinearConfig, LayerScheduleAndSettings) {
+  const ModelConfig c = ModelConfig::from_json(config(), "cfg/config.json");
+  // Attention where (i + 1) % group == 0 and on every layer past the last whole group.
+  const std::vector<LayerKind> kinds = {LayerKind::LinearAttention, LayerKind::LinearAttention,
+                                        LayerKind::FullAttention,   LayerKind::LinearAttention,
+                                        LayerKind::LinearAttention, LayerKind::FullAttention,
+                                        LayerKind::FullAttention};
+  EXPECT_EQ(c.layer_kinds, kinds);
+  EXPECT_EQ(c.layer_is_moe, (std::vector<bool>{false, true, true, true, true, true, true}));
+  EXPECT_EQ(c.linear_kind, LinearKind::Lightning);
+  EXPECT_TRUE(c.linear_rope);
+  EXPECT_FALSE(c.zero_centred_norms);
+  EXPECT_FALSE(c.attn_output_gate);
+  EXPECT_EQ(c.lin_v_heads, 4);
+  EXPECT_EQ(c.lin_k_dim, 16);
+  EXPECT_EQ(c.rotary_dim, 8);
+  EXPECT_EQ(c.lin_transfer_numel(), 4);  // one decay per head
+  EXPECT_EQ(c.router, RouterKind::SigmoidGroupTopK);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 16);
+  EXPECT_FALSE(c.shared_expert_gate);
+  EXPECT_FLOAT_EQ(c.routed_scaling_factor, 2.5f);
+}
+
+TEST(BailingMoeLinearConfig, DecayFollowsTheOriginalLayerFactor) {
+  const ModelConfig c = ModelConfig::from_json(config(), "cfg/config.json");
+  // ALiBi slopes of 4 heads: 2^-2, 2^-4, 2^-6, 2^-8; layer factor 1 - (l - 1)/(L - 1) + 1e-5, l unclamped, so
+  // layer 0 decays faster than layer 1 (mlx-lm's clamp would make them equal).
+  for (int64_t l : {0, 1, 4}) {
+    const std::vector<float> d = c.lightning_log_decay(l);
+    ASSERT_EQ(d.size(), 4u);
+    const double factor = 1.0 - (l - 1) / 6.0 + 1e-5;
+    for (int h = 0; h < 4; ++h) EXPECT_NEAR(d[h], -std::pow(2.0, -2.0 * (h + 1)) * factor, 1e-7) << l << " " << h;
+  }
+  EXPECT_LT(c.lightning_log_decay(0)[0], c.lightning_log_decay(1)[0]);
+}
+
+TEST(BailingMoeLinearConfig, HeadCountNotAPowerOfTwo) {
+  json j = config();
+  j["num_attention_heads"] = 6;
+  j["num_key_value_heads"] = 2;
+  j["hidden_size"] = 96;
+  j["group_norm_size"] = 3;
+  const ModelConfig c = ModelConfig::from_json(j, "cfg/config.json");
+  // slopes of 4 heads (2^-2 .. 2^-8), then every other slope of 8 heads (2^-1, 2^-3).
+  const std::vector<double> s = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+  const std::vector<float> d = c.lightning_log_decay(1);
+  for (size_t h = 0; h < s.size(); ++h) EXPECT_NEAR(d[h], -s[h] * (1 + 1e-5), 1e-7) << h;
+}
+
+TEST(BailingMoeLinearConfig, UnsupportedSettingsAreRefusedNamingTheKey) {
+  for (const char* key : {"use_qkv_bias", "use_bias", "linear_silu", "norm_head"}) {
+    json j = config();
+    j[key] = true;
+    EXPECT_NE(error_of(j).find(key), std::string::npos) << key << ": " << error_of(j);
+  }
+  json j = config();
+  j["score_function"] = "softmax";
+  EXPECT_NE(error_of(j).find("score_function"), std::string::npos) << error_of(j);
+  j = config();
+  j["head_dim"] = 32;
+  EXPECT_NE(error_of(j).find("head_dim"), std::string::npos) << error_of(j);
+  j = config();
+  j["n_group"] = 5;
+  EXPECT_NE(error_of(j).find("n_group"), std::string::npos) << error_of(j);
+  j = config();
+  j.erase("layer_group_size");
+  EXPECT_NE(error_of(j).find("layer_group_size"), std::string::npos) << error_of(j);
+}
+
+TEST(BailingMoeLinearConfig, TheCudaBackendRefusesTheFamilyByName) {
+  const ModelConfig c = ModelConfig::from_json(config(), "cfg/config.json");
+  try {
+    c.check_cuda_supported();
+    FAIL() << "accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("bailing_moe_linear"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(ModelConfig::from_json(base_config(), "cfg/config.json").check_cuda_supported());
+}
+
+}  // namespace ring
+
+// ---- minimax (MiniMax-Text-01 / M1, transformers layout) ----
+
+TEST(MiniMaxConfig, ScheduleFactorsAndDecay) {
+  json j = json::parse(R"({"model_type": "minimax", "hidden_size": 64, "intermediate_size": 32,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 448,
+    "rms_norm_eps": 1e-6, "num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": null,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}, "linear_attn_alpha_factor": 1.5,
+    "linear_attn_beta_factor": 0.8, "full_attn_alpha_factor": 1.3, "mlp_beta_factor": 1.1})");
+  const ModelConfig c = ModelConfig::from_json(j, "cfg/config.json");
+  // transformers' default schedule without layer_types: even layers full attention, odd lightning.
+  EXPECT_EQ(c.layer_kinds, (std::vector<LayerKind>{LayerKind::FullAttention, LayerKind::LinearAttention,
+                                                   LayerKind::FullAttention, LayerKind::LinearAttention}));
+  EXPECT_EQ(c.linear_kind, LinearKind::Lightning);
+  EXPECT_EQ(c.lightning_style, LightningStyle::MiniMax);
+  EXPECT_FALSE(c.linear_rope);
+  EXPECT_TRUE(c.residual_from_norm);
+  EXPECT_FLOAT_EQ(c.linear_alpha, 1.5f);
+  EXPECT_FLOAT_EQ(c.full_beta, 1.0f);
+  EXPECT_FLOAT_EQ(c.mlp_beta, 1.1f);
+  EXPECT_EQ(c.rotary_dim, 16);
+  EXPECT_EQ(c.moe_intermediate_size, 32);
+  EXPECT_EQ(c.experts_per_tok, 2);
+  // s_h = (2^(-8/H))^(h+1), factor 1 - l/(L - 1 + 1e-5) + 1e-5 (layer 0: no clamp question here).
+  for (int64_t l : {0, 3}) {
+    const std::vector<float> d = c.lightning_log_decay(l);
+    const double factor = 1.0 - l / (3.0 + 1e-5) + 1e-5;
+    for (int h = 0; h < 4; ++h) EXPECT_NEAR(d[h], -std::pow(0.25, h + 1.0) * factor, 1e-7) << l << " " << h;
+  }
+  EXPECT_NE(std::string(error_of(j)).find("accepted"), std::string::npos);
+  j["sliding_window"] = 4096;
+  EXPECT_NE(error_of(j).find("sliding_window"), std::string::npos) << error_of(j);
+  j["sliding_window"] = nullptr;
+  j["rope_parameters"]["partial_rotary_factor"] = 0.5;
+  EXPECT_NE(error_of(j).find("partial_rotary_factor"), std::string::npos) << error_of(j);
+  j["rope_parameters"].erase("partial_rotary_factor");
+  try {
+    ModelConfig::from_json(j, "cfg/config.json").check_cuda_supported();
+    ADD_FAILURE() << "the CUDA backend accepted minimax";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("minimax"), std::string::npos) << e.what();
+  }
+}
 }  // namespace
 }  // namespace hypic
