@@ -7,6 +7,7 @@
 #
 #   tools/train/after_training.sh LONG_MODEL_DIR AGENT_MODEL_DIR RESULTS_DIR [--device auto|cpu|cuda]
 #
+# The three question types and the two chat formats run as parallel processes (4+ cores help).
 # Needs a built hypic (build/tools/hypic/hypic, or HYPIC=...) and Python with torch, transformers and
 # tokenizers (the goldens). Writes RESULTS_DIR/{quality.md,quality.json,agent.md,agent.json} and
 # LONG_MODEL_DIR/golden.json, AGENT_MODEL_DIR/golden.json.
@@ -27,11 +28,11 @@ done
 
 echo "== quality table ($LONG)"
 "$PY" tools/train/quality_table.py --model "$LONG" --prompts tests/fixtures/eval/long_eval_seed1.jsonl \
-  --hypic "$HYPIC" --device "$DEVICE" --out "$RES/quality.json" | tee "$RES/quality.md"
+  --hypic "$HYPIC" --device "$DEVICE" --jobs 3 --out "$RES/quality.json" | tee "$RES/quality.md"
 
 echo "== tool use ($AGENT)"
 "$PY" tools/train/eval_agent.py --model "$AGENT" --seed 7 --count 240 --hypic "$HYPIC" --device "$DEVICE" \
-  --out "$RES/agent.json" | tee "$RES/agent.md"
+  --parallel --out "$RES/agent.json" | tee "$RES/agent.md"
 
 echo "== goldens (transformers, CPU)"
 "$PY" tools/train/make_goldens.py --model "$LONG" --prompts tests/fixtures/eval/long_eval_seed1.jsonl --count 12 \
