@@ -2,7 +2,7 @@
 """Greedy-answer goldens of a shipped model (hypic-qa-tiny, hypic-qa-long, hypic-agent-tiny), computed by
 transformers (Qwen3NextForCausalLM, fp32, eager attention, full forward per step, no cache, CPU), for
 tests/runtime/trained_qa_model_test.cc. The agent model's prompts: tests/fixtures/eval/agent_first_seed5.jsonl
-(the rendered prompt as one block, the expected first reply as the answer; --max-new 48).
+(the rendered prompt as one block, the expected first reply as the answer; --max-new 72: a call is up to 67 tokens).
 
     python3 tools/train/make_goldens.py --model examples/models/hypic-qa-tiny \
         --prompts tests/fixtures/eval/qa_eval_seed1.jsonl --count 12 --out examples/models/hypic-qa-tiny/golden.json

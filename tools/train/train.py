@@ -193,7 +193,7 @@ RECIPES = {
                         batch=128, max_q=6, val_count=240, test_count=600, eval_every=60, hf_check=32,
                         keep_fp32=False),
     "tool_agent": dict(init_hf=SHIPPED, lr=2e-3, warmup=50, train_seconds=360, batch=64, lm_weight=0.1,
-                       val_count=100, test_count=200, eval_every=60, max_new=48, hf_check=8, keep_fp32=False),
+                       val_count=100, test_count=200, eval_every=60, max_new=72, hf_check=4, keep_fp32=False),
 }
 
 
