@@ -7,6 +7,8 @@
 #
 #   tools/train/after_training.sh LONG_MODEL_DIR AGENT_MODEL_DIR RESULTS_DIR [--device auto|cpu|cuda]
 #
+# The three question types and the two chat formats run as parallel processes (4+ cores help).
+# SKIP_GOLDENS=1 leaves the goldens out (e.g. made on a faster machine); THREADS=N for transformers.
 # Needs a built hypic (build/tools/hypic/hypic, or HYPIC=...) and Python with torch, transformers and
 # tokenizers (the goldens). Writes RESULTS_DIR/{quality.md,quality.json,agent.md,agent.json} and
 # LONG_MODEL_DIR/golden.json, AGENT_MODEL_DIR/golden.json.
@@ -27,14 +29,15 @@ done
 
 echo "== quality table ($LONG)"
 "$PY" tools/train/quality_table.py --model "$LONG" --prompts tests/fixtures/eval/long_eval_seed1.jsonl \
-  --hypic "$HYPIC" --device "$DEVICE" --out "$RES/quality.json" | tee "$RES/quality.md"
+  --hypic "$HYPIC" --device "$DEVICE" --jobs 3 --out "$RES/quality.json" | tee "$RES/quality.md"
 
 echo "== tool use ($AGENT)"
 "$PY" tools/train/eval_agent.py --model "$AGENT" --seed 7 --count 240 --hypic "$HYPIC" --device "$DEVICE" \
-  --out "$RES/agent.json" | tee "$RES/agent.md"
+  --parallel --out "$RES/agent.json" | tee "$RES/agent.md"
 
+[ "${SKIP_GOLDENS:-0}" = 1 ] && exit 0
 echo "== goldens (transformers, CPU)"
-"$PY" tools/train/make_goldens.py --model "$LONG" --prompts tests/fixtures/eval/long_eval_seed1.jsonl --count 12 \
+"$PY" tools/train/make_goldens.py --threads "${THREADS:-2}" --model "$LONG" --prompts tests/fixtures/eval/long_eval_seed1.jsonl --count 12 \
   --out "$LONG/golden.json"
-"$PY" tools/train/make_goldens.py --model "$AGENT" --prompts tests/fixtures/eval/agent_first_seed5.jsonl --count 8 \
-  --max-new 48 --out "$AGENT/golden.json"
+"$PY" tools/train/make_goldens.py --threads "${THREADS:-2}" --model "$AGENT" --prompts tests/fixtures/eval/agent_first_seed5.jsonl --count 8 \
+  --max-new 72 --out "$AGENT/golden.json"

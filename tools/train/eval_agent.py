@@ -85,6 +85,7 @@ def main():
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", default="", help="JSON with the scores and every run's report")
     ap.add_argument("--show", type=int, default=4, help="print this many runs per format")
+    ap.add_argument("--parallel", action="store_true", help="run the formats at once (one process each)")
     args = ap.parse_args()
     collection, tasks = agent_task.eval_tasks(args.seed, args.count)
     results = {"seed": args.seed, "model": args.model, "formats": {}}
@@ -100,15 +101,23 @@ def main():
         vars_path = os.path.join(tmp, "vars.json")
         with open(vars_path, "w") as f:
             json.dump([{"question": t["question"]} for t in tasks], f)
+        procs = []
         for fmt in args.formats.split(","):
             check_prompt(args.hypic, args.model, fmt, tasks[0]["question"], tmp)
             cmd = [args.hypic, "run", TEMPLATE, "--vars", vars_path, "--model", args.model, "--docs-db", db,
                    "--device", args.device, "--json", "--quiet"] + format_args(fmt)
             print(f"{fmt}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-            out = subprocess.run(cmd, capture_output=True, text=True)
-            if out.returncode:
-                raise SystemExit(f"hypic run failed ({out.returncode}):\n{out.stderr[-3000:]}")
-            reports = json.loads(out.stdout)
+            procs.append((fmt, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+            if not args.parallel:
+                procs[-1] = (fmt, procs[-1][1].communicate(), procs[-1][1].returncode)
+        for item in procs:
+            if args.parallel:
+                fmt, p = item
+                item = (fmt, p.communicate(), p.returncode)
+            fmt, (stdout, stderr), code = item
+            if code:
+                raise SystemExit(f"hypic run ({fmt}) failed ({code}):\n{stderr[-3000:]}")
+            reports = json.loads(stdout)
             if isinstance(reports, dict):
                 reports = [reports]
             total, per_kind = score(tasks, reports)

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Greedy-answer goldens of the shipped QA model, computed by transformers (Qwen3NextForCausalLM, fp32, eager
-attention, full forward per step, no cache), for tests/runtime/trained_qa_model_test.cc.
+"""Greedy-answer goldens of a shipped model (hypic-qa-tiny, hypic-qa-long, hypic-agent-tiny), computed by
+transformers (Qwen3NextForCausalLM, fp32, eager attention, full forward per step, no cache, CPU), for
+tests/runtime/trained_qa_model_test.cc. The agent model's prompts: tests/fixtures/eval/agent_first_seed5.jsonl
+(the rendered prompt as one block, the expected first reply as the answer; --max-new 72: a call is up to 67 tokens).
 
     python3 tools/train/make_goldens.py --model examples/models/hypic-qa-tiny \
         --prompts tests/fixtures/eval/qa_eval_seed1.jsonl --count 12 --out examples/models/hypic-qa-tiny/golden.json
@@ -29,8 +31,10 @@ def main():
     ap.add_argument("--count", type=int, default=12)
     ap.add_argument("--max-new", type=int, default=8)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (the results do not depend on it beyond "
+                                                           "float rounding far below the test tolerance)")
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     tok = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
     stop = {tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")}
     m = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32,

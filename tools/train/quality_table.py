@@ -24,6 +24,13 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 METRICS = ["exact_match", "top1_agree", "kl_mean", "greedy_match", "computed_tokens_mean", "prompt_tokens_mean"]
 
 
+def finish(t, proc, res):
+    out, err = proc.communicate()
+    if proc.returncode:
+        raise SystemExit(f"hypic eval-pic ({t}) failed ({proc.returncode}):\n{err[-3000:]}")
+    res[t] = json.loads(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
@@ -32,12 +39,14 @@ def main():
     ap.add_argument("--modes", default="full,hypic,naive,noseam")
     ap.add_argument("--decode-tokens", type=int, default=6)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--jobs", type=int, default=1, help="question types evaluated at once (one process each)")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     prompts = [json.loads(line) for line in open(args.prompts) if line.strip()]
     types = sorted({p.get("type", "all") for p in prompts}, key=lambda t: (t != "single", t))
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
+        running = []
         for t in types:
             path = os.path.join(tmp, f"{t}.jsonl")
             with open(path, "w") as f:
@@ -47,10 +56,11 @@ def main():
             cmd = [args.hypic, "eval-pic", "--model", args.model, "--prompts", path, "--modes", args.modes,
                    "--decode-tokens", str(args.decode_tokens), "--device", args.device, "--quiet"]
             print(f"{t}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-            out = subprocess.run(cmd, capture_output=True, text=True)
-            if out.returncode:
-                raise SystemExit(f"hypic eval-pic failed ({out.returncode}):\n{out.stderr[-3000:]}")
-            res[t] = json.loads(out.stdout)
+            if len(running) >= args.jobs:
+                finish(*running.pop(0), res)
+            running.append((t, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        for r in running:
+            finish(*r, res)
     modes = args.modes.split(",")
     n = {t: res[t]["prompts"] for t in types}
     total = sum(n.values())

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Trains the tiny Qwen3-Next retrieval-QA model (tools/train/model.py) on the synthetic task (task.py) for a
-fixed wall-clock budget, then exports the Hugging Face checkpoint and measures greedy exact match.
+"""Trains the tiny Qwen3-Next models of hypic (tools/train/model.py) for a fixed wall-clock budget, then exports
+the Hugging Face checkpoint and measures greedy exact match. Recipes (README.md):
 
-    python3 tools/train/train.py --tokenizer examples/models/hypic-qa-tiny --out /tmp/run --train-seconds 400
+    python3 tools/train/train.py --recipe all --out $OUT/train          # long_memory + tool_agent, one GPU
+    python3 tools/train/train.py --recipe long_memory --out /tmp/long   # one of them
+    python3 tools/train/train.py --tokenizer examples/models/hypic-qa-tiny --out /tmp/run --train-seconds 400  # qa
 
-Data: every sequence is a system block, 1-8 fresh documents (training seeds >= 1000000) and several
-question/answer turns (the first exactly as in evaluation, the rest follow-up turns: more answer tokens per
-forward). Loss: cross-entropy on answer tokens (+<|im_end|>), plus --lm-weight times the LM loss on the
-document and question tokens. Curriculum on the number of documents (max grows from 2 to 8 over the first
---ramp fraction of the run). LR: linear warm-up, cosine decay over the time budget.
-Outputs in --out: hf/ (config.json, model.safetensors, tokenizer files), ckpt_fp32_*.safetensors, log.txt,
-result.json.
+qa (the shipped hypic-qa-tiny): every sequence is a system block, 1-8 fresh documents (training seeds
+>= 1000000) and several question/answer turns (the first exactly as in evaluation, the rest follow-up turns:
+more answer tokens per forward); curriculum on the number of documents (max grows from 2 to 8 over the first
+--ramp fraction of the run). long_memory: the same shape with task.long_train_sample (single, multihop and
+update questions), started from the shipped model grown by long-memory GDN heads (--long-heads).
+tool_agent: agent episodes (agent_task.py) in both chat formats, started from the shipped model.
+Loss: cross-entropy on answer/reply tokens (+<|im_end|>), plus --lm-weight times the LM loss on the other
+tokens. LR: linear warm-up, cosine decay over the time budget.
+Outputs in --out: hf/ (config.json, model.safetensors, tokenizer files), ckpt_fp32_*.safetensors (unless
+--keep-fp32 0), log.txt, result.json.
 """
 from __future__ import annotations
 
@@ -188,7 +193,7 @@ RECIPES = {
                         batch=128, max_q=6, val_count=240, test_count=600, eval_every=60, hf_check=32,
                         keep_fp32=False),
     "tool_agent": dict(init_hf=SHIPPED, lr=2e-3, warmup=50, train_seconds=360, batch=64, lm_weight=0.1,
-                       val_count=100, test_count=200, eval_every=60, max_new=48, hf_check=16, keep_fp32=False),
+                       val_count=100, test_count=200, eval_every=60, max_new=72, hf_check=4, keep_fp32=False),
 }
 
 
