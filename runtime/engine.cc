@@ -161,6 +161,10 @@ Engine::Engine(Backend& backend, CacheMode mode, EngineOptions opt)
       opt_(std::move(opt)),
       keys_(key_context(backend.fingerprint(), opt_, mode)),
       store_(opt_.cache_budget_bytes) {
+  if (opt_.tiers.host_budget_bytes > 0 || opt_.tiers.disk) {
+    tiers_ = std::make_shared<EntryTiers>(backend_, keys_, opt_.tiers);
+    store_.set_lower(tiers_);
+  }
   const char* env = std::getenv("HYPIC_PROFILE");
   if (env && *env && std::string(env) != "0") prof_ = std::make_unique<Profile>();
 }
@@ -441,8 +445,10 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     bool whole = true;
     for (int64_t at = static_cast<int64_t>(j); at >= 0;) {
       auto e = store_.find_chain(chain[at]);
-      if (!e && at == 0 && pic && blocks[0].cache != BlockCache::None)
+      if (!e && at == 0 && pic && blocks[0].cache != BlockCache::None) {
         first_entry = store_.find_content(content_key(keys_, blocks[0].tokens));
+        if (first_entry && !first_entry->has_full) first_entry = nullptr;  // no exact state to load
+      }
       if (!e) {
         whole = first_entry != nullptr;
         break;
@@ -529,6 +535,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     bool pinned;
   };
   std::vector<Built> built;
+  std::vector<std::shared_ptr<const SegmentEntry>> used;
   // A missing block's entry, built this pass by an isolated lane (from zero, at local positions).
   auto prefill_isolated = [&](const SegmentKey& key, const std::vector<int>& toks, int64_t w, bool pinned) {
     built.push_back({key, std::make_shared<SegmentEntry>(SegmentEntry::allocate(b, toks, w)), pinned});
@@ -558,11 +565,12 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     const SegmentKey key = content_key(keys_, toks);
     std::shared_ptr<const SegmentEntry> e = store_.find_content(key);
     const bool hit = e != nullptr;
+    if (e) used.push_back(e);  // the pass reads it: held even if the store could not keep it
     for (auto& bt : built)
       if (!e && bt.key == key) e = bt.entry;
     const int64_t w = std::min<int64_t>(keys_.seam_width, n);
     const bool pinned = blocks[i].cache == BlockCache::Pin;
-    if (p == 0) {
+    if (p == 0 && (!e || e->has_full)) {
       // The first block starts at position 0: its isolated run is the true run.
       if (e) {
         load_first(*e);

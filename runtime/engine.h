@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/entry_tiers.h"
 #include "runtime/segment_store.h"
 
 namespace hypic {
@@ -42,6 +43,8 @@ struct EngineOptions {
   int64_t seam_width = 8;
   size_t cache_budget_bytes = size_t{1} << 30;
   std::string tokenizer_fingerprint;  // part of every key
+  // Tiers below the store (host memory, disk): none unless a host budget or a disk store is given.
+  EntryTierOptions tiers;
 };
 
 struct BlockOutcome {
@@ -102,6 +105,8 @@ class Engine {
   CacheMode mode() const { return mode_; }
   Backend& backend() { return backend_; }
   SegmentStore& store() { return store_; }
+  // The tiers below the store, or null when there are none.
+  EntryTiers* tiers() { return tiers_.get(); }
   int64_t seam_width() const { return keys_.seam_width; }
   const KeyContext& keys() const { return keys_; }
 
@@ -120,6 +125,7 @@ class Engine {
   EngineOptions opt_;
   KeyContext keys_;
   SegmentStore store_;
+  std::shared_ptr<EntryTiers> tiers_;
 };
 
 }  // namespace hypic

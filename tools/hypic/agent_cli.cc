@@ -14,6 +14,13 @@ void add_agent_options(CLI::App& app, AgentOptions& o) {
   app.add_option("--mode", o.mode, "cache mode")->check(CLI::IsMember({"full", "prefix", "hypic", "naive", "noseam"}));
   tools::add_int(app, "--seam", o.seam, "seam width (tokens recomputed at the start of a reused block)", 0LL, 65536LL);
   tools::add_int(app, "--cache-mb", o.cache_mb, "segment store budget, in MiB", 1LL, 1LL << 24);
+  tools::add_int(app, "--host-cache-mb", o.host_cache_mb, "host-memory tier for entries evicted from the store, in MiB (0: none)",
+                 0LL, 1LL << 24);
+  app.add_option("--cache-dir", o.cache_dir, "disk tier: cached blocks persist here across runs (hypic cache ls|stats|verify|clear)");
+  tools::add_int(app, "--disk-cache-mb", o.disk_cache_mb, "budget of --cache-dir, in MiB (0: unlimited)", 0LL, 1LL << 30);
+  app.add_option("--cache-format", o.cache_format,
+                 "entries below the device: fp32 (exact), bf16 (states in bf16), compact (bf16, first-block seam recomputed)")
+      ->check(CLI::IsMember({"fp32", "bf16", "compact"}));
   app.add_option("--docs-db", o.docs_db,
                  "retrieval database (hypic ingest): fills the template's `chunks` and adds the search_docs tool");
   tools::add_int(app, "--top-k-chunks", o.top_k_chunks, "chunks retrieved into `chunks` with --docs-db", 1LL, 10000LL);
@@ -30,6 +37,10 @@ AgentEnv open_agent_env(const AgentOptions& o) {
   ro.mode = parse_mode(o.mode);
   ro.seam_width = o.seam;
   ro.cache_bytes = static_cast<size_t>(o.cache_mb) << 20;
+  ro.host_cache_bytes = static_cast<size_t>(o.host_cache_mb) << 20;
+  ro.cache_dir = o.cache_dir;
+  ro.disk_cache_bytes = static_cast<size_t>(o.disk_cache_mb) << 20;
+  ro.cache_format = parse_cache_format(o.cache_format);
   ro.chat_template_file = o.chat_template;
   tools::prefetch_weights(o.model, o.quiet);
   env.runtime = sdk::Runtime::open(ro);
