@@ -447,7 +447,6 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
       auto e = store_.find_chain(chain[at]);
       if (!e && at == 0 && pic && blocks[0].cache != BlockCache::None) {
         first_entry = store_.find_content(content_key(keys_, blocks[0].tokens));
-        if (first_entry && !first_entry->has_full) first_entry = nullptr;  // no exact state to load
       }
       if (!e) {
         whole = first_entry != nullptr;
@@ -470,22 +469,24 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
   int64_t p = 0;    // next position
   size_t bi = 0;    // first block not wholly reused
   int64_t off = 0;  // tokens of block bi already reused
-  // Loads the first block's content entry as the exact state of positions [0, n).
-  auto load_first = [&](const SegmentEntry& e) {
+  // Loads the first block's content entry as the exact state of positions [0, n) (only its K/V rows
+  // when a chain entry after it brings the linear states: then an entry without `full` serves too).
+  auto load_first = [&](const SegmentEntry& e, bool linear = true) {
     std::vector<int64_t> pos(static_cast<size_t>(e.size()));
     std::iota(pos.begin(), pos.end(), 0);
     for (int l = 0; l < cfg.num_layers; ++l) {
-      if (cfg.layer_kinds[l] == LayerKind::LinearAttention)
-        b.load_linear(l, *r.state, e.linear[l].full, e.linear[l].conv_tail);
-      else
+      if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+        if (linear) b.load_linear(l, *r.state, e.linear[l].full, e.linear[l].conv_tail);
+      } else {
         b.append_kv(l, *r.state, e.attention[l].k, e.attention[l].v, e.size(), pos, 0);
+      }
     }
   };
   if (chain_blocks > 0) {
     int64_t rows = base0 ? base0->size() : 0;
     for (auto& e : chained) rows += e->rows();
     b.reserve_kv(*r.state, rows);
-    if (base0) load_first(*base0);
+    if (base0) load_first(*base0, /*linear=*/false);  // chained.back() holds the linear states
     for (auto& e : chained)
       for (int l = 0; l < cfg.num_layers; ++l)
         if (cfg.layer_kinds[l] == LayerKind::FullAttention)

@@ -203,7 +203,7 @@ TEST(CacheDir, WriterKilledAtRandomMomentsNeverLeavesACorruptEntry) {
       writer(dir, p[1], static_cast<uint32_t>(round));
     }
     ::close(p[1]);
-    ::usleep(static_cast<useconds_t>(2000 + rng() % 40000));  // 2-42 ms: opening, mid-write, mid-index
+    ::usleep(static_cast<useconds_t>(1000 + rng() % 25000));  // 1-26 ms: opening, mid-write, mid-index
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -221,7 +221,9 @@ TEST(CacheDir, WriterKilledAtRandomMomentsNeverLeavesACorruptEntry) {
     }
     for (int i = 0; i < 40; ++i) {
       std::optional<std::string> r = c->get(Records::id(i));
-      if (r) ASSERT_EQ(*r, records().rec[i % 8]) << "round " << round << ": served a corrupt entry " << i;
+      if (r) {
+        ASSERT_EQ(*r, records().rec[i % 8]) << "round " << round << ": served a corrupt entry " << i;
+      }
     }
     size_t files = 0;
     for (const auto& f : fs::directory_iterator(fs::path(dir) / "entries")) {
