@@ -130,6 +130,7 @@ class BasicSegmentStore : public SegmentLru {
   }
   // Looks without counting a hit or miss and without refreshing recency.
   bool contains_content(const SegmentKey& key) const { return contains(Kind::Content, key); }
+  bool contains_chain(const SegmentKey& key) const { return contains(Kind::Chain, key); }
 };
 
 using SegmentStore = BasicSegmentStore<SegmentEntry, PrefixEntry>;
