@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 
+#include "kernels/sampling.h"
 #include "runtime/error.h"
 
 namespace hypic {
@@ -409,6 +410,18 @@ PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* l
     prof_->ms.clear();
   }
   r.prompt_tokens = static_cast<int64_t>(all.size());
+  int64_t hits = 0;
+  for (const BlockOutcome& o : r.blocks) hits += o.hit;
+  if (opt_.verify_hits_rate > 0 && hits > 0 && (verify_credit_ += opt_.verify_hits_rate) >= 1) {
+    verify_credit_ -= 1;
+    std::unique_ptr<State> st = backend_.new_state();
+    const std::vector<float> full = forward(all, *st);
+    r.verify.checked = true;
+    r.verify.hit_blocks = hits;
+    r.verify.kl = cpu::kl_divergence(full.data(), r.logits.data(), static_cast<int64_t>(full.size()));
+    r.verify.top1_agrees = std::max_element(full.begin(), full.end()) - full.begin() ==
+                           std::max_element(r.logits.begin(), r.logits.end()) - r.logits.begin();
+  }
   return r;
 }
 

@@ -22,6 +22,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeOptions& options) {
   eo.tokenizer_fingerprint = rt->tokenizer_fingerprint();
   eo.tiers.host_budget_bytes = options.host_cache_bytes;
   eo.tiers.codec = options.cache_format;
+  eo.verify_hits_rate = options.verify_hits_rate;
   if (!options.cache_dir.empty()) {
     rt->cache_dir_ = CacheDir::open(options.cache_dir, static_cast<int64_t>(options.disk_cache_bytes));
     eo.tiers.disk = rt->cache_dir_;

@@ -27,6 +27,8 @@ struct RuntimeOptions {
   std::string cache_dir;
   size_t disk_cache_bytes = 0;
   EntryCodecOptions cache_format;
+  // A fraction of the requests with cache hits recomputed in full mode and compared (HitCheck).
+  double verify_hits_rate = 0;
   // A Jinja chat template file to use instead of the model directory's own (its family is detected
   // from its text, as for the model's).
   std::string chat_template_file;

@@ -21,6 +21,9 @@ void add_agent_options(CLI::App& app, AgentOptions& o) {
   app.add_option("--cache-format", o.cache_format,
                  "entries below the device: fp32 (exact), bf16 (states in bf16), compact (bf16, first-block seam recomputed)")
       ->check(CLI::IsMember({"fp32", "bf16", "compact"}));
+  app.add_option("--verify-hits", o.verify_hits,
+                 "fraction of requests with cache hits recomputed in full mode: first-token KL and top-1 agreement")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--docs-db", o.docs_db,
                  "retrieval database (hypic ingest): fills the template's `chunks` and adds the search_docs tool");
   tools::add_int(app, "--top-k-chunks", o.top_k_chunks, "chunks retrieved into `chunks` with --docs-db", 1LL, 10000LL);
@@ -41,6 +44,7 @@ AgentEnv open_agent_env(const AgentOptions& o) {
   ro.cache_dir = o.cache_dir;
   ro.disk_cache_bytes = static_cast<size_t>(o.disk_cache_mb) << 20;
   ro.cache_format = parse_cache_format(o.cache_format);
+  ro.verify_hits_rate = o.verify_hits;
   ro.chat_template_file = o.chat_template;
   tools::prefetch_weights(o.model, o.quiet);
   env.runtime = sdk::Runtime::open(ro);
@@ -80,6 +84,9 @@ void print_report(const sdk::AgentResult& r, bool show_answer) {
   for (auto& b : r.blocks)
     std::printf("    %-28s %-5s %5lld tokens  %s\n", b.id.substr(0, 28).c_str(), b.cache.c_str(),
                 static_cast<long long>(b.tokens), b.hit ? "hit" : "computed");
+  if (r.verify.checked)
+    std::printf("  [verify] the %lld hit block(s) against a full recompute: first-token KL %.3g, top-1 %s\n",
+                static_cast<long long>(r.verify.hit_blocks), r.verify.kl, r.verify.top1_agrees ? "agrees" : "DIFFERS");
 }
 
 sdk::Json report_json(const sdk::AgentResult& r) {
@@ -99,6 +106,8 @@ sdk::Json report_json(const sdk::AgentResult& r) {
     j["tool_calls"].push_back({{"name", t.name}, {"arguments", t.arguments}, {"ok", t.ok}, {"result", t.result}});
   j["blocks"] = sdk::Json::array();
   for (auto& b : r.blocks) j["blocks"].push_back({{"id", b.id}, {"cache", b.cache}, {"tokens", b.tokens}, {"hit", b.hit}});
+  if (r.verify.checked)
+    j["verify"] = {{"hit_blocks", r.verify.hit_blocks}, {"kl", r.verify.kl}, {"top1_agrees", r.verify.top1_agrees}};
   return j;
 }
 
