@@ -7,7 +7,48 @@
 
 namespace hypic {
 
-EntryTiers::EntryTiers(Backend& b, KeyContext ctx, EntryTierOptions o) : b_(b), ctx_(std::move(ctx)), o_(std::move(o)) {}
+EntryTiers::EntryTiers(Backend& b, KeyContext ctx, EntryTierOptions o) : b_(b), ctx_(std::move(ctx)), o_(std::move(o)) {
+  if (o_.disk) writer_ = std::thread([this] { write_loop(); });
+}
+
+EntryTiers::~EntryTiers() {
+  if (!writer_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> g(qmu_);
+    stop_ = true;
+  }
+  qcv_.notify_all();
+  writer_.join();  // the loop writes what is queued before it ends
+}
+
+void EntryTiers::flush() {
+  std::unique_lock<std::mutex> g(qmu_);
+  qdone_.wait(g, [&] { return queue_.empty() && !writing_; });
+}
+
+void EntryTiers::write_loop() {
+  std::unique_lock<std::mutex> g(qmu_);
+  for (;;) {
+    qcv_.wait(g, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything is written
+    Pending p = std::move(queue_.front());
+    queue_.pop_front();
+    writing_ = true;
+    g.unlock();
+    try {
+      o_.disk->put(p.id, *p.record, p.tokens);
+      std::lock_guard<std::mutex> s(mu_);
+      ++stats_.disk_writes;
+    } catch (const Error& e) {
+      // A full or unwritable disk costs the cache an entry, never the request.
+      std::fprintf(stderr, "hypic: cache entry %s not written to disk: %s\n", p.id.c_str(), e.what());
+    }
+    g.lock();
+    queued_.erase(p.id);
+    writing_ = false;
+    qdone_.notify_all();
+  }
+}
 
 std::string EntryTiers::encode(char kind, const std::shared_ptr<const void>& e) {
   std::string r;
@@ -30,10 +71,18 @@ std::string EntryTiers::encode(char kind, const std::shared_ptr<const void>& e) 
 void EntryTiers::stored(char kind, const SegmentKey& key, const std::shared_ptr<const void>& e, int64_t tokens) {
   if (!o_.disk) return;
   const std::string id = std::string(1, kind) + key.hex();
+  {
+    std::lock_guard<std::mutex> g(qmu_);
+    if (queued_.count(id)) return;
+  }
   if (o_.disk->contains(id)) return;
-  o_.disk->put(id, encode(kind, e), tokens);
-  std::lock_guard<std::mutex> g(mu_);
-  ++stats_.disk_writes;
+  auto record = std::make_shared<const std::string>(encode(kind, e));
+  {
+    std::lock_guard<std::mutex> g(qmu_);
+    if (!queued_.emplace(id, record).second) return;
+    queue_.push_back({id, std::move(record), tokens});
+  }
+  qcv_.notify_one();
 }
 
 void EntryTiers::evicted(char kind, const SegmentKey& key, const std::shared_ptr<const void>& e, int64_t tokens,
@@ -148,6 +197,19 @@ std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& k
     }
   }
   if (o_.disk) {
+    std::shared_ptr<const std::string> q;
+    {
+      std::lock_guard<std::mutex> g(qmu_);
+      if (auto it = queued_.find(id); it != queued_.end()) q = it->second;
+    }
+    if (q) {  // not on disk yet
+      std::optional<Found> f = decode(kind, id, *q, "queued disk entry " + id);
+      if (f) {
+        std::lock_guard<std::mutex> g(mu_);
+        ++stats_.disk_hits;
+        return f;
+      }
+    }
     std::optional<std::string> r = o_.disk->get(id);
     if (r) {
       std::optional<Found> f = decode(kind, id, *r, "disk tier entry " + id);

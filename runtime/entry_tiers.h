@@ -7,13 +7,21 @@
 // recomputed. Host memory evicts cost-aware like the store; with a disk tier it holds nothing the disk
 // lacks, so eviction from it loses nothing. Host memory is inclusive: a promoted entry keeps its record
 // there, so evicting it from the device again costs no copy and no encoding.
+//
+// Writes to disk happen on a writer thread: the request that built an entry encodes it (the copy out of
+// the backend's memory happens on the caller's thread, ordered with its work) and queues the record; the
+// thread writes and syncs it. A queued record already serves hits; destroying the tiers writes what is
+// queued. A process killed before a record is written loses only that record (never the index).
 #pragma once
 #include <cstdint>
+#include <condition_variable>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "runtime/entry_codec.h"
@@ -55,6 +63,9 @@ struct EntryTierOptions {
 class EntryTiers : public LowerTier {
  public:
   EntryTiers(Backend& b, KeyContext ctx, EntryTierOptions o);
+  ~EntryTiers() override;
+  // Waits until every queued record is on disk.
+  void flush();
 
   void stored(char kind, const SegmentKey& key, const std::shared_ptr<const void>& e, int64_t tokens) override;
   void evicted(char kind, const SegmentKey& key, const std::shared_ptr<const void>& e, int64_t tokens,
@@ -75,6 +86,7 @@ class EntryTiers : public LowerTier {
   // Decodes a record read from `where`; nothing (and a log line) when it is refused.
   std::optional<Found> decode(char kind, const std::string& id, const std::string& record, const std::string& where);
   void put_host(const std::string& id, std::string record, int64_t tokens, int64_t hits);
+  void write_loop();
 
   Backend& b_;
   KeyContext ctx_;
@@ -84,6 +96,19 @@ class EntryTiers : public LowerTier {
   std::unordered_map<std::string, HostSlot> host_;
   double clock_ = 0;
   EntryTierStats stats_;
+
+  // The disk writer: records queued in order, and by id for hits before they are written.
+  struct Pending {
+    std::string id;
+    std::shared_ptr<const std::string> record;
+    int64_t tokens = 0;
+  };
+  std::mutex qmu_;
+  std::condition_variable qcv_, qdone_;
+  std::deque<Pending> queue_;
+  std::unordered_map<std::string, std::shared_ptr<const std::string>> queued_;
+  bool writing_ = false, stop_ = false;
+  std::thread writer_;
 };
 
 }  // namespace hypic

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 
 #include "runtime/backends.h"
 #include "runtime/engine.h"
@@ -29,19 +30,29 @@ std::vector<int> block(int n, int seed) {
   return v;
 }
 
+// Called from the tiers' writer thread and the engine's: one call at a time.
 class MapDisk : public EntryDiskStore {
  public:
-  bool contains(const std::string& id) override { return records.count(id) > 0; }
-  void put(const std::string& id, const std::string& record, int64_t) override { records[id] = record; }
+  bool contains(const std::string& id) override {
+    std::lock_guard<std::mutex> g(mu);
+    return records.count(id) > 0;
+  }
+  void put(const std::string& id, const std::string& record, int64_t) override {
+    std::lock_guard<std::mutex> g(mu);
+    records[id] = record;
+  }
   std::optional<std::string> get(const std::string& id) override {
+    std::lock_guard<std::mutex> g(mu);
     auto it = records.find(id);
     if (it == records.end()) return std::nullopt;
     return it->second;
   }
   void drop(const std::string& id, const std::string&) override {
+    std::lock_guard<std::mutex> g(mu);
     records.erase(id);
     ++drops;
   }
+  std::mutex mu;
   std::map<std::string, std::string> records;
   int drops = 0;
 };
@@ -82,6 +93,7 @@ TEST_F(EntryTiersTest, WorkingSetFourTimesTheDeviceBudgetIsServedFromHostAndDisk
       for (size_t i = 0; i < got.blocks.size(); ++i) EXPECT_EQ(got.blocks[i].hit, want.blocks[i].hit);
     }
   }
+  tiered.tiers()->flush();
   const EntryTierStats t = tiered.tiers()->stats();
   const SegmentStoreStats s = tiered.store().stats();
   std::printf("[ metrics  ] device %zu B budget: %lld evictions, %lld hits from below (host %lld, disk %lld), "
