@@ -145,6 +145,8 @@ TEST_P(EntryCodec, Bf16RecordsKeepTheComposedStateAndTheFirstTokenKl) {
   double kl32 = 0, kl16 = 0, first_layer = 0, worst_state = 0;
   int first_linear = -1;
   size_t bytes32 = 0, bytes16 = 0;
+  int64_t skipped = 0, linear = 0;
+  for (int l = 0; l < cfg().num_layers; ++l) linear += cfg().layer_kinds[l] == LayerKind::LinearAttention;
   for (int p = 0; p < 6; ++p) {
     const std::vector<int> a = block(48, 10 * p), c = block(40, 10 * p + 1), q = block(6, 10 * p + 2);
     std::vector<int> all = a;
@@ -155,6 +157,7 @@ TEST_P(EntryCodec, Bf16RecordsKeepTheComposedStateAndTheFirstTokenKl) {
     const std::string ra = encode_entry(*b_, engine_->keys(), *ea, {}), rc = encode_entry(*b_, engine_->keys(), *ec, {});
     const std::string ha = encode_entry(*b_, engine_->keys(), *ea, bf16), hc = encode_entry(*b_, engine_->keys(), *ec, bf16);
     bytes32 += ra.size() + rc.size();
+    skipped += inspect_entry(ha, "a").skipped_heads + inspect_entry(hc, "c").skipped_heads;
     bytes16 += ha.size() + hc.size();
     auto da = decode_segment_entry(*b_, engine_->keys(), ra, "a"), dc = decode_segment_entry(*b_, engine_->keys(), rc, "c");
     auto ba = decode_segment_entry(*b_, engine_->keys(), ha, "a"), bc = decode_segment_entry(*b_, engine_->keys(), hc, "c");
@@ -183,9 +186,10 @@ TEST_P(EntryCodec, Bf16RecordsKeepTheComposedStateAndTheFirstTokenKl) {
     }
   }
   std::printf("[ metrics  ] %s: record bytes fp32 %zu, bf16 %zu (%.2fx); first-token KL vs full: fp32 %.3g, bf16 %.3g;"
-              " composed state max rel. error: first linear layer %.3g, any layer %.3g\n",
+              " composed state max rel. error: first linear layer %.3g, any layer %.3g; transfer-operator heads"
+              " skipped as zero: %lld of %lld\n",
               GetParam().c_str(), bytes32, bytes16, double(bytes32) / double(bytes16), kl32 / 6, kl16 / 6, first_layer,
-              worst_state);
+              worst_state, static_cast<long long>(skipped), static_cast<long long>(12 * linear * cfg().lin_v_heads));
   EXPECT_LT(bytes16, bytes32 * 3 / 4);
   // The first linear layer composes bf16-rounded T and S directly (2^-8 per element, summed over the
   // composition); later layers also see the rounding propagated through the seam rows' hidden states.
