@@ -138,7 +138,10 @@ TEST_P(EntryCodec, DamagedOrForeignRecordsAreRefused) {
 
 // bf16 records: the composed state T S0 + S_body stays within bf16 rounding of fp32's, and stitching
 // bf16-rounded entries changes the first-token KL against full recompute by at most 10%.
-TEST_P(EntryCodec, Bf16RecordsKeepTheComposedStateAndTheFirstTokenKl) {
+// On the fixtures and the shipped trained model (the well-conditioned case).
+class EntryCodecAccuracy : public EntryCodec {};
+
+TEST_P(EntryCodecAccuracy, Bf16RecordsKeepTheComposedStateAndTheFirstTokenKl) {
   EntryCodecOptions bf16;
   bf16.precision = EntryPrecision::BF16;
   Engine full(*b_, CacheMode::Full, {});
@@ -197,15 +200,19 @@ TEST_P(EntryCodec, Bf16RecordsKeepTheComposedStateAndTheFirstTokenKl) {
   EXPECT_LE(kl16, 1.10 * kl32 + 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, EntryCodec,
+std::string model_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param.substr(info.param.rfind('/') + 1);
+  for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, EntryCodec,
+                         ::testing::Values("tests/fixtures/models/qwen3_5_dense", "tests/fixtures/models/qwen3_next_moe"),
+                         model_name);
+INSTANTIATE_TEST_SUITE_P(Models, EntryCodecAccuracy,
                          ::testing::Values("tests/fixtures/models/qwen3_5_dense", "tests/fixtures/models/qwen3_next_moe",
                                            "examples/models/hypic-qa-tiny"),
-                         [](const auto& info) {
-                           const std::string& p = info.param;
-                           std::string n = p.substr(p.rfind('/') + 1);
-                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           return n;
-                         });
+                         model_name);
 
 }  // namespace
 }  // namespace hypic

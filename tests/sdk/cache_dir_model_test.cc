@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -177,6 +178,8 @@ TEST(CacheDir, LeftoversOfACrashAreRemovedAtOpen) {
 // The writer: puts records in a loop, reporting each id on the pipe once put() has returned.
 [[noreturn]] void writer(const std::string& dir, int fd, uint32_t seed) {
   auto c = CacheDir::open(dir);
+  const int32_t opened = -1;
+  if (::write(fd, &opened, sizeof opened) != sizeof opened) _exit(3);
   std::mt19937 rng(seed);
   for (;;) {
     const int i = static_cast<int>(rng() % 40);
@@ -192,6 +195,8 @@ TEST(CacheDir, WriterKilledAtRandomMomentsNeverLeavesACorruptEntry) {
   records();  // built before forking
   std::mt19937 rng(12345);
   std::set<int> committed;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(Records::id(i));
   int kills = 0;
   for (int round = 0; round < 60; ++round) {
     int p[2];
@@ -203,7 +208,12 @@ TEST(CacheDir, WriterKilledAtRandomMomentsNeverLeavesACorruptEntry) {
       writer(dir, p[1], static_cast<uint32_t>(round));
     }
     ::close(p[1]);
-    ::usleep(static_cast<useconds_t>(1000 + rng() % 25000));  // 1-26 ms: opening, mid-write, mid-index
+    // Once the writer has opened the directory, it is killed 0-120 ms later: inside a write (the
+    // temporary, its sync, the rename, the index commit) or between two.
+    int32_t opened;
+    ASSERT_EQ(::read(p[0], &opened, sizeof opened), sizeof opened);
+    ASSERT_EQ(opened, -1);
+    ::usleep(static_cast<useconds_t>(rng() % 120000));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -219,11 +229,13 @@ TEST(CacheDir, WriterKilledAtRandomMomentsNeverLeavesACorruptEntry) {
       ASSERT_TRUE(r) << "round " << round << ": committed entry " << i << " lost";
       ASSERT_EQ(*r, records().rec[i % 8]) << "round " << round << ": entry " << i << " corrupt";
     }
-    for (int i = 0; i < 40; ++i) {
-      std::optional<std::string> r = c->get(Records::id(i));
-      if (r) {
-        ASSERT_EQ(*r, records().rec[i % 8]) << "round " << round << ": served a corrupt entry " << i;
-      }
+    // Every entry in the index, committed or caught between its index row and the pipe, is served whole.
+    for (const CacheDirEntry& e : c->list()) {
+      const int i = static_cast<int>(std::find(ids.begin(), ids.end(), e.id) - ids.begin());
+      ASSERT_LT(i, 40) << "round " << round << ": an entry nobody wrote: " << e.id;
+      std::optional<std::string> r = c->get(e.id);
+      ASSERT_TRUE(r) << "round " << round << ": indexed entry " << i << " not served";
+      ASSERT_EQ(*r, records().rec[i % 8]) << "round " << round << ": served a corrupt entry " << i;
     }
     size_t files = 0;
     for (const auto& f : fs::directory_iterator(fs::path(dir) / "entries")) {
@@ -231,9 +243,10 @@ TEST(CacheDir, WriterKilledAtRandomMomentsNeverLeavesACorruptEntry) {
       EXPECT_TRUE(f.path().extension() == ".ent") << "leftover " << f.path();
     }
     EXPECT_EQ(files, c->list().size()) << "round " << round;
-    const CacheDirVerify v = c->verify();
-    EXPECT_EQ(v.dropped, 0) << "round " << round;
   }
+  const CacheDirVerify v = CacheDir::open(dir)->verify();  // every file read back and checked
+  EXPECT_EQ(v.dropped, 0);
+  EXPECT_EQ(v.intact, v.checked);
   EXPECT_EQ(kills, 60);
   EXPECT_GT(committed.size(), 10u);
   std::printf("[ metrics  ] 60 writers killed with SIGKILL, %zu distinct entries committed, none lost or corrupt\n",

@@ -1,4 +1,4 @@
-// A Runtime with a cache directory on the CPU, on the shipped trained model: after a restart (the first
+// A Runtime with a cache directory on the CPU, on a fixture model: after a restart (the first
 // Runtime closed, a new one opened on the same directory) requests hit what the first one cached — the
 // same block hits, computed tokens and logits as a warm run inside the first process. The same with bf16
 // records: the same hits, and the first token unchanged.
@@ -12,14 +12,14 @@
 namespace hypic::sdk {
 namespace {
 
-const std::string kModel = std::string(HYPIC_SOURCE_DIR) + "/examples/models/hypic-qa-tiny";
+const std::string kModel = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/qwen3_5_dense";
 
 std::vector<int> block(int n, int seed) {
   std::vector<int> v;
   uint32_t x = 2654435761u * (seed + 1);
   for (int i = 0; i < n; ++i) {
     x = x * 1664525u + 1013904223u;
-    v.push_back(static_cast<int>((x >> 8) % 200) + 20);
+    v.push_back(static_cast<int>((x >> 8) % 400) + 20);
   }
   return v;
 }
