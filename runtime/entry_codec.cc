@@ -15,7 +15,9 @@ uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
 class Writer {
  public:
-  void raw(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  void raw(const void* p, size_t n) {
+    if (n) out_.append(static_cast<const char*>(p), n);  // an empty array may have no storage
+  }
   template <class T>
   void pod(T v) { raw(&v, sizeof v); }
   void field(const std::string& s) {
@@ -167,6 +169,7 @@ void write_elems(Writer& w, const void* x, size_t n, DType t) { w.raw(x, n * dty
 
 void read_elems(Reader& r, void* dst, size_t n, DType stored, DType want) {
   const char* src = r.take(n * dtype_size(stored));
+  if (n == 0) return;
   if (stored == want) {
     std::memcpy(dst, src, n * dtype_size(want));
     return;
@@ -404,7 +407,7 @@ std::shared_ptr<SegmentEntry> decode_segment_entry(Backend& b, const KeyContext&
   const uint64_t n = r.pod<uint64_t>();
   if (n == 0 || n > max_rows(b.config(), record)) r.bad("has a bad token count");
   std::vector<int> tokens(n);
-  std::memcpy(tokens.data(), r.take(n * sizeof(int)), n * sizeof(int));
+  std::memcpy(tokens.data(), r.take(n * sizeof(int)), n * sizeof(int));  // n > 0
   for (int t : tokens)
     if (t < 0 || t >= b.config().vocab_size) r.bad("holds a token id outside the vocabulary");
   const int64_t seam = r.pod<int64_t>();
@@ -449,7 +452,8 @@ std::shared_ptr<PrefixEntry> decode_prefix_entry(Backend& b, const KeyContext& c
   const int64_t first_block = r.pod<int64_t>();
   if (first_block < 0) r.bad("has a bad first block");
   std::vector<int64_t> pos(rows);
-  std::memcpy(pos.data(), r.take(rows * sizeof(int64_t)), rows * sizeof(int64_t));
+  const char* pos_bytes = r.take(rows * sizeof(int64_t));
+  if (rows) std::memcpy(pos.data(), pos_bytes, rows * sizeof(int64_t));
   for (int64_t p : pos)
     if (p < 0 || (b.config().max_positions > 0 && p >= b.config().max_positions)) r.bad("holds a position outside the model's context");
   const ModelConfig& cfg = b.config();

@@ -112,7 +112,9 @@ void CacheDir::check_id(const std::string& id) const {
 }
 
 // After a crash: temporaries of interrupted writes and files whose index row was never committed (or
-// was deleted before the file) go; index rows whose file is missing go too.
+// was deleted before the file) go; index rows whose file is missing go too. Another process may be
+// writing into the same directory right now: a temporary whose writer (its pid is in the name) is alive,
+// and an unindexed entry file younger than a minute (renamed, its row not yet committed), stay.
 void CacheDir::remove_unindexed_files() {
   std::lock_guard<std::recursive_mutex> g(mu_);
   std::set<std::string> indexed;
@@ -124,24 +126,19 @@ void CacheDir::remove_unindexed_files() {
   for (const auto& f : fs::directory_iterator(fs::path(dir_) / "entries")) {
     const std::string name = f.path().filename().string();
     const bool ent = name.size() == 37 && name.ends_with(".ent");
-    const std::string id = ent ? name.substr(0, 33) : "";
-    if (ent && indexed.count(id)) {
-      present.insert(id);
+    if (ent && indexed.count(name.substr(0, 33))) {
+      present.insert(name.substr(0, 33));
       continue;
     }
-    // Another process may be writing a temporary right now: only leave young ones alone.
-    if (!ent) {
-      std::error_code ec;
-      const auto age = fs::file_time_type::clock::now() - fs::last_write_time(f.path(), ec);
-      if (!ec && age < std::chrono::minutes(10) && name.find(".tmp.") != std::string::npos) {
-        // A temporary of a live writer, or one a crash left: a live writer's pid is in its name.
-        const std::string pid = name.substr(name.find(".tmp.") + 5, name.find('.', name.find(".tmp.") + 5) - name.find(".tmp.") - 5);
-        if (!pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos &&
-            ::kill(static_cast<pid_t>(std::stoll(pid)), 0) == 0)
-          continue;
-      }
-    }
     std::error_code ec;
+    const auto age = fs::file_time_type::clock::now() - fs::last_write_time(f.path(), ec);
+    if (ent && !ec && age < std::chrono::minutes(1)) continue;
+    if (const size_t at = name.find(".tmp."); !ent && at != std::string::npos) {
+      const std::string pid = name.substr(at + 5, name.find('.', at + 5) - (at + 5));
+      if (!pid.empty() && pid.size() < 10 && pid.find_first_not_of("0123456789") == std::string::npos &&
+          ::kill(static_cast<pid_t>(std::stoll(pid)), 0) == 0)
+        continue;
+    }
     fs::remove(f.path(), ec);
   }
   Transaction t(db_);

@@ -4,7 +4,8 @@
 #    computed tokens equal those of a warm second run inside the first process;
 #  - `hypic cache ls|stats|verify|clear` list, count, check and empty the directory; a damaged entry
 #    file is found by verify (exit 1, named), and a run meeting one drops it with a log line and
-#    recomputes the block.
+#    recomputes the block;
+#  - `hypic cache size` gives the record bytes per chunk at a model's shape.
 set -euo pipefail
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -53,4 +54,8 @@ grep -q "cache entry $victim .*dropped, it will be recomputed" "$tmp/log" || fai
 "$HYPIC" cache stats --cache-dir "$tmp/cache" | grep -q '^entries 0 ' || fail "entries left after clear"
 set +e; "$HYPIC" cache ls --cache-dir "$tmp/nowhere" 2>"$tmp/err"; rc=$?; set -e
 [ "$rc" = 1 ] && grep -q "no cache directory" "$tmp/err" || fail "ls of a missing directory: rc $rc $(cat "$tmp/err")"
+# Entry sizes at the 35B-A3B shape (docs/cache_tiers.md): compact records fit the 80 MB goal per 512-token chunk.
+"$HYPIC" cache size --config "$HYPIC_SOURCE_DIR/tools/bench/configs/qwen3_5_35b_a3b.json" >"$tmp/size"
+awk '$1 == "fp32" && $3 > 190 {a=1} $1 == "bf16" && $3 < 110 {b=1} $1 == "compact" && $3 <= 80 {c=1} END {exit !(a && b && c)}' \
+  "$tmp/size" || fail "entry sizes: $(cat "$tmp/size")"
 echo PASS
