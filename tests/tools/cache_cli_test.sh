@@ -5,6 +5,7 @@
 #  - `hypic cache ls|stats|verify|clear` list, count, check and empty the directory; a damaged entry
 #    file is found by verify (exit 1, named), and a run meeting one drops it with a log line and
 #    recomputes the block;
+#  - --verify-hits recomputes a request with hits in full mode and reports the first-token agreement;
 #  - `hypic cache size` gives the record bytes per chunk at a model's shape.
 set -euo pipefail
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -26,6 +27,10 @@ grep -q " 0/" <(sed -n 1p "$tmp/first") || fail "the first run should be cold: $
 restarted=$(run --vars "$tmp/once.json")
 [ "$restarted" = "$warm" ] || fail "after a restart: [$restarted], warm in-process: [$warm]"
 echo "restart: $restarted"
+# --verify-hits 1: the request with hits is recomputed in full mode and compared; the first token agrees.
+"$HYPIC" run "$T" --model "$M" --device cpu --brief --quiet --cache-dir "$tmp/cache" --vars "$tmp/once.json" \
+  --verify-hits 1 >"$tmp/verified" 2>>"$tmp/log"
+grep -qE 'verify: KL [0-9.e+-]+, top-1 agrees' "$tmp/verified" || fail "no verification reported: $(cat "$tmp/verified")"
 
 "$HYPIC" cache stats --cache-dir "$tmp/cache" >"$tmp/stats"
 grep -qE '^entries [1-9]' "$tmp/stats" || fail "stats: $(cat "$tmp/stats")"
