@@ -187,6 +187,11 @@ class Backend {
   // Waits for the device's queued work (a no-op on the CPU).
   virtual void sync() {}
 
+  // ---- raw copies between this backend's memory and host memory (the cache tiers below it) ----
+  // Both return once the copy is complete (CUDA: ordered after the work queued on the model's stream).
+  virtual void copy_to_host(const void* src, void* host_dst, size_t bytes) = 0;
+  virtual void copy_from_host(const void* host_src, void* dst, size_t bytes) = 0;
+
   // ---- host copies, for verification and tests ----
   // The state in the CPU layout (fp32).
   virtual std::unique_ptr<SequenceState> to_host(const State& s) = 0;

@@ -525,4 +525,12 @@ std::vector<float> CpuBackend::to_host(const void* data, size_t n, DType t) {
   return std::vector<float>(f, f + n);
 }
 
+// CPU backend memory is host memory.
+void CpuBackend::copy_to_host(const void* src, void* host_dst, size_t bytes) {
+  if (bytes) std::memcpy(host_dst, src, bytes);
+}
+void CpuBackend::copy_from_host(const void* host_src, void* dst, size_t bytes) {
+  if (bytes) std::memcpy(dst, host_src, bytes);
+}
+
 }  // namespace hypic

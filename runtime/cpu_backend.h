@@ -59,6 +59,8 @@ class CpuBackend : public Backend {
   int64_t kv_rows(int layer, const State& st) const override;
   std::unique_ptr<SequenceState> to_host(const State& s) override;
   std::vector<float> to_host(const void* data, size_t n, DType t) override;
+  void copy_to_host(const void* src, void* host_dst, size_t bytes) override;
+  void copy_from_host(const void* host_src, void* dst, size_t bytes) override;
 
  private:
   void lightning_project(int layer, Rows& r);

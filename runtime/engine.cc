@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 
+#include "kernels/sampling.h"
 #include "runtime/error.h"
 
 namespace hypic {
@@ -161,6 +162,10 @@ Engine::Engine(Backend& backend, CacheMode mode, EngineOptions opt)
       opt_(std::move(opt)),
       keys_(key_context(backend.fingerprint(), opt_, mode)),
       store_(opt_.cache_budget_bytes) {
+  if (opt_.tiers.host_budget_bytes > 0 || opt_.tiers.disk) {
+    tiers_ = std::make_shared<EntryTiers>(backend_, keys_, opt_.tiers);
+    store_.set_lower(tiers_);
+  }
   const char* env = std::getenv("HYPIC_PROFILE");
   if (env && *env && std::string(env) != "0") prof_ = std::make_unique<Profile>();
 }
@@ -408,6 +413,18 @@ PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* l
     prof_->ms.clear();
   }
   r.prompt_tokens = static_cast<int64_t>(all.size());
+  int64_t hits = 0;
+  for (const BlockOutcome& o : r.blocks) hits += o.hit;
+  if (opt_.verify_hits_rate > 0 && hits > 0 && (verify_credit_ += opt_.verify_hits_rate) >= 1) {
+    verify_credit_ -= 1;
+    std::unique_ptr<State> st = backend_.new_state();
+    const std::vector<float> full = forward(all, *st);
+    r.verify.checked = true;
+    r.verify.hit_blocks = hits;
+    r.verify.kl = cpu::kl_divergence(full.data(), r.logits.data(), static_cast<int64_t>(full.size()));
+    r.verify.top1_agrees = std::max_element(full.begin(), full.end()) - full.begin() ==
+                           std::max_element(r.logits.begin(), r.logits.end()) - r.logits.begin();
+  }
   return r;
 }
 
@@ -444,8 +461,9 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     bool whole = true;
     for (int64_t at = static_cast<int64_t>(j); at >= 0;) {
       auto e = store_.find_chain(chain[at]);
-      if (!e && at == 0 && pic && blocks[0].cache != BlockCache::None)
+      if (!e && at == 0 && pic && blocks[0].cache != BlockCache::None) {
         first_entry = store_.find_content(content_key(keys_, blocks[0].tokens));
+      }
       if (!e) {
         whole = first_entry != nullptr;
         break;
@@ -467,22 +485,24 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
   int64_t p = 0;    // next position
   size_t bi = 0;    // first block not wholly reused
   int64_t off = 0;  // tokens of block bi already reused
-  // Loads the first block's content entry as the exact state of positions [0, n).
-  auto load_first = [&](const SegmentEntry& e) {
+  // Loads the first block's content entry as the exact state of positions [0, n) (only its K/V rows
+  // when a chain entry after it brings the linear states: then an entry without `full` serves too).
+  auto load_first = [&](const SegmentEntry& e, bool linear = true) {
     std::vector<int64_t> pos(static_cast<size_t>(e.size()));
     std::iota(pos.begin(), pos.end(), 0);
     for (int l = 0; l < cfg.num_layers; ++l) {
-      if (cfg.layer_kinds[l] == LayerKind::LinearAttention)
-        b.load_linear(l, *r.state, e.linear[l].full, e.linear[l].conv_tail);
-      else
+      if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+        if (linear) b.load_linear(l, *r.state, e.linear[l].full, e.linear[l].conv_tail);
+      } else {
         b.append_kv(l, *r.state, e.attention[l].k, e.attention[l].v, e.size(), pos, 0);
+      }
     }
   };
   if (chain_blocks > 0) {
     int64_t rows = base0 ? base0->size() : 0;
     for (auto& e : chained) rows += e->rows();
     b.reserve_kv(*r.state, rows);
-    if (base0) load_first(*base0);
+    if (base0) load_first(*base0, /*linear=*/false);  // chained.back() holds the linear states
     for (auto& e : chained)
       for (int l = 0; l < cfg.num_layers; ++l)
         if (cfg.layer_kinds[l] == LayerKind::FullAttention)
@@ -532,6 +552,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     bool pinned;
   };
   std::vector<Built> built;
+  std::vector<std::shared_ptr<const SegmentEntry>> used;
   // A missing block's entry, built this pass by an isolated lane (from zero, at local positions).
   auto prefill_isolated = [&](const SegmentKey& key, const std::vector<int>& toks, int64_t w, bool pinned) {
     built.push_back({key, std::make_shared<SegmentEntry>(SegmentEntry::allocate(b, toks, w)), pinned});
@@ -561,11 +582,12 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     const SegmentKey key = content_key(keys_, toks);
     std::shared_ptr<const SegmentEntry> e = store_.find_content(key);
     const bool hit = e != nullptr;
+    if (e) used.push_back(e);  // the pass reads it: held even if the store could not keep it
     for (auto& bt : built)
       if (!e && bt.key == key) e = bt.entry;
     const int64_t w = std::min<int64_t>(keys_.seam_width, n);
     const bool pinned = blocks[i].cache == BlockCache::Pin;
-    if (p == 0) {
+    if (p == 0 && (!e || e->has_full)) {
       // The first block starts at position 0: its isolated run is the true run.
       if (e) {
         load_first(*e);

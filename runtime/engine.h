@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/entry_tiers.h"
 #include "runtime/segment_store.h"
 
 namespace hypic {
@@ -42,6 +43,20 @@ struct EngineOptions {
   int64_t seam_width = 8;
   size_t cache_budget_bytes = size_t{1} << 30;
   std::string tokenizer_fingerprint;  // part of every key
+  // Tiers below the store (host memory, disk): none unless a host budget or a disk store is given.
+  EntryTierOptions tiers;
+  // This fraction of the requests served with cache hits is recomputed in full mode afterwards (outside
+  // its TTFT), and the first-token logits are compared (PromptResult::verify): a user can see that hits
+  // are trustworthy. Deterministic: every (1 / rate)-th request with a hit.
+  double verify_hits_rate = 0;
+};
+
+// A request with hits checked against its full recompute.
+struct HitCheck {
+  bool checked = false;
+  int64_t hit_blocks = 0;   // blocks served from the cache in the checked request
+  double kl = 0;            // KL(full || cached) of the first-token distributions
+  bool top1_agrees = false;  // the same most likely first token
 };
 
 struct BlockOutcome {
@@ -57,6 +72,7 @@ struct PromptResult {
   int64_t computed_tokens = 0;  // tokens run through the model for this request (misses included)
   double ttft_ms = 0;           // wall time of run(), ending after the device finished
   std::vector<BlockOutcome> blocks;  // one per cached block (all but the query)
+  HitCheck verify;                   // with EngineOptions::verify_hits_rate
 };
 
 // A sequence the caller holds (a session's live state) and every token it has run, in order. When a
@@ -102,6 +118,8 @@ class Engine {
   CacheMode mode() const { return mode_; }
   Backend& backend() { return backend_; }
   SegmentStore& store() { return store_; }
+  // The tiers below the store, or null when there are none.
+  EntryTiers* tiers() { return tiers_.get(); }
   int64_t seam_width() const { return keys_.seam_width; }
   const KeyContext& keys() const { return keys_; }
 
@@ -120,6 +138,8 @@ class Engine {
   EngineOptions opt_;
   KeyContext keys_;
   SegmentStore store_;
+  std::shared_ptr<EntryTiers> tiers_;
+  double verify_credit_ = 0;  // verify_hits_rate accumulated over requests with hits
 };
 
 }  // namespace hypic

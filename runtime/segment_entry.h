@@ -35,6 +35,9 @@ struct AttentionSegmentKV {
 struct SegmentEntry {
   std::vector<int> tokens;
   int64_t seam = 0;  // seam tokens actually skipped: min(seam width, n)
+  // False for an entry decoded from a compact record, which leaves out `full` (linear[l].full is then
+  // zeros and must not be read): as the first block it is used like any other, its seam recomputed.
+  bool has_full = true;
   std::unique_ptr<Memory> mem;                // holds every array below (null for a pass-through)
   std::vector<LinearSegmentState> linear;     // indexed by layer (null for attention layers)
   std::vector<AttentionSegmentKV> attention;  // indexed by layer (null for linear layers)

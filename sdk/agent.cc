@@ -110,6 +110,7 @@ AgentResult Agent::run(Json vars, const AgentRunOptions& options) {
   res.ttft_ms = pr.ttft_ms;
   res.prompt_tokens = pr.prompt_tokens;
   res.computed_tokens = pr.computed_tokens;
+  res.verify = pr.verify;
   res.step_reports.push_back({pr.computed_tokens, pr.reused_tokens, pr.ttft_ms});
   for (size_t i = 0; i < plan.blocks.size(); ++i) {
     const bool hit = i < pr.blocks.size() && pr.blocks[i].hit;

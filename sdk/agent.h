@@ -60,6 +60,7 @@ struct AgentResult {
   std::vector<BlockReport> blocks;
   int64_t prompt_tokens = 0, computed_tokens = 0;  // of the prompt (step 1)
   double ttft_ms = 0;                               // of the prompt (step 1)
+  HitCheck verify;                                  // of the prompt, with RuntimeOptions::verify_hits_rate
   std::vector<StepReport> step_reports;             // one per step
   std::vector<HistoryMessage> messages;  // this run's new messages (user, assistant, tool, ...)
 };

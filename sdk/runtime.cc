@@ -20,6 +20,13 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeOptions& options) {
   eo.seam_width = options.seam_width;
   eo.cache_budget_bytes = options.cache_bytes;
   eo.tokenizer_fingerprint = rt->tokenizer_fingerprint();
+  eo.tiers.host_budget_bytes = options.host_cache_bytes;
+  eo.tiers.codec = options.cache_format;
+  eo.verify_hits_rate = options.verify_hits_rate;
+  if (!options.cache_dir.empty()) {
+    rt->cache_dir_ = CacheDir::open(options.cache_dir, static_cast<int64_t>(options.disk_cache_bytes));
+    eo.tiers.disk = rt->cache_dir_;
+  }
   rt->engine_ = std::make_unique<Engine>(*rt->backend_, options.mode, eo);
   rt->stop_ids_ = chat_stop_ids(*rt->chat_, *rt->tokenizer_, options.model_dir);
   return rt;

@@ -9,6 +9,7 @@
 #include "runtime/engine.h"
 #include "runtime/text/chat_format.h"
 #include "runtime/text/tokenizer.h"
+#include "sdk/cache_dir.h"
 
 namespace hypic::sdk {
 
@@ -19,6 +20,15 @@ struct RuntimeOptions {
   CacheMode mode = CacheMode::Hypic;
   int64_t seam_width = 8;
   size_t cache_bytes = size_t{1} << 30;  // segment store budget, in bytes of the device's memory
+  // Tiers below the device (docs/cache_tiers.md): host memory for evicted entries (0: none), and a
+  // cache directory whose entries outlive the process ("" : none; disk budget 0: unlimited). Entries
+  // below the device are stored as records of `cache_format` (runtime/entry_codec.h: fp32, bf16, compact).
+  size_t host_cache_bytes = 0;
+  std::string cache_dir;
+  size_t disk_cache_bytes = 0;
+  EntryCodecOptions cache_format;
+  // A fraction of the requests with cache hits recomputed in full mode and compared (HitCheck).
+  double verify_hits_rate = 0;
   // A Jinja chat template file to use instead of the model directory's own (its family is detected
   // from its text, as for the model's).
   std::string chat_template_file;
@@ -37,6 +47,8 @@ class Runtime {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ChatFormat& chat_format() const { return *chat_; }
   Engine& engine() { return *engine_; }
+  // The disk tier (null without options.cache_dir).
+  CacheDir* cache_dir() { return cache_dir_.get(); }
   const RuntimeOptions& options() const { return options_; }
   // Ids that end an assistant turn: the chat format's stop tokens and the tokenizer config's eos.
   const std::vector<int>& stop_ids() const { return stop_ids_; }
@@ -48,6 +60,7 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatFormat> chat_;
+  std::shared_ptr<CacheDir> cache_dir_;
   std::unique_ptr<Engine> engine_;
   std::vector<int> stop_ids_;
 };

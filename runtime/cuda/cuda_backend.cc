@@ -254,4 +254,17 @@ std::vector<float> CudaBackend::to_host(const void* data, size_t n, DType t) {
   return out;
 }
 
+// Ordered on the model's stream (after the work that wrote an entry), then waited for: the host copy is
+// complete on return. Pageable host memory makes these copies synchronous anyway.
+void CudaBackend::copy_to_host(const void* src, void* host_dst, size_t bytes) {
+  if (!bytes) return;
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, m_->stream()));
+  sync();
+}
+void CudaBackend::copy_from_host(const void* host_src, void* dst, size_t bytes) {
+  if (!bytes) return;
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, m_->stream()));
+  sync();
+}
+
 }  // namespace hypic

@@ -66,6 +66,8 @@ class CudaBackend : public Backend {
   void sync() override;
   std::unique_ptr<SequenceState> to_host(const State& s) override;
   std::vector<float> to_host(const void* data, size_t n, DType t) override;
+  void copy_to_host(const void* src, void* host_dst, size_t bytes) override;
+  void copy_from_host(const void* host_src, void* dst, size_t bytes) override;
 
  private:
   std::unique_ptr<CudaModel> m_;

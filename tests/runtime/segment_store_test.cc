@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 namespace hypic {
@@ -108,6 +109,70 @@ TEST(SegmentStore, PinnedEntriesSurviveEviction) {
   s.put_content(key(4), entry_of_bytes(200));
   EXPECT_FALSE(s.contains_content(key(4)));
   EXPECT_TRUE(s.contains_content(key(1)));
+}
+
+}  // namespace
+}  // namespace hypic
+
+namespace hypic {
+namespace {
+
+std::shared_ptr<SegmentEntry> entry_of(size_t floats, int tokens) {
+  auto e = entry_of_bytes(floats);
+  e->tokens.assign(static_cast<size_t>(tokens), 1);
+  return e;
+}
+
+TEST(SegmentStore, EvictionKeepsWhatSavesTheMostRecomputePerByte) {
+  SegmentStore s(1300);
+  s.put_content(key(1), entry_of(100, 100));  // 800 bytes, 100 tokens
+  s.put_content(key(2), entry_of(100, 1));    // 404 bytes, 1 token: newer, but saves little per byte
+  s.put_content(key(3), entry_of(100, 1));    // must evict one: 2, not the older 1
+  EXPECT_TRUE(s.contains_content(key(1)));
+  EXPECT_FALSE(s.contains_content(key(2)));
+  EXPECT_TRUE(s.contains_content(key(3)));
+}
+
+// A lower tier that keeps what it is handed and serves it back.
+struct MapTier : LowerTier {
+  std::map<std::string, std::shared_ptr<const void>> kept;
+  int stored_count = 0;
+  void stored(char, const SegmentKey&, const std::shared_ptr<const void>&, int64_t) override { ++stored_count; }
+  void evicted(char kind, const SegmentKey& k, const std::shared_ptr<const void>& e, int64_t, int64_t) override {
+    kept[std::string(1, kind) + k.hex()] = e;
+  }
+  std::optional<Found> fetch(char kind, const SegmentKey& k) override {
+    auto it = kept.find(std::string(1, kind) + k.hex());
+    if (it == kept.end()) return std::nullopt;
+    Found f;
+    f.entry = it->second;
+    f.bytes = static_cast<const SegmentEntry*>(it->second.get())->bytes();
+    kept.erase(it);
+    return f;
+  }
+};
+
+TEST(SegmentStore, EvictedEntriesGoDownAndMissesArePromoted) {
+  auto lower = std::make_shared<MapTier>();
+  SegmentStore s(1000);
+  s.set_lower(lower);
+  auto first = entry_of_bytes(100);
+  s.put_content(key(1), first);
+  s.put_content(key(2), entry_of_bytes(100));
+  s.put_content(key(3), entry_of_bytes(100));  // 1 goes down
+  EXPECT_EQ(lower->stored_count, 3);
+  ASSERT_EQ(lower->kept.count("c" + key(1).hex()), 1u);
+  EXPECT_FALSE(s.contains_content(key(1)));
+  EXPECT_EQ(s.find_content(key(1)), first);  // promoted back (and another one goes down)
+  EXPECT_TRUE(s.contains_content(key(1)));
+  EXPECT_EQ(s.stats().lower_hits, 1);
+  EXPECT_EQ(s.stats().content_hits, 1);
+  EXPECT_EQ(lower->kept.size(), 1u);
+  EXPECT_EQ(s.find_content(key(9)), nullptr);
+  EXPECT_EQ(s.stats().content_misses, 1);
+  // An entry larger than the budget is still handed down.
+  s.put_content(key(4), entry_of_bytes(1000));
+  EXPECT_EQ(lower->kept.count("c" + key(4).hex()), 1u);
 }
 
 }  // namespace

@@ -18,6 +18,13 @@
 //     p50/mean TTFT per mode and, per request, hypic/full and prefix/full with their mean and max: the
 //     project target is "a fully cold hypic request <= 1.15x the full-mode TTFT of the same prompt".
 //
+//   "tiers": where a hit comes from (docs/cache_tiers.md). The --requests measured requests of the rag
+//     workload are run once to cache their blocks, then again with their chunks in reverse order and a
+//     fresh question (so no chain entry applies and every chunk is a content hit), in hypic mode, with the
+//     entries held (a) on the device, (b) only in host memory, (c) only in a cache directory on disk (a
+//     fresh temporary one; the OS page cache is warm), as records of --tier-format; and (d) recomputed (a
+//     fresh engine per request). Reports TTFT per tier and the record bytes per chunk.
+//
 //   "agent": a --turns-turn tool-using conversation per mode full, prefix, hypic, each on a fresh engine
 //     (after a throwaway two-turn warm-up on another fresh engine). Turn 1 is [system, tools, user message
 //     (--question tokens)]; after every turn --reply-tokens tokens are decoded greedily one at a time
@@ -36,7 +43,8 @@
 //                    [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)
 //                    [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
 //                    [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]
-//                    [--turns 8] [--reply-tokens 32] [--tool-tokens 64] [--quiet]   (--help lists them all)
+//                    [--turns 8] [--reply-tokens 32] [--tool-tokens 64] [--tier-format fp32|bf16|compact]
+//                    [--quiet]   (--help lists them all)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -60,6 +68,7 @@
 #include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/model_config.h"
+#include "sdk/cache_dir.h"
 #include "tools/common/options.h"
 
 using namespace hypic;
@@ -70,7 +79,8 @@ const std::vector<CacheMode> kMainModes = {CacheMode::Full, CacheMode::Prefix, C
 
 struct Args {
   std::string config, model, device = "cuda";
-  bool rag = true, cold = true, agent = true;
+  bool rag = true, cold = true, agent = true, tiers = false;
+  std::string tier_format = "fp32";
   std::vector<CacheMode> modes = kMainModes;  // of the rag case
   int requests = 8, warmup = 8, pool = 48, chunks_min = 8, chunks_max = 16;
   int64_t chunk_tokens = 512, system = 300, tools = 600, question = 30, seam = 8;
@@ -97,7 +107,10 @@ Args parse(int argc, char** argv) {
   auto* config = app.add_option("--config", a.config, "CONFIG.json (or its folder): random weights of its shape, CUDA");
   app.add_option("--model", a.model, "model directory (its weights)")->excludes(config);
   app.add_option("--device", a.device, "device")->check(CLI::IsMember({"cuda", "cpu"}));
-  app.add_option("--case", cases, "which cases")->check(CLI::IsMember({"rag", "cold", "agent", "all"}));
+  app.add_option("--case", cases, "which cases (all: rag, cold, agent)")
+      ->check(CLI::IsMember({"rag", "cold", "agent", "tiers", "all"}));
+  app.add_option("--tier-format", a.tier_format, "tiers case: record format below the device")
+      ->check(CLI::IsMember({"fp32", "bf16", "compact"}));
   app.add_option("--mode", mode, "modes of the rag case")
       ->check(CLI::IsMember({"full", "prefix", "hypic", "naive", "noseam", "all"}));
   tools::add_int(app, "--requests", a.requests, "measured requests", 1, 1 << 20);
@@ -120,6 +133,7 @@ Args parse(int argc, char** argv) {
   a.rag = cases == "rag" || cases == "all";
   a.cold = cases == "cold" || cases == "all";
   a.agent = cases == "agent" || cases == "all";
+  a.tiers = cases == "tiers";
   a.modes = mode == "all" ? kMainModes : std::vector<CacheMode>{parse_mode(mode)};
   if (a.config.empty() == a.model.empty()) usage("give --config CONFIG.json (random weights, CUDA) or --model DIR");
   if (!a.config.empty() && a.device != "cuda") usage("random weights (--config) are generated on the GPU: --device cuda");
@@ -445,6 +459,80 @@ void agent_case(const Args& a, Backend& backend, const EngineOptions& opt) {
   std::fflush(stdout);
 }
 
+void tiers_case(const Args& a, Backend& backend, const EngineOptions& base, const std::vector<Request>& reqs) {
+  const EntryCodecOptions format = parse_cache_format(a.tier_format);
+  std::vector<Request> warm(reqs.begin() + a.warmup, reqs.begin() + a.warmup + a.requests), measured = warm;
+  std::mt19937_64 rng(a.seed ^ 0x7469657273ull);  // "tiers"
+  for (Request& r : measured) {
+    std::reverse(r.begin() + 2, r.end() - 1);  // chunks in another order: no chain entry applies
+    r.back() = random_ids(a.question, backend.config().vocab_size, rng);
+  }
+  char tmpl[] = "/tmp/hypic_bench_tiers_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  struct Tier {
+    const char* name;
+    std::vector<double> ttft, computed;
+    double hits = 0, blocks = 0;
+    EntryTierStats stats;
+  };
+  std::vector<Tier> tiers = {{"device"}, {"host"}, {"disk"}, {"recompute"}};
+  size_t record_bytes = 0, device_bytes = 0;
+  for (Tier& t : tiers) {
+    const std::string name = t.name;
+    EngineOptions o = base;
+    o.tiers.codec = format;
+    if (name == "host" || name == "disk") o.cache_budget_bytes = 1;  // nothing stays on the device
+    if (name == "host") o.tiers.host_budget_bytes = static_cast<size_t>(a.budget_gb * 1e9);
+    if (name == "disk") o.tiers.disk = sdk::CacheDir::open(dir + "/cache");
+    std::unique_ptr<Engine> engine = std::make_unique<Engine>(backend, CacheMode::Hypic, o);
+    if (name != "recompute")
+      for (const Request& r : warm) engine->run(r);
+    for (size_t i = 0; i < measured.size(); ++i) {
+      if (name == "recompute") engine = std::make_unique<Engine>(backend, CacheMode::Hypic, o);
+      const PromptResult res = engine->run(measured[i]);
+      t.ttft.push_back(res.ttft_ms);
+      t.computed.push_back(static_cast<double>(res.computed_tokens));
+      for (auto& b : res.blocks) {
+        t.hits += b.hit;
+        ++t.blocks;
+      }
+      if (!a.quiet) std::fprintf(stderr, "[tiers] %s request %zu: %lld prompt tokens, %lld computed, %.1f ms\n", t.name, i,
+                                 static_cast<long long>(res.prompt_tokens), static_cast<long long>(res.computed_tokens),
+                                 res.ttft_ms);
+    }
+    if (engine->tiers()) {
+      t.stats = engine->tiers()->stats();
+      if (t.stats.device_bytes_encoded) {
+        record_bytes = t.stats.record_bytes;
+        device_bytes = t.stats.device_bytes_encoded;
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
+  // Record bytes of one chunk of --chunk-tokens tokens, from the shape (docs/cache_tiers.md).
+  const ModelConfig& c = backend.config();
+  std::printf(",\n  \"tiers\": {\"format\": \"%s\", \"record_bytes_per_chunk\": {\"fp32\": %zu, \"bf16\": %zu, "
+              "\"compact\": %zu}, \"encoded_device_bytes\": %zu, \"record_bytes\": %zu,\n    \"tiers\": [",
+              a.tier_format.c_str(), content_record_bytes(c, backend.kv_dtype(), a.chunk_tokens, parse_cache_format("fp32")),
+              content_record_bytes(c, backend.kv_dtype(), a.chunk_tokens, parse_cache_format("bf16")),
+              content_record_bytes(c, backend.kv_dtype(), a.chunk_tokens, parse_cache_format("compact")), device_bytes,
+              record_bytes);
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    const Tier& t = tiers[i];
+    std::printf("%s\n      {\"tier\": \"%s\", \"ttft_ms\": {\"p50\": %.2f, \"mean\": %.2f, \"min\": %.2f, \"max\": %.2f}, "
+                "\"mean_computed_tokens\": %.1f, \"hit_rate\": %.3f, \"host_hits\": %lld, \"disk_hits\": %lld, "
+                "\"ttft_ms_per_request\": [",
+                i ? "," : "", t.name, percentile(t.ttft, 0.5), mean_of(t.ttft),
+                *std::min_element(t.ttft.begin(), t.ttft.end()), *std::max_element(t.ttft.begin(), t.ttft.end()),
+                mean_of(t.computed), t.blocks > 0 ? t.hits / t.blocks : 0.0, static_cast<long long>(t.stats.host_hits),
+                static_cast<long long>(t.stats.disk_hits));
+    print_list(t.ttft, "%.1f");
+    std::printf("]}");
+  }
+  std::printf("\n    ]\n  }");
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -476,7 +564,7 @@ int main(int argc, char** argv) {
     std::printf("{\n  \"model\": \"%s\", \"device\": \"%s\",\n  \"weight_bytes\": %zu, \"load_seconds\": %.1f",
                 what.c_str(), device_name(backend->device()), weight_bytes, load_s);
     std::vector<Request> reqs;
-    if (a.rag || a.cold) {
+    if (a.rag || a.cold || a.tiers) {
       reqs = make_workload(a, V);
       double mean_prompt = 0;
       for (int r = a.warmup; r < a.warmup + a.requests; ++r)
@@ -493,6 +581,7 @@ int main(int argc, char** argv) {
     if (a.rag) rag_case(a, *backend, opt, reqs);
     if (a.cold) cold_case(a, *backend, opt, reqs);
     if (a.agent) agent_case(a, *backend, opt);
+    if (a.tiers) tiers_case(a, *backend, opt, reqs);
     std::printf("\n}\n");
   } catch (const std::exception& e) {
     std::fflush(stdout);

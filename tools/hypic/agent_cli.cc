@@ -14,6 +14,16 @@ void add_agent_options(CLI::App& app, AgentOptions& o) {
   app.add_option("--mode", o.mode, "cache mode")->check(CLI::IsMember({"full", "prefix", "hypic", "naive", "noseam"}));
   tools::add_int(app, "--seam", o.seam, "seam width (tokens recomputed at the start of a reused block)", 0LL, 65536LL);
   tools::add_int(app, "--cache-mb", o.cache_mb, "segment store budget, in MiB", 1LL, 1LL << 24);
+  tools::add_int(app, "--host-cache-mb", o.host_cache_mb, "host-memory tier for entries evicted from the store, in MiB (0: none)",
+                 0LL, 1LL << 24);
+  app.add_option("--cache-dir", o.cache_dir, "disk tier: cached blocks persist here across runs (hypic cache ls|stats|verify|clear)");
+  tools::add_int(app, "--disk-cache-mb", o.disk_cache_mb, "budget of --cache-dir, in MiB (0: unlimited)", 0LL, 1LL << 30);
+  app.add_option("--cache-format", o.cache_format,
+                 "entries below the device: fp32 (exact), bf16 (states in bf16), compact (bf16, first-block seam recomputed)")
+      ->check(CLI::IsMember({"fp32", "bf16", "compact"}));
+  app.add_option("--verify-hits", o.verify_hits,
+                 "fraction of requests with cache hits recomputed in full mode: first-token KL and top-1 agreement")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--docs-db", o.docs_db,
                  "retrieval database (hypic ingest): fills the template's `chunks` and adds the search_docs tool");
   tools::add_int(app, "--top-k-chunks", o.top_k_chunks, "chunks retrieved into `chunks` with --docs-db", 1LL, 10000LL);
@@ -30,6 +40,11 @@ AgentEnv open_agent_env(const AgentOptions& o) {
   ro.mode = parse_mode(o.mode);
   ro.seam_width = o.seam;
   ro.cache_bytes = static_cast<size_t>(o.cache_mb) << 20;
+  ro.host_cache_bytes = static_cast<size_t>(o.host_cache_mb) << 20;
+  ro.cache_dir = o.cache_dir;
+  ro.disk_cache_bytes = static_cast<size_t>(o.disk_cache_mb) << 20;
+  ro.cache_format = parse_cache_format(o.cache_format);
+  ro.verify_hits_rate = o.verify_hits;
   ro.chat_template_file = o.chat_template;
   tools::prefetch_weights(o.model, o.quiet);
   env.runtime = sdk::Runtime::open(ro);
@@ -69,6 +84,9 @@ void print_report(const sdk::AgentResult& r, bool show_answer) {
   for (auto& b : r.blocks)
     std::printf("    %-28s %-5s %5lld tokens  %s\n", b.id.substr(0, 28).c_str(), b.cache.c_str(),
                 static_cast<long long>(b.tokens), b.hit ? "hit" : "computed");
+  if (r.verify.checked)
+    std::printf("  [verify] the %lld hit block(s) against a full recompute: first-token KL %.3g, top-1 %s\n",
+                static_cast<long long>(r.verify.hit_blocks), r.verify.kl, r.verify.top1_agrees ? "agrees" : "DIFFERS");
 }
 
 sdk::Json report_json(const sdk::AgentResult& r) {
@@ -88,6 +106,8 @@ sdk::Json report_json(const sdk::AgentResult& r) {
     j["tool_calls"].push_back({{"name", t.name}, {"arguments", t.arguments}, {"ok", t.ok}, {"result", t.result}});
   j["blocks"] = sdk::Json::array();
   for (auto& b : r.blocks) j["blocks"].push_back({{"id", b.id}, {"cache", b.cache}, {"tokens", b.tokens}, {"hit", b.hit}});
+  if (r.verify.checked)
+    j["verify"] = {{"hit_blocks", r.verify.hit_blocks}, {"kl", r.verify.kl}, {"top1_agrees", r.verify.top1_agrees}};
   return j;
 }
 

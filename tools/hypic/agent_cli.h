@@ -19,13 +19,15 @@ struct AgentEnv {
 
 // The options of an agent run (`hypic run`, `hypic chat`).
 struct AgentOptions {
-  std::string model, device = "auto", mode = "hypic", docs_db, chat_template;
-  long long seam = 8, cache_mb = 1024, top_k_chunks = 4;
+  std::string model, device = "auto", mode = "hypic", docs_db, chat_template, cache_dir, cache_format = "fp32";
+  long long seam = 8, cache_mb = 1024, top_k_chunks = 4, host_cache_mb = 0, disk_cache_mb = 0;
+  double verify_hits = 0;
   bool quiet = false;
 };
 
-// Declares --model, --device, --mode, --seam, --cache-mb, --docs-db, --top-k-chunks, --chat-template (a
-// Jinja template file instead of the model's own), --quiet and the environment footer.
+// Declares --model, --device, --mode, --seam, --cache-mb, --host-cache-mb, --cache-dir, --disk-cache-mb,
+// --cache-format, --verify-hits, --docs-db, --top-k-chunks, --chat-template (a Jinja template file instead of the
+// model's own), --quiet and the environment footer.
 void add_agent_options(CLI::App& app, AgentOptions& o);
 
 // Opens the runtime and the tools; says on stderr which device the model runs on and which chat format

@@ -100,6 +100,9 @@ int run(const Options& o) {
       std::fprintf(stderr, "  [%d/%zu blocks hit, %lld/%lld tokens computed, TTFT %.1f ms, %s]\n", hits, r.blocks.size(),
                    static_cast<long long>(r.computed_tokens), static_cast<long long>(r.prompt_tokens), r.ttft_ms,
                    r.finish_reason.c_str());
+      if (r.verify.checked)
+        std::fprintf(stderr, "  [verify: %lld hit block(s) vs a full recompute: first-token KL %.3g, top-1 %s]\n",
+                     static_cast<long long>(r.verify.hit_blocks), r.verify.kl, r.verify.top1_agrees ? "agrees" : "DIFFERS");
     } catch (const Error& e) {
       // A bad line (e.g. chat markup typed into the message) must not end the conversation.
       std::fprintf(stderr, "error: %s\n", e.what());

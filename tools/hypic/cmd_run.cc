@@ -47,9 +47,11 @@ int run(const Options& o) {
       int hits = 0;
       for (auto& b : r.blocks) hits += b.hit;
       const std::string q = vars.contains("question") && vars["question"].is_string() ? vars["question"].get<std::string>() : "";
-      std::printf("%-34s -> %-10s  %2d/%-2zu blocks hit  %4lld/%-4lld tokens computed  TTFT %6.1f ms\n",
+      std::printf("%-34s -> %-10s  %2d/%-2zu blocks hit  %4lld/%-4lld tokens computed  TTFT %6.1f ms",
                   q.substr(0, 34).c_str(), r.answer.c_str(), hits, r.blocks.size(),
                   static_cast<long long>(r.computed_tokens), static_cast<long long>(r.prompt_tokens), r.ttft_ms);
+      if (r.verify.checked) std::printf("  verify: KL %.3g, top-1 %s", r.verify.kl, r.verify.top1_agrees ? "agrees" : "DIFFERS");
+      std::printf("\n");
     } else {
       if (opt.on_text) std::printf("\n");
       print_report(r, !opt.on_text);
