@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const hypic::Error&) {  // a conversation the format cannot express: the server's 400
     return 0;
   }
-  const std::vector<TextBlock> blocks = split_rendered_chat(chat, r.parts, "<tool_call>\n");
+  const std::vector<TextBlock> blocks = split_rendered_chat(chat, r.conversation, r.parts, "<tool_call>\n");
   std::string joined;
   for (const auto& b : blocks) joined += b.text;
   if (blocks.empty() || blocks.back().text.empty() || joined != chat.text + "<tool_call>\n") __builtin_trap();

@@ -153,7 +153,7 @@ codes = []
 def long_request():
     try:
         client(URL3, "k1").chat.completions.create(messages=[{"role": "user", "content": "Count."}], model=MODEL,
-                                                   max_tokens=300, temperature=0)
+                                                   max_tokens=100, temperature=0)
         codes.append(200)
     except openai.RateLimitError as e:
         codes.append(e.status_code)
@@ -172,7 +172,7 @@ r = c35.chat.completions.create(messages=messages("Define capital.", docs[:1]), 
                                 temperature=0, max_tokens=8, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
 check(r.choices[0].finish_reason in ("stop", "length", "tool_calls"), "qwen3.5 format: chat with tools answers")
 kinds = [b["kind"] for b in r.usage.model_extra["hypic"]["blocks"]]
-check(kinds[0] == "system" and "document" in kinds, "qwen3.5 format: system turn with tool docs, document blocks: %s" % kinds)
+check({"system", "tools", "document"} <= set(kinds), "qwen3.5 format: system, tool docs and document blocks: %s" % kinds)
 with_tools = json.loads(http("POST", URL35 + "/tokenize", json.dumps({"messages": [{"role": "user", "content": "hi"}],
                                                                         "tools": TOOLS}).encode())[1])["count"]
 without = json.loads(http("POST", URL35 + "/tokenize",

@@ -29,7 +29,7 @@ PreparedPrompt prepare_chat(const ChatRequest& req, const ChatFormat& format, co
   // when the reply starts in reasoning, which must come first.
   if ((req.tool_choice == TC::Required || req.tool_choice == TC::Named) && !p.starts_in_reasoning)
     p.forced = "<tool_call>\n";
-  const std::vector<TextBlock> text = split_rendered_chat(chat, req.parts, p.forced);
+  const std::vector<TextBlock> text = split_rendered_chat(chat, conv, req.parts, p.forced);
   for (size_t i = 0; i < text.size(); ++i) {
     PromptBlock b;
     b.tokens = tok.encode(text[i].text);

@@ -13,7 +13,8 @@ struct Cut {
 
 }  // namespace
 
-std::vector<TextBlock> split_rendered_chat(const RenderedChat& chat, const std::vector<std::vector<ContentPart>>& parts,
+std::vector<TextBlock> split_rendered_chat(const RenderedChat& chat, const Conversation& conv,
+                                           const std::vector<std::vector<ContentPart>>& parts,
                                            const std::string& forced) {
   const std::string& text = chat.text;
   std::vector<Cut> cuts;
@@ -22,7 +23,8 @@ std::vector<TextBlock> split_rendered_chat(const RenderedChat& chat, const std::
   for (size_t i = 0; i < chat.messages.size(); ++i) {
     const TextSpan& span = chat.messages[i];
     if (span.size() == 0) continue;
-    cuts.push_back({span.begin, i == 0 && chat.tools ? "system" : "message"});
+    const bool system = i < conv.messages.size() && conv.messages[i].role == "system";
+    cuts.push_back({span.begin, system ? "system" : "message"});
     if (i >= parts.size() || i >= chat.content.size()) continue;
     const ContentPlacement& place = chat.content[i];
     if (place.at == std::string::npos) continue;  // rewritten by the template: the message stays one block
@@ -39,10 +41,6 @@ std::vector<TextBlock> split_rendered_chat(const RenderedChat& chat, const std::
       if (te < span.end) cuts.push_back({te, "message"});
     }
   }
-  // Where the system message is the first span and the tool docs follow it, the first block is "system".
-  if (!chat.messages.empty() && chat.messages[0].size() > 0 && chat.tools && chat.tools->begin > chat.messages[0].begin)
-    for (auto& c : cuts)
-      if (c.at == chat.messages[0].begin) c.kind = "system";
   std::stable_sort(cuts.begin(), cuts.end(), [](const Cut& a, const Cut& b) { return a.at < b.at; });
   const size_t gen = chat.generation_prompt.size() > 0 ? chat.generation_prompt.begin : text.size();
   std::vector<TextBlock> out;

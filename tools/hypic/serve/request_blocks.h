@@ -18,11 +18,13 @@ struct TextBlock {
   std::string text;
 };
 
-// Splits `chat` (the rendering of a conversation whose message i has content `parts[i]`) into blocks:
+// Splits `chat` (the rendering of `conv`, whose message i has content `parts[i]`) into blocks (kinds: a
+// system message is "system", the tool docs "tools", other messages "message"):
 // leading text joins the block after it; each message span is one block, cut around its parts marked
 // `cache` when the content lies verbatim in the text; the generation prompt (plus `forced`, text the
 // reply is made to start with) is the query tail, always last and non-empty.
-std::vector<TextBlock> split_rendered_chat(const RenderedChat& chat, const std::vector<std::vector<ContentPart>>& parts,
+std::vector<TextBlock> split_rendered_chat(const RenderedChat& chat, const Conversation& conv,
+                                           const std::vector<std::vector<ContentPart>>& parts,
                                            const std::string& forced = {});
 
 // Tokenizes each block on its own (a block's tokens do not depend on its neighbours: that is what lets a

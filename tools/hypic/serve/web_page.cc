@@ -79,7 +79,11 @@ document.getElementById('f').onsubmit = async (ev) => {
   if (calls.length) m.tool_calls = calls.map(c => ({id: c.id, type: 'function', function: c.function}));
   messages.push(m);
   box.dataset.done = '1';
+  document.body.dataset.replies = String(Number(document.body.dataset.replies || 0) + 1);
 };
+// ?q=TEXT sends TEXT once the page has loaded (a shareable question; the headless-browser test uses it).
+const first = new URLSearchParams(location.search).get('q');
+if (first) { q.value = first; document.getElementById('f').requestSubmit(); }
 </script></body></html>
 )HTML";
   return kPage;

@@ -117,6 +117,18 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3.5_chat_template.jinja",
                            "<tool_call>\n<function=lookup>\n<parameter=word>\nParis\n</parameter>\n</function>\n</tool_call>"}));
 
+TEST(ChatServiceErrors, ConversationTheFormatCannotExpressIs400) {
+  auto f = format("qwen3_chat_template.jinja");
+  const ChatRequest r = parse_chat_request({{"messages", {{{"role", "wizard"}, {"content", "x"}}}}});
+  try {
+    prepare_chat(r, *f, tokenizer());
+    FAIL() << "accepted an unknown role";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "messages");
+  }
+}
+
 TEST(ChatServiceCompletion, PromptTokenizedWholeAndLastTokenIsTheQuery) {
   const PreparedPrompt p = prepare_completion(parse_completion_request({{"prompt", "The capital of France is"}}), tokenizer());
   const std::vector<int> whole = tokenizer().encode("The capital of France is");

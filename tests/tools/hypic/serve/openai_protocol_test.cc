@@ -91,7 +91,6 @@ TEST(OpenAiProtocol, MalformedFieldsAre400NamingThem) {
   EXPECT_EQ(error_of([] { parse_chat_request(chat({{"tool_choice", "sometimes"}})); }), P(400, "tool_choice"));
   EXPECT_EQ(error_of([] { parse_chat_request(chat({{"tools", {{{"type", "function"}}}}})); }), P(400, "tools"));
   EXPECT_EQ(error_of([] { parse_chat_request({{"messages", {{{"role", "user"}, {"content", 5}}}}}); }).first, 400);
-  EXPECT_EQ(error_of([] { parse_chat_request({{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}); }).first, 400);
   EXPECT_EQ(error_of([] { parse_body("{not json"); }).first, 400);
   EXPECT_EQ(error_of([] { parse_body("[1, 2]"); }).first, 400);
   EXPECT_EQ(error_of([] { parse_body(std::string(100000, '[')); }).first, 400);  // bounded nesting
