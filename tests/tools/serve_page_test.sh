@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The chat page of `hypic serve` in headless Chromium: load it with a question (?q=), let the streamed
-# answer arrive, and check the DOM holds the reply with its TTFT and per-block cache hits. With
+# The chat page of `hypic serve` in headless Chromium, driven over the DevTools protocol
+# (serve_page_client.py): load it with a question (?q=), wait until the streamed answer has finished,
+# and check the page shows the reply with its TTFT and per-block cache hits. With
 # HYPIC_UPDATE_SCREENSHOT=1 it also rewrites docs/serve_page.png. Skips (exit 77, "chromium cannot start")
 # where no Chromium runs; tools/check_skips.sh accepts that only where `chromium` really cannot start.
 set -euo pipefail
@@ -12,8 +13,12 @@ if [ -z "$browser" ] || ! timeout 60 "$browser" "${flags[@]}" --dump-dom about:b
   exit 77
 fi
 tmp=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"; }
+pid= cpid=
+cleanup() {
+  for p in $pid $cpid; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 HYPIC_THREADS=1 "$HYPIC" serve --model "$model" --device cpu --port 0 --quiet 2>"$tmp/log" &
 pid=$!
@@ -24,15 +29,16 @@ for _ in $(seq 200); do
 done
 [ -n "$port" ] || { cat "$tmp/log"; echo "FAIL: hypic serve did not start"; exit 1; }
 url="http://127.0.0.1:$port/?q=What%20is%20the%20capital%20of%20France%3F"
-# Virtual time runs only while nothing is loading, so the budget is spent after the streamed reply ended.
-timeout 120 "$browser" "${flags[@]}" --virtual-time-budget=20000 --dump-dom "$url" >"$tmp/dom.html" 2>"$tmp/chromium.log" || {
-  cat "$tmp/chromium.log"; echo "FAIL: chromium exited non-zero"; exit 1; }
-grep -q 'data-replies="1"' "$tmp/dom.html" || { cat "$tmp/dom.html"; echo "FAIL: the reply did not complete"; exit 1; }
-grep -q 'class="msg user">What is the capital of France?' "$tmp/dom.html" || { echo "FAIL: the question is not shown"; exit 1; }
-grep -qE 'TTFT [0-9]+ ms' "$tmp/dom.html" || { cat "$tmp/dom.html"; echo "FAIL: no TTFT shown for the reply"; exit 1; }
-grep -qE 'message [0-9]+ (hit|miss)' "$tmp/dom.html" || { echo "FAIL: no per-block cache report"; exit 1; }
-if [ -n "${HYPIC_UPDATE_SCREENSHOT:-}" ]; then
-  timeout 120 "$browser" "${flags[@]}" --virtual-time-budget=20000 --window-size=900,520 \
-    --screenshot="$HYPIC_SOURCE_DIR/docs/serve_page.png" "$url" >/dev/null 2>&1
-fi
-echo "ok - the page streamed a reply and showed its TTFT and block hits"
+# Chromium with the DevTools protocol on a free port (it writes the port to DevToolsActivePort).
+"$browser" "${flags[@]}" --remote-debugging-port=0 --user-data-dir="$tmp/profile" about:blank 2>"$tmp/chromium.log" &
+cpid=$!
+for _ in $(seq 400); do
+  [ -s "$tmp/profile/DevToolsActivePort" ] && break
+  kill -0 "$cpid" 2>/dev/null || { cat "$tmp/chromium.log"; echo "SKIP: chromium cannot start (exited)"; exit 77; }
+  sleep 0.05
+done
+devtools=$(head -1 "$tmp/profile/DevToolsActivePort" 2>/dev/null || true)
+[ -n "$devtools" ] || { echo "FAIL: chromium did not open its DevTools port"; exit 1; }
+shot=()
+[ -n "${HYPIC_UPDATE_SCREENSHOT:-}" ] && shot=("$HYPIC_SOURCE_DIR/docs/serve_page.png")
+python3 "$HYPIC_SOURCE_DIR/tests/tools/serve_page_client.py" "$devtools" "$url" "${shot[@]}"

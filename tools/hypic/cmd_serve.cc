@@ -17,7 +17,8 @@ struct Options {
   std::string model, device = "auto", mode = "hypic", chat_template, host = "127.0.0.1", model_name;
   std::vector<std::string> api_keys;
   long long port = 8000, max_sessions = 16, max_queue = 64, cache_mb = 1024, max_body_kb = 4096, io_threads = 4;
-  bool quiet = false;
+  uint64_t seed = 0;
+  bool quiet = false, random_weights = false;
 };
 
 int run(const Options& o) {
@@ -27,7 +28,9 @@ int run(const Options& o) {
   ro.mode = parse_mode(o.mode);
   ro.cache_bytes = static_cast<size_t>(o.cache_mb) << 20;
   ro.chat_template_file = o.chat_template;
-  tools::prefetch_weights(o.model, o.quiet);
+  ro.random_weights = o.random_weights;
+  ro.seed = o.seed;
+  if (!o.random_weights) tools::prefetch_weights(o.model, o.quiet);
   std::unique_ptr<sdk::Runtime> rt = sdk::Runtime::open(ro);
 
   serve::ServerOptions so;
@@ -81,6 +84,9 @@ Registrar reg("serve", "OpenAI-compatible HTTP server (chat, completions, tools,
   tools::add_int(app, "--cache-mb", o->cache_mb, "segment store budget, in MiB", 1LL, 1LL << 24);
   app.add_option("--chat-template", o->chat_template, "a Jinja chat template file to use instead of the model's own");
   app.add_option("--model-name", o->model_name, "model id clients name (default: the model directory's name)");
+  app.add_flag("--random-weights", o->random_weights,
+               "random weights of --model's config.json shape, on the GPU (benchmarks without a checkpoint)");
+  tools::add_u64(app, "--seed", o->seed, "seed of --random-weights");
   add_quiet(app, o->quiet);
   tools::configure(app, /*uses_model=*/true);
   return [o] { return run(*o); };
