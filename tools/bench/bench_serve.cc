@@ -13,6 +13,7 @@
 //
 // Usage: hypic_bench_serve --url http://127.0.0.1:8000 [--mode load|trace] [--clients 64] [--requests 256]
 //        [--rate 2] [--pool 200] [--chunks-min 8] [--chunks-max 16] [--chunk-words 120] [--zipf 1.0]
+//        [--system-words 150] [--tools-words 300]
 //        [--max-tokens 16] [--api-key K] [--seed 1]
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -42,6 +43,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string url = "http://127.0.0.1:8000", mode = "load", api_key;
   int clients = 64, requests = 256, pool = 200, chunks_min = 8, chunks_max = 16, chunk_words = 120, max_tokens = 16;
+  int system_words = 150, tools_words = 300;
   double rate = 2.0, zipf = 1.0;
   uint64_t seed = 1;
 };
@@ -50,7 +52,7 @@ struct Result {
   bool ok = false;
   int status = 0;
   double ttft_s = -1, total_s = 0;
-  int64_t prompt_tokens = 0, computed_tokens = 0;
+  int64_t prompt_tokens = 0, computed_tokens = 0, completion_tokens = 0;
   std::string error;
 };
 
@@ -169,8 +171,8 @@ struct Workload {
 Workload make_workload(const Options& o) {
   std::mt19937_64 rng(o.seed);
   Workload w;
-  w.system = "You answer questions using the documents. " + random_words(rng, 150);
-  w.tools_text = "Tools you may mention: " + random_words(rng, 300);
+  w.system = "You answer questions using the documents. " + random_words(rng, o.system_words);
+  w.tools_text = "Tools you may mention: " + random_words(rng, o.tools_words);
   for (int i = 0; i < o.pool; ++i) w.pool.push_back("Document " + std::to_string(i) + ": " + random_words(rng, o.chunk_words));
   double sum = 0;
   for (int i = 0; i < o.pool; ++i) w.cdf.push_back(sum += 1.0 / std::pow(i + 1.0, o.zipf));
@@ -219,6 +221,7 @@ Result run_one(const Target& t, const Options& o, const std::string& body) {
       if (j.contains("usage") && j["usage"].is_object()) {
         r.prompt_tokens = j["usage"].value("prompt_tokens", 0);
         r.computed_tokens = j["usage"]["hypic"].value("computed_tokens", 0);
+        r.completion_tokens = j["usage"].value("completion_tokens", 0);
       }
       if (r.ttft_s < 0 && j.contains("choices") && !j["choices"].empty()) {
         const Json& d = j["choices"][0]["delta"];
@@ -263,6 +266,8 @@ int main(int argc, char** argv) {
   hypic::tools::add_int(app, "--chunks-min", o.chunks_min, "fewest chunks per request", 0, 1000);
   hypic::tools::add_int(app, "--chunks-max", o.chunks_max, "most chunks per request", 0, 1000);
   hypic::tools::add_int(app, "--chunk-words", o.chunk_words, "words per chunk", 1, 100000);
+  hypic::tools::add_int(app, "--system-words", o.system_words, "words of the shared system prompt", 1, 1000000);
+  hypic::tools::add_int(app, "--tools-words", o.tools_words, "words of the shared tool docs", 1, 1000000);
   app.add_option("--zipf", o.zipf, "Zipf exponent of chunk popularity")->check(CLI::NonNegativeNumber);
   hypic::tools::add_int(app, "--max-tokens", o.max_tokens, "tokens generated per request", 1, 100000);
   hypic::tools::add_u64(app, "--seed", o.seed, "workload seed");
@@ -303,7 +308,7 @@ int main(int argc, char** argv) {
 
   std::vector<double> ttft, total;
   int failed = 0;
-  int64_t prompt = 0, computed = 0;
+  int64_t prompt = 0, computed = 0, completion = 0;
   std::string first_error;
   for (auto& r : results) {
     if (!r.ok) {
@@ -315,6 +320,7 @@ int main(int argc, char** argv) {
     total.push_back(r.total_s * 1000);
     prompt += r.prompt_tokens;
     computed += r.computed_tokens;
+    completion += r.completion_tokens;
   }
   Json out = {{"mode", o.mode},
               {"requests", o.requests},
@@ -325,6 +331,8 @@ int main(int argc, char** argv) {
               {"latency_ms", {{"p50", percentile(total, 0.5)}, {"p90", percentile(total, 0.9)}, {"max", percentile(total, 1.0)}}},
               {"prompt_tokens", prompt},
               {"computed_tokens", computed},
+              {"completion_tokens", completion},
+              {"completion_tokens_per_s", static_cast<double>(completion) / wall},
               {"server_rss_mb_before", rss_before / 1048576.0},
               {"server_rss_mb_after", server_metric(t, o, "hypic_resident_memory_bytes") / 1048576.0}};
   if (o.mode == "load") out["clients"] = o.clients;

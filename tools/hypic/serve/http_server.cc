@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include <cerrno>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -304,9 +306,15 @@ struct HttpServer::Impl {
   static void watch(tcp::socket& sock, std::shared_ptr<Job> job, std::shared_ptr<Channel> ch) {
     sock.async_wait(tcp::socket::wait_read, [&sock, job, ch](boost::system::error_code ec) {
       if (ec == net::error::operation_aborted) return;  // the response is done
-      char c;
-      const ssize_t n = ec ? -1 : ::recv(sock.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0) return;  // bytes of a next request, not a disconnect
+      if (!ec) {
+        char c;
+        const ssize_t n = ::recv(sock.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0) return;  // bytes of a next request, not a disconnect
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+          watch(sock, job, ch);  // a spurious wake-up: the connection is still there
+          return;
+        }
+      }
       job->cancel = true;
       ch->wake();
     });
@@ -388,7 +396,10 @@ struct HttpServer::Impl {
         continue;
       }
       // Done
-      if (job->cancel.load() && ev->finish == "cancelled") co_return false;  // nobody is listening
+      if (job->cancel.load() && ev->finish == "cancelled") {  // nobody is listening
+        metrics.request("/v1/chat/completions", 499);
+        co_return false;
+      }
       std::vector<Json> deltas = reply.finish();
       const ChatReply r = reply.reply(ev->finish);
       const Json usage = usage_json(report, ev->completion_tokens);
@@ -453,7 +464,10 @@ struct HttpServer::Impl {
         if (cr.stream) co_await sse.event(sse_event(completion_chunk_json(id, created, model, ev->text)));
         continue;
       }
-      if (job->cancel.load() && ev->finish == "cancelled") co_return false;
+      if (job->cancel.load() && ev->finish == "cancelled") {
+        metrics.request("/v1/completions", 499);
+        co_return false;
+      }
       const std::string fr = finish_reason(ev->finish, false);
       const Json usage = usage_json(report, ev->completion_tokens);
       if (!cr.stream) {
