@@ -173,7 +173,7 @@ bool GenerationSteps::step() {
       cpu::sample(logits.data(), static_cast<int64_t>(logits.size()), opt_.sampling, uniform_(s_.rng_)));
   g_.tokens.push_back(id);
   const auto& stops = s_.rt_.stop_ids();
-  if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
+  if (!opt_.ignore_eos && std::find(stops.begin(), stops.end(), id) != stops.end()) {
     s_.pending_.push_back(id);  // run with the next appended text, so the transcript stays exact
     end(Generation::Finish::Stop);
     return false;

@@ -26,6 +26,7 @@ struct GenerateOptions {
   std::vector<std::string> stop;  // stop strings, besides the model's end-of-turn tokens
   std::function<void(std::string_view)> on_text;  // streamed text, never half a UTF-8 character
   const std::atomic<bool>* cancel = nullptr;       // set from any thread to stop after the current token
+  bool ignore_eos = false;  // end-of-turn tokens do not stop generation (benchmarks: fixed reply lengths)
 };
 
 struct Generation {

@@ -136,7 +136,7 @@ check(st == 404 and json.loads(body)["error"]["type"] == "not_found_error", "404
 # --- cancellation: a client that leaves mid-stream stops its generation ---
 before = metric(URL3, "k1", "hypic_cancelled_total")
 stream = c1.chat.completions.create(messages=[{"role": "user", "content": "Tell a long story."}], model=MODEL,
-                                    max_tokens=4000, temperature=0, stream=True)
+                                    max_tokens=4000, temperature=0, stream=True, extra_body={"ignore_eos": True})
 next(iter(stream))
 stream.close()
 deadline = time.time() + 20
@@ -153,7 +153,7 @@ codes = []
 def long_request():
     try:
         client(URL3, "k1").chat.completions.create(messages=[{"role": "user", "content": "Count."}], model=MODEL,
-                                                   max_tokens=100, temperature=0)
+                                                   max_tokens=100, temperature=0, extra_body={"ignore_eos": True})
         codes.append(200)
     except openai.RateLimitError as e:
         codes.append(e.status_code)

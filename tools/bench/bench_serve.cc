@@ -194,6 +194,7 @@ std::string make_request(const Options& o, const Workload& w, std::mt19937_64& r
   Json body = {{"messages", {{{"role", "system"}, {"content", w.system + "\n" + w.tools_text}}, {{"role", "user"}, {"content", parts}}}},
                {"max_tokens", o.max_tokens},
                {"temperature", 0},
+               {"ignore_eos", true},  // every reply --max-tokens long
                {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   return body.dump();

@@ -7,7 +7,8 @@
 # Usage: tools/bench/serve_trace.sh BUILD_DIR TOKENIZER_DIR CHAT_TEMPLATE OUT_DIR [RATE ...]
 #   e.g. tools/bench/serve_trace.sh build-gpu ../shared/fixtures/qwen3-tokenizer \
 #          ../shared/fixtures/qwen3.5-chat/chat_template.jinja docs/runs/serve 0.5 1 2 4 8
-# Writes OUT_DIR/MODE_rRATE.json and OUT_DIR/MODE_decode32.json and prints a summary table.
+# Needs `cmake --build BUILD_DIR --target hypic hypic_bench_serve`. Writes OUT_DIR/MODE_rRATE.json and
+# OUT_DIR/MODE_decode32.json and prints a summary table (REQUESTS=60 per rate by default).
 set -euo pipefail
 build=${1:?build dir}; tok=${2:?tokenizer dir}; tpl=${3:?chat template}; out=${4:?output dir}; shift 4
 rates=("$@"); [ ${#rates[@]} -gt 0 ] || rates=(0.5 1 2 4 8)

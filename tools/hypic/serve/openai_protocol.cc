@@ -100,6 +100,7 @@ Sampling parse_sampling(const Json& body, int default_max_tokens) {
     for (auto& x : s.stop)
       if (x.empty()) throw bad_request("'stop' strings must not be empty", "stop");
   }
+  s.ignore_eos = get_bool(body, "ignore_eos", false);
   const Json* n = field(body, "n");
   if (n && (!n->is_number_integer() || n->get<int64_t>() != 1)) throw bad_request("only 'n': 1 is supported", "n");
   return s;

@@ -42,6 +42,7 @@ struct Sampling {
   float top_p = 1.0f;
   uint64_t seed = 0;
   std::vector<std::string> stop;
+  bool ignore_eos = false;  // vLLM's extension: end-of-turn tokens do not stop the reply
 };
 
 struct ChatRequest {

@@ -127,6 +127,7 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
   opt.sampling.top_p = job->sampling.top_p;
   opt.seed = job->sampling.seed;
   opt.stop = job->sampling.stop;
+  opt.ignore_eos = job->sampling.ignore_eos;
   opt.cancel = &job->cancel;
   Job* raw = job.get();
   opt.on_text = [raw](std::string_view t) { raw->sink({JobEvent::Kind::Text, {}, std::string(t)}); };

@@ -33,6 +33,7 @@ TEST(OpenAiProtocol, ChatDefaults) {
   EXPECT_FALSE(r.stream);
   EXPECT_EQ(r.sampling.max_tokens, 256);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FALSE(r.sampling.ignore_eos);
   EXPECT_EQ(r.tool_choice, ChatRequest::ToolChoice::Auto);
 }
 
@@ -48,6 +49,7 @@ TEST(OpenAiProtocol, ChatFields) {
                                            {"tools", tools},
                                            {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}},
                                            {"cache_salt", "s1"},
+                                           {"ignore_eos", true},
                                            {"chat_template_kwargs", {{"enable_thinking", false}}}}));
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
@@ -59,6 +61,7 @@ TEST(OpenAiProtocol, ChatFields) {
   EXPECT_EQ(r.tool_choice, ChatRequest::ToolChoice::Named);
   EXPECT_EQ(r.tool_name, "f");
   EXPECT_EQ(r.cache_salt, "s1");
+  EXPECT_TRUE(r.sampling.ignore_eos);
   ASSERT_TRUE(r.enable_thinking.has_value());
   EXPECT_FALSE(*r.enable_thinking);
   EXPECT_EQ(r.conversation.tools.size(), 1u);
