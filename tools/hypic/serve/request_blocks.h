@@ -27,18 +27,4 @@ std::vector<TextBlock> split_rendered_chat(const RenderedChat& chat, const Conve
                                            const std::vector<std::vector<ContentPart>>& parts,
                                            const std::string& forced = {});
 
-// Tokenizes each block on its own (a block's tokens do not depend on its neighbours: that is what lets a
-// block be reused elsewhere). The query tail is never cached; every other block is.
-template <class Tokenizer>
-std::vector<PromptBlock> tokenize_blocks(const Tokenizer& tok, const std::vector<TextBlock>& blocks) {
-  std::vector<PromptBlock> out;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    PromptBlock b;
-    b.tokens = tok.encode(blocks[i].text);
-    b.cache = i + 1 == blocks.size() ? BlockCache::None : BlockCache::Cache;
-    if (!b.tokens.empty()) out.push_back(std::move(b));
-  }
-  return out;
-}
-
 }  // namespace hypic::serve
