@@ -149,6 +149,9 @@ class Backend {
   // A one-token step of `st` on a faster path (a replayed CUDA graph); empty when there is none, and
   // then the engine runs the step as a pass.
   virtual std::vector<float> decode_step(int id, State& st) { return {}; }
+  // One-token steps of several sequences at once ([N, V] logits) on a faster path; empty when there is
+  // none, and then the engine runs them as one pass with a lane per sequence.
+  virtual std::vector<float> decode_batch(std::span<State* const> states, std::span<const int> ids) { return {}; }
 
   // ---- linear-layer state (S fp32 [Hv, dk, dv]; conv tail kv_dtype [K-1, conv_dim]) ----
   virtual void save_linear(int layer, const State& st, float* S, void* conv_tail) = 0;

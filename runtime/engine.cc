@@ -375,9 +375,40 @@ std::vector<float> Engine::forward(std::span<const int> ids, State& st, bool all
   return out;
 }
 
+std::vector<float> Engine::decode_batch(std::span<State* const> states, std::span<const int> ids) {
+  if (states.size() != ids.size())
+    throw InvalidArgument("decode_batch: " + std::to_string(states.size()) + " sequences but " +
+                          std::to_string(ids.size()) + " tokens");
+  if (states.empty()) throw InvalidArgument("decode_batch: no sequences");
+  const int64_t V = backend_.config().vocab_size;
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= V)
+      throw InvalidArgument("decode_batch: token id " + std::to_string(ids[i]) + " of sequence " + std::to_string(i) +
+                            " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    backend_.config().check_length(states[i]->length + 1);
+    for (size_t j = 0; j < i; ++j)
+      if (states[j] == states[i]) throw InvalidArgument("decode_batch: sequence " + std::to_string(i) + " repeats " + std::to_string(j));
+  }
+  std::vector<float> fast = backend_.decode_batch(states, ids);
+  if (fast.empty()) {
+    Plan plan;
+    for (size_t i = 0; i < states.size(); ++i) {
+      Lane lane;
+      lane.st = states[i];
+      lane.add_rows(ids.subspan(i, 1), states[i]->length);
+      plan.lanes.push_back(std::move(lane));
+      plan.logit_rows.push_back(static_cast<int64_t>(i));
+    }
+    plan.finalize();
+    fast = execute(plan);
+  }
+  for (State* st : states) st->length += 1;
+  return fast;
+}
+
 PromptResult Engine::run(const std::vector<std::vector<int>>& blocks) { return run(cacheable_blocks(blocks)); }
 
-PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* live) {
+PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* live, const std::string& key_namespace) {
   check_prompt(blocks);
   // Every id is checked before any state is touched: a refused prompt leaves a live sequence intact.
   const int64_t V = backend_.config().vocab_size;
@@ -401,7 +432,10 @@ PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* l
     for (size_t i = 0; i + 1 < blocks.size(); ++i)
       r.blocks.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
   } else {
-    r = run_cached(blocks, all, live);
+    KeyContext keys = keys_;
+    // The namespace enters every content key (and through them every chain key) as part of its context.
+    if (!key_namespace.empty()) keys.model_fingerprint += "\x1fnamespace:" + sha256_hex(key_namespace);
+    r = run_cached(blocks, all, live, keys);
   }
   backend_.sync();
   r.ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -429,7 +463,7 @@ PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* l
 }
 
 PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const std::vector<int>& all,
-                                LiveSequence* live) {
+                                LiveSequence* live, const KeyContext& keys) {
   Backend& b = backend_;
   const ModelConfig& cfg = b.config();
   const size_t k = blocks.size() - 1;
@@ -441,7 +475,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
   std::vector<SegmentKey> chain(k);
   for (size_t i = 0; i < k; ++i)
     chain[i] = chain_key(i ? std::optional<SegmentKey>(chain[i - 1]) : std::nullopt,
-                         content_key(keys_, blocks[i].tokens));
+                         content_key(keys, blocks[i].tokens));
 
   // ---- the longest exact prefix: a live sequence this prompt extends, or chain entries ----
   int64_t live_len = 0;
@@ -461,9 +495,8 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     bool whole = true;
     for (int64_t at = static_cast<int64_t>(j); at >= 0;) {
       auto e = store_.find_chain(chain[at]);
-      if (!e && at == 0 && pic && blocks[0].cache != BlockCache::None) {
-        first_entry = store_.find_content(content_key(keys_, blocks[0].tokens));
-      }
+      if (!e && at == 0 && pic && blocks[0].cache != BlockCache::None)
+        first_entry = store_.find_content(content_key(keys, blocks[0].tokens));
       if (!e) {
         whole = first_entry != nullptr;
         break;
@@ -579,7 +612,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
       if (!pic && skip == 0) take_snapshot(i);
       continue;
     }
-    const SegmentKey key = content_key(keys_, toks);
+    const SegmentKey key = content_key(keys, toks);
     std::shared_ptr<const SegmentEntry> e = store_.find_content(key);
     const bool hit = e != nullptr;
     if (e) used.push_back(e);  // the pass reads it: held even if the store could not keep it

@@ -94,8 +94,11 @@ class Engine {
   ~Engine();
 
   // blocks.back() is the query tail (at least one token, never cached); the others follow their policy.
-  // `live`, when given, may be continued (its state is then moved into the result).
-  PromptResult run(const std::vector<PromptBlock>& blocks, LiveSequence* live = nullptr);
+  // `live`, when given, may be continued (its state is then moved into the result). `key_namespace`
+  // (a tenant: a server's API key and cache salt) is hashed into every segment key the request looks up
+  // or stores, so requests of one namespace never reuse another's entries; empty: the shared namespace.
+  PromptResult run(const std::vector<PromptBlock>& blocks, LiveSequence* live = nullptr,
+                   const std::string& key_namespace = {});
   // Every block but the query cacheable.
   PromptResult run(const std::vector<std::vector<int>>& blocks);
 
@@ -103,6 +106,11 @@ class Engine {
   // last token ([V]), or of every token ([T, V]) when all_logits. Throws InvalidArgument for no tokens
   // or an id outside the vocabulary.
   std::vector<float> forward(std::span<const int> ids, State& st, bool all_logits = false);
+  // One decode step of several sequences in one pass (one lane of one row each, so the projections, the
+  // MoE and the LM head run once over the batch): states[i] continues with ids[i]. Returns [N, V] logits,
+  // row i for sequence i. InvalidArgument for a size mismatch, a repeated state or an id outside the
+  // vocabulary.
+  std::vector<float> decode_batch(std::span<State* const> states, std::span<const int> ids);
   // Greedy decode of n tokens continuing `r` (the first comes from r.logits).
   std::vector<int> greedy_decode(PromptResult& r, int n);
 
@@ -125,7 +133,8 @@ class Engine {
 
  private:
   struct Plan;
-  PromptResult run_cached(const std::vector<PromptBlock>& blocks, const std::vector<int>& all, LiveSequence* live);
+  PromptResult run_cached(const std::vector<PromptBlock>& blocks, const std::vector<int>& all, LiveSequence* live,
+                          const KeyContext& keys);
   std::vector<float> execute(Plan& plan);
   // HYPIC_PROFILE=1 in the environment: every step of a request is synchronised and timed, and the
   // totals per step go to stderr after the request (a diagnostic: the synchronisations slow it down).

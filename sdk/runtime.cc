@@ -13,7 +13,11 @@ namespace fs = std::filesystem;
 std::unique_ptr<Runtime> Runtime::open(const RuntimeOptions& options) {
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->options_ = options;
-  rt->backend_ = open_backend(options.model_dir, resolve_device(options.device));
+  const Device device = resolve_device(options.device);
+  rt->backend_ = options.random_weights
+                     ? random_backend(ModelConfig::load((fs::path(options.model_dir) / "config.json").string()),
+                                      options.seed, device)
+                     : open_backend(options.model_dir, device);
   rt->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_file((fs::path(options.model_dir) / "tokenizer.json").string()));
   rt->chat_ = load_chat_format(options.model_dir, options.chat_template_file);
   EngineOptions eo;

@@ -32,6 +32,10 @@ struct RuntimeOptions {
   // A Jinja chat template file to use instead of the model directory's own (its family is detected
   // from its text, as for the model's).
   std::string chat_template_file;
+  // Random weights of model_dir's config.json shape instead of its checkpoint (timing production shapes
+  // without one; CUDA only). The tokenizer and chat template still come from model_dir.
+  bool random_weights = false;
+  uint64_t seed = 0;
 };
 
 class Runtime {

@@ -43,7 +43,7 @@ PromptResult Session::prefill(const std::vector<PromptBlock>& blocks, std::span<
   }
   PromptResult r;
   try {
-    r = rt_.engine().run(blocks, live.state ? &live : nullptr);
+    r = rt_.engine().run(blocks, live.state ? &live : nullptr, key_namespace_);
   } catch (...) {
     // A refused prompt (checked before any state is touched) leaves the conversation as it was.
     if (live.state && !state_) {
@@ -58,6 +58,7 @@ PromptResult Session::prefill(const std::vector<PromptBlock>& blocks, std::span<
   if (checkpoint_on_) checkpoint_ = {rt_.backend().clone(*state_), transcript_};
   logits_ = r.logits;
   pending_.clear();
+  sampled_ = -1;
   started_ = true;
   if (!after_checkpoint.empty()) {
     // Part of the prompt: counted in its tokens and its time to first token.
@@ -87,64 +88,114 @@ void Session::append_text(const std::string& text) {
 }
 
 Generation Session::generate(const GenerateOptions& opt) {
-  if (!started_) throw InvalidArgument("generate: the session has no prompt yet");
-  if (!pending_.empty()) append_tokens({});
-  rng_.seed(opt.seed);
-  std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  const auto& stops = rt_.stop_ids();
-  StreamingDecoder dec(rt_.tokenizer());
-  Generation g;
-  size_t streamed = 0;  // bytes of g.text already given to on_text
-  // Streams all text that cannot be the start of a stop string still being completed.
-  auto flush = [&](bool all) {
-    size_t keep = 0;
-    if (!all)
-      for (auto& s : opt.stop)
-        for (size_t k = std::min(s.empty() ? 0 : s.size() - 1, g.text.size() - streamed); k > keep; --k)
-          if (g.text.compare(g.text.size() - k, k, s, 0, k) == 0) {
-            keep = k;
-            break;
-          }
-    const size_t upto = g.text.size() - keep;
-    if (opt.on_text && upto > streamed) opt.on_text(std::string_view(g.text).substr(streamed, upto - streamed));
-    streamed = std::max(streamed, upto);
-  };
-  for (int i = 0; i < opt.max_tokens; ++i) {
-    if (opt.cancel && opt.cancel->load()) {
-      g.finish = Generation::Finish::Cancelled;
-      break;
-    }
-    const int id = static_cast<int>(
-        cpu::sample(logits_.data(), static_cast<int64_t>(logits_.size()), opt.sampling, uniform(rng_)));
-    g.tokens.push_back(id);
-    if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
-      pending_.push_back(id);  // run with the next appended text, so the transcript stays exact
-      g.finish = Generation::Finish::Stop;
-      break;
-    }
-    const size_t before = g.text.size();
-    g.text += dec.push(id);
-    // A stop string may end anywhere inside the new piece: search the region it could overlap.
-    size_t cut = std::string::npos;
-    for (auto& s : opt.stop) {
-      if (s.empty()) continue;
-      const size_t from = before >= s.size() ? before - s.size() + 1 : 0;
-      cut = std::min(cut, g.text.find(s, from));
-    }
-    if (cut != std::string::npos) {
-      g.text.resize(cut);
-      pending_.push_back(id);
-      g.finish = Generation::Finish::Stop;
-      break;
-    }
-    flush(false);
-    const int one[1] = {id};
-    logits_ = rt_.engine().forward(one, *state_);
-    transcript_.push_back(id);
+  GenerationSteps steps(*this, opt);
+  while (steps.step()) {
+    Session* self = this;
+    run_sampled(std::span<Session* const>(&self, 1));
   }
-  if (g.finish != Generation::Finish::Stop) g.text += dec.finish();
+  return steps.result();
+}
+
+void Session::run_sampled(std::span<Session* const> sessions) {
+  if (sessions.empty()) return;
+  for (Session* s : sessions)
+    if (s->sampled_ < 0) throw InvalidArgument("run_sampled: a session has no sampled token to run");
+  Engine& engine = sessions[0]->rt_.engine();
+  if (sessions.size() == 1) {
+    Session& s = *sessions[0];
+    const int one[1] = {s.sampled_};
+    s.logits_ = engine.forward(one, *s.state_);
+  } else {
+    std::vector<State*> states;
+    std::vector<int> ids;
+    for (Session* s : sessions) {
+      if (&s->rt_.engine() != &engine) throw InvalidArgument("run_sampled: sessions of different runtimes");
+      states.push_back(s->state_.get());
+      ids.push_back(s->sampled_);
+    }
+    const std::vector<float> all = engine.decode_batch(states, ids);
+    const size_t V = all.size() / sessions.size();
+    for (size_t i = 0; i < sessions.size(); ++i)
+      sessions[i]->logits_.assign(all.begin() + static_cast<std::ptrdiff_t>(i * V),
+                                  all.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
+  }
+  for (Session* s : sessions) {
+    s->transcript_.push_back(s->sampled_);
+    s->sampled_ = -1;
+  }
+}
+
+GenerationSteps::GenerationSteps(Session& s, GenerateOptions opt)
+    : s_(s), opt_(std::move(opt)), dec_(s.rt_.tokenizer()) {
+  if (!s_.started_) throw InvalidArgument("generate: the session has no prompt yet");
+  if (!s_.pending_.empty()) s_.append_tokens({});
+  s_.sampled_ = -1;
+  s_.rng_.seed(opt_.seed);
+}
+
+// Streams all text that cannot be the start of a stop string still being completed.
+void GenerationSteps::flush(bool all) {
+  const std::string& text = g_.text;
+  size_t keep = 0;
+  if (!all)
+    for (auto& s : opt_.stop)
+      for (size_t k = std::min(s.empty() ? 0 : s.size() - 1, text.size() - streamed_); k > keep; --k)
+        if (text.compare(text.size() - k, k, s, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+  const size_t upto = text.size() - keep;
+  if (opt_.on_text && upto > streamed_) opt_.on_text(std::string_view(text).substr(streamed_, upto - streamed_));
+  streamed_ = std::max(streamed_, upto);
+}
+
+void GenerationSteps::end(Generation::Finish f) {
+  g_.finish = f;
+  done_ = true;
+  if (f != Generation::Finish::Stop) g_.text += dec_.finish();
   flush(true);
-  return g;
+}
+
+bool GenerationSteps::step() {
+  if (done_) return false;
+  if (s_.sampled_ >= 0) throw InvalidArgument("generate: the sampled token was not run before the next step");
+  if (count_ >= opt_.max_tokens) {
+    end(Generation::Finish::Length);
+    return false;
+  }
+  if (opt_.cancel && opt_.cancel->load()) {
+    end(Generation::Finish::Cancelled);
+    return false;
+  }
+  ++count_;
+  const std::vector<float>& logits = s_.logits_;
+  const int id = static_cast<int>(
+      cpu::sample(logits.data(), static_cast<int64_t>(logits.size()), opt_.sampling, uniform_(s_.rng_)));
+  g_.tokens.push_back(id);
+  const auto& stops = s_.rt_.stop_ids();
+  if (!opt_.ignore_eos && std::find(stops.begin(), stops.end(), id) != stops.end()) {
+    s_.pending_.push_back(id);  // run with the next appended text, so the transcript stays exact
+    end(Generation::Finish::Stop);
+    return false;
+  }
+  const size_t before = g_.text.size();
+  g_.text += dec_.push(id);
+  // A stop string may end anywhere inside the new piece: search the region it could overlap.
+  size_t cut = std::string::npos;
+  for (auto& s : opt_.stop) {
+    if (s.empty()) continue;
+    const size_t from = before >= s.size() ? before - s.size() + 1 : 0;
+    cut = std::min(cut, g_.text.find(s, from));
+  }
+  if (cut != std::string::npos) {
+    g_.text.resize(cut);
+    s_.pending_.push_back(id);
+    end(Generation::Finish::Stop);
+    return false;
+  }
+  flush(false);
+  s_.sampled_ = id;
+  return true;
 }
 
 }  // namespace hypic::sdk

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/sampling.h"
+#include "runtime/text/streaming_decoder.h"
 #include "sdk/runtime.h"
 
 namespace hypic::sdk {
@@ -25,6 +26,7 @@ struct GenerateOptions {
   std::vector<std::string> stop;  // stop strings, besides the model's end-of-turn tokens
   std::function<void(std::string_view)> on_text;  // streamed text, never half a UTF-8 character
   const std::atomic<bool>* cancel = nullptr;       // set from any thread to stop after the current token
+  bool ignore_eos = false;  // end-of-turn tokens do not stop generation (benchmarks: fixed reply lengths)
 };
 
 struct Generation {
@@ -35,6 +37,8 @@ struct Generation {
 };
 
 const char* finish_name(Generation::Finish f);
+
+class GenerationSteps;
 
 class Session {
  public:
@@ -54,6 +58,12 @@ class Session {
   void append_text(const std::string& text);
 
   Generation generate(const GenerateOptions& opt);
+  // Runs the token each session's generation just sampled (GenerationSteps::step), all in one batched
+  // decode pass; the sessions must share one runtime and be distinct.
+  static void run_sampled(std::span<Session* const> sessions);
+
+  // Segment keys of this session's prompts live in this namespace (a tenant; see Engine::run).
+  void set_key_namespace(std::string ns) { key_namespace_ = std::move(ns); }
 
   int64_t length() const { return state_->length + static_cast<int64_t>(pending_.size()); }
   // Every token run so far, in order (sampled tokens not yet run are not included).
@@ -61,6 +71,7 @@ class Session {
   Runtime& runtime() { return rt_; }
 
  private:
+  friend class GenerationSteps;
   Runtime& rt_;
   std::unique_ptr<State> state_;
   std::vector<int> transcript_;
@@ -70,6 +81,35 @@ class Session {
   std::vector<int> pending_;   // sampled, not yet run (the end-of-turn token of the last reply)
   bool started_ = false;
   std::mt19937_64 rng_;
+  std::string key_namespace_;
+  int sampled_ = -1;  // the token the current GenerationSteps sampled and wants run, or -1
+};
+
+// One generation as single steps, for a server that interleaves the decoding of many sessions: step()
+// samples the next token from the session's logits and applies the stop rules and streaming of
+// Session::generate (which is this loop with one session); the caller then runs the sampled token with
+// Session::run_sampled, alone or batched with other sessions' tokens.
+class GenerationSteps {
+ public:
+  GenerationSteps(Session& s, GenerateOptions opt);
+  // true: a token was sampled and must be run before the next step; false: the generation ended (the
+  // result is final).
+  bool step();
+  const Generation& result() const { return g_; }
+  Session& session() { return s_; }
+
+ private:
+  void flush(bool all);
+  void end(Generation::Finish f);
+
+  Session& s_;
+  GenerateOptions opt_;
+  StreamingDecoder dec_;
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+  Generation g_;
+  size_t streamed_ = 0;  // bytes of g_.text already given to on_text
+  int count_ = 0;
+  bool done_ = false;
 };
 
 }  // namespace hypic::sdk

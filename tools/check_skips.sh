@@ -2,7 +2,8 @@
 # Fails when a test skipped that should have run on this machine. Reads ctest's JUnit report
 # (ctest --output-junit FILE). A skip is expected only for a reason this machine really has:
 #   - "no CUDA ..." (CUDA tests) when no GPU answers `nvidia-smi -L`;
-#   - "the Qwen3 tokenizer is not at DIR" when DIR/tokenizer.json does not exist.
+#   - "the Qwen3 tokenizer is not at DIR" when DIR/tokenizer.json does not exist;
+#   - "chromium cannot start" (the chat page test) when no chromium on PATH runs headless here.
 # Every other skip (a fixture that is there, a new GTEST_SKIP path, a script's exit 77) fails the run.
 # Usage: tools/check_skips.sh build/ctest-junit.xml
 set -euo pipefail
@@ -16,7 +17,7 @@ if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; the
 skipped=$(awk '
   /<testcase / { name = $0; sub(/.*<testcase name="/, "", name); sub(/".*/, "", name); skip = 0; why = "" }
   /status="notrun"/ { skip = 1 }
-  skip && why == "" && (/no CUDA/ || /Qwen3 tokenizer is not at/) { why = $0 }
+  skip && why == "" && (/no CUDA/ || /Qwen3 tokenizer is not at/ || /chromium cannot start/) { why = $0 }
   /<\/testcase>/ { if (skip) print name "\t" why; skip = 0 }
 ' "$report")
 
@@ -32,6 +33,9 @@ while IFS=$'\t' read -r name why; do
     dir=${dir%% (*}
     dir=${dir%%$'\r'}
     [ -f "$dir/tokenizer.json" ] || ok=yes
+  elif [[ "$why" == *"chromium cannot start"* ]]; then
+    b=$(command -v chromium || command -v chromium-browser || true)
+    if [ -z "$b" ] || ! timeout 60 "$b" --headless --no-sandbox --disable-gpu --dump-dom about:blank >/dev/null 2>&1; then ok=yes; fi
   fi
   if [ "$ok" = no ]; then
     bad=$((bad + 1))

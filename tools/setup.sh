@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 what=${1:-build}
 
 pkgs="build-essential cmake pkg-config git ca-certificates libyaml-cpp-dev nlohmann-json3-dev libsqlite3-dev
-      libgtest-dev libgmock-dev libpcre2-dev libicu-dev libboost-dev libtbb-dev libcli11-dev python3
+      libgtest-dev libgmock-dev libpcre2-dev libicu-dev libboost-dev libtbb-dev libcli11-dev python3 python3-venv
       clang-14 libclang-rt-14-dev lld"
 missing=""
 for p in $pkgs; do
@@ -40,6 +40,12 @@ case "$what" in
   test)
     # Goldens are rewritten by hand and reviewed, never by the run that checks them.
     if [ -n "${HYPIC_UPDATE_GOLDENS:-}" ]; then echo "setup: HYPIC_UPDATE_GOLDENS is refused in a test run" >&2; exit 2; fi
+    # The `openai` client package for the end-to-end test of `hypic serve` (tests/tools/serve_openai_test.sh),
+    # pinned, in a venv of its own; nothing that builds or runs hypic uses it.
+    if ! build/serve-venv/bin/python -c "import openai" 2>/dev/null; then
+      python3 -m venv build/serve-venv
+      build/serve-venv/bin/pip install -q "openai==3.57.0"
+    fi
     # Plain stage: the slow tests, and the GPU tests (they skip without a GPU).
     ctest --test-dir build --output-on-failure -j "$jobs" -R "$slow_tests" -L 'fast|model' \
       --output-junit ctest-junit.xml

@@ -42,6 +42,12 @@ expect 0 "no CUDA backend or device"
 expect 0 "the Qwen3 tokenizer is not at $tmp/missing (configure with -DHYPIC_QWEN3_TOKENIZER_DIR=...)"
 expect 1 "the Qwen3 tokenizer is not at $tmp/tok (configure with -DHYPIC_QWEN3_TOKENIZER_DIR=...)"
 expect 1 "some other reason"
+# The chat page test: its skip passes only where chromium cannot start (stand-ins first on PATH).
+printf '#!/bin/sh\nexit 1\n' > "$tmp/bin/chromium" && chmod +x "$tmp/bin/chromium"
+expect 0 "SKIP: chromium cannot start (/usr/bin/chromium)"
+printf '#!/bin/sh\nexit 0\n' > "$tmp/bin/chromium"
+expect 1 "SKIP: chromium cannot start (/usr/bin/chromium)"
+rm "$tmp/bin/chromium"
 # A GPU answers: CUDA tests must run.
 printf '#!/bin/sh\necho "GPU 0: NVIDIA H200"\n' > "$tmp/bin/nvidia-smi"
 expect 1 "no CUDA device"

@@ -1,0 +1,159 @@
+// OpenAI request parsing and response building of `hypic serve`: the fields clients send are read with
+// their defaults, every malformed field is a 400 naming it, and responses, chunks and usage have
+// OpenAI's shapes (what the openai package parses; the end-to-end test runs that package).
+#include "tools/hypic/serve/openai_protocol.h"
+
+#include <gtest/gtest.h>
+
+namespace hypic::serve {
+namespace {
+
+Json chat(Json extra = Json::object()) {
+  Json j = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  for (auto& [k, v] : extra.items()) j[k] = v;
+  return j;
+}
+
+// The status and the param of the ApiError `f` throws.
+template <class F>
+std::pair<int, std::string> error_of(F f) {
+  try {
+    f();
+  } catch (const ApiError& e) {
+    return {e.status, e.param};
+  }
+  return {0, "no error"};
+}
+
+TEST(OpenAiProtocol, ChatDefaults) {
+  ChatRequest r = parse_chat_request(chat());
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.conversation.messages.size(), 1u);
+  EXPECT_EQ(r.conversation.messages[0].content, "hi");
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.sampling.max_tokens, 256);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FALSE(r.sampling.ignore_eos);
+  EXPECT_EQ(r.tool_choice, ChatRequest::ToolChoice::Auto);
+}
+
+TEST(OpenAiProtocol, ChatFields) {
+  Json tools = {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}};
+  ChatRequest r = parse_chat_request(chat({{"stream", true},
+                                           {"stream_options", {{"include_usage", true}}},
+                                           {"max_completion_tokens", 7},
+                                           {"temperature", 0},
+                                           {"top_p", 0.5},
+                                           {"seed", 42},
+                                           {"stop", "END"},
+                                           {"tools", tools},
+                                           {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}},
+                                           {"cache_salt", "s1"},
+                                           {"ignore_eos", true},
+                                           {"chat_template_kwargs", {{"enable_thinking", false}}}}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.sampling.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r.tool_choice, ChatRequest::ToolChoice::Named);
+  EXPECT_EQ(r.tool_name, "f");
+  EXPECT_EQ(r.cache_salt, "s1");
+  EXPECT_TRUE(r.sampling.ignore_eos);
+  ASSERT_TRUE(r.enable_thinking.has_value());
+  EXPECT_FALSE(*r.enable_thinking);
+  EXPECT_EQ(r.conversation.tools.size(), 1u);
+}
+
+TEST(OpenAiProtocol, ContentPartsJoinAndKeepTheCacheHint) {
+  Json msg = {{"role", "user"},
+              {"content", {{{"type", "text"}, {"text", "doc A"}, {"cache", true}},
+                           {{"type", "text"}, {"text", "question"}}}}};
+  ChatRequest r = parse_chat_request({{"messages", {msg}}});
+  EXPECT_EQ(r.conversation.messages[0].content, "doc A\nquestion");
+  ASSERT_EQ(r.parts[0].size(), 2u);
+  EXPECT_TRUE(r.parts[0][0].cache);
+  EXPECT_FALSE(r.parts[0][1].cache);
+}
+
+TEST(OpenAiProtocol, MalformedFieldsAre400NamingThem) {
+  using P = std::pair<int, std::string>;
+  EXPECT_EQ(error_of([] { parse_chat_request({{"model", "m"}}); }), P(400, "messages"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"messages", Json::array()}})); }), P(400, "messages"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"max_tokens", 0}})); }), P(400, "max_tokens"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"max_tokens", "5"}})); }), P(400, "max_tokens"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"max_tokens", 18446744073709551615ull}})); }), P(400, "max_tokens"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"temperature", 3}})); }), P(400, "temperature"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"top_p", 0}})); }), P(400, "top_p"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"n", 2}})); }), P(400, "n"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"stop", {1}}})); }), P(400, "stop"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"stream", "yes"}})); }), P(400, "stream"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"tool_choice", "required"}})); }), P(400, "tool_choice"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"tool_choice", "sometimes"}})); }), P(400, "tool_choice"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"tools", {{{"type", "function"}}}}})); }), P(400, "tools"));
+  EXPECT_EQ(error_of([] { parse_chat_request({{"messages", {{{"role", "user"}, {"content", 5}}}}}); }).first, 400);
+  EXPECT_EQ(error_of([] { parse_body("{not json"); }).first, 400);
+  EXPECT_EQ(error_of([] { parse_body("[1, 2]"); }).first, 400);
+  EXPECT_EQ(error_of([] { parse_body(std::string(100000, '[')); }).first, 400);  // bounded nesting
+  EXPECT_EQ(error_of([] { parse_completion_request({{"prompt", 3}}); }), P(400, "prompt"));
+  EXPECT_EQ(error_of([] { parse_completion_request({{"prompt", ""}}); }), P(400, "prompt"));
+}
+
+TEST(OpenAiProtocol, CompletionRequest) {
+  CompletionRequest r = parse_completion_request({{"model", "m"}, {"prompt", {"abc"}}, {"max_tokens", 3}});
+  EXPECT_EQ(r.prompt, "abc");
+  EXPECT_EQ(r.sampling.max_tokens, 3);
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}}).sampling.max_tokens, 16);  // OpenAI's default
+}
+
+TEST(OpenAiProtocol, ErrorShape) {
+  const Json j = error_body(ApiError(429, "rate_limit_exceeded", "busy"));
+  EXPECT_EQ(j["error"]["message"], "busy");
+  EXPECT_EQ(j["error"]["type"], "rate_limit_exceeded");
+  EXPECT_TRUE(j["error"]["param"].is_null());
+  EXPECT_TRUE(j["error"].contains("code"));
+  EXPECT_EQ(error_body(bad_request("bad", "top_p"))["error"]["param"], "top_p");
+}
+
+TEST(OpenAiProtocol, UsageCountsCachedTokensAndBlocks) {
+  PromptReport p;
+  p.prompt_tokens = 100;
+  p.computed_tokens = 30;
+  p.reused_tokens = 40;
+  p.blocks = {{"system", 40, true}, {"document", 30, true}, {"message", 25, false}};
+  const Json u = usage_json(p, 5);
+  EXPECT_EQ(u["prompt_tokens"], 100);
+  EXPECT_EQ(u["completion_tokens"], 5);
+  EXPECT_EQ(u["total_tokens"], 105);
+  EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 70);
+  EXPECT_EQ(u["hypic"]["computed_tokens"], 30);
+  ASSERT_EQ(u["hypic"]["blocks"].size(), 3u);
+  EXPECT_EQ(u["hypic"]["blocks"][1]["kind"], "document");
+  EXPECT_EQ(u["hypic"]["blocks"][2]["hit"], false);
+}
+
+TEST(OpenAiProtocol, ResponsesAndChunks) {
+  ChatReply reply;
+  reply.tool_calls = {{"call_1", "f", "{\"x\":1}"}};
+  reply.finish_reason = "tool_calls";
+  const Json c = chat_completion_json("id1", 5, "m", reply, Json::object());
+  EXPECT_EQ(c["object"], "chat.completion");
+  EXPECT_TRUE(c["choices"][0]["message"]["content"].is_null());  // OpenAI: null content beside tool calls
+  EXPECT_EQ(c["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{\"x\":1}");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "tool_calls");
+  const Json k = chat_chunk_json("id1", 5, "m", {{"content", "a"}});
+  EXPECT_EQ(k["object"], "chat.completion.chunk");
+  EXPECT_TRUE(k["choices"][0]["finish_reason"].is_null());
+  EXPECT_EQ(chat_chunk_json("id1", 5, "m", Json::object(), "stop")["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(usage_chunk_json("id1", 5, "m", "chat.completion.chunk", {{"prompt_tokens", 1}})["choices"].size(), 0u);
+  EXPECT_EQ(sse_event({{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(sse_event({{"a", std::string("\xff")}}).find("\xff"), std::string::npos);  // invalid UTF-8 replaced
+  EXPECT_EQ(models_json("m", 1)["data"][0]["id"], "m");
+  EXPECT_EQ(finish_reason("length", false), "length");
+  EXPECT_EQ(finish_reason("stop", true), "tool_calls");
+}
+
+}  // namespace
+}  // namespace hypic::serve

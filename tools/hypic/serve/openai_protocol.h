@@ -1,0 +1,121 @@
+// The OpenAI wire protocol of `hypic serve`, as pure functions: requests parsed from JSON into typed
+// structs (every mistake an ApiError naming the field, with OpenAI's status code) and responses, stream
+// chunks, usage and errors built as JSON. No I/O and no model here, so all of it is unit-tested and fuzzed.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+#include "runtime/text/chat_format.h"
+
+namespace hypic::serve {
+
+using Json = nlohmann::ordered_json;
+
+// An error answered with OpenAI's error object ({"error": {"message", "type", "param", "code"}}).
+class ApiError : public Error {
+ public:
+  ApiError(int status, std::string type, std::string message, std::string param = {})
+      : Error(message), status(status), type(std::move(type)), param(std::move(param)) {}
+  int status;        // 400, 401, 404, 413, 429, 500, 503
+  std::string type;  // invalid_request_error, authentication_error, not_found_error, ...
+  std::string param;  // the request field at fault, when one is
+};
+
+ApiError bad_request(const std::string& message, const std::string& param = {});
+Json error_body(const ApiError& e);
+
+// One text part of a message. `cache` (hypic's extension: {"type": "text", "text": ..., "cache": true})
+// marks a retrieved document: it becomes a prompt block of its own, reused wherever it appears.
+struct ContentPart {
+  std::string text;
+  bool cache = false;
+};
+
+struct Sampling {
+  int max_tokens = 256;
+  float temperature = 1.0f;  // OpenAI's default; 0 is greedy
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;  // vLLM's extension: end-of-turn tokens do not stop the reply
+};
+
+struct ChatRequest {
+  std::string model;
+  Conversation conversation;  // a message's content is its parts joined by "\n"
+  std::vector<std::vector<ContentPart>> parts;  // per message
+  enum class ToolChoice { Auto, None, Required, Named } tool_choice = ToolChoice::Auto;
+  std::string tool_name;  // ToolChoice::Named
+  bool stream = false, include_usage = false;
+  Sampling sampling;
+  std::string cache_salt;  // OpenAI's per-request cache isolation key (joins the API key's namespace)
+  std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking
+};
+
+struct CompletionRequest {
+  std::string model;
+  std::string prompt;
+  bool stream = false, include_usage = false;
+  Sampling sampling;
+  std::string cache_salt;
+};
+
+// Both throw ApiError (400 naming the field) for anything malformed; `max_context` bounds max_tokens.
+ChatRequest parse_chat_request(const Json& body);
+CompletionRequest parse_completion_request(const Json& body);
+// Parses a request body; a body that is not a JSON object is a 400.
+Json parse_body(const std::string& text);
+
+// What the engine reported about the prompt of one request.
+struct PromptReport {
+  int64_t prompt_tokens = 0, computed_tokens = 0, reused_tokens = 0;
+  double ttft_ms = 0, queue_ms = 0;
+  struct Block {
+    std::string kind;  // system | tools | message | document | template
+    int64_t tokens = 0;
+    bool hit = false;
+  };
+  std::vector<Block> blocks;
+};
+
+// usage: prompt/completion/total tokens, prompt_tokens_details.cached_tokens (prompt tokens not
+// computed) and hypic's own field (computed and reused tokens, per-block hits, TTFT).
+Json usage_json(const PromptReport& p, int64_t completion_tokens);
+
+struct ToolCallOut {
+  std::string id, name;
+  std::string arguments;  // JSON text, as OpenAI sends it
+};
+
+struct ChatReply {
+  std::string content, reasoning;
+  std::vector<ToolCallOut> tool_calls;
+  std::string finish_reason;  // stop | length | tool_calls
+};
+
+Json chat_completion_json(const std::string& id, int64_t created, const std::string& model, const ChatReply& reply,
+                          const Json& usage);
+// One streamed chunk: `delta` as given (role, content, reasoning_content or tool_calls), finish_reason
+// null unless given.
+Json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, const Json& delta,
+                     const std::string& finish_reason = {});
+// The last chunk when stream_options.include_usage: no choices, the usage.
+Json usage_chunk_json(const std::string& id, int64_t created, const std::string& model, const char* object,
+                      const Json& usage);
+Json completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                     const std::string& finish_reason, const Json& usage);
+Json completion_chunk_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                           const std::string& finish_reason = {});
+Json models_json(const std::string& model, int64_t created);
+// "data: <json>\n\n"
+std::string sse_event(const Json& j);
+
+// OpenAI's finish_reason for an engine finish (stop, length, cancelled) and whether tool calls were made.
+std::string finish_reason(const std::string& engine_finish, bool tool_calls);
+
+}  // namespace hypic::serve
