@@ -99,7 +99,7 @@ if [ "$stage" = final ]; then
     --prompts tests/fixtures/eval/long_eval_seed1.jsonl --decode-tokens 6 --quiet > "$O/evalpic_long_cuda.json"
   echo "eval-pic: exit $?"
   step tiers
-  for f in fp32 bf16 compact; do
+  for f in ${TIER_FORMATS:-fp32 bf16 compact}; do
     "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case tiers --requests 4 \
       --tier-format $f > "$O/bench_tiers_$f.json" 2> "$O/bench_tiers_$f.err"; echo "tiers $f: exit $?"
   done

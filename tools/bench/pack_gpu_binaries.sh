@@ -7,6 +7,7 @@ set -euo pipefail
 B=${1:-build}
 targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test engine_model_test
          sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft cuda_stitch_ops_test"
+cmake -S . -B "$B" > /dev/null  # new targets appear in the help only after a configure
 help=$(cmake --build "$B" --target help)
 for t in hypic_bench_serve engine_batch_model_test; do
   grep -q "\.\.\. $t\$" <<< "$help" && targets="$targets $t"

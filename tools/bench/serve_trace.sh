@@ -8,7 +8,8 @@
 #   e.g. tools/bench/serve_trace.sh build-gpu ../shared/fixtures/qwen3-tokenizer \
 #          ../shared/fixtures/qwen3.5-chat/chat_template.jinja docs/runs/serve 0.5 1 2 4 8
 # Needs `cmake --build BUILD_DIR --target hypic hypic_bench_serve`. Writes OUT_DIR/MODE_rRATE.json and
-# OUT_DIR/MODE_decode32.json and prints a summary table (REQUESTS=60 per rate by default).
+# OUT_DIR/MODE_decode32.json and prints a summary table (REQUESTS=60 per rate by default; WARMUP=16 warm-up
+# requests; DECODE_MODES="full prefix hypic": the modes whose 32-session decode is measured).
 set -euo pipefail
 build=${1:?build dir}; tok=${2:?tokenizer dir}; tpl=${3:?chat template}; out=${4:?output dir}; shift 4
 rates=("$@"); [ ${#rates[@]} -gt 0 ] || rates=(0.5 1 2 4 8)
@@ -33,13 +34,15 @@ for mode in full prefix hypic; do
   done
   url=http://127.0.0.1:$port
   # Warm-up (kernels, graphs, the cache a steady-state service holds), not recorded.
-  "$build/tools/hypic_bench_serve" --url $url --mode trace --rate 1 --requests 16 --seed 99 >/dev/null || true
+  "$build/tools/hypic_bench_serve" --url $url --mode trace --rate 1 --requests "${WARMUP:-16}" --seed 99 >/dev/null || true
   for r in "${rates[@]}"; do
     "$build/tools/hypic_bench_serve" --url $url --mode trace --rate "$r" --requests "$requests" --chunk-words 400 \
       --max-tokens 32 > "$out/${mode}_r$r.json" || true
   done
-  "$build/tools/hypic_bench_serve" --url $url --mode load --clients 32 --requests 64 --chunks-min 0 --chunks-max 0 \
-    --max-tokens 256 > "$out/${mode}_decode32.json" || true
+  if [[ " ${DECODE_MODES:-full prefix hypic} " == *" $mode "* ]]; then
+    "$build/tools/hypic_bench_serve" --url $url --mode load --clients 32 --requests 64 --chunks-min 0 --chunks-max 0 \
+      --max-tokens 256 > "$out/${mode}_decode32.json" || true
+  fi
   kill $pid; wait $pid 2>/dev/null || true; pid=
 done
 python3 - "$out" "${rates[@]}" <<'PY'
@@ -51,6 +54,9 @@ for mode in ("full", "prefix", "hypic"):
         j = json.load(open(f"{out}/{mode}_r{r}.json"))
         frac = j["computed_tokens"] / max(1, j["prompt_tokens"])
         print(f"{mode:7} {r:>5} {j['ttft_ms']['p50']:12.1f} {j['ttft_ms']['p90']:12.1f} {j['failed']:7d} {frac:10.3f}")
-    d = json.load(open(f"{out}/{mode}_decode32.json"))
+    try:
+        d = json.load(open(f"{out}/{mode}_decode32.json"))
+    except (OSError, ValueError):
+        continue
     print(f"{mode:7} 32 concurrent: {d['completion_tokens_per_s']:.0f} generated tokens/s, {d['requests_per_s']:.2f} req/s")
 PY
