@@ -86,8 +86,9 @@ if [ "$stage" = final ]; then
     # The tokenizer target reads the real Qwen3 tokenizer at the path it was built with.
     tdir=$(cat /tmp/fuzzbin/tokenizer_dir 2>/dev/null || true)
     if [ -n "$tdir" ] && [ ! -e "$tdir" ]; then mkdir -p "$tdir" && cp /tmp/fixtures/qwen3-tokenizer/* "$tdir/"; fi
-    tests/fuzz/run_long.sh /tmp/fuzzbin "${FUZZ_SECONDS:-420}" /tmp/fuzz-out template_fuzz=3 safetensors_fuzz=3 \
-      tokenizer_fuzz=2 > "$O/fuzz_long.txt" 2>&1 &
+    tests/fuzz/run_long.sh /tmp/fuzzbin "${FUZZ_SECONDS:-420}" /tmp/fuzz-out template_fuzz=2 safetensors_fuzz=2 \
+      tokenizer_fuzz=2 config_fuzz=1 eval_prompts_fuzz=1 text_template_fuzz=1 tool_call_parser_fuzz=1 \
+      > "$O/fuzz_long.txt" 2>&1 &
     fuzz_pid=$!
   fi
   run_test engine_model_test '*cuda*'
