@@ -169,8 +169,10 @@ bool GenerationSteps::step() {
   }
   ++count_;
   const std::vector<float>& logits = s_.logits_;
-  const int id = static_cast<int>(
-      cpu::sample(logits.data(), static_cast<int64_t>(logits.size()), opt_.sampling, uniform_(s_.rng_)));
+  // Ids past the tokenizer's vocabulary (padding rows of the LM head) are not tokens: never sampled.
+  const int64_t n = std::min<int64_t>(static_cast<int64_t>(logits.size()),
+                                      static_cast<int64_t>(s_.rt_.tokenizer().vocab_size()));
+  const int id = static_cast<int>(cpu::sample(logits.data(), n, opt_.sampling, uniform_(s_.rng_)));
   g_.tokens.push_back(id);
   const auto& stops = s_.rt_.stop_ids();
   if (!opt_.ignore_eos && std::find(stops.begin(), stops.end(), id) != stops.end()) {

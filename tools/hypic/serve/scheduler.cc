@@ -153,7 +153,15 @@ void Scheduler::step_all() {
       r.job->sink({JobEvent::Kind::Done, {}, {}, "length", static_cast<int64_t>(r.steps->result().tokens.size())});
       continue;
     }
-    if (r.steps->step()) {
+    bool more = false;
+    try {
+      more = r.steps->step();
+    } catch (const std::exception& e) {
+      // One generation's failure (a token its detokenizer refuses, ...) ends that request only.
+      r.job->sink({JobEvent::Kind::Error, {}, {}, {}, 0, 500, e.what()});
+      continue;
+    }
+    if (more) {
       batch.push_back(r.session.get());
       still.push_back(std::move(r));
       continue;
