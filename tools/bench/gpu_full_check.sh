@@ -6,6 +6,7 @@
 #   tools/bench/gpu_full_check.sh all    # both
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
+#                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
 # Run from the repository root with .deps carried (and .whl for the peers). Binaries come from
 # .gpubin/gpubin.tar.xz when it was carried (tools/bench/pack_gpu_binaries.sh built them elsewhere),
 # otherwise they are built here into build-gpu. Results also go to $OUT when set.
@@ -91,6 +92,7 @@ if [ "$stage" = final ]; then
       > "$O/fuzz_long.txt" 2>&1 &
     fuzz_pid=$!
   fi
+  if [ -z "${ONLY_SERVE:-}" ]; then
   run_test engine_model_test '*cuda*'
   run_test engine_batch_model_test
   run_test sdk_multi_turn_model_test '*cuda*'
@@ -104,6 +106,7 @@ if [ "$stage" = final ]; then
     "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case tiers --requests 4 \
       --tier-format $f > "$O/bench_tiers_$f.json" 2> "$O/bench_tiers_$f.err"; echo "tiers $f: exit $?"
   done
+  fi
   step serve
   mkdir -p /tmp/sb/tools/hypic && ln -sf "$(bin hypic)" /tmp/sb/tools/hypic/hypic && \
     ln -sf "$(bin hypic_bench_serve)" /tmp/sb/tools/hypic_bench_serve
