@@ -137,7 +137,9 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
   c.max_positions = get_int_or(t, "max_position_embeddings", 0, where);
   check_range(c.max_positions, 0, kMaxPositions, "max_position_embeddings", where);
   const double eps = get_num_or(t, "rms_norm_eps", 1e-6, where);
-  if (!(eps > 0 && eps < 1)) throw ModelError(where + ": 'rms_norm_eps' is " + std::to_string(eps) + ", allowed (0, 1)");
+  // Checked as the float it is stored in: 1e-86 is positive as a double and 0 as a float.
+  if (!(eps > 0 && eps < 1) || !(static_cast<float>(eps) > 0.0f))
+    throw ModelError(where + ": 'rms_norm_eps' is " + std::to_string(eps) + ", allowed (0, 1) and above 1e-38");
   c.rms_norm_eps = static_cast<float>(eps);
   // The wrappers keep tie_word_embeddings at the top level; text configs inside.
   c.tie_word_embeddings = get_bool_or(t, "tie_word_embeddings", get_bool_or(root, "tie_word_embeddings", false));

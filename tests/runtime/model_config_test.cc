@@ -71,6 +71,7 @@ TEST(ModelConfig, ImpossibleValuesAreRefusedNamingTheKey) {
       {"max_position_embeddings", -1, "'max_position_embeddings' is -1"},
       {"rms_norm_eps", -1e-6, "'rms_norm_eps' is -0.000001, allowed (0, 1)"},
       {"rms_norm_eps", 0, "'rms_norm_eps' is 0.000000, allowed (0, 1)"},
+      {"rms_norm_eps", 1e-86, "allowed (0, 1) and above 1e-38"},  // 0 as a float (found by config_fuzz)
       {"rope_theta", 0, "'rope_theta' is 0.000000, it must be positive"},
       {"rope_theta", -10000.0, "'rope_theta' is -10000.000000, it must be positive"},
       {"partial_rotary_factor", 2.0, "'partial_rotary_factor' is 2.000000, allowed (0, 1]"},
