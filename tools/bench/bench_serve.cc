@@ -46,6 +46,7 @@ struct Options {
   int system_words = 150, tools_words = 300;
   double rate = 2.0, zipf = 1.0;
   uint64_t seed = 1;
+  uint64_t request_seed = 0;  // 0: seed + 1
 };
 
 struct Result {
@@ -271,7 +272,10 @@ int main(int argc, char** argv) {
   hypic::tools::add_int(app, "--tools-words", o.tools_words, "words of the shared tool docs", 1, 1000000);
   app.add_option("--zipf", o.zipf, "Zipf exponent of chunk popularity")->check(CLI::NonNegativeNumber);
   hypic::tools::add_int(app, "--max-tokens", o.max_tokens, "tokens generated per request", 1, 100000);
-  hypic::tools::add_u64(app, "--seed", o.seed, "workload seed");
+  hypic::tools::add_u64(app, "--seed", o.seed, "workload seed (the system text, tools and the document pool)");
+  hypic::tools::add_u64(app, "--request-seed", o.request_seed,
+                        "seed of the requests drawn from the pool (0: --seed + 1); vary it to replay new requests "
+                        "over the same documents");
   hypic::tools::parse_or_exit(app, argc, argv);
   if (o.chunks_min > o.chunks_max) {
     std::fprintf(stderr, "hypic_bench_serve: --chunks-min exceeds --chunks-max\n");
@@ -279,7 +283,7 @@ int main(int argc, char** argv) {
   }
   const Target t = parse_url(o.url);
   const Workload w = make_workload(o);
-  std::mt19937_64 rng(o.seed + 1);
+  std::mt19937_64 rng(o.request_seed != 0 ? o.request_seed : o.seed + 1);
   std::vector<std::string> bodies;
   for (int i = 0; i < o.requests; ++i) bodies.push_back(make_request(o, w, rng));
   const double rss_before = server_metric(t, o, "hypic_resident_memory_bytes");

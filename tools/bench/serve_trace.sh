@@ -34,9 +34,14 @@ for mode in full prefix hypic; do
   done
   url=http://127.0.0.1:$port
   # Warm-up (kernels, graphs, the cache a steady-state service holds), not recorded.
-  "$build/tools/hypic_bench_serve" --url $url --mode trace --rate 1 --requests "${WARMUP:-16}" --seed 99 >/dev/null || true
+  "$build/tools/hypic_bench_serve" --url $url --mode trace --rate 1 --requests "${WARMUP:-16}" --chunk-words 400 \
+    --request-seed 99 >/dev/null || true
+  rs=100
   for r in "${rates[@]}"; do
+    # Every rate draws new requests (another question, other chunks in another order) from the same pool.
+    rs=$((rs + 1))
     "$build/tools/hypic_bench_serve" --url $url --mode trace --rate "$r" --requests "$requests" --chunk-words 400 \
+      --request-seed $rs \
       --max-tokens 32 > "$out/${mode}_r$r.json" || true
   done
   if [[ " ${DECODE_MODES:-full prefix hypic} " == *" $mode "* ]]; then
