@@ -16,8 +16,11 @@ tmp=$(mktemp -d)
 pid= cpid=
 cleanup() {
   for p in $pid $cpid; do kill "$p" 2>/dev/null || true; done
+  # Chromium's helper processes outlive its main one for a moment and still write into the profile.
+  pkill -f -- "user-data-dir=$tmp/profile" 2>/dev/null || true
   wait 2>/dev/null || true
-  rm -rf "$tmp"
+  for _ in 1 2 3 4 5 6 7 8 9 10; do rm -rf "$tmp" 2>/dev/null && break; sleep 0.5; done
+  true
 }
 trap cleanup EXIT
 HYPIC_THREADS=1 "$HYPIC" serve --model "$model" --device cpu --port 0 --quiet 2>"$tmp/log" &
