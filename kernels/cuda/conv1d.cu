@@ -6,43 +6,147 @@ namespace hypic::cuda {
 namespace {
 
 constexpr int kMaxK = 8;
-constexpr int kTokensPerThread = 16;  // a thread slides its window over this many tokens of one channel
+constexpr int kSpan = 16;  // tokens per thread: it slides its window along them
+constexpr int kConvThreads = 128;
 
-// Threads run along channels (coalesced rows); each keeps its K-tap window in registers. One thread's
-// work: channel c of tokens [t0, t0 + kTokensPerThread) of a sequence of T tokens, whose window starts
-// with `tail` (the previous K-1 inputs; null: zeros).
-__device__ __forceinline__ void conv_span(const bf16* __restrict__ x, int64_t T, int64_t C, const bf16* __restrict__ w,
-                                          int K, const bf16* __restrict__ tail, int64_t c, int64_t t0,
-                                          bf16* __restrict__ out) {
-  const int P = K - 1;
-  float wc[kMaxK], win[kMaxK];
+// 8 consecutive bf16 channels as floats; 16-byte loads and stores where the address allows.
+template <int V>
+struct Lanes {
+  float v[V];
+};
+template <int V>
+__device__ __forceinline__ Lanes<V> load_lanes(const bf16* p) {
+  Lanes<V> r;
+  if constexpr (V == 8) {
+    if ((reinterpret_cast<uintptr_t>(p) & 15) == 0) {
+      const uint4 u = *reinterpret_cast<const uint4*>(p);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
 #pragma unroll
-  for (int m = 0; m < kMaxK; ++m) wc[m] = m < K ? __bfloat162float(w[c * K + m]) : 0.0f;
-  // win[m] = window[t0 + m], window index tp < P reads the tail.
-  auto at = [&](int64_t tp) -> float {
-    if (tp < P) return tail ? __bfloat162float(tail[tp * C + c]) : 0.0f;
-    return __bfloat162float(x[(tp - P) * C + c]);
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(h[i]);
+        r.v[2 * i] = f.x;
+        r.v[2 * i + 1] = f.y;
+      }
+      return r;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) r.v[i] = __bfloat162float(p[i]);
+  return r;
+}
+
+// Threads run along channels (V consecutive channels each, coalesced rows) and each slides a K-tap window
+// over kSpan consecutive rows of the packed input; a span may cross into later sequences, whose windows
+// restart from their own tails. Sequence n holds rows [cu[n], cu[n+1]) (cu null: one sequence of T rows
+// with `tail`). V = 8 needs C % 8 == 0 and 16-byte aligned x and out.
+template <int K, int V>
+__global__ void __launch_bounds__(kConvThreads) conv_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ cu,
+                                                            int64_t N, int64_t T, int64_t C, const bf16* __restrict__ w,
+                                                            const bf16* const* __restrict__ tails,
+                                                            const bf16* __restrict__ tail1, bf16* __restrict__ out) {
+  constexpr int P = K - 1;
+  const int64_t c = (int64_t(blockIdx.y) * kConvThreads + threadIdx.x) * V;
+  const int64_t r0 = int64_t(blockIdx.x) * kSpan;
+  if (c >= C || r0 >= T) return;
+  const int64_t r1 = r0 + kSpan < T ? r0 + kSpan : T;
+  float wc[V][K];
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+#pragma unroll
+    for (int m = 0; m < K; ++m) wc[i][m] = __bfloat162float(w[(c + i) * K + m]);
+  // The sequence holding row r0: the last n with cu[n] <= r0 (empty sequences are skipped that way).
+  int64_t n = 0, s0 = 0, s1 = T;
+  const bf16* tail = tail1;
+  if (cu) {
+    int64_t lo = 0, hi = N - 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (cu[mid] <= r0) lo = mid; else hi = mid - 1;
+    }
+    n = lo;
+    s0 = cu[n];
+    s1 = cu[n + 1];
+    tail = tails ? tails[n] : nullptr;
+  }
+  float win[V][K];
+  // win[.][0 .. P) = the inputs of rows r - P .. r - 1 of the sequence starting at s0 (its tail before it).
+  auto fill = [&](int64_t r) {
+#pragma unroll
+    for (int m = 0; m < P; ++m) {
+      const int64_t idx = r - s0 - P + m;
+      Lanes<V> l;
+      if (idx >= 0) {
+        l = load_lanes<V>(x + (s0 + idx) * C + c);
+      } else if (tail) {
+        l = load_lanes<V>(tail + (P + idx) * C + c);
+      } else {
+#pragma unroll
+        for (int i = 0; i < V; ++i) l.v[i] = 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < V; ++i) win[i][m] = l.v[i];
+    }
   };
+  fill(r0);
+  for (int64_t r = r0; r < r1; ++r) {
+    if (r == s1) {  // the next (non-empty) sequence starts here
+      while (cu[n + 1] <= r) ++n;
+      s0 = cu[n];
+      s1 = cu[n + 1];
+      tail = tails ? tails[n] : nullptr;
+      fill(r);
+    }
+    const Lanes<V> in = load_lanes<V>(x + r * C + c);
+    float y[V];
 #pragma unroll
-  for (int m = 0; m < kMaxK - 1; ++m) win[m] = (m < P) ? at(t0 + m) : 0.0f;
-  const int64_t t1 = t0 + kTokensPerThread < T ? t0 + kTokensPerThread : T;
-  for (int64_t t = t0; t < t1; ++t) {
-    win[P] = at(t + P);
-    float s = 0;
+    for (int i = 0; i < V; ++i) {
+      win[i][P] = in.v[i];
+      float acc = 0.0f;
 #pragma unroll
-    for (int m = 0; m < kMaxK; ++m)
-      if (m < K) s += wc[m] * win[m];
-    out[t * C + c] = __float2bfloat16_rn(detail::silu_f(s));
+      for (int m = 0; m < K; ++m) acc += wc[i][m] * win[i][m];
+      y[i] = detail::silu_f(acc);
 #pragma unroll
-    for (int m = 0; m < kMaxK - 1; ++m) win[m] = win[m + 1];
+      for (int m = 0; m < P; ++m) win[i][m] = win[i][m + 1];
+    }
+    bf16* o = out + r * C + c;
+    if constexpr (V == 8) {
+      uint4 u;
+      __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(y[2 * i], y[2 * i + 1]);
+      *reinterpret_cast<uint4*>(o) = u;
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) o[i] = __float2bfloat16_rn(y[i]);
+    }
   }
 }
 
-__global__ void conv_kernel(const bf16* __restrict__ x, int64_t T, int64_t C, const bf16* __restrict__ w, int K,
-                            const bf16* __restrict__ tail, bf16* __restrict__ out) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  conv_span(x, T, C, w, K, tail, c, int64_t(blockIdx.y) * kTokensPerThread, out);
+template <int K>
+void launch_conv_k(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C, const bf16* w,
+                   const bf16* const* tails, const bf16* tail1, bf16* out, cudaStream_t stream) {
+  const bool vec = C % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+  const int V = vec ? 8 : 1;
+  const dim3 grid(unsigned((T + kSpan - 1) / kSpan), detail::blocks_for(C, kConvThreads * V));
+  if (vec)
+    conv_kernel<K, 8><<<grid, kConvThreads, 0, stream>>>(x, cu, N, T, C, w, tails, tail1, out);
+  else
+    conv_kernel<K, 1><<<grid, kConvThreads, 0, stream>>>(x, cu, N, T, C, w, tails, tail1, out);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void launch_conv(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C, const bf16* w, int64_t K,
+                 const bf16* const* tails, const bf16* tail1, bf16* out, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE((T + kSpan - 1) / kSpan < (int64_t{1} << 31), "causal_conv1d_silu: too many rows for one call");
+  switch (K) {
+    case 2: return launch_conv_k<2>(x, cu, N, T, C, w, tails, tail1, out, stream);
+    case 3: return launch_conv_k<3>(x, cu, N, T, C, w, tails, tail1, out, stream);
+    case 4: return launch_conv_k<4>(x, cu, N, T, C, w, tails, tail1, out, stream);
+    case 5: return launch_conv_k<5>(x, cu, N, T, C, w, tails, tail1, out, stream);
+    case 6: return launch_conv_k<6>(x, cu, N, T, C, w, tails, tail1, out, stream);
+    case 7: return launch_conv_k<7>(x, cu, N, T, C, w, tails, tail1, out, stream);
+    default: return launch_conv_k<8>(x, cu, N, T, C, w, tails, tail1, out, stream);
+  }
 }
 
 // New tail = window rows T .. T+P-1. Rows come from x, or (when T < P) from higher tail rows, read before
@@ -54,17 +158,6 @@ __global__ void tail_kernel(const bf16* __restrict__ x, int64_t T, int64_t C, in
     const int64_t tp = T + j;
     tail[j * C + c] = tp < P ? tail[tp * C + c] : x[(tp - P) * C + c];
   }
-}
-
-// Varlen: blockIdx.z is the sequence; the window's first K-1 rows come from the sequence's own tail.
-__global__ void conv_varlen_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ cu, int64_t C,
-                                   const bf16* __restrict__ w, int K, const bf16* const* __restrict__ tails,
-                                   bf16* __restrict__ out) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t s0 = cu[blockIdx.z], T = cu[blockIdx.z + 1] - s0;
-  const int64_t t0 = int64_t(blockIdx.y) * kTokensPerThread;
-  if (c >= C || t0 >= T) return;
-  conv_span(x + s0 * C, T, C, w, K, tails ? tails[blockIdx.z] : nullptr, c, t0, out + s0 * C);
 }
 
 __global__ void tail_varlen_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ cu, int64_t C, int P,
@@ -82,19 +175,14 @@ __global__ void tail_varlen_kernel(const bf16* __restrict__ x, const int32_t* __
 
 }  // namespace
 
-void causal_conv1d_silu_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t max_len, int64_t C,
-                               const bf16* w, int64_t K, const bf16* const* tails_in, bf16* const* tails_out,
-                               bf16* out, cudaStream_t stream) {
+void causal_conv1d_silu_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C, const bf16* w,
+                               int64_t K, const bf16* const* tails_in, bf16* const* tails_out, bf16* out,
+                               cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE(K >= 2 && K <= kMaxK, "causal_conv1d_silu_varlen: kernel size must be in [2, 8]");
-  HYPIC_CUDA_REQUIRE(C > 0 && N >= 0 && max_len >= 0, "causal_conv1d_silu_varlen: bad shape");
+  HYPIC_CUDA_REQUIRE(C > 0 && N >= 0 && T >= 0, "causal_conv1d_silu_varlen: bad shape");
   HYPIC_CUDA_REQUIRE(N <= 65535, "causal_conv1d_silu_varlen: at most 65535 sequences per call");
   if (N == 0) return;
-  if (max_len > 0) {
-    const dim3 grid(detail::blocks_for(C, 128), detail::blocks_for(max_len, kTokensPerThread), unsigned(N));
-    HYPIC_CUDA_REQUIRE(grid.y <= 65535, "causal_conv1d_silu_varlen: sequence too long for one call");
-    conv_varlen_kernel<<<grid, 128, 0, stream>>>(x, cu, C, w, int(K), tails_in, out);
-    HYPIC_CUDA_LAUNCH_CHECK();
-  }
+  if (T > 0) launch_conv(x, cu, N, T, C, w, K, tails_in, nullptr, out, stream);
   if (tails_out) {
     tail_varlen_kernel<<<dim3(detail::blocks_for(C, 128), unsigned(N)), 128, 0, stream>>>(x, cu, C, int(K - 1),
                                                                                          tails_in, tails_out);
@@ -107,10 +195,7 @@ void causal_conv1d_silu(const bf16* x, int64_t T, int64_t C, const bf16* w, int6
   HYPIC_CUDA_REQUIRE(K >= 2 && K <= kMaxK, "causal_conv1d_silu: kernel size must be in [2, 8]");
   HYPIC_CUDA_REQUIRE(C > 0 && T >= 0, "causal_conv1d_silu: bad shape");
   if (T == 0) return;
-  const dim3 grid(detail::blocks_for(C, 128), detail::blocks_for(T, kTokensPerThread));
-  HYPIC_CUDA_REQUIRE(grid.y <= 65535, "causal_conv1d_silu: T too long for one call (max 1048560 tokens)");
-  conv_kernel<<<grid, 128, 0, stream>>>(x, T, C, w, int(K), tail, out);
-  HYPIC_CUDA_LAUNCH_CHECK();
+  launch_conv(x, nullptr, 1, T, C, w, K, nullptr, tail, out, stream);
   tail_kernel<<<detail::blocks_for(C, 128), 128, 0, stream>>>(x, T, C, int(K - 1), tail);
   HYPIC_CUDA_LAUNCH_CHECK();
 }

@@ -18,13 +18,13 @@ void causal_conv1d_silu(const bf16* x, int64_t T, int64_t C, const bf16* w, int6
 
 // The same over N packed sequences in one call, each with its own starting tail (the isolated prefills of
 // several blocks, or the seams of a stitch that each follow a different cached block).
-//   x: [T, C] bf16, sequence i at rows [cu[i], cu[i+1]); cu: [N + 1] int32 on the device; max_len: the
-//   longest sequence (host value);
+//   x: [T, C] bf16, sequence i at rows [cu[i], cu[i+1]); cu: [N + 1] int32 on the device, cu[N] = T
+//   (T: host value);
 //   tails_in: [N] device array of pointers to [K-1, C] bf16 starting tails, a null entry (or a null
 //   array) meaning zeros; tails_out: [N] device array of pointers receiving each sequence's last K-1
 //   inputs (null entries skipped). A tails_out buffer must not be any sequence's tails_in buffer.
 //   out: [T, C] bf16 (must not alias x or a tail).
-void causal_conv1d_silu_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t max_len, int64_t C,
+void causal_conv1d_silu_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C,
                                const bf16* w, int64_t K, const bf16* const* tails_in, bf16* const* tails_out,
                                bf16* out, cudaStream_t stream);
 

@@ -47,10 +47,12 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
 // gdn_chunked_prefill (outputs and final states, no transfer operator) that also builds, for every sequence n,
 // the transfer operator and the zero-start state of its body, the rows after its first lead[n]: the same
 // as a second gdn_chunked_prefill over the bodies alone (state only, with transfer), for one extra chunk of
-// preparation per sequence instead of a second pass (the body's later chunks share the forward's).
+// preparation per sequence instead of a second pass (the body's later chunks share the forward's), and
+// the body state from the linearity of the walk, S_end = T(body) S(after the lead) + S(body | 0), instead
+// of a walk of its own.
 //   lead:       [N] int32 on the device, 0 <= lead[n] <= length of sequence n
-//   body_state: [N, H, dk, dv] fp32 in/out (zeros give S(body | 0))
-//   transfer:   [N, H, dk, dk] fp32 in/out, left-multiplied by the body's operator (identity gives T(body))
+//   body_state: [N, H, dk, dv] fp32 out: S(body | 0)
+//   transfer:   [N, H, dk, dk] fp32 out: T(body)
 //   workspace:  gdn_bodies_workspace_bytes(s) bytes
 // The other arguments are gdn_chunked_prefill's.
 size_t gdn_bodies_workspace_bytes(const GdnShape& s);

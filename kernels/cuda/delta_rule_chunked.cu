@@ -13,7 +13,7 @@ namespace hypic::cuda {
 size_t gdn_chunked_workspace_bytes(const GdnShape& s) { return gdn::workspace_bytes(s); }
 
 size_t gdn_bodies_workspace_bytes(const GdnShape& s) {
-  return detail::align128(gdn::workspace_bytes(s)) + gdn::bodies_workspace_bytes(s);
+  return detail::align128(gdn::workspace_bytes(s)) + gdn::bodies_workspace_bytes(s) + gdn::lead_state_bytes(s);
 }
 
 void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
@@ -53,14 +53,17 @@ void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf1
   const int64_t max_chunks = (max_seqlen + gdn::kC - 1) / gdn::kC;
   HYPIC_CUDA_REQUIRE(max_chunks < (int64_t{1} << 31) && s.H <= 65535 && s.N <= 65535,
                      "gdn_chunked_prefill_with_bodies: grid too large");
-  const gdn::Workspace w = gdn::carve(s, workspace);
-  const gdn::Workspace b =
-      gdn::carve_bodies(s, static_cast<unsigned char*>(workspace) + detail::align128(gdn::workspace_bytes(s)));
+  auto* base = static_cast<unsigned char*>(workspace);
+  const gdn::Workspace w = gdn::carve(s, base);
+  base += detail::align128(gdn::workspace_bytes(s));
+  const gdn::Workspace b = gdn::carve_bodies(s, base);
+  float* lead_state = reinterpret_cast<float*>(base + gdn::bodies_workspace_bytes(s));
   gdn::launch_prep(s, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
   gdn::launch_prep(s, k, v, g, beta, cu_seqlens, max_chunks, b, stream, lead);
-  // The body walks read the prepared pseudo-values before the forward's walk overwrites them.
-  gdn::launch_state(s, k, cu_seqlens, body_state, transfer, false, w, stream, lead, &b);
-  gdn::launch_state(s, k, cu_seqlens, state, nullptr, out != nullptr, w, stream);
+  // One walk: the forward (which also leaves S(lead)) and the bodies' transfer operators side by side;
+  // the bodies' zero-start states follow from the linearity of the walk.
+  gdn::launch_state(s, k, cu_seqlens, state, transfer, out != nullptr, w, stream, lead, &b, lead_state);
+  gdn::launch_body_state(s, transfer, state, lead_state, body_state, stream);
   if (out != nullptr) gdn::launch_output(s, q, k, cu_seqlens, max_chunks, out, w, stream);
 }
 

@@ -77,6 +77,10 @@ inline size_t bodies_workspace_bytes(const GdnShape& s) {
   return align128(sizeof(bf16) * tiles * kC * dkp) + align128(sizeof(bf16) * tiles * kC * dvp) +
          align128(sizeof(float) * tiles * kC);
 }
+// S(lead) of every sequence and head, [N, H, dk, dv] fp32, after the bodies workspace.
+inline size_t lead_state_bytes(const GdnShape& s) {
+  return detail::align128(sizeof(float) * size_t(s.N) * size_t(s.H) * size_t(s.dk) * size_t(s.dv));
+}
 inline Workspace carve_bodies(const GdnShape& s, void* ws) {
   using detail::align128;
   const size_t tiles = size_t(s.H) * size_t(s.N);
@@ -225,7 +229,10 @@ void launch_prep(const GdnShape& s, const bf16* k, const bf16* v, const float* g
 // chunk from `bodies` (prepared by launch_prep with the same lead) and the later ones from w.
 void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                   const Workspace& w, cudaStream_t stream, const int32_t* lead = nullptr,
-                  const Workspace* bodies = nullptr);
+                  const Workspace* bodies = nullptr, float* lead_state = nullptr);
+// body_state = state - transfer lead_state per (sequence, head): [N, H, dk, dv] fp32, transfer [N, H, dk, dk].
+void launch_body_state(const GdnShape& s, const float* transfer, const float* state, const float* lead_state,
+                       float* body_state, cudaStream_t stream);
 void launch_output(const GdnShape& s, const bf16* q, const bf16* k, const int32_t* cu, int64_t max_chunks,
                    bf16* out, const Workspace& w, cudaStream_t stream);
 

@@ -10,6 +10,14 @@
 //
 // The transfer operator is the same walk on a dk x dk matrix with U = 0 (T <- (e^{G_L} I - K_d^T W) T):
 // ceil(dk / 32) extra blocks per head in the same launch, running alongside the state blocks.
+//
+// Bodies (gdn_chunked_prefill_with_bodies, `lead` given): the T blocks walk only the body, the rows from
+// lead[n] on (from the identity, its first chunk's tiles from the bodies workspace), and the state blocks,
+// walking the whole sequence, also write the state after the first lead[n] rows, S(lead). The body's own
+// zero-start state then follows without a third walk: the walk is linear in its start state, so
+// S_end = T(body) S(lead) + S(body | 0) (gdn_body_state below).
+#include <algorithm>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
 
@@ -33,7 +41,8 @@ struct StateSmem {
   static constexpr size_t sb = align128(g + 2 * 4 * kC);            // S, bf16 [DK][kLdV]
   static constexpr size_t vd = align128(sb + 2 * DK * kLdV);        // decayed Vn, bf16 [64][kLdV]
   static constexpr size_t vn = align128(vd + 2 * kC * kLdV);        // Vn, bf16 [64][kLdV] (output staging)
-  static constexpr size_t bytes = align128(vn + 2 * kC * kLdV);
+  static constexpr size_t vp = align128(vn + 2 * kC * kLdV);        // Vn decayed to row lead - 1 (bodies)
+  static constexpr size_t bytes = align128(vp + 2 * kC * kLdV);
 };
 
 // Warp w: in W S, chunk rows 16 (w % 4).. and columns 16 (w / 4)..; in the state update, state rows
@@ -49,7 +58,8 @@ template <int DK>
 __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf16* __restrict__ k,
                                                         const int32_t* __restrict__ cu, float* state,
                                                         float* transfer, bool want_out, Workspace w,
-                                                        const int32_t* __restrict__ lead, Workspace bodies) {
+                                                        const int32_t* __restrict__ lead, Workspace bodies,
+                                                        float* __restrict__ lead_state) {
   using SM = StateSmem<DK>;
   using SP = StateSplit<DK>;
   constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kBN = SP::kBN;
@@ -62,6 +72,7 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
   bf16* Sb = reinterpret_cast<bf16*>(smem + SM::sb);
   bf16* Vd = reinterpret_cast<bf16*>(smem + SM::vd);
   bf16* Vn = reinterpret_cast<bf16*>(smem + SM::vn);
+  bf16* Vp = reinterpret_cast<bf16*>(smem + SM::vp);
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
   const int64_t H = s.H, kh = h / (s.H / s.Hk);
@@ -77,14 +88,26 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
   const int ra = (warp % 4) * 16, ca = (warp / 4) * 16;        // W S tile of this warp
   const int srow = SP::srow(warp), scol = SP::scol(warp);      // state tile of this warp
 
+  // A body's T starts from the identity (no load); everything else from M.
+  const bool body = lead != nullptr && is_T;
   float S[kBN][4];
 #pragma unroll
   for (int nt = 0; nt < kBN; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = srow + gq + (e / 2) * 8, c = scol + nt * 8 + 2 * tq + e % 2;
-      S[nt][e] = (r < dk && c < ncols) ? M[int64_t(r) * width + c0 + c] : 0.0f;
+      S[nt][e] = (r < dk && c < ncols) ? (body ? (r == c0 + c ? 1.0f : 0.0f) : M[int64_t(r) * width + c0 + c]) : 0.0f;
     }
+  // Registers -> an fp32 [dk, width] matrix (columns c0 ..).
+  auto store_regs = [&](float* dst, const float (&X)[kBN][4]) {
+#pragma unroll
+    for (int nt = 0; nt < kBN; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = srow + gq + (e / 2) * 8, c = scol + nt * 8 + 2 * tq + e % 2;
+        if (r < dk && c < ncols) dst[int64_t(r) * width + c0 + c] = X[nt][e];
+      }
+  };
   auto store_sb = [&]() {
 #pragma unroll
     for (int nt = 0; nt < kBN; ++nt) {
@@ -99,8 +122,12 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
   const int nchunks = int((sr.eos - sr.bos + kC - 1) / kC);
   const int64_t tile0 = h * w.slots + first_slot(sr.bos, n);
   // A body walk starts at the chunk holding row lead[n], whose tiles (its leading rows made no-ops) come
-  // from the bodies workspace; the later chunks are the forward's own.
-  const int first = lead ? min(int(lead[n] / kC), nchunks) : 0;
+  // from the bodies workspace; the later chunks are the forward's own. The forward walk of a state block
+  // takes S(lead) in chunk lead_c: at its start (lead_m == 0), or after its first lead_m rows.
+  const int lead_n = lead ? int(lead[n]) : 0;
+  const int first = body ? min(lead_n / kC, nchunks) : 0;
+  const int lead_c = (lead != nullptr && !is_T) ? lead_n / kC : -1, lead_m = lead_n % kC;
+  float* lead_out = lead_c >= 0 ? lead_state + (n * H + h) * dk * dv : nullptr;
   auto chunk_len = [&](int c) {
     const int64_t left = sr.eos - sr.bos - int64_t(c) * kC;
     return int(left < kC ? left : kC);
@@ -108,7 +135,7 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
   auto issue = [&](int c) {
     const int buf = c & 1;
     const int64_t t0 = sr.bos + int64_t(c) * kC;
-    const bool own = lead != nullptr && c == first;
+    const bool own = body && c == first;
     const Workspace& src = own ? bodies : w;
     const int64_t tile = own ? h * bodies.slots + n : tile0 + c;
     load_tile_full<kNT, kC, DK>(Wb + buf * kC * kLdK, kLdK, src.W + tile * kC * DK, DK);
@@ -142,6 +169,8 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
     const float* Gc = Gb + buf * kC;
     cp_async_wait_all();
     __syncthreads();  // chunk c landed; Sb holds its start state; everyone is done with the other buffer
+    if (c == lead_c && lead_m == 0) store_regs(lead_out, S);
+    const bool partial = c == lead_c && lead_m > 0;
 
     const int L = chunk_len(c);
     const float gL = Gc[L - 1];
@@ -181,59 +210,173 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
         st_bf16x2(Vn + r0 * kLdV + col, v00, v01);
         st_bf16x2(Vn + r1 * kLdV + col, v10, v11);
       }
+      if (partial) {  // the same chunk cut after row lead_m - 1
+        const float gm = Gc[lead_m - 1];
+        const float p0 = r0 < lead_m ? __expf(gm - Gc[r0]) : 0.0f, p1 = r1 < lead_m ? __expf(gm - Gc[r1]) : 0.0f;
+        st_bf16x2(Vp + r0 * kLdV + col, v00 * p0, v01 * p0);
+        st_bf16x2(Vp + r1 * kLdV + col, v10 * p1, v11 * p1);
+      }
     }
     __syncthreads();  // Vd complete; Sb no longer read
 
-    // S = e^{G_L} S + K^T Vd.
-    const float eL = __expf(gL);
+    // X = e^{G_end} X + K^T V.
+    auto update = [&](float (&X)[kBN][4], float decay, const bf16* V) {
 #pragma unroll
-    for (int nt = 0; nt < kBN; ++nt)
+      for (int nt = 0; nt < kBN; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) S[nt][e] *= eL;
+        for (int e = 0; e < 4; ++e) X[nt][e] *= decay;
 #pragma unroll
-    for (int ks = 0; ks < kC / 16; ++ks) {
-      uint32_t a[4], b[kBN][2];
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        uint32_t a[4], b[kBN][2];
 #pragma unroll
-      for (int np = 0; np < kBN / 2; ++np) frag_b_kn(b[2 * np], b[2 * np + 1], Vd, kLdV, ks * 16, scol + np * 16);
-      frag_a_t(a, Kc, kLdK, srow, ks * 16);
+        for (int np = 0; np < kBN / 2; ++np) frag_b_kn(b[2 * np], b[2 * np + 1], V, kLdV, ks * 16, scol + np * 16);
+        frag_a_t(a, Kc, kLdK, srow, ks * 16);
 #pragma unroll
-      for (int nt = 0; nt < kBN; ++nt) mma_bf16_16816(S[nt], a, b[nt]);
+        for (int nt = 0; nt < kBN; ++nt) mma_bf16_16816(X[nt], a, b[nt]);
+      }
+    };
+    if (partial) {
+      float P[kBN][4];
+#pragma unroll
+      for (int nt = 0; nt < kBN; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) P[nt][e] = S[nt][e];
+      update(P, __expf(Gc[lead_m - 1]), Vp);
+      store_regs(lead_out, P);
     }
+    update(S, __expf(gL), Vd);
     // Vn is rewritten only after the next top barrier.
     if (write_out) store_tile16<kNT, kC, kBV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
     store_sb();
   }
 
-#pragma unroll
-  for (int nt = 0; nt < kBN; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = srow + gq + (e / 2) * 8, c = scol + nt * 8 + 2 * tq + e % 2;
-      if (r < dk && c < ncols) M[int64_t(r) * width + c0 + c] = S[nt][e];
+  if (lead_c >= nchunks) store_regs(lead_out, S);  // the lead covers the whole sequence
+  store_regs(M, S);
+}
+
+// body[n, h] = S_end[n, h] - T[n, h] S_lead[n, h]: T [dk, dk], the others [dk, dv], fp32. One block per
+// (64-column tile, 64-row tile, n * H + h); each thread a 4 x 4 block of the tile, K = dk from shared memory.
+// VEC: dk and dv multiples of 4 (16-byte loads and stores).
+constexpr int kBodyTile = 64;
+__host__ __device__ constexpr int body_ldt(int dk) { return dk + 4; }
+template <bool VEC>
+__global__ void __launch_bounds__(256) gdn_body_state_kernel(int dk, int dv, const float* __restrict__ T,
+                                                             const float* __restrict__ S_end,
+                                                             const float* __restrict__ S_lead, float* body) {
+  extern __shared__ __align__(16) float bsm[];
+  const int ldt = body_ldt(dk);
+  float* Ts = bsm;                        // [64][ldt]: rows r0.. of T
+  float* Ss = bsm + kBodyTile * ldt;      // [dk][64]: columns c0.. of S_lead
+  const int c0 = blockIdx.x * kBodyTile, r0 = blockIdx.y * kBodyTile;
+  const int64_t mat = blockIdx.z;
+  const float* Tm = T + mat * dk * dk;
+  const int64_t so = mat * int64_t(dk) * dv;
+  if constexpr (VEC) {
+    const int q = dk / 4;
+    for (int e = threadIdx.x; e < kBodyTile * q; e += blockDim.x) {
+      const int i = e / q, j = 4 * (e % q);
+      const float4 v = r0 + i < dk ? *reinterpret_cast<const float4*>(Tm + int64_t(r0 + i) * dk + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+      *reinterpret_cast<float4*>(Ts + i * ldt + j) = v;
     }
+    for (int e = threadIdx.x; e < dk * (kBodyTile / 4); e += blockDim.x) {
+      const int j = e / (kBodyTile / 4), c = 4 * (e % (kBodyTile / 4));
+      const float4 v = c0 + c < dv ? *reinterpret_cast<const float4*>(S_lead + so + int64_t(j) * dv + c0 + c)
+                                   : make_float4(0.f, 0.f, 0.f, 0.f);
+      *reinterpret_cast<float4*>(Ss + j * kBodyTile + c) = v;
+    }
+  } else {
+    for (int e = threadIdx.x; e < kBodyTile * dk; e += blockDim.x) {
+      const int i = e / dk, j = e % dk;
+      Ts[i * ldt + j] = r0 + i < dk ? Tm[int64_t(r0 + i) * dk + j] : 0.0f;
+    }
+    for (int e = threadIdx.x; e < dk * kBodyTile; e += blockDim.x) {
+      const int j = e / kBodyTile, c = e % kBodyTile;
+      Ss[e] = c0 + c < dv ? S_lead[so + int64_t(j) * dv + c0 + c] : 0.0f;
+    }
+  }
+  __syncthreads();
+  const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;  // rows 4 tr.., columns 4 tc..
+  float acc[4][4] = {};
+  for (int j = 0; j < dk; ++j) {
+    const float4 sv = *reinterpret_cast<const float4*>(Ss + j * kBodyTile + 4 * tc);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float t = Ts[(4 * tr + i) * ldt + j];
+      acc[i][0] = fmaf(t, sv.x, acc[i][0]);
+      acc[i][1] = fmaf(t, sv.y, acc[i][1]);
+      acc[i][2] = fmaf(t, sv.z, acc[i][2]);
+      acc[i][3] = fmaf(t, sv.w, acc[i][3]);
+    }
+  }
+  const int c = c0 + 4 * tc;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = r0 + 4 * tr + i;
+    if (r >= dk) continue;
+    const int64_t at = so + int64_t(r) * dv + c;
+    if (VEC) {
+      if (c < dv) {
+        const float4 e = *reinterpret_cast<const float4*>(S_end + at);
+        *reinterpret_cast<float4*>(body + at) =
+            make_float4(e.x - acc[i][0], e.y - acc[i][1], e.z - acc[i][2], e.w - acc[i][3]);
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (c + q < dv) body[at + q] = S_end[at + q] - acc[i][q];
+    }
+  }
 }
 
 template <int DK>
 void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
-            const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies) {
+            const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state) {
   const size_t smem = StateSmem<DK>::bytes;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int blocks = int((s.dv + kBV - 1) / kBV + (transfer ? (s.dk + kBV - 1) / kBV : 0));
   gdn_state_kernel<DK><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
-      s, k, cu, state, transfer, want_out, w, lead, bodies);
+      s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
 void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
-                  const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace* bodies) {
-  HYPIC_CUDA_REQUIRE(lead == nullptr || (bodies != nullptr && !want_out), "launch_state: a body walk has no outputs");
+                  const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace* bodies,
+                  float* lead_state) {
+  HYPIC_CUDA_REQUIRE(lead == nullptr || (bodies != nullptr && lead_state != nullptr && transfer != nullptr),
+                     "launch_state: a body walk needs the bodies workspace, S(lead) and the transfer operators");
   const Workspace none{};
   if (w.dkp == 64)
-    launch<64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies ? *bodies : none);
+    launch<64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies ? *bodies : none, lead_state);
   else
-    launch<128>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies ? *bodies : none);
+    launch<128>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies ? *bodies : none, lead_state);
+}
+
+void launch_body_state(const GdnShape& s, const float* transfer, const float* state, const float* lead_state,
+                       float* body_state, cudaStream_t stream) {
+  const int dk = int(s.dk), dv = int(s.dv);
+  const bool vec = dk % 4 == 0 && dv % 4 == 0;
+  const size_t smem = sizeof(float) * size_t(kBodyTile * body_ldt(dk) + dk * kBodyTile);
+  static bool raised = false;  // the opt-in above 48 KB of shared memory (dk 128: 66 KB), once per process
+  if (!raised) {
+    const int most = int(sizeof(float) * (kBodyTile * body_ldt(128) + 128 * kBodyTile));
+    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_body_state_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_body_state_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+    raised = true;
+  }
+  // At most 65535 matrices per launch (the grid's z limit).
+  for (int64_t m0 = 0; m0 < s.N * s.H; m0 += 65535) {
+    const int64_t m = std::min<int64_t>(65535, s.N * s.H - m0);
+    const dim3 grid(unsigned((dv + kBodyTile - 1) / kBodyTile), unsigned((dk + kBodyTile - 1) / kBodyTile), unsigned(m));
+    const float *T = transfer + m0 * dk * dk, *E = state + m0 * dk * dv, *L = lead_state + m0 * dk * dv;
+    float* B = body_state + m0 * dk * dv;
+    if (vec)
+      gdn_body_state_kernel<true><<<grid, 256, smem, stream>>>(dk, dv, T, E, L, B);
+    else
+      gdn_body_state_kernel<false><<<grid, 256, smem, stream>>>(dk, dv, T, E, L, B);
+    HYPIC_CUDA_LAUNCH_CHECK();
+  }
 }
 
 }  // namespace hypic::cuda::gdn

@@ -323,7 +323,7 @@ void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector
   const DeviceBuffer args = pack.upload(pool_, upload_, cs);
   const int32_t* cu_dev = at<int32_t>(args, o_cu);
   // Every block's conv from a zero tail, in one call; the tail left behind is the block's conv tail.
-  cuda::causal_conv1d_silu_varlen(s.qkv.as<bf16>() + r0 * C, cu_dev, N, longest, C, G.conv_w, cfg_.conv_kernel,
+  cuda::causal_conv1d_silu_varlen(s.qkv.as<bf16>() + r0 * C, cu_dev, N, total, C, G.conv_w, cfg_.conv_kernel,
                                   nullptr, at<bf16* const>(args, o_tails), s.conv.as<bf16>() + r0 * C, cs);
   bf16 *q = s.q.as<bf16>() + r0 * kd, *k = s.k.as<bf16>() + r0 * kd, *v = s.v.as<bf16>() + r0 * vd;
   const float *g = s.g.as<float>() + r0 * Hv, *beta = s.beta.as<float>() + r0 * Hv;
@@ -333,8 +333,6 @@ void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector
   // preparation its body's (T, S(body | 0)) (the rows after its seam, read with the conv context the seam
   // gave them).
   HYPIC_CUDA_CHECK(cudaMemsetAsync(states.get(), 0, state * N, cs));
-  HYPIC_CUDA_CHECK(cudaMemsetAsync(bodies.get(), 0, state * N, cs));
-  cuda::identity_operators(ops.as<float>(), N * Hv, dk, cs);
   const cuda::GdnShape all{total, N, Hv, Hk, dk, dv};
   DeviceBuffer ws(pool_, cuda::gdn_bodies_workspace_bytes(all));
   cuda::gdn_chunked_prefill_with_bodies(all, q, k, v, g, beta, cu_dev, longest, at<int32_t>(args, o_lead),
@@ -406,7 +404,7 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
   const int32_t* cu_dev = at<int32_t>(args, o_cu);
   const int64_t total = cu.back();
   if (m > 0) {
-    cuda::causal_conv1d_silu_varlen(s.qkv.as<bf16>() + row0 * C, cu_dev, m, longest, C, G.conv_w, cfg_.conv_kernel,
+    cuda::causal_conv1d_silu_varlen(s.qkv.as<bf16>() + row0 * C, cu_dev, m, total, C, G.conv_w, cfg_.conv_kernel,
                                     at<const bf16* const>(args, o_in), at<bf16* const>(args, o_out),
                                     s.conv.as<bf16>() + row0 * C, cs);
     bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;

@@ -169,7 +169,8 @@ TEST_F(CudaOps, RopeMatchesCpu) {
 // ---------------------------------------------------------------------------------------------------
 TEST_F(CudaOps, CausalConvMatchesCpuPrefillAndDecode) {
   Stream st;
-  for (const int64_t C : {int64_t{96}, int64_t{8192}}) {
+  // C 96 and 8192: 8 channels per thread; C 100: one.
+  for (const int64_t C : {int64_t{96}, int64_t{100}, int64_t{8192}}) {
     const int64_t K = 4;
     const auto w = randn_bf16(C * K, 8, 0.5f);
     auto tail = randn_bf16((K - 1) * C, 9);

@@ -26,9 +26,12 @@ DevArray<T> device_array(DevicePool& pool, const std::vector<T>& v) {
 
 TEST_F(CudaOps, CausalConvVarlenMatchesCpuPerSequence) {
   Stream st;
-  const int64_t C = 200, K = 4, P = K - 1;
-  // Lengths below, at and above the tail length, and a long one; sequence 1 starts from a zero tail.
-  const std::vector<int64_t> lens = {37, 1, 2, 3, 100};
+  // C 200: 8 channels per thread (16-byte rows); C 203: one channel per thread.
+  for (const int64_t C : {int64_t{200}, int64_t{203}}) {
+  const int64_t K = 4, P = K - 1;
+  // Lengths below, at and above the tail length, an empty one and a long one; sequence 1 starts from a zero
+  // tail. The short ones share one thread's span of rows.
+  const std::vector<int64_t> lens = {37, 1, 0, 2, 3, 100};
   const int64_t N = static_cast<int64_t>(lens.size());
   std::vector<int32_t> cu(1, 0);
   for (int64_t n : lens) cu.push_back(cu.back() + static_cast<int32_t>(n));
@@ -53,15 +56,16 @@ TEST_F(CudaOps, CausalConvVarlenMatchesCpuPerSequence) {
   auto dpin = device_array(pool, pin);
   auto dpout = device_array(pool, pout);
   DevArray<bf16> dy(pool, T * C);
-  causal_conv1d_silu_varlen(dx.get(), dcu.get(), N, 100, C, dw.get(), K, dpin.get(), dpout.get(), dy.get(), st);
+  causal_conv1d_silu_varlen(dx.get(), dcu.get(), N, T, C, dw.get(), K, dpin.get(), dpout.get(), dy.get(), st);
   const auto y = from_device_bf16(dy);
   for (int64_t i = 0; i < N; ++i) {
     std::vector<float> tail = tails[i], ref(lens[i] * C);
     cpu::causal_conv1d_silu(x.data() + cu[i] * C, lens[i], C, w.data(), K, tail.data(), ref.data());
     std::vector<float> got(y.begin() + cu[i] * C, y.begin() + cu[i + 1] * C);
-    EXPECT_LT(rel_err(got, ref), 1.2e-2f) << "sequence " << i;
+    EXPECT_LT(rel_err(got, ref), 1.2e-2f) << "C " << C << " sequence " << i;
     EXPECT_EQ(rel_err(from_device_bf16(dout[i]), tail), 0.0f) << "tail of sequence " << i;
     EXPECT_EQ(rel_err(from_device_bf16(din[i]), tails[i]), 0.0f) << "input tail " << i << " untouched";
+  }
   }
 }
 
