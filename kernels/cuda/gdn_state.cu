@@ -31,7 +31,7 @@ constexpr int kBV = 32;       // state columns per block
 constexpr int kNT = 256;      // 8 warps
 constexpr int kPrefetch = 4;  // chunks ahead that the tiles are pulled towards L2
 
-template <int DK>
+template <int DK, bool BODIES>
 struct StateSmem {
   static constexpr int kLdK = DK + 8, kLdV = kBV + 8;  // row strides keep ldmatrix rows on distinct banks
   static constexpr size_t w = 0;                                    // W [2][64][kLdK]
@@ -42,7 +42,7 @@ struct StateSmem {
   static constexpr size_t vd = align128(sb + 2 * DK * kLdV);        // decayed Vn, bf16 [64][kLdV]
   static constexpr size_t vn = align128(vd + 2 * kC * kLdV);        // Vn, bf16 [64][kLdV] (output staging)
   static constexpr size_t vp = align128(vn + 2 * kC * kLdV);        // Vn decayed to row lead - 1 (bodies)
-  static constexpr size_t bytes = align128(vp + 2 * kC * kLdV);
+  static constexpr size_t bytes = align128(vp + (BODIES ? 2 * kC * kLdV : 0));
 };
 
 // Warp w: in W S, chunk rows 16 (w % 4).. and columns 16 (w / 4)..; in the state update, state rows
@@ -54,13 +54,14 @@ struct StateSplit {
   __device__ static int scol(int warp) { return DK == 128 ? 0 : (warp / 4) * 16; }
 };
 
-template <int DK>
+// BODIES: `lead` is given (a separate instance keeps the plain walk's registers and shared memory as they were).
+template <int DK, bool BODIES>
 __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf16* __restrict__ k,
                                                         const int32_t* __restrict__ cu, float* state,
                                                         float* transfer, bool want_out, Workspace w,
                                                         const int32_t* __restrict__ lead, Workspace bodies,
                                                         float* __restrict__ lead_state) {
-  using SM = StateSmem<DK>;
+  using SM = StateSmem<DK, BODIES>;
   using SP = StateSplit<DK>;
   constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kBN = SP::kBN;
   static_assert(DK == 64 || DK == 128, "padded key dim");
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
   const int srow = SP::srow(warp), scol = SP::scol(warp);      // state tile of this warp
 
   // A body's T starts from the identity (no load); everything else from M.
-  const bool body = lead != nullptr && is_T;
+  const bool body = BODIES && is_T;
   float S[kBN][4];
 #pragma unroll
   for (int nt = 0; nt < kBN; ++nt)
@@ -124,9 +125,9 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
   // A body walk starts at the chunk holding row lead[n], whose tiles (its leading rows made no-ops) come
   // from the bodies workspace; the later chunks are the forward's own. The forward walk of a state block
   // takes S(lead) in chunk lead_c: at its start (lead_m == 0), or after its first lead_m rows.
-  const int lead_n = lead ? int(lead[n]) : 0;
+  const int lead_n = BODIES ? int(lead[n]) : 0;
   const int first = body ? min(lead_n / kC, nchunks) : 0;
-  const int lead_c = (lead != nullptr && !is_T) ? lead_n / kC : -1, lead_m = lead_n % kC;
+  const int lead_c = (BODIES && !is_T) ? lead_n / kC : -1, lead_m = lead_n % kC;
   float* lead_out = lead_c >= 0 ? lead_state + (n * H + h) * dk * dv : nullptr;
   auto chunk_len = [&](int c) {
     const int64_t left = sr.eos - sr.bos - int64_t(c) * kC;
@@ -169,8 +170,8 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
     const float* Gc = Gb + buf * kC;
     cp_async_wait_all();
     __syncthreads();  // chunk c landed; Sb holds its start state; everyone is done with the other buffer
-    if (c == lead_c && lead_m == 0) store_regs(lead_out, S);
-    const bool partial = c == lead_c && lead_m > 0;
+    if (BODIES && c == lead_c && lead_m == 0) store_regs(lead_out, S);
+    const bool partial = BODIES && c == lead_c && lead_m > 0;
 
     const int L = chunk_len(c);
     const float gL = Gc[L - 1];
@@ -250,7 +251,7 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
     store_sb();
   }
 
-  if (lead_c >= nchunks) store_regs(lead_out, S);  // the lead covers the whole sequence
+  if (BODIES && lead_c >= nchunks) store_regs(lead_out, S);  // the lead covers the whole sequence
   store_regs(M, S);
 }
 
@@ -328,13 +329,14 @@ __global__ void __launch_bounds__(256) gdn_body_state_kernel(int dk, int dv, con
   }
 }
 
-template <int DK>
+template <int DK, bool BODIES>
 void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
             const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state) {
-  const size_t smem = StateSmem<DK>::bytes;
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const size_t smem = StateSmem<DK, BODIES>::bytes;
+  HYPIC_CUDA_CHECK(
+      cudaFuncSetAttribute(gdn_state_kernel<DK, BODIES>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int blocks = int((s.dv + kBV - 1) / kBV + (transfer ? (s.dk + kBV - 1) / kBV : 0));
-  gdn_state_kernel<DK><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
+  gdn_state_kernel<DK, BODIES><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
       s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
@@ -347,10 +349,14 @@ void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* st
   HYPIC_CUDA_REQUIRE(lead == nullptr || (bodies != nullptr && lead_state != nullptr && transfer != nullptr),
                      "launch_state: a body walk needs the bodies workspace, S(lead) and the transfer operators");
   const Workspace none{};
-  if (w.dkp == 64)
-    launch<64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies ? *bodies : none, lead_state);
-  else
-    launch<128>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies ? *bodies : none, lead_state);
+  const Workspace& b = bodies ? *bodies : none;
+  if (w.dkp == 64) {
+    if (lead) launch<64, true>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
+    else launch<64, false>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
+  } else {
+    if (lead) launch<128, true>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
+    else launch<128, false>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
+  }
 }
 
 void launch_body_state(const GdnShape& s, const float* transfer, const float* state, const float* lead_state,

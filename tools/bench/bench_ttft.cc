@@ -14,7 +14,9 @@
 //   "cold": the cost of a fully cold request. The --requests measured requests of the same workload, each
 //     run in modes full, prefix and hypic on a FRESH engine (empty segment store, destroyed afterwards so
 //     its device memory is freed); modes interleave per request. Each mode first runs one throwaway
-//     warm-up request (the longest measured one, on its own fresh engine: kernels, scratch pool). Reports
+//     warm-up request (the longest measured one, on its own fresh engine: kernels, scratch pool). Every
+//     (request, mode) runs --repeats times (all modes of one repeat, then the next) and its TTFT is the
+//     median of those (one cold request is short, so single runs are noisy). Reports
 //     p50/mean TTFT per mode and, per request, hypic/full and prefix/full with their mean and max: the
 //     project target is "a fully cold hypic request <= 1.15x the full-mode TTFT of the same prompt".
 //
@@ -39,7 +41,7 @@
 //
 // TTFT is run()'s wall time ending after a device sync (PromptResult::ttft_ms).
 // Usage:
-//   hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|all] [--requests 8]
+//   hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|all] [--requests 8] [--repeats 3]
 //                    [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)
 //                    [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
 //                    [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]
@@ -82,7 +84,7 @@ struct Args {
   bool rag = true, cold = true, agent = true, tiers = false;
   std::string tier_format = "fp32";
   std::vector<CacheMode> modes = kMainModes;  // of the rag case
-  int requests = 8, warmup = 8, pool = 48, chunks_min = 8, chunks_max = 16;
+  int requests = 8, warmup = 8, pool = 48, chunks_min = 8, chunks_max = 16, repeats = 3;
   int64_t chunk_tokens = 512, system = 300, tools = 600, question = 30, seam = 8;
   int turns = 8;
   int64_t reply_tokens = 32, tool_tokens = 64;
@@ -114,6 +116,7 @@ Args parse(int argc, char** argv) {
   app.add_option("--mode", mode, "modes of the rag case")
       ->check(CLI::IsMember({"full", "prefix", "hypic", "naive", "noseam", "all"}));
   tools::add_int(app, "--requests", a.requests, "measured requests", 1, 1 << 20);
+  tools::add_int(app, "--repeats", a.repeats, "cold case: runs of every (request, mode); the median counts", 1, 1 << 10);
   tools::add_int(app, "--warmup", a.warmup, "warm-up requests per mode (rag)", 0, 1 << 20);
   tools::add_int(app, "--pool", a.pool, "chunks in the pool", 1, 1 << 20);
   tools::add_int(app, "--chunks-min", a.chunks_min, "fewest chunks per request", 0, 1 << 20);
@@ -372,22 +375,25 @@ void cold_case(const Args& a, Backend& backend, const EngineOptions& opt, const 
   for (int i = 0; i < a.requests; ++i) {
     const Request& req = reqs[a.warmup + i];
     prompt.push_back(static_cast<double>(request_tokens(req)));
-    for (size_t mi = 0; mi < nm; ++mi) {
-      Engine engine(backend, kMainModes[mi], opt);  // empty store; destroyed (entries freed) at scope end
-      const PromptResult res = engine.run(req);
-      ttft[mi].push_back(res.ttft_ms);
-      computed[mi].push_back(static_cast<double>(res.computed_tokens));
-      if (!a.quiet) std::fprintf(stderr, "[%s] cold request %d: %lld prompt tokens, %lld computed, %.1f ms\n",
-                   mode_name(kMainModes[mi]), a.warmup + i, static_cast<long long>(res.prompt_tokens),
-                   static_cast<long long>(res.computed_tokens), res.ttft_ms);
-    }
+    std::vector<std::vector<double>> runs(nm);
+    for (int rep = 0; rep < a.repeats; ++rep)
+      for (size_t mi = 0; mi < nm; ++mi) {
+        Engine engine(backend, kMainModes[mi], opt);  // empty store; destroyed (entries freed) at scope end
+        const PromptResult res = engine.run(req);
+        runs[mi].push_back(res.ttft_ms);
+        if (rep == 0) computed[mi].push_back(static_cast<double>(res.computed_tokens));
+        if (!a.quiet) std::fprintf(stderr, "[%s] cold request %d (run %d): %lld prompt tokens, %lld computed, %.1f ms\n",
+                     mode_name(kMainModes[mi]), a.warmup + i, rep + 1, static_cast<long long>(res.prompt_tokens),
+                     static_cast<long long>(res.computed_tokens), res.ttft_ms);
+      }
+    for (size_t mi = 0; mi < nm; ++mi) ttft[mi].push_back(percentile(runs[mi], 0.5));
   }
   backend.sync();
   const size_t bytes_after = device_used_bytes(backend);
 
-  std::printf(",\n  \"cold\": {\"requests\": %d, \"warmup_request\": %d, \"device_bytes_in_use\": {\"before\": %zu, "
+  std::printf(",\n  \"cold\": {\"requests\": %d, \"repeats\": %d, \"warmup_request\": %d, \"device_bytes_in_use\": {\"before\": %zu, "
               "\"after\": %zu},\n    \"prompt_tokens_per_request\": [",
-              a.requests, longest, bytes_before, bytes_after);
+              a.requests, a.repeats, longest, bytes_before, bytes_after);
   print_list(prompt, "%.0f");
   std::printf("],\n    \"modes\": [");
   for (size_t mi = 0; mi < nm; ++mi) {
