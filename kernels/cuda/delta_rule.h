@@ -54,12 +54,21 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
 //   body_state: [N, H, dk, dv] fp32 out: S(body | 0)
 //   transfer:   [N, H, dk, dk] fp32 out: T(body)
 //   workspace:  gdn_bodies_workspace_bytes(s) bytes
+//   out:        optional: [N] device arrays of pointers to each sequence's own [H, dk, dv] / [H, dk, dk]
+//               buffers; a given array receives that result instead of the packed array (body_state),
+//               or a copy of it (state, transfer: the packed arrays are written too). Null arrays: none.
 // The other arguments are gdn_chunked_prefill's.
+struct BodyOutputs {
+  float* const* state = nullptr;
+  float* const* body = nullptr;
+  float* const* transfer = nullptr;
+};
 size_t gdn_bodies_workspace_bytes(const GdnShape& s);
 void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                                      const float* beta, const int32_t* cu_seqlens, int64_t max_seqlen,
                                      const int32_t* lead, float* state, bf16* out, float* body_state,
-                                     float* transfer, void* workspace, cudaStream_t stream);
+                                     float* transfer, void* workspace, cudaStream_t stream,
+                                     const BodyOutputs& out_to = {});
 // Recurrent form for decode (and short spans): s.N independent sequences of s.T tokens EACH.
 //   q, k: [N, T, Hk, dk] bf16; v: [N, T, H, dv] bf16; g, beta: [N, T, H] fp32;
 //   state: [N, H, dk, dv] fp32 in/out; out: [N, T, H, dv] bf16 or null. dk <= 128.

@@ -39,12 +39,13 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
 void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                                      const float* beta, const int32_t* cu_seqlens, int64_t max_seqlen,
                                      const int32_t* lead, float* state, bf16* out, float* body_state,
-                                     float* transfer, void* workspace, cudaStream_t stream) {
+                                     float* transfer, void* workspace, cudaStream_t stream,
+                                     const BodyOutputs& out_to) {
   HYPIC_CUDA_REQUIRE(s.H > 0 && s.Hk > 0 && s.H % s.Hk == 0, "gdn_chunked_prefill_with_bodies: H must be a multiple of Hk");
   HYPIC_CUDA_REQUIRE(s.dk > 0 && s.dk <= 128, "gdn_chunked_prefill_with_bodies: key dim must be in [1, 128]");
   HYPIC_CUDA_REQUIRE(s.dv > 0, "gdn_chunked_prefill_with_bodies: value dim must be positive");
-  HYPIC_CUDA_REQUIRE(lead != nullptr && body_state != nullptr && transfer != nullptr,
-                     "gdn_chunked_prefill_with_bodies: lead, body_state and transfer are required");
+  HYPIC_CUDA_REQUIRE(lead != nullptr && (body_state != nullptr || out_to.body != nullptr) && transfer != nullptr,
+                     "gdn_chunked_prefill_with_bodies: lead, body_state (or out_to.body) and transfer are required");
   HYPIC_CUDA_REQUIRE(s.N >= 1 && (s.N == 1 || cu_seqlens != nullptr),
                      "gdn_chunked_prefill_with_bodies: several sequences need cu_seqlens");
   HYPIC_CUDA_REQUIRE(max_seqlen >= 0 && (cu_seqlens != nullptr || max_seqlen == s.T),
@@ -63,7 +64,7 @@ void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf1
   // One walk: the forward (which also leaves S(lead)) and the bodies' transfer operators side by side;
   // the bodies' zero-start states follow from the linearity of the walk.
   gdn::launch_state(s, k, cu_seqlens, state, transfer, out != nullptr, w, stream, lead, &b, lead_state);
-  gdn::launch_body_state(s, transfer, state, lead_state, body_state, stream);
+  gdn::launch_body_state(s, transfer, state, lead_state, body_state, out_to, stream);
   if (out != nullptr) gdn::launch_output(s, q, k, cu_seqlens, max_chunks, out, w, stream);
 }
 

@@ -230,9 +230,10 @@ void launch_prep(const GdnShape& s, const bf16* k, const bf16* v, const float* g
 void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                   const Workspace& w, cudaStream_t stream, const int32_t* lead = nullptr,
                   const Workspace* bodies = nullptr, float* lead_state = nullptr);
-// body_state = state - transfer lead_state per (sequence, head): [N, H, dk, dv] fp32, transfer [N, H, dk, dk].
+// body_state = state - transfer lead_state per (sequence, head): [N, H, dk, dv] fp32, transfer [N, H, dk, dk];
+// with `out`, written to (and T and the state copied to) each sequence's own buffers instead.
 void launch_body_state(const GdnShape& s, const float* transfer, const float* state, const float* lead_state,
-                       float* body_state, cudaStream_t stream);
+                       float* body_state, const BodyOutputs& out, cudaStream_t stream);
 void launch_output(const GdnShape& s, const bf16* q, const bf16* k, const int32_t* cu, int64_t max_chunks,
                    bf16* out, const Workspace& w, cudaStream_t stream);
 

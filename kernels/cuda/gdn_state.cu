@@ -256,22 +256,30 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
 }
 
 // body[n, h] = S_end[n, h] - T[n, h] S_lead[n, h]: T [dk, dk], the others [dk, dv], fp32. One block per
-// (64-column tile, 64-row tile, n * H + h); each thread a 4 x 4 block of the tile, K = dk from shared memory.
-// VEC: dk and dv multiples of 4 (16-byte loads and stores).
+// (64-column tile, 64-row tile, matrix m0 + blockIdx.z = n * H + h); each thread a 4 x 4 block of the tile,
+// K = dk from shared memory. With `out` the results go to sequence n's own buffers instead (body, and
+// copies of T and S_end, which the block has read anyway). VEC: dk and dv multiples of 4 (16-byte access).
 constexpr int kBodyTile = 64;
 __host__ __device__ constexpr int body_ldt(int dk) { return dk + 4; }
 template <bool VEC>
-__global__ void __launch_bounds__(256) gdn_body_state_kernel(int dk, int dv, const float* __restrict__ T,
+__global__ void __launch_bounds__(256) gdn_body_state_kernel(int dk, int dv, int H, int64_t m0, const float* __restrict__ T,
                                                              const float* __restrict__ S_end,
-                                                             const float* __restrict__ S_lead, float* body) {
+                                                             const float* __restrict__ S_lead, float* body,
+                                                             BodyOutputs out) {
   extern __shared__ __align__(16) float bsm[];
   const int ldt = body_ldt(dk);
   float* Ts = bsm;                        // [64][ldt]: rows r0.. of T
   float* Ss = bsm + kBodyTile * ldt;      // [dk][64]: columns c0.. of S_lead
   const int c0 = blockIdx.x * kBodyTile, r0 = blockIdx.y * kBodyTile;
-  const int64_t mat = blockIdx.z;
+  const int64_t mat = m0 + blockIdx.z, n = mat / H, h = mat % H;
   const float* Tm = T + mat * dk * dk;
   const int64_t so = mat * int64_t(dk) * dv;
+  // Where this matrix's results go: offsets so / the T matrix within `body`, or within sequence n's buffers.
+  // (a null entry of an array: that sequence's result is not wanted there)
+  auto own = [&](float* const* a, int64_t size) -> float* { return a[n] ? a[n] + h * size : nullptr; };
+  float* body_dst = out.body ? own(out.body, int64_t(dk) * dv) : body + so;
+  float* state_dst = out.state ? own(out.state, int64_t(dk) * dv) : nullptr;
+  float* T_dst = out.transfer && blockIdx.x == 0 ? own(out.transfer, int64_t(dk) * dk) : nullptr;
   if constexpr (VEC) {
     const int q = dk / 4;
     for (int e = threadIdx.x; e < kBodyTile * q; e += blockDim.x) {
@@ -296,6 +304,11 @@ __global__ void __launch_bounds__(256) gdn_body_state_kernel(int dk, int dv, con
     }
   }
   __syncthreads();
+  if (T_dst)  // rows r0 .. of T, from shared memory
+    for (int e = threadIdx.x; e < kBodyTile * dk; e += blockDim.x) {
+      const int i = e / dk, j = e % dk;
+      if (r0 + i < dk) T_dst[int64_t(r0 + i) * dk + j] = Ts[i * ldt + j];
+    }
   const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;  // rows 4 tr.., columns 4 tc..
   float acc[4][4] = {};
   for (int j = 0; j < dk; ++j) {
@@ -314,17 +327,23 @@ __global__ void __launch_bounds__(256) gdn_body_state_kernel(int dk, int dv, con
   for (int i = 0; i < 4; ++i) {
     const int r = r0 + 4 * tr + i;
     if (r >= dk) continue;
-    const int64_t at = so + int64_t(r) * dv + c;
+    const int64_t at = int64_t(r) * dv + c;
     if (VEC) {
       if (c < dv) {
-        const float4 e = *reinterpret_cast<const float4*>(S_end + at);
-        *reinterpret_cast<float4*>(body + at) =
-            make_float4(e.x - acc[i][0], e.y - acc[i][1], e.z - acc[i][2], e.w - acc[i][3]);
+        const float4 e = *reinterpret_cast<const float4*>(S_end + so + at);
+        if (body_dst)
+          *reinterpret_cast<float4*>(body_dst + at) =
+              make_float4(e.x - acc[i][0], e.y - acc[i][1], e.z - acc[i][2], e.w - acc[i][3]);
+        if (state_dst) *reinterpret_cast<float4*>(state_dst + at) = e;
       }
     } else {
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-        if (c + q < dv) body[at + q] = S_end[at + q] - acc[i][q];
+        if (c + q < dv) {
+          const float e = S_end[so + at + q];
+          if (body_dst) body_dst[at + q] = e - acc[i][q];
+          if (state_dst) state_dst[at + q] = e;
+        }
     }
   }
 }
@@ -360,7 +379,7 @@ void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* st
 }
 
 void launch_body_state(const GdnShape& s, const float* transfer, const float* state, const float* lead_state,
-                       float* body_state, cudaStream_t stream) {
+                       float* body_state, const BodyOutputs& out, cudaStream_t stream) {
   const int dk = int(s.dk), dv = int(s.dv);
   const bool vec = dk % 4 == 0 && dv % 4 == 0;
   const size_t smem = sizeof(float) * size_t(kBodyTile * body_ldt(dk) + dk * kBodyTile);
@@ -375,12 +394,12 @@ void launch_body_state(const GdnShape& s, const float* transfer, const float* st
   for (int64_t m0 = 0; m0 < s.N * s.H; m0 += 65535) {
     const int64_t m = std::min<int64_t>(65535, s.N * s.H - m0);
     const dim3 grid(unsigned((dv + kBodyTile - 1) / kBodyTile), unsigned((dk + kBodyTile - 1) / kBodyTile), unsigned(m));
-    const float *T = transfer + m0 * dk * dk, *E = state + m0 * dk * dv, *L = lead_state + m0 * dk * dv;
-    float* B = body_state + m0 * dk * dv;
     if (vec)
-      gdn_body_state_kernel<true><<<grid, 256, smem, stream>>>(dk, dv, T, E, L, B);
+      gdn_body_state_kernel<true><<<grid, 256, smem, stream>>>(dk, dv, int(s.H), m0, transfer, state, lead_state,
+                                                               body_state, out);
     else
-      gdn_body_state_kernel<false><<<grid, 256, smem, stream>>>(dk, dv, T, E, L, B);
+      gdn_body_state_kernel<false><<<grid, 256, smem, stream>>>(dk, dv, int(s.H), m0, transfer, state, lead_state,
+                                                                body_state, out);
     HYPIC_CUDA_LAUNCH_CHECK();
   }
 }

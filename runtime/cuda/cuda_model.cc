@@ -298,28 +298,24 @@ void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector
   const int64_t N = static_cast<int64_t>(blocks.size());
   std::vector<int32_t> cu(1, 0), lead;
   int64_t longest = 0;
-  std::vector<const void*> full_src, T_src, body_src;
-  std::vector<void*> full_dst, T_dst, body_dst, tails;
-  DeviceBuffer states(pool_, state * N), bodies(pool_, state * N), ops(pool_, op * N);
+  std::vector<float*> full_dst, T_dst, body_dst;
+  std::vector<void*> tails;
+  DeviceBuffer states(pool_, state * N), ops(pool_, op * N);
   for (int64_t i = 0; i < N; ++i) {
     const IsolatedBlock& b = blocks[i];
     HYPIC_ASSERT(b.row0 == r0 + cu.back(), "linear_isolated: blocks must be consecutive rows");
     cu.push_back(cu.back() + static_cast<int32_t>(b.seam + b.n));
     lead.push_back(static_cast<int32_t>(b.seam));
     longest = std::max(longest, b.seam + b.n);
-    full_src.push_back(states.as<char>() + i * state);
     full_dst.push_back(b.full);
-    T_src.push_back(ops.as<char>() + i * op);
     T_dst.push_back(b.T);
-    body_src.push_back(bodies.as<char>() + i * state);
     body_dst.push_back(b.body);
     tails.push_back(b.conv_tail);
   }
   const int64_t total = cu.back();
   ArgPack pack;
   const size_t o_cu = pack.put(cu), o_lead = pack.put(lead), o_tails = pack.put(tails);
-  const size_t o_fs = pack.put(full_src), o_fd = pack.put(full_dst), o_ts = pack.put(T_src), o_td = pack.put(T_dst);
-  const size_t o_bs = pack.put(body_src), o_bd = pack.put(body_dst);
+  const size_t o_fd = pack.put(full_dst), o_td = pack.put(T_dst), o_bd = pack.put(body_dst);
   const DeviceBuffer args = pack.upload(pool_, upload_, cs);
   const int32_t* cu_dev = at<int32_t>(args, o_cu);
   // Every block's conv from a zero tail, in one call; the tail left behind is the block's conv tail.
@@ -335,12 +331,14 @@ void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector
   HYPIC_CUDA_CHECK(cudaMemsetAsync(states.get(), 0, state * N, cs));
   const cuda::GdnShape all{total, N, Hv, Hk, dk, dv};
   DeviceBuffer ws(pool_, cuda::gdn_bodies_workspace_bytes(all));
+  // The results land in the blocks' entries directly (the packed state and T are the kernels' scratch).
+  cuda::BodyOutputs to;
+  to.state = at<float* const>(args, o_fd);
+  to.body = at<float* const>(args, o_bd);
+  to.transfer = at<float* const>(args, o_td);
   cuda::gdn_chunked_prefill_with_bodies(all, q, k, v, g, beta, cu_dev, longest, at<int32_t>(args, o_lead),
-                                        states.as<float>(), s.o.as<bf16>() + r0 * vd, bodies.as<float>(),
-                                        ops.as<float>(), ws.get(), cs);
-  cuda::copy_batched(at<const void* const>(args, o_fs), at<void* const>(args, o_fd), nullptr, N, state, cs);
-  cuda::copy_batched(at<const void* const>(args, o_ts), at<void* const>(args, o_td), nullptr, N, op, cs);
-  cuda::copy_batched(at<const void* const>(args, o_bs), at<void* const>(args, o_bd), nullptr, N, state, cs);
+                                        states.as<float>(), s.o.as<bf16>() + r0 * vd, nullptr, ops.as<float>(),
+                                        ws.get(), cs, to);
 }
 
 bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState& st,

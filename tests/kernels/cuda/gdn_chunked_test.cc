@@ -152,6 +152,41 @@ TEST_F(CudaOps, GdnChunkedWithBodiesMatchesTheBodiesAlone) {
     HYPIC_EXPECT_ERR_LT(rel_err(dS.download(), S_ref), kTol) << "state, " << what;
     HYPIC_EXPECT_ERR_LT(rel_err(dB.download(), B_ref), kTol) << "body state, " << what;
     HYPIC_EXPECT_ERR_LT(rel_err(dT.download(), T_ref), kTol) << "body transfer, " << what;
+
+    // Again with every sequence's results sent to its own buffers (in reverse order, so a sequence's slot
+    // differs from its packed position; sequence 1's body is not wanted).
+    const int64_t ns = H * dk * dv, no = H * dk * dk;
+    DevArray<float> own_S(pool, N * ns), own_B(pool, N * ns), own_T(pool, N * no);
+    HYPIC_CUDA_CHECK(cudaMemset(own_B.get(), 0, sizeof(float) * N * ns));
+    std::vector<float*> pS, pB, pT;
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t slot = N - 1 - n;
+      pS.push_back(own_S.get() + slot * ns);
+      pB.push_back(n == 1 ? nullptr : own_B.get() + slot * ns);
+      pT.push_back(own_T.get() + slot * no);
+    }
+    DevArray<float*> dpS(pool, pS), dpB(pool, pB), dpT(pool, pT);
+    HYPIC_CUDA_CHECK(cudaMemset(dS.get(), 0, sizeof(float) * N * ns));
+    BodyOutputs to;
+    to.state = dpS.get();
+    to.body = dpB.get();
+    to.transfer = dpT.get();
+    gdn_chunked_prefill_with_bodies(s, dq.get(), dk_.get(), dv_.get(), dg.get(), db.get(), dcu.get(), max_len,
+                                    dlead.get(), dS.get(), dout.get(), nullptr, dT.get(), ws.get(), nullptr, to);
+    const auto gS = own_S.download(), gB = own_B.download(), gT = own_T.download();
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t slot = N - 1 - n;
+      auto slice = [](const std::vector<float>& v, int64_t at, int64_t len) {
+        return std::vector<float>(v.begin() + at, v.begin() + at + len);
+      };
+      const std::string seq = what + ", sequence " + std::to_string(n);
+      HYPIC_EXPECT_ERR_LT(rel_err(slice(gS, slot * ns, ns), slice(S_ref, n * ns, ns)), kTol) << "own state, " << seq;
+      HYPIC_EXPECT_ERR_LT(rel_err(slice(gT, slot * no, no), slice(T_ref, n * no, no)), kTol) << "own transfer, " << seq;
+      if (n == 1)
+        EXPECT_EQ(rel_err(slice(gB, slot * ns, ns), std::vector<float>(ns, 0.0f)), 0.0f) << "unwanted body, " << seq;
+      else
+        HYPIC_EXPECT_ERR_LT(rel_err(slice(gB, slot * ns, ns), slice(B_ref, n * ns, ns)), kTol) << "own body, " << seq;
+    }
   }
 }
 
