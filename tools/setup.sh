@@ -28,7 +28,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # examples and GPU tests and runs the tests that need them or take minutes: the trained-model sweeps,
 # multi-turn, the cache-record accuracy sweep, the I/O-bound cache crash test, the CLI and examples. The sanitizer build (clang, ASan + UBSan) builds every other test
 # program and runs them, and a short run of every fuzz target. One list of each, kept side by side:
-slow_tests='QualityTest|TrainedModel(OnDevice|Modes)|TrainedQaModel\.(Greedy|Engine)|MultiTurnTest|EntryCodecAccuracy.*hypic_qa_tiny|WriterKilledAtRandomMoments|cli_|example_'
+slow_tests='QualityTest|TrainedModel(OnDevice|Modes)|TrainedQaModel(Engine)?\.(Greedy|Engine)|MultiTurnTest|EntryCodecAccuracy.*hypic_qa_tiny|WriterKilledAtRandomMoments|cli_|example_'
 slow_programs='engine_model_test;trained_qa_model_test;sdk_multi_turn_model_test;entry_codec_model_test;sdk_cache_dir_model_test'
 only=""
 [ "$what" = test ] && only="$slow_programs"

@@ -146,7 +146,11 @@ TEST_P(TrainedQaModel, GreedyAnswersMatchTransformers) {
   }
 }
 
-TEST_P(TrainedQaModel, EngineFullAndHypicModesAnswer) {
+// The caching modes on the question-answering models, whose prompts are several document blocks (the agent
+// model's goldens are one rendered block each: every mode is the same computation there).
+class TrainedQaModelEngine : public TrainedQaModel {};
+
+TEST_P(TrainedQaModelEngine, EngineFullAndHypicModesAnswer) {
   EngineOptions opt;
   Engine full(*backend_, CacheMode::Full, opt), pic(*backend_, CacheMode::Hypic, opt);
   int pic_right = 0;
@@ -163,13 +167,21 @@ TEST_P(TrainedQaModel, EngineFullAndHypicModesAnswer) {
   EXPECT_GE(pic_right * 4, static_cast<int>(goldens().cases.size()) * 3);
 }
 
-INSTANTIATE_TEST_SUITE_P(ShippedModels, TrainedQaModel,
-                         ::testing::ValuesIn(installed_models()),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string n = i.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+std::string param_name(const ::testing::TestParamInfo<std::string>& i) {
+  std::string n = i.param;
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+}
+
+std::vector<std::string> qa_models() {
+  std::vector<std::string> out;
+  for (const auto& m : installed_models())
+    if (m != "hypic-agent-tiny") out.push_back(m);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(ShippedModels, TrainedQaModel, ::testing::ValuesIn(installed_models()), param_name);
+INSTANTIATE_TEST_SUITE_P(ShippedModels, TrainedQaModelEngine, ::testing::ValuesIn(qa_models()), param_name);
 
 }  // namespace
 }  // namespace hypic

@@ -29,6 +29,8 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--prompts", required=True)
     ap.add_argument("--count", type=int, default=12)
+    ap.add_argument("--types", default="", help="only prompts of these question types (comma-separated, e.g. "
+                                                "single,update: the golden test also requires the right answer)")
     ap.add_argument("--max-new", type=int, default=8)
     ap.add_argument("--out", required=True)
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (the results do not depend on it beyond "
@@ -39,7 +41,10 @@ def main():
     stop = {tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")}
     m = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32,
                                                           attn_implementation="eager").eval()
-    prompts = [json.loads(line) for line in open(args.prompts)][: args.count]
+    prompts = [json.loads(line) for line in open(args.prompts)]
+    if args.types:
+        prompts = [p for p in prompts if p.get("type") in args.types.split(",")]
+    prompts = prompts[: args.count]
     cases, exact = [], 0
     for p in prompts:
         ids = [i for b in p["blocks"] for i in tok.encode(b, add_special_tokens=False).ids]
