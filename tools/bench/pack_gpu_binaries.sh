@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the GPU tests, benches and the CLI here (nvcc compiles for sm_90a without a GPU) and packs them,
-# stripped, into .gpubin/gpubin.tar.xz (ignored by git) with the libyaml-cpp and libtbb they link against, so a
+# stripped, into .gpubin/gpubin.tar.xz (ignored by git) with the libyaml-cpp, libtbb (and libxxhash) they link against, so a
 # device call only unpacks and runs (tools/bench/gpu_full_check.sh) instead of compiling there.
 # Usage: tools/bench/pack_gpu_binaries.sh [BUILD_DIR]   (configured from this checkout with CUDA on)
 set -euo pipefail
@@ -23,6 +23,9 @@ done
 pwd > "$stage/source_dir"  # the tests' HYPIC_SOURCE_DIR: the device links it to its checkout
 cp -L "$(ldconfig -p | awk '/libyaml-cpp.so.0.7 /{print $NF; exit}')" "$stage/libyaml-cpp.so.0.7"
 cp -L "$(ldconfig -p | awk '/libtbb.so.12 /{print $NF; exit}')" "$stage/libtbb.so.12"
+# libxxhash (the cache records' checksums) where the binaries link it; the GPU machine may lack it.
+xx=$(ldconfig -p | awk '/libxxhash.so.0 /{print $NF; exit}')
+[ -n "$xx" ] && cp -L "$xx" "$stage/libxxhash.so.0"
 mkdir -p .gpubin
 tar cJf .gpubin/gpubin.tar.xz -C "$(dirname "$stage")" gpubin
 ls -la .gpubin/gpubin.tar.xz
