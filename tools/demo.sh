@@ -27,7 +27,7 @@ if [ -f "$LONG/model.safetensors" ]; then
   # The long-memory model's questions need state carried across blocks: multi-hop (two documents) and
   # updates (a later document restates a fact; the order of the documents decides the answer).
   for type in multihop update; do
-    grep "\"type\": \"$type\"" tests/fixtures/eval/long_eval_seed1.jsonl | head -n 60 > "$tmp/$type.jsonl"
+    grep -m 60 "\"type\": \"$type\"" tests/fixtures/eval/long_eval_seed1.jsonl > "$tmp/$type.jsonl"
     echo "-- $type questions, $LONG"
     $HYPIC eval-pic --model "$LONG" --prompts "$tmp/$type.jsonl" --modes full,hypic,naive,noseam --decode-tokens 6 --show 1
   done
