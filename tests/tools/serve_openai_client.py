@@ -123,6 +123,10 @@ t3 = c2.chat.completions.create(messages=[], extra_body={"hypic": {"template": "
 # (k2's own earlier request cached the bare "<|im_start|>user\n" that the intro block also is.)
 check(not any(b["hit"] for b in t3.usage.model_extra["hypic"]["blocks"] if b["id"] == "system" or b["id"].startswith("doc.")),
       "template: tenant k2 gets no hit on k1's blocks: %s" % t3.usage.model_extra["hypic"]["blocks"])
+st, body = http("POST", URL3 + "/tokenize", json.dumps({"messages": [], "hypic": {"template": "qa_docs", "vars": tvars}}).encode(),
+                "k1")
+check(st == 200 and json.loads(body)["count"] == t1.usage.prompt_tokens,
+      "template: /tokenize gives the template request's prompt: %s" % body[:100])
 st, body = http("GET", URL3 + "/v1/templates", key="k1")
 check(st == 200 and [t["id"] for t in json.loads(body)["data"]] == ["qa_docs", "rag_qa", "tool_agent"],
       "template: GET /v1/templates lists them: %s" % body[:200])

@@ -154,11 +154,7 @@ PreparedPrompt prepare_template_chat(const ChatRequest& req, const TemplateCatal
     for (TextBlock& t : split_rendered_chat(chat, conv, parts, p.forced)) {
       const size_t begin = at;
       at += t.text.size();
-      if (t.kind == "prompt") {  // the query tail may start inside the stand-in turn only if nothing follows it
-        rest.push_back({"prompt", begin < cut ? t.text.substr(cut - begin) : t.text});
-        continue;
-      }
-      if (at <= cut) continue;
+      if (at <= cut) continue;  // the stand-in turn
       rest.push_back({t.kind, begin < cut ? t.text.substr(cut - begin) : t.text});
     }
   }

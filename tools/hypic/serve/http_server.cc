@@ -268,7 +268,12 @@ struct HttpServer::Impl {
 
   Json tokenize(const Json& body) {
     std::vector<int> ids;
-    if (body.contains("messages")) {
+    if (body.contains("messages") && body.contains("hypic")) {
+      // The prompt a chat request naming a template gets: its blocks in order.
+      const ChatRequest cr = parse_chat_request(body);
+      for (const PromptBlock& b : prepare_template_chat(cr, opt.templates, rt.chat_format(), rt.tokenizer()).blocks)
+        ids.insert(ids.end(), b.tokens.begin(), b.tokens.end());
+    } else if (body.contains("messages")) {
       ChatRequest cr = parse_chat_request(body);
       RenderOptions ro;
       ro.enable_thinking = cr.enable_thinking;
