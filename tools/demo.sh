@@ -6,9 +6,11 @@
 # (examples/models/hypic-qa-long, examples/models/hypic-agent-tiny), the cache modes are compared on
 # the long-memory model (multi-hop and update questions, where naive composition must lose) and a
 # tool loop runs; without them the demo shows the QA model only.
+# It takes about a minute on two cores; tests/tools/demo_test.sh runs it as it is and checks every answer
+# against the expected ones it prints (HYPIC, when set, is the hypic binary to use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-HYPIC=build/tools/hypic/hypic
+HYPIC=${HYPIC:-build/tools/hypic/hypic}
 MODEL=examples/models/hypic-qa-tiny
 LONG=examples/models/hypic-qa-long
 AGENT=examples/models/hypic-agent-tiny
@@ -17,22 +19,25 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "== 1. Questions over documents, through the agent SDK (hypic run, examples/templates/qa_docs.yaml)"
 echo "   8 questions in one process; documents recur, so later questions reuse their cached segments."
-echo "   Expected answers: $(grep -o '"expected": "[^"]*"' examples/templates/qa_docs.vars.json | cut -d'"' -f4 | tr '\n' ' ')"
+echo "   Expected answers: $(grep -o '"expected": "[^"]*"' examples/templates/qa_docs.vars.json | cut -d'"' -f4 | paste -sd'|' | sed 's/|/ | /g')"
 $HYPIC run examples/templates/qa_docs.yaml --vars examples/templates/qa_docs.vars.json --model "$MODEL" --brief
 
 echo
-echo "== 2. Every cache mode side by side on 60 evaluation prompts (hypic eval-pic)"
-echo "   full: no cache | prefix: exact prefix reuse | hypic: position-independent reuse + seams | naive, noseam: ablations"
 if [ -f "$LONG/model.safetensors" ]; then
   # The long-memory model's questions need state carried across blocks: multi-hop (two documents) and
-  # updates (a later document restates a fact; the order of the documents decides the answer).
+  # updates (a later document restates a fact; the order of the documents decides the answer). A few
+  # of each keep the demo short; docs/quality.md has all 200 of each type in every mode.
+  echo "== 2. Cache modes side by side on 6 multi-hop and 6 update questions (hypic eval-pic)"
+  echo "   full: no cache | hypic: position-independent reuse + seams | naive: composed without the transfer operator"
   for type in multihop update; do
-    grep "\"type\": \"$type\"" tests/fixtures/eval/long_eval_seed1.jsonl | head -n 60 > "$tmp/$type.jsonl"
+    grep -m 6 "\"type\": \"$type\"" tests/fixtures/eval/long_eval_seed1.jsonl > "$tmp/$type.jsonl"
     echo "-- $type questions, $LONG"
-    $HYPIC eval-pic --model "$LONG" --prompts "$tmp/$type.jsonl" --modes full,hypic,naive,noseam --decode-tokens 6 --show 1
+    $HYPIC eval-pic --model "$LONG" --prompts "$tmp/$type.jsonl" --modes full,hypic,naive --decode-tokens 6 --show 1
   done
 else
-  head -n 60 tests/fixtures/eval/qa_eval_seed1.jsonl > "$tmp/prompts.jsonl"
+  echo "== 2. Every cache mode side by side on 12 evaluation prompts (hypic eval-pic)"
+  echo "   full: no cache | prefix: exact prefix reuse | hypic: position-independent reuse + seams | naive, noseam: ablations"
+  head -n 12 tests/fixtures/eval/qa_eval_seed1.jsonl > "$tmp/prompts.jsonl"
   $HYPIC eval-pic --model "$MODEL" --prompts "$tmp/prompts.jsonl" --decode-tokens 6 --show 2
 fi
 
@@ -47,6 +52,6 @@ if [ -f "$AGENT/model.safetensors" ]; then
 [{"question": "What is 347 * 29?"}, {"question": "What is the code of Kelmora?"},
  {"question": "What is the pin of Brathis plus 250?"}, {"question": "Say hello to Pelu."}]
 EOF
-  echo "   Expected answers: 10063 5831 4667 Hello, Pelu!"
+  echo "   Expected answers: 10063 | 5831 | 4667 | Hello, Pelu!"
   $HYPIC run examples/templates/tool_agent.yaml --vars "$tmp/questions.json" --model "$AGENT" --docs-db "$tmp/docs.db"
 fi

@@ -26,8 +26,10 @@ fi
 jobs=$(nproc 2>/dev/null || echo 2)
 # The test run has two stages. The plain build (gcc, CUDA where nvcc is) builds the command line, benches,
 # examples and GPU tests and runs the tests that need them or take minutes: the trained-model sweeps,
-# multi-turn, the cache-record accuracy sweep, the I/O-bound cache crash test, the CLI and examples. The sanitizer build (clang, ASan + UBSan) builds every other test
-# program and runs them, and a short run of every fuzz target. One list of each, kept side by side:
+# multi-turn, the cache-record accuracy sweep, the I/O-bound cache crash test, the CLI and examples (the
+# CLI tests include cli_demo_test: tools/demo.sh, what `demo` below runs, with its answers checked). The
+# sanitizer build (clang, ASan + UBSan) builds every other test program and runs them, and a short run of
+# every fuzz target. One list of each, kept side by side:
 slow_tests='QualityTest|TrainedModel(OnDevice|Modes)|TrainedQaModel(Engine)?\.(Greedy|Engine)|MultiTurnTest|EntryCodecAccuracy.*hypic_qa_tiny|WriterKilledAtRandomMoments|cli_|example_'
 slow_programs='engine_model_test;trained_qa_model_test;sdk_multi_turn_model_test;entry_codec_model_test;sdk_cache_dir_model_test'
 only=""

@@ -1,7 +1,8 @@
 """End-to-end checks of `hypic serve` with the real `openai` client package (run by serve_openai_test.sh).
 
-Usage: serve_openai_client.py URL_QWEN3 URL_QWEN35. The first server requires API keys k1 and k2 and has
-room for one running and one waiting request; the second speaks the Qwen3.5 chat format (XML tool calls).
+Usage: serve_openai_client.py URL_QWEN3 URL_QWEN35 TEMPLATES_DIR. The first server requires API keys k1 and k2,
+has room for one running and one waiting request and serves the templates of TEMPLATES_DIR
+(examples/templates); the second speaks the Qwen3.5 chat format (XML tool calls).
 Every check raises AssertionError with what differed."""
 import json
 import sys
@@ -12,7 +13,7 @@ import urllib.request
 
 import openai
 
-URL3, URL35 = sys.argv[1], sys.argv[2]
+URL3, URL35, TEMPLATES = sys.argv[1], sys.argv[2], sys.argv[3]
 MODEL = "hypic-qa-tiny"
 TOOLS = [{"type": "function", "function": {
     "name": "lookup", "description": "Look a word up in the dictionary.",
@@ -103,6 +104,44 @@ check(r3.choices[0].message.content == text, "tenant isolation: the same answer,
 r4 = c1.chat.completions.create(messages=messages("What is the capital of France?", docs), extra_body={"cache_salt": "s"},
                                 **kw)
 check(not any(b["hit"] for b in r4.usage.model_extra["hypic"]["blocks"]), "cache_salt: a new namespace, no hits")
+
+# --- a server-side template (--templates examples/templates) named through extra_body ---
+qa = json.load(open(TEMPLATES + "/qa_docs.vars.json"))[0]
+tvars = {"docs": qa["docs"], "question": qa["question"]}
+t1 = c1.chat.completions.create(messages=[], extra_body={"hypic": {"template": "qa_docs", "vars": tvars}}, **kw)
+tb1 = t1.usage.model_extra["hypic"]["blocks"]
+check(t1.choices[0].message.content == qa["expected"],
+      "template: the model answers over the template's prompt: %r" % t1.choices[0].message.content)
+check([b["id"] for b in tb1][:2] == ["system", "intro"] and sum(b["id"].startswith("doc.") for b in tb1) == len(qa["docs"]),
+      "template: one block per template block, named by its id: %s" % [b["id"] for b in tb1])
+t2 = c1.chat.completions.create(messages=[], extra_body={"hypic": {"template": "qa_docs",
+                                                                   "vars": dict(tvars, docs=qa["docs"][::-1])}}, **kw)
+tb2 = t2.usage.model_extra["hypic"]["blocks"]
+check(all(b["hit"] for b in tb2 if b["id"].startswith("doc.")) and t2.choices[0].message.content == qa["expected"],
+      "template: documents in another order are all hits, same answer: %s" % tb2)
+t3 = c2.chat.completions.create(messages=[], extra_body={"hypic": {"template": "qa_docs", "vars": tvars}}, **kw)
+# (k2's own earlier request cached the bare "<|im_start|>user\n" that the intro block also is.)
+check(not any(b["hit"] for b in t3.usage.model_extra["hypic"]["blocks"] if b["id"] == "system" or b["id"].startswith("doc.")),
+      "template: tenant k2 gets no hit on k1's blocks: %s" % t3.usage.model_extra["hypic"]["blocks"])
+st, body = http("POST", URL3 + "/tokenize", json.dumps({"messages": [], "hypic": {"template": "qa_docs", "vars": tvars}}).encode(),
+                "k1")
+check(st == 200 and json.loads(body)["count"] == t1.usage.prompt_tokens,
+      "template: /tokenize gives the template request's prompt: %s" % body[:100])
+st, body = http("GET", URL3 + "/v1/templates", key="k1")
+check(st == 200 and [t["id"] for t in json.loads(body)["data"]] == ["qa_docs", "rag_qa", "tool_agent"],
+      "template: GET /v1/templates lists them: %s" % body[:200])
+for hy, cls, status, param in [({"template": "nope"}, openai.NotFoundError, 404, "hypic.template"),
+                               ({"template": "../qa_docs"}, openai.NotFoundError, 404, "hypic.template"),
+                               ({"template": "qa_docs", "vars": {"docs": qa["docs"]}}, openai.BadRequestError, 400,
+                                "hypic.vars.question"),
+                               ({"template": "qa_docs", "vars": dict(tvars, docs="x")}, openai.BadRequestError, 400,
+                                "hypic.vars.docs")]:
+    try:
+        c1.chat.completions.create(messages=[], extra_body={"hypic": hy}, **kw)
+        raise AssertionError("accepted %s" % hy)
+    except cls as e:
+        check(e.status_code == status and e.body["param"] == param and e.body["message"],
+              "template error %d, param %s: %s" % (status, param, e.body["message"]))
 
 # --- completions ---
 cr = c1.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=6, temperature=0)

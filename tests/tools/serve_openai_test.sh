@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `hypic serve` end to end with the real `openai` Python package (tests/tools/serve_openai_client.py):
 # chat and completions, streamed and not, tools on both chat formats, cancellation, errors, API keys,
-# tenant isolation, a full queue. Two servers on loopback with the trained tiny model on the CPU.
+# tenant isolation, a full queue, server-side templates (--templates). Two servers on loopback with the
+# trained tiny model on the CPU.
 # The package comes from the venv tools/setup.sh makes under the build directory (serve-venv); without
 # it the test skips saying so (tools/check_skips.sh does not accept that skip: CI always has the venv).
 set -euo pipefail
@@ -30,9 +31,19 @@ start() {
   [ -n "$port" ] || { cat "$tmp/$name.log"; echo "FAIL: hypic serve $name did not start"; exit 1; }
   url="http://127.0.0.1:$port"
 }
-start qwen3 --api-key k1 --api-key k2 --max-sessions 1 --max-queue 0
+# A broken template stops the server at start-up, naming the file and line.
+mkdir "$tmp/templates"
+printf 'name: bad\nblocks:\n  - id: q\n    role: user\n    txet: hi\n' > "$tmp/templates/bad.yaml"
+if "$HYPIC" serve --model "$model" --device cpu --port 0 --templates "$tmp/templates" 2>"$tmp/bad.log"; then
+  echo "FAIL: hypic serve started with a broken template"; exit 1
+fi
+grep -q "bad.yaml:5:" "$tmp/bad.log" || { cat "$tmp/bad.log"; echo "FAIL: the start-up error does not name bad.yaml:5"; exit 1; }
+rm "$tmp/bad.log"
+
+templates="$HYPIC_SOURCE_DIR/examples/templates"
+start qwen3 --api-key k1 --api-key k2 --max-sessions 1 --max-queue 0 --templates "$templates"
 url3=$url
 start qwen35 --chat-template "$HYPIC_SOURCE_DIR/tests/fixtures/chat/qwen3.5_chat_template.jinja"
 url35=$url
-"$py" "$HYPIC_SOURCE_DIR/tests/tools/serve_openai_client.py" "$url3" "$url35" || {
+"$py" "$HYPIC_SOURCE_DIR/tests/tools/serve_openai_client.py" "$url3" "$url35" "$templates" || {
   echo "--- server logs"; cat "$tmp"/*.log; exit 1; }

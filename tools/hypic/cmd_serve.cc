@@ -14,7 +14,7 @@ namespace hypic::cli {
 namespace {
 
 struct Options {
-  std::string model, device = "auto", mode = "hypic", chat_template, host = "127.0.0.1", model_name;
+  std::string model, device = "auto", mode = "hypic", chat_template, host = "127.0.0.1", model_name, templates;
   std::vector<std::string> api_keys;
   long long port = 8000, max_sessions = 16, max_queue = 64, cache_mb = 1024, max_body_kb = 4096, io_threads = 4;
   uint64_t seed = 0;
@@ -22,6 +22,9 @@ struct Options {
 };
 
 int run(const Options& o) {
+  // Templates first: a broken one is reported (file:line:column) before the model is loaded.
+  serve::TemplateCatalog templates;
+  if (!o.templates.empty()) templates = serve::TemplateCatalog::load(o.templates);
   sdk::RuntimeOptions ro;
   ro.model_dir = o.model;
   ro.device = o.device;
@@ -41,6 +44,7 @@ int run(const Options& o) {
     if (k.empty()) throw UsageError("--api-key must not be empty");
   so.max_body_bytes = static_cast<size_t>(o.max_body_kb) << 10;
   so.io_threads = static_cast<int>(o.io_threads);
+  so.templates = std::move(templates);
   so.model_name = !o.model_name.empty() ? o.model_name
                                         : std::filesystem::path(o.model).lexically_normal().filename().string();
   if (so.model_name.empty()) so.model_name = std::filesystem::path(o.model).lexically_normal().parent_path().filename().string();
@@ -58,9 +62,11 @@ int run(const Options& o) {
 
   serve::HttpServer server(so, *rt, scheduler, metrics);
   const int port = server.listen();
-  std::fprintf(stderr, "hypic serve: %s on %s (%s mode, %s chat format), listening on http://%s:%d%s\n",
+  const std::string with_templates =
+      o.templates.empty() ? "" : ", " + std::to_string(so.templates.size()) + " templates from " + o.templates;
+  std::fprintf(stderr, "hypic serve: %s on %s (%s mode, %s chat format%s), listening on http://%s:%d%s\n",
                so.model_name.c_str(), device_name(rt->device()), mode_name(ro.mode), rt->chat_format().name().c_str(),
-               so.host.c_str(), port, so.api_keys.empty() ? "" : " (API keys required)");
+               with_templates.c_str(), so.host.c_str(), port, so.api_keys.empty() ? "" : " (API keys required)");
   std::fflush(stderr);
   server.run(/*handle_signals=*/true);
   scheduler.stop();
@@ -84,6 +90,10 @@ Registrar reg("serve", "OpenAI-compatible HTTP server (chat, completions, tools,
   tools::add_int(app, "--cache-mb", o->cache_mb, "segment store budget, in MiB", 1LL, 1LL << 24);
   app.add_option("--chat-template", o->chat_template, "a Jinja chat template file to use instead of the model's own");
   app.add_option("--model-name", o->model_name, "model id clients name (default: the model directory's name)");
+  app.add_option("--templates", o->templates,
+                 "folder of YAML prompt templates that requests may name ({\"hypic\": {\"template\", \"vars\"}}); "
+                 "each is loaded and checked at start-up")
+      ->check(CLI::ExistingDirectory);
   app.add_flag("--random-weights", o->random_weights,
                "random weights of --model's config.json shape, on the GPU (benchmarks without a checkpoint)");
   tools::add_u64(app, "--seed", o->seed, "seed of --random-weights");

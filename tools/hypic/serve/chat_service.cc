@@ -1,5 +1,7 @@
 #include "tools/hypic/serve/chat_service.h"
 
+#include "dsl/compiler.h"
+#include "dsl/hf_plan_tokenizer.h"
 #include "tools/hypic/serve/request_blocks.h"
 
 namespace hypic::serve {
@@ -40,6 +42,134 @@ PreparedPrompt prepare_chat(const ChatRequest& req, const ChatFormat& format, co
   }
   if (p.blocks.empty() || p.blocks.back().cache != BlockCache::None)
     throw bad_request("the conversation renders to an empty prompt", "messages");
+  return p;
+}
+
+namespace {
+
+BlockCache engine_cache(dsl::CachePolicy p) {
+  switch (p) {
+    case dsl::CachePolicy::kPin: return BlockCache::Pin;
+    case dsl::CachePolicy::kCache: return BlockCache::Cache;
+    case dsl::CachePolicy::kNone: return BlockCache::None;
+  }
+  return BlockCache::Cache;
+}
+
+// The request field a variable mistake is about: the first declared variable that is missing or of the
+// wrong type, or the first one given that the template does not declare ("hypic.vars" when none is).
+std::string variable_param(const dsl::Template& tpl, const Json& vars) {
+  for (const auto& [name, v] : vars.items())
+    if (!tpl.find_var(name)) return "hypic.vars." + name;
+  for (const dsl::VarDecl& d : tpl.vars) {
+    auto it = vars.find(d.name);
+    if (it == vars.end() ? d.required : !dsl::value_fits(d.type, *it)) return "hypic.vars." + d.name;
+    if (it != vars.end() && d.items)
+      for (const Json& e : *it)
+        if (!dsl::value_fits(*d.items, e)) return "hypic.vars." + d.name;
+  }
+  return "hypic.vars";
+}
+
+// A template error's message with the templates folder taken out of its file names (clients know
+// templates by name, not by where the server keeps them).
+std::string without_dir(std::string msg, const std::string& dir) {
+  const std::string prefix = dir.empty() || dir.back() == '/' ? dir : dir + "/";
+  if (prefix.empty()) return msg;
+  for (size_t at; (at = msg.find(prefix)) != std::string::npos;) msg.erase(at, prefix.size());
+  return msg;
+}
+
+}  // namespace
+
+PreparedPrompt prepare_template_chat(const ChatRequest& req, const TemplateCatalog& templates, const ChatFormat& format,
+                                     const Tokenizer& tok) {
+  const ChatRequest::TemplateRef& ref = *req.template_ref;
+  const dsl::Template& tpl = templates.get(ref.name);
+  dsl::HfPlanTokenizer plan_tok(tok);
+  dsl::CompileOptions co;
+  co.format = &format;
+  co.tokenizer = &plan_tok;
+  co.vars_source = "hypic.vars";
+  dsl::PromptPlan plan;
+  try {
+    plan = dsl::compile(tpl, ref.vars, co);
+  } catch (const dsl::VariableError& e) {
+    throw bad_request("template '" + ref.name + "': " + without_dir(e.what(), templates.dir()),
+                      variable_param(tpl, ref.vars));
+  } catch (const Error& e) {
+    throw bad_request("template '" + ref.name + "': " + without_dir(e.what(), templates.dir()), "hypic.vars");
+  }
+
+  PreparedPrompt p;
+  using TC = ChatRequest::ToolChoice;
+  // The template's tool docs are part of its blocks, so tool_choice cannot take them out of the prompt:
+  // "none" only stops calls from being parsed, a named tool must be one the template offers.
+  if (req.tool_choice == TC::Named && !find_tool(plan.tools, req.tool_name))
+    throw bad_request("'tool_choice' names '" + req.tool_name + "', which template '" + ref.name + "' does not offer",
+                      "tool_choice");
+  if (req.tool_choice == TC::Required && plan.tools.empty())
+    throw bad_request("'tool_choice' is required but template '" + ref.name + "' offers no tools", "tool_choice");
+  if (req.tool_choice != TC::None) p.tools = plan.tools;
+  if (req.tool_choice == TC::Named) {
+    Json only = Json::array();
+    for (const Json& x : plan.tools)
+      if (find_tool(Json::array({x}), req.tool_name)) only.push_back(x);
+    p.tools = only;
+  }
+  const std::optional<bool> thinking = req.enable_thinking ? req.enable_thinking : tpl.agent.thinking;
+  p.starts_in_reasoning = format.generation_starts_in_reasoning(thinking);
+  if ((req.tool_choice == TC::Required || req.tool_choice == TC::Named) && !p.starts_in_reasoning)
+    p.forced = "<tool_call>\n";
+
+  for (const dsl::PlanBlock& b : plan.blocks) {
+    if (b.tokens->empty()) continue;
+    p.blocks.push_back({*b.tokens, engine_cache(b.cache)});
+    p.kinds.push_back("template");
+    p.ids.push_back(b.id);
+  }
+
+  // The request's messages continue the template's conversation. They are rendered after a stand-in
+  // user turn (what the template's conversation is to them) and the text from the end of that turn on
+  // is split as a plain request's would be; the generation prompt is the query tail.
+  std::vector<TextBlock> rest;
+  if (req.conversation.messages.empty()) {
+    rest.push_back({"prompt", format.generation_prompt(thinking) + p.forced});
+  } else {
+    Conversation conv;
+    conv.messages.push_back(ChatMessage{"user", "continue"});
+    for (const ChatMessage& m : req.conversation.messages) conv.messages.push_back(m);
+    std::vector<std::vector<ContentPart>> parts(1);
+    parts.insert(parts.end(), req.parts.begin(), req.parts.end());
+    RenderOptions ro;
+    ro.enable_thinking = thinking;
+    RenderedChat chat;
+    try {
+      chat = format.render(conv, ro);
+    } catch (const Error& e) {
+      throw bad_request(e.what(), "messages");
+    }
+    const size_t cut = chat.messages.at(0).end;
+    size_t at = 0;
+    for (TextBlock& t : split_rendered_chat(chat, conv, parts, p.forced)) {
+      const size_t begin = at;
+      at += t.text.size();
+      if (at <= cut) continue;  // the stand-in turn
+      rest.push_back({t.kind, begin < cut ? t.text.substr(cut - begin) : t.text});
+    }
+  }
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const bool tail = i + 1 == rest.size();
+    PromptBlock b{tok.encode(rest[i].text), tail ? BlockCache::None : BlockCache::Cache};
+    if (b.tokens.empty()) continue;
+    p.blocks.push_back(std::move(b));
+    if (!tail) {
+      p.kinds.push_back(rest[i].kind);
+      p.ids.emplace_back();
+    }
+  }
+  if (p.blocks.empty() || p.blocks.back().cache != BlockCache::None)
+    throw bad_request("template '" + ref.name + "' renders to an empty prompt", "hypic.template");
   return p;
 }
 

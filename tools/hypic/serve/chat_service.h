@@ -11,12 +11,14 @@
 #include "runtime/text/chat_format.h"
 #include "runtime/text/tokenizer.h"
 #include "tools/hypic/serve/openai_protocol.h"
+#include "tools/hypic/serve/template_catalog.h"
 
 namespace hypic::serve {
 
 struct PreparedPrompt {
   std::vector<PromptBlock> blocks;
   std::vector<std::string> kinds;  // per block but the query tail
+  std::vector<std::string> ids;    // per block but the query tail: a template block's id, else empty
   // The chat reply's parser settings.
   Json tools = Json::array();  // the tools the prompt offered (empty: tool calls are not parsed)
   bool starts_in_reasoning = false;
@@ -25,6 +27,12 @@ struct PreparedPrompt {
 
 // Throws ApiError (400) for a conversation the format cannot express or a prompt that does not fit.
 PreparedPrompt prepare_chat(const ChatRequest& req, const ChatFormat& format, const Tokenizer& tok);
+// A request naming a server-side template (req.template_ref): the template rendered with its vars,
+// one block per template block (its cache policy kept), then the request's messages split as in
+// prepare_chat, then the generation prompt. ApiError 404 for an unknown template, 400 naming the
+// variable (param hypic.vars.NAME) for a missing, undeclared or ill-typed one.
+PreparedPrompt prepare_template_chat(const ChatRequest& req, const TemplateCatalog& templates, const ChatFormat& format,
+                                     const Tokenizer& tok);
 PreparedPrompt prepare_completion(const CompletionRequest& req, const Tokenizer& tok);
 
 // Accumulates a chat reply from its streamed text and says what each new piece adds as OpenAI deltas

@@ -233,6 +233,8 @@ struct HttpServer::Impl {
         throw ApiError(401, "authentication_error", "a valid API key is required (Authorization: Bearer KEY)");
       } else if (get && path == "/v1/models") {
         res = json(req, 200, models_json(opt.model_name, created));
+      } else if (get && path == "/v1/templates") {
+        res = json(req, 200, opt.templates.list_json());
       } else if (get && path == "/metrics") {
         res = make(req, http::status::ok, metrics.render(), "text/plain; version=0.0.4");
       } else if (post && path == "/tokenize") {
@@ -242,7 +244,9 @@ struct HttpServer::Impl {
       } else if (post && path == "/v1/chat/completions") {
         ChatRequest cr = parse_chat_request(parse_body(req.body()));
         check_model(cr.model);
-        PreparedPrompt prompt = prepare_chat(cr, rt.chat_format(), rt.tokenizer());
+        PreparedPrompt prompt = cr.template_ref
+                                    ? prepare_template_chat(cr, opt.templates, rt.chat_format(), rt.tokenizer())
+                                    : prepare_chat(cr, rt.chat_format(), rt.tokenizer());
         co_return co_await chat(stream, req, std::move(cr), std::move(prompt));
       } else if (post && path == "/v1/completions") {
         CompletionRequest cr = parse_completion_request(parse_body(req.body()));
@@ -264,7 +268,12 @@ struct HttpServer::Impl {
 
   Json tokenize(const Json& body) {
     std::vector<int> ids;
-    if (body.contains("messages")) {
+    if (body.contains("messages") && body.contains("hypic")) {
+      // The prompt a chat request naming a template gets: its blocks in order.
+      const ChatRequest cr = parse_chat_request(body);
+      for (const PromptBlock& b : prepare_template_chat(cr, opt.templates, rt.chat_format(), rt.tokenizer()).blocks)
+        ids.insert(ids.end(), b.tokens.begin(), b.tokens.end());
+    } else if (body.contains("messages")) {
       ChatRequest cr = parse_chat_request(body);
       RenderOptions ro;
       ro.enable_thinking = cr.enable_thinking;
@@ -351,6 +360,7 @@ struct HttpServer::Impl {
     job->tenant = tenant_of(req, cr.cache_salt);
     job->blocks = std::move(prompt.blocks);
     job->block_kinds = prompt.kinds;
+    job->block_ids = prompt.ids;
     job->sampling = cr.sampling;
     const std::string id = random_id("chatcmpl-");
     const int64_t created = unix_now();

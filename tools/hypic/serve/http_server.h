@@ -11,6 +11,7 @@
 #include "sdk/runtime.h"
 #include "tools/hypic/serve/metrics.h"
 #include "tools/hypic/serve/scheduler.h"
+#include "tools/hypic/serve/template_catalog.h"
 
 namespace hypic::serve {
 
@@ -21,6 +22,7 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{4} << 20;  // larger bodies are refused with 413
   int io_threads = 4;
   std::string model_name;  // what /v1/models lists and requests may name
+  TemplateCatalog templates;  // --templates: what requests may name in {"hypic": {"template": ...}}
 };
 
 class HttpServer {

@@ -145,12 +145,37 @@ std::vector<ContentPart> content_parts(const Json& content, size_t index) {
 
 }  // namespace
 
+namespace {
+
+// {"template": NAME, "vars": {...}}. A name is looked up among the loaded templates, never used as a
+// path, so it is only checked to be a string here.
+ChatRequest::TemplateRef parse_template_ref(const Json& h) {
+  if (!h.is_object()) throw bad_request("'hypic' must be an object {\"template\": NAME, \"vars\": {...}}", "hypic");
+  for (const auto& [k, v] : h.items())
+    if (k != "template" && k != "vars")
+      throw bad_request("'hypic' has unknown field '" + k + "' (known: template, vars)", "hypic." + k);
+  ChatRequest::TemplateRef t;
+  const Json* name = field(h, "template");
+  if (!name || !name->is_string() || name->get<std::string>().empty())
+    throw bad_request("'hypic.template' must be a template name", "hypic.template");
+  t.name = name->get<std::string>();
+  if (const Json* vars = field(h, "vars")) {
+    if (!vars->is_object()) throw bad_request("'hypic.vars' must be an object", "hypic.vars");
+    t.vars = *vars;
+  }
+  return t;
+}
+
+}  // namespace
+
 ChatRequest parse_chat_request(const Json& body) {
   ChatRequest r;
   r.model = get_string(body, "model");
+  if (const Json* h = field(body, "hypic")) r.template_ref = parse_template_ref(*h);
   const Json* messages = field(body, "messages");
-  if (!messages || !messages->is_array() || messages->empty())
-    throw bad_request("'messages' must be a non-empty array", "messages");
+  // With a template the messages only continue its prompt, so there may be none.
+  if (!messages || !messages->is_array() || (messages->empty() && !r.template_ref))
+    throw bad_request(r.template_ref ? "'messages' must be an array" : "'messages' must be a non-empty array", "messages");
   // Content parts are joined into one string per message for the chat format's parser.
   Json conv = {{"messages", Json::array()}};
   for (size_t i = 0; i < messages->size(); ++i) {
@@ -174,6 +199,8 @@ ChatRequest parse_chat_request(const Json& body) {
         throw bad_request("'tools[" + std::to_string(i) + "]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
                           "tools");
     }
+    if (r.template_ref)
+      throw bad_request("a request naming a template takes its tools from the template; leave out 'tools'", "tools");
     conv["tools"] = *tools;
   }
   try {
@@ -191,12 +218,13 @@ ChatRequest parse_chat_request(const Json& body) {
     } else if (tc->is_object() && field(*tc, "function") && (*tc)["function"].is_object()) {
       r.tool_choice = ChatRequest::ToolChoice::Named;
       r.tool_name = get_string((*tc)["function"], "name");
-      if (!find_tool(r.conversation.tools, r.tool_name))
+      // A template's tools are checked when it is rendered (prepare_template_chat).
+      if (!r.template_ref && !find_tool(r.conversation.tools, r.tool_name))
         throw bad_request("'tool_choice' names '" + r.tool_name + "', which is not in 'tools'", "tool_choice");
     } else {
       throw bad_request("'tool_choice' must be auto, none, required or a named function", "tool_choice");
     }
-    if (r.tool_choice == ChatRequest::ToolChoice::Required && r.conversation.tools.empty())
+    if (r.tool_choice == ChatRequest::ToolChoice::Required && r.conversation.tools.empty() && !r.template_ref)
       throw bad_request("'tool_choice' is required but no 'tools' were given", "tool_choice");
   }
   parse_stream(body, r.stream, r.include_usage);
@@ -225,7 +253,13 @@ CompletionRequest parse_completion_request(const Json& body) {
 
 Json usage_json(const PromptReport& p, int64_t completion_tokens) {
   Json blocks = Json::array();
-  for (auto& b : p.blocks) blocks.push_back({{"kind", b.kind}, {"tokens", b.tokens}, {"hit", b.hit}});
+  for (auto& b : p.blocks) {
+    Json j = {{"kind", b.kind}};
+    if (!b.id.empty()) j["id"] = b.id;
+    j["tokens"] = b.tokens;
+    j["hit"] = b.hit;
+    blocks.push_back(std::move(j));
+  }
   const int64_t cached = std::max<int64_t>(0, p.prompt_tokens - p.computed_tokens);
   return Json{{"prompt_tokens", p.prompt_tokens},
               {"completion_tokens", completion_tokens},

@@ -55,6 +55,14 @@ struct ChatRequest {
   Sampling sampling;
   std::string cache_salt;  // OpenAI's per-request cache isolation key (joins the API key's namespace)
   std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking
+  // hypic's extension {"hypic": {"template": NAME, "vars": {...}}}: the prompt starts with a server-side
+  // YAML template (`hypic serve --templates DIR`) rendered with `vars`; `messages` (then possibly empty)
+  // follow it, and the template's tools are the request's tools.
+  struct TemplateRef {
+    std::string name;
+    Json vars = Json::object();
+  };
+  std::optional<TemplateRef> template_ref;
 };
 
 struct CompletionRequest {
@@ -76,9 +84,10 @@ struct PromptReport {
   int64_t prompt_tokens = 0, computed_tokens = 0, reused_tokens = 0;
   double ttft_ms = 0, queue_ms = 0;
   struct Block {
-    std::string kind;  // system | tools | message | document | template
+    std::string kind;  // system | tools | message | document | template | prompt
     int64_t tokens = 0;
     bool hit = false;
+    std::string id;  // a template block's id (empty for others)
   };
   std::vector<Block> blocks;
 };

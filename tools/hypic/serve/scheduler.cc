@@ -115,7 +115,8 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
   int64_t hits = 0, misses = 0;
   for (size_t i = 0; i < pr.blocks.size(); ++i) {
     const std::string kind = i < job->block_kinds.size() ? job->block_kinds[i] : "message";
-    ev.prompt.blocks.push_back({kind, pr.blocks[i].tokens, pr.blocks[i].hit});
+    const std::string id = i < job->block_ids.size() ? job->block_ids[i] : "";
+    ev.prompt.blocks.push_back({kind, pr.blocks[i].tokens, pr.blocks[i].hit, id});
     (pr.blocks[i].hit ? hits : misses) += 1;
   }
   metrics_.prompt(pr.prompt_tokens, pr.computed_tokens, hits, misses, seconds_since(job->arrived));

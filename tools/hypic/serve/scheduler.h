@@ -39,6 +39,7 @@ struct Job {
   std::string tenant;  // fairness and cache isolation (hashed into segment keys)
   std::vector<PromptBlock> blocks;
   std::vector<std::string> block_kinds;  // per block, for the report
+  std::vector<std::string> block_ids;    // per block, for the report (template block ids, else empty)
   Sampling sampling;
   std::atomic<bool> cancel{false};
   // Called on the engine thread; must not block (it hands the event to the connection).

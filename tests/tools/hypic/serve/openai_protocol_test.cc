@@ -101,6 +101,36 @@ TEST(OpenAiProtocol, MalformedFieldsAre400NamingThem) {
   EXPECT_EQ(error_of([] { parse_completion_request({{"prompt", ""}}); }), P(400, "prompt"));
 }
 
+// hypic's template extension: {"hypic": {"template": NAME, "vars": {...}}}; the messages may then be
+// empty, the tools come from the template, and every malformed piece is a 400 naming it.
+TEST(OpenAiProtocol, TemplateReference) {
+  ChatRequest r = parse_chat_request({{"messages", Json::array()},
+                                      {"hypic", {{"template", "qa_docs"}, {"vars", {{"question", "q"}}}}},
+                                      {"tool_choice", "required"}});
+  ASSERT_TRUE(r.template_ref);
+  EXPECT_EQ(r.template_ref->name, "qa_docs");
+  EXPECT_EQ(r.template_ref->vars, Json({{"question", "q"}}));
+  EXPECT_TRUE(r.conversation.messages.empty());
+  EXPECT_EQ(r.tool_choice, ChatRequest::ToolChoice::Required);  // checked against the template's tools later
+  EXPECT_EQ(parse_chat_request(chat({{"hypic", {{"template", "t"}}}})).template_ref->vars, Json::object());
+  EXPECT_FALSE(parse_chat_request(chat()).template_ref);
+
+  using P = std::pair<int, std::string>;
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"hypic", "qa_docs"}})); }), P(400, "hypic"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"hypic", {{"vars", Json::object()}}}})); }), P(400, "hypic.template"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"hypic", {{"template", 3}}}})); }), P(400, "hypic.template"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"hypic", {{"template", ""}}}})); }), P(400, "hypic.template"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"hypic", {{"template", "t"}, {"vars", Json::array()}}}})); }),
+            P(400, "hypic.vars"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"hypic", {{"template", "t"}, {"varz", Json::object()}}}})); }),
+            P(400, "hypic.varz"));
+  const Json tool = {{"type", "function"}, {"function", {{"name", "f"}}}};
+  EXPECT_EQ(error_of([&] { parse_chat_request(chat({{"hypic", {{"template", "t"}}}, {"tools", {tool}}})); }),
+            P(400, "tools"));
+  // Without a template the messages must not be empty.
+  EXPECT_EQ(error_of([] { parse_chat_request({{"messages", Json::array()}}); }), P(400, "messages"));
+}
+
 TEST(OpenAiProtocol, CompletionRequest) {
   CompletionRequest r = parse_completion_request({{"model", "m"}, {"prompt", {"abc"}}, {"max_tokens", 3}});
   EXPECT_EQ(r.prompt, "abc");
@@ -122,16 +152,18 @@ TEST(OpenAiProtocol, UsageCountsCachedTokensAndBlocks) {
   p.prompt_tokens = 100;
   p.computed_tokens = 30;
   p.reused_tokens = 40;
-  p.blocks = {{"system", 40, true}, {"document", 30, true}, {"message", 25, false}};
+  p.blocks = {{"system", 40, true}, {"document", 30, true}, {"message", 25, false}, {"template", 9, true, "doc.a1"}};
   const Json u = usage_json(p, 5);
   EXPECT_EQ(u["prompt_tokens"], 100);
   EXPECT_EQ(u["completion_tokens"], 5);
   EXPECT_EQ(u["total_tokens"], 105);
   EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 70);
   EXPECT_EQ(u["hypic"]["computed_tokens"], 30);
-  ASSERT_EQ(u["hypic"]["blocks"].size(), 3u);
+  ASSERT_EQ(u["hypic"]["blocks"].size(), 4u);
   EXPECT_EQ(u["hypic"]["blocks"][1]["kind"], "document");
+  EXPECT_FALSE(u["hypic"]["blocks"][1].contains("id"));  // only template blocks have ids
   EXPECT_EQ(u["hypic"]["blocks"][2]["hit"], false);
+  EXPECT_EQ(u["hypic"]["blocks"][3], Json({{"kind", "template"}, {"id", "doc.a1"}, {"tokens", 9}, {"hit", true}}));
 }
 
 TEST(OpenAiProtocol, ResponsesAndChunks) {
