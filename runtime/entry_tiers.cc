@@ -97,23 +97,26 @@ void EntryTiers::evicted(char kind, const SegmentKey& key, const std::shared_ptr
       return;
     }
   }
-  put_host(id, encode(kind, e), tokens, hits);
+  const std::string record = encode(kind, e);
+  if (record.size() > o_.host_budget_bytes) return;
+  put_host(id, std::make_shared<const HostRecord>(b_, record), tokens, hits);
 }
 
-void EntryTiers::put_host(const std::string& id, std::string record, int64_t tokens, int64_t hits) {
+void EntryTiers::put_host(const std::string& id, std::shared_ptr<const HostRecord> record, int64_t tokens,
+                          int64_t hits) {
   std::lock_guard<std::mutex> g(mu_);
   if (auto it = host_.find(id); it != host_.end()) {
     stats_.host_bytes -= it->second.record->size();
     lru_.erase(it->second.lru);
     host_.erase(it);
   }
-  if (record.size() > o_.host_budget_bytes) return;
+  if (record->size() > o_.host_budget_bytes) return;
   // Cost-aware like the store: recompute cost saved per byte, aged by the clock; oldest first on ties.
   auto priority = [&](int64_t t, int64_t h, size_t bytes) {
     return clock_ + static_cast<double>(std::max<int64_t>(t, 1)) * static_cast<double>(h + 1) /
                         static_cast<double>(std::max<size_t>(bytes, 1));
   };
-  while (stats_.host_bytes + record.size() > o_.host_budget_bytes && !lru_.empty()) {
+  while (stats_.host_bytes + record->size() > o_.host_budget_bytes && !lru_.empty()) {
     auto victim = lru_.end();
     double lowest = 0;
     for (auto it = lru_.end(); it != lru_.begin();) {
@@ -134,25 +137,28 @@ void EntryTiers::put_host(const std::string& id, std::string record, int64_t tok
   HostSlot s;
   s.tokens = tokens;
   s.hits = hits;
-  s.priority = priority(tokens, hits, record.size());
-  stats_.host_bytes += record.size();
-  s.record = std::make_shared<const std::string>(std::move(record));
+  s.priority = priority(tokens, hits, record->size());
+  stats_.host_bytes += record->size();
+  s.record = std::move(record);
   lru_.push_front(id);
   s.lru = lru_.begin();
   host_.emplace(id, std::move(s));
 }
 
-std::optional<LowerTier::Found> EntryTiers::decode(char kind, const std::string& id, const std::string& record,
-                                                   const std::string& where) {
+std::optional<LowerTier::Found> EntryTiers::decode(char kind, const std::string& id,
+                                                   std::shared_ptr<const HostRecord> record, const std::string& where) {
   Found f;
+  const bool device = b_.expands_on_device();
   try {
     if (kind == 'c') {
-      auto e = decode_segment_entry(b_, ctx_, record, where);
+      auto e = device ? promote_segment_entry(b_, ctx_, std::move(record), where, /*verified=*/true)
+                      : decode_segment_entry(b_, ctx_, record->view(), where, /*verified=*/true);
       f.bytes = e->bytes();
       f.tokens = e->size();
       f.entry = std::move(e);
     } else {
-      auto e = decode_prefix_entry(b_, ctx_, record, where);
+      auto e = device ? promote_prefix_entry(b_, ctx_, std::move(record), where, /*verified=*/true)
+                      : decode_prefix_entry(b_, ctx_, record->view(), where, /*verified=*/true);
       f.bytes = e->bytes();
       f.tokens = e->rows();
       f.entry = std::move(e);
@@ -168,7 +174,7 @@ std::optional<LowerTier::Found> EntryTiers::decode(char kind, const std::string&
 
 std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& key) {
   const std::string id = std::string(1, kind) + key.hex();
-  std::shared_ptr<const std::string> record;
+  std::shared_ptr<const HostRecord> record;
   int64_t hits = 0;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -182,7 +188,7 @@ std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& k
     }
   }
   if (record) {
-    std::optional<Found> f = decode(kind, id, *record, "host tier entry " + id);
+    std::optional<Found> f = decode(kind, id, record, "host tier entry " + id);
     if (f) {
       f->hits = hits;
       std::lock_guard<std::mutex> g(mu_);
@@ -202,18 +208,20 @@ std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& k
       std::lock_guard<std::mutex> g(qmu_);
       if (auto it = queued_.find(id); it != queued_.end()) q = it->second;
     }
-    if (q) {  // not on disk yet
-      std::optional<Found> f = decode(kind, id, *q, "queued disk entry " + id);
+    if (q) {  // not on disk yet (encoded here: trusted)
+      std::optional<Found> f = decode(kind, id, std::make_shared<const HostRecord>(b_, *q), "queued disk entry " + id);
       if (f) {
         std::lock_guard<std::mutex> g(mu_);
         ++stats_.disk_hits;
         return f;
       }
     }
-    std::optional<std::string> r = o_.disk->get(id);
+    std::shared_ptr<const HostRecord> r = o_.disk->get_record(id, b_);  // verified against the index
     if (r) {
-      std::optional<Found> f = decode(kind, id, *r, "disk tier entry " + id);
+      std::optional<Found> f = decode(kind, id, r, "disk tier entry " + id);
       if (f) {
+        // Kept in host memory (verified, pinned): the next hit after an eviction needs no disk read.
+        if (o_.host_budget_bytes > 0) put_host(id, std::move(r), f->tokens, 0);
         std::lock_guard<std::mutex> g(mu_);
         ++stats_.disk_hits;
         return f;
@@ -224,6 +232,11 @@ std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& k
   std::lock_guard<std::mutex> g(mu_);
   ++stats_.misses;
   return std::nullopt;
+}
+
+std::shared_ptr<HostRecord> EntryDiskStore::get_record(const std::string& id, Backend& b) {
+  std::optional<std::string> r = get(id);
+  return r ? std::make_shared<HostRecord>(b, *r) : nullptr;
 }
 
 EntryTierStats EntryTiers::stats() const {

@@ -48,6 +48,8 @@ class CacheDir : public EntryDiskStore {
   bool contains(const std::string& id) override;
   void put(const std::string& id, const std::string& record, int64_t tokens) override;
   std::optional<std::string> get(const std::string& id) override;
+  // Read straight into `b`'s host memory (pinned on CUDA) and verified there.
+  std::shared_ptr<HostRecord> get_record(const std::string& id, Backend& b) override;
   void drop(const std::string& id, const std::string& why) override;
 
   std::vector<CacheDirEntry> list();

@@ -1,0 +1,33 @@
+#include "runtime/host_record.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace hypic {
+namespace {
+
+// Ordinary host memory: what the CPU backend's records live in.
+class HostBlock : public Memory {
+ public:
+  explicit HostBlock(size_t bytes) {
+    if (bytes && !(data_ = std::malloc(bytes))) throw std::bad_alloc();
+    bytes_ = bytes;
+  }
+  ~HostBlock() override { std::free(data_); }
+};
+
+}  // namespace
+
+HostRecord::HostRecord(Backend& b, std::string_view record) : HostRecord(b, record.size()) {
+  if (size_) std::memcpy(data(), record.data(), size_);
+}
+
+std::unique_ptr<Memory> Backend::allocate_host(size_t bytes) { return std::make_unique<HostBlock>(bytes); }
+
+void Backend::expand_from_host(std::shared_ptr<const void> keep, const char* packed, size_t bytes,
+                               std::span<const ExpandPiece> pieces) {
+  cpu::expand_packed(packed, pieces.data(), pieces.size());  // host memory: done when it returns
+}
+
+}  // namespace hypic
