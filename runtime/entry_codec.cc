@@ -362,6 +362,13 @@ size_t content_record_bytes(const ModelConfig& c, DType kv, int64_t tokens, cons
 
 uint64_t entry_checksum(std::string_view data) { return XXH3_64bits(data.data(), data.size()); }
 
+bool record_checksum_ok(std::string_view record) {
+  if (record.size() < 8) return false;
+  uint64_t stored;
+  std::memcpy(&stored, record.data() + record.size() - 8, 8);
+  return entry_checksum(record.substr(0, record.size() - 8)) == stored;
+}
+
 std::string encode_entry(Backend& b, const KeyContext& ctx, const SegmentEntry& e, const EntryCodecOptions& o) {
   HYPIC_ASSERT(e.mem, "encode_entry: an entry without memory");
   const ModelConfig& cfg = b.config();

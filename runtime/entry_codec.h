@@ -47,6 +47,9 @@ inline constexpr uint32_t kEntryFormatVersion = 2;
 // 64-bit checksum of `data`: XXH3_64bits (Debian's libxxhash; detects torn and flipped bytes; not a MAC).
 uint64_t entry_checksum(std::string_view data);
 
+// Whether a record's trailing checksum matches everything before it.
+bool record_checksum_ok(std::string_view record);
+
 std::string encode_entry(Backend& b, const KeyContext& ctx, const SegmentEntry& e, const EntryCodecOptions& o);
 std::string encode_entry(Backend& b, const KeyContext& ctx, const PrefixEntry& e, const EntryCodecOptions& o);
 

@@ -216,7 +216,17 @@ std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& k
         return f;
       }
     }
-    std::shared_ptr<const HostRecord> r = o_.disk->get_record(id, b_);  // verified against the index
+    std::shared_ptr<const HostRecord> r;
+    try {
+      r = o_.disk->get_record(id, b_);  // verified as it is read
+    } catch (const FormatError& err) {
+      std::fprintf(stderr, "hypic: cache entry %s dropped, it will be recomputed: %s\n", id.c_str(), err.what());
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        ++stats_.dropped;
+      }
+      o_.disk->drop(id, "refused when read");
+    }
     if (r) {
       std::optional<Found> f = decode(kind, id, r, "disk tier entry " + id);
       if (f) {
@@ -236,7 +246,10 @@ std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& k
 
 std::shared_ptr<HostRecord> EntryDiskStore::get_record(const std::string& id, Backend& b) {
   std::optional<std::string> r = get(id);
-  return r ? std::make_shared<HostRecord>(b, *r) : nullptr;
+  if (!r) return nullptr;
+  // Verified here, as it enters host memory: the promotion does not compute the checksum again.
+  if (!record_checksum_ok(*r)) throw FormatError("disk tier entry " + id + ": cache entry checksum mismatch (torn or corrupt)");
+  return std::make_shared<HostRecord>(b, *r);
 }
 
 EntryTierStats EntryTiers::stats() const {

@@ -12,7 +12,7 @@ help=$(cmake --build "$B" --target help)
 for t in hypic_bench_serve engine_batch_model_test; do
   grep -q "\.\.\. $t\$" <<< "$help" && targets="$targets $t"
 done
-targets="$targets cuda_gdn_chunked_test"
+targets="$targets cuda_gdn_chunked_test cuda_packed_expand_test cuda_entry_promotion_test hypic_bench_entry_codec"
 cmake --build "$B" -j"$(nproc)" --target $targets
 stage=$(mktemp -d)/gpubin
 mkdir -p "$stage"
@@ -23,6 +23,7 @@ done
 pwd > "$stage/source_dir"  # the tests' HYPIC_SOURCE_DIR: the device links it to its checkout
 cp -L "$(ldconfig -p | awk '/libyaml-cpp.so.0.7 /{print $NF; exit}')" "$stage/libyaml-cpp.so.0.7"
 cp -L "$(ldconfig -p | awk '/libtbb.so.12 /{print $NF; exit}')" "$stage/libtbb.so.12"
+cp -L "$(ldconfig -p | awk '/libxxhash.so.0 /{print $NF; exit}')" "$stage/libxxhash.so.0"  # record checksums
 mkdir -p .gpubin
 tar cJf .gpubin/gpubin.tar.xz -C "$(dirname "$stage")" gpubin
 ls -la .gpubin/gpubin.tar.xz
