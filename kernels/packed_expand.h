@@ -1,7 +1,8 @@
 // Expanding a packed byte buffer into typed arrays, with element conversions: how an encoded cache record
-// (runtime/entry_codec.h) becomes an entry's arrays. Knows nothing of records: each piece names a byte
-// offset into the packed buffer, a destination array, an element count and a conversion. The CUDA kernel
-// (kernels/cuda/packed_expand.h) does the same on the device; this is its reference.
+// (runtime/entry_codec.h) becomes an entry's arrays; and the reverse, packing typed arrays into a byte
+// buffer (how an entry becomes a record). Knows nothing of records: each piece names a byte offset into
+// the packed buffer, an array, an element count and a conversion. The CUDA kernels
+// (kernels/cuda/packed_expand.h) do the same on the device; these are their reference.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -35,9 +36,26 @@ inline uint64_t expand_src_bytes(const ExpandPiece& p) {
   return 0;
 }
 
+// The reverse: n elements of the array `src` converted by `op` (Copy16, Copy32 or F32ToBf16) and written
+// to the packed buffer from byte offset `dst` on (any alignment).
+struct PackPiece {
+  const void* src = nullptr;
+  uint64_t n = 0;
+  uint64_t dst = 0;
+  ExpandOp op = ExpandOp::Copy32;
+};
+
+// Bytes a pack piece writes into the packed buffer.
+inline uint64_t pack_dst_bytes(const PackPiece& p) {
+  return p.op == ExpandOp::Copy32 ? 4 * p.n : 2 * p.n;
+}
+
 namespace cpu {
 // Every piece of `pieces` [count] applied: dst[i] = op(packed element i of the piece), in host memory.
 void expand_packed(const char* packed, const ExpandPiece* pieces, size_t count);
+// Every pack piece applied: packed element i of the piece = op(src[i]), in host memory. Bytes no piece
+// writes are left as they are.
+void pack_arrays(char* packed, const PackPiece* pieces, size_t count);
 }  // namespace cpu
 
 }  // namespace hypic

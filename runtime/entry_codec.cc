@@ -319,6 +319,63 @@ void plan_elems(Reader& r, PieceList& out, void* dst, size_t n, DType stored, DT
   else r.bad("holds elements this backend cannot take");
 }
 
+// A record laid out for packing on the backend (encode_record): the bytes the host knows (header, tokens,
+// masks, counts) at their offsets, and pieces for the arrays, which the backend packs straight from its
+// memory. The same byte sequence as Writer gives for the same calls.
+class RecordLayout {
+ public:
+  void raw(const void* p, size_t n) {
+    if (n == 0) return;
+    if (host_.empty() || host_.back().first + host_.back().second.size() != at_) host_.push_back({at_, {}});
+    host_.back().second.append(static_cast<const char*>(p), n);
+    at_ += n;
+  }
+  template <class T>
+  void pod(T v) { raw(&v, sizeof v); }
+  void field(const std::string& s) {
+    pod<uint32_t>(static_cast<uint32_t>(s.size()));
+    raw(s.data(), s.size());
+  }
+  void header(char kind, const EntryCodecOptions& o, Backend& b, const KeyContext& ctx) {
+    Writer h;
+    write_header(h, kind, o, b, ctx);
+    raw(h.out().data(), h.out().size());
+  }
+  // n elements of `src` (the backend's memory) converted by `op`; contiguous continuations merge.
+  void array(const void* src, uint64_t n, ExpandOp op) {
+    if (n == 0) return;
+    PackPiece p{src, n, at_, op};
+    at_ += pack_dst_bytes(p);
+    if (!pieces_.empty()) {
+      PackPiece& last = pieces_.back();
+      const uint64_t elem = op == ExpandOp::Copy32 ? 4 : op == ExpandOp::F32ToBf16 ? 4 : 2;  // source element
+      if (last.op == op && last.dst + pack_dst_bytes(last) == p.dst &&
+          static_cast<const char*>(last.src) + last.n * elem == src) {
+        last.n += n;
+        return;
+      }
+    }
+    pieces_.push_back(p);
+  }
+  // The record: the arrays packed by `b`, the host bytes, then the checksum of all of it.
+  std::shared_ptr<HostRecord> finish(Backend& b) {
+    auto r = std::make_shared<HostRecord>(b, at_ + 8);
+    b.pack_to_host(pieces_, r->data(), at_);
+    for (const auto& [at, bytes] : host_) std::memcpy(r->data() + at, bytes.data(), bytes.size());
+    const uint64_t sum = entry_checksum(std::string_view(r->data(), at_));
+    std::memcpy(r->data() + at_, &sum, 8);
+    return r;
+  }
+
+ private:
+  size_t at_ = 0;
+  std::vector<std::pair<size_t, std::string>> host_;
+  std::vector<PackPiece> pieces_;
+};
+
+ExpandOp pack_op_f32(EntryPrecision p) { return p == EntryPrecision::F32 ? ExpandOp::Copy32 : ExpandOp::F32ToBf16; }
+ExpandOp pack_op_elems(DType t) { return dtype_size(t) == 4 ? ExpandOp::Copy32 : ExpandOp::Copy16; }
+
 }  // namespace
 
 const char* precision_name(EntryPrecision p) { return p == EntryPrecision::BF16 ? "bf16" : "fp32"; }
@@ -621,6 +678,74 @@ std::shared_ptr<PrefixEntry> promote_prefix_entry(Backend& b, const KeyContext& 
   const size_t bytes = record->size();
   b.expand_from_host(std::move(record), data, bytes, x.pieces);
   return std::move(x.prefix);
+}
+
+std::shared_ptr<HostRecord> encode_record(Backend& b, const KeyContext& ctx, const SegmentEntry& e,
+                                          const EntryCodecOptions& o) {
+  HYPIC_ASSERT(e.mem, "encode_record: an entry without memory");
+  const ModelConfig& cfg = b.config();
+  const Shape s = Shape::of(cfg);
+  RecordLayout w;
+  w.header('c', o, b, ctx);
+  w.pod<uint64_t>(e.tokens.size());
+  w.raw(e.tokens.data(), e.tokens.size() * sizeof(int));
+  w.pod<int64_t>(e.seam);
+  const bool full = o.keep_full && e.has_full;
+  w.pod<uint8_t>(full ? 1 : 0);
+  const size_t op = size_t(s.dk) * s.dk, st = size_t(s.dk) * s.dv, rows = e.tokens.size();
+  const DType kv = b.kv_dtype();
+  int64_t skipped = 0;
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+      const LinearSegmentState& x = e.linear[l];
+      // write_f32's head mask: a head is left out when its largest |element| is at most the threshold.
+      std::vector<uint8_t> keep(s.hv, 1);
+      if (o.skip_zero_heads) {
+        const std::vector<float> m = b.head_max_abs(x.transfer, s.hv, op);
+        for (size_t h = 0; h < s.hv; ++h)
+          if (m[h] <= zero_threshold(s)) {
+            keep[h] = 0;
+            ++skipped;
+          }
+      }
+      w.raw(keep.data(), s.hv);
+      for (size_t h = 0; h < s.hv; ++h)
+        if (keep[h]) w.array(x.transfer + h * op, op, pack_op_f32(o.precision));
+      w.array(x.body, s.hv * st, pack_op_f32(o.precision));
+      if (full) w.array(x.full, s.hv * st, pack_op_f32(o.precision));
+      w.array(x.conv_tail, s.tail_elems(), pack_op_elems(kv));
+    } else {
+      w.array(e.attention[l].k, rows * s.row_elems(), pack_op_elems(kv));
+      w.array(e.attention[l].v, rows * s.row_elems(), pack_op_elems(kv));
+    }
+  }
+  w.pod<int64_t>(skipped);
+  return w.finish(b);
+}
+
+std::shared_ptr<HostRecord> encode_record(Backend& b, const KeyContext& ctx, const PrefixEntry& e,
+                                          const EntryCodecOptions& o) {
+  HYPIC_ASSERT(e.mem, "encode_record: an entry without memory");
+  const ModelConfig& cfg = b.config();
+  const Shape s = Shape::of(cfg);
+  RecordLayout w;
+  w.header('p', o, b, ctx);
+  w.pod<uint64_t>(e.pos.size());
+  w.pod<int64_t>(e.first_block);
+  w.raw(e.pos.data(), e.pos.size() * sizeof(int64_t));
+  const size_t st = size_t(s.dk) * s.dv;
+  const DType kv = b.kv_dtype();
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+      w.array(e.state[l], s.hv * st, pack_op_f32(o.precision));
+      w.array(e.conv_tail[l], s.tail_elems(), pack_op_elems(kv));
+    } else {
+      w.array(e.k[l], e.pos.size() * s.row_elems(), pack_op_elems(kv));
+      w.array(e.v[l], e.pos.size() * s.row_elems(), pack_op_elems(kv));
+    }
+  }
+  w.pod<int64_t>(0);
+  return w.finish(b);
 }
 
 }  // namespace hypic

@@ -53,6 +53,15 @@ bool record_checksum_ok(std::string_view record);
 std::string encode_entry(Backend& b, const KeyContext& ctx, const SegmentEntry& e, const EntryCodecOptions& o);
 std::string encode_entry(Backend& b, const KeyContext& ctx, const PrefixEntry& e, const EntryCodecOptions& o);
 
+// The same records (byte for byte) laid out on the host and packed by the backend
+// (Backend::pack_to_host: on CUDA a kernel converts the arrays on the device and one copy brings the
+// packed record into pinned memory), instead of the whole entry being copied out and converted on the
+// host. The record is in host memory of `b`.
+std::shared_ptr<HostRecord> encode_record(Backend& b, const KeyContext& ctx, const SegmentEntry& e,
+                                          const EntryCodecOptions& o);
+std::shared_ptr<HostRecord> encode_record(Backend& b, const KeyContext& ctx, const PrefixEntry& e,
+                                          const EntryCodecOptions& o);
+
 // What a record holds, read from its header (after the checksum is verified).
 struct EntryRecordInfo {
   char kind = 'c';  // 'c' content (SegmentEntry), 'p' chain (PrefixEntry)

@@ -36,7 +36,7 @@ void EntryTiers::write_loop() {
     writing_ = true;
     g.unlock();
     try {
-      o_.disk->put(p.id, *p.record, p.tokens);
+      o_.disk->put(p.id, p.record->view(), p.tokens);
       std::lock_guard<std::mutex> s(mu_);
       ++stats_.disk_writes;
     } catch (const Error& e) {
@@ -50,21 +50,22 @@ void EntryTiers::write_loop() {
   }
 }
 
-std::string EntryTiers::encode(char kind, const std::shared_ptr<const void>& e) {
-  std::string r;
+std::shared_ptr<const HostRecord> EntryTiers::encode(char kind, const std::shared_ptr<const void>& e) {
+  std::shared_ptr<const HostRecord> r;
   size_t device_bytes = 0;
+  const bool device = b_.records_on_device();
   if (kind == 'c') {
     const auto& x = *static_cast<const SegmentEntry*>(e.get());
-    r = encode_entry(b_, ctx_, x, o_.codec);
+    r = device ? encode_record(b_, ctx_, x, o_.codec) : std::make_shared<HostRecord>(b_, encode_entry(b_, ctx_, x, o_.codec));
     device_bytes = x.bytes();
   } else {
     const auto& x = *static_cast<const PrefixEntry*>(e.get());
-    r = encode_entry(b_, ctx_, x, o_.codec);
+    r = device ? encode_record(b_, ctx_, x, o_.codec) : std::make_shared<HostRecord>(b_, encode_entry(b_, ctx_, x, o_.codec));
     device_bytes = x.bytes();
   }
   std::lock_guard<std::mutex> g(mu_);
   stats_.device_bytes_encoded += device_bytes;
-  stats_.record_bytes += r.size();
+  stats_.record_bytes += r->size();
   return r;
 }
 
@@ -76,7 +77,7 @@ void EntryTiers::stored(char kind, const SegmentKey& key, const std::shared_ptr<
     if (queued_.count(id)) return;
   }
   if (o_.disk->contains(id)) return;
-  auto record = std::make_shared<const std::string>(encode(kind, e));
+  std::shared_ptr<const HostRecord> record = encode(kind, e);
   {
     std::lock_guard<std::mutex> g(qmu_);
     if (!queued_.emplace(id, record).second) return;
@@ -97,9 +98,7 @@ void EntryTiers::evicted(char kind, const SegmentKey& key, const std::shared_ptr
       return;
     }
   }
-  const std::string record = encode(kind, e);
-  if (record.size() > o_.host_budget_bytes) return;
-  put_host(id, std::make_shared<const HostRecord>(b_, record), tokens, hits);
+  put_host(id, encode(kind, e), tokens, hits);
 }
 
 void EntryTiers::put_host(const std::string& id, std::shared_ptr<const HostRecord> record, int64_t tokens,
@@ -148,7 +147,7 @@ void EntryTiers::put_host(const std::string& id, std::shared_ptr<const HostRecor
 std::optional<LowerTier::Found> EntryTiers::decode(char kind, const std::string& id,
                                                    std::shared_ptr<const HostRecord> record, const std::string& where) {
   Found f;
-  const bool device = b_.expands_on_device();
+  const bool device = b_.records_on_device();
   try {
     if (kind == 'c') {
       auto e = device ? promote_segment_entry(b_, ctx_, std::move(record), where, /*verified=*/true)
@@ -203,13 +202,13 @@ std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& k
     }
   }
   if (o_.disk) {
-    std::shared_ptr<const std::string> q;
+    std::shared_ptr<const HostRecord> q;
     {
       std::lock_guard<std::mutex> g(qmu_);
       if (auto it = queued_.find(id); it != queued_.end()) q = it->second;
     }
     if (q) {  // not on disk yet (encoded here: trusted)
-      std::optional<Found> f = decode(kind, id, std::make_shared<const HostRecord>(b_, *q), "queued disk entry " + id);
+      std::optional<Found> f = decode(kind, id, q, "queued disk entry " + id);
       if (f) {
         std::lock_guard<std::mutex> g(mu_);
         ++stats_.disk_hits;

@@ -10,7 +10,7 @@
 // device again costs no copy and no encoding, and a record read from disk stays there too.
 //
 // Records in host memory live in the backend's host memory (pinned on CUDA). Where the backend expands
-// records on the device (Backend::expands_on_device), a promotion checks the header on the host, copies
+// records on the device (Backend::records_on_device), a promotion checks the header on the host, copies
 // the record as it is and expands it with a kernel, all queued on the model's stream without a wait: the
 // promotions of one request are issued one after another and the stitch that follows on the same stream
 // waits for them (one synchronisation, the request's own). Elsewhere (the CPU) the reference decode runs.
@@ -28,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
@@ -43,7 +44,7 @@ class EntryDiskStore {
   virtual ~EntryDiskStore() = default;
   virtual bool contains(const std::string& id) = 0;
   // Durable when it returns (a crash afterwards keeps it; a crash before leaves no trace of it).
-  virtual void put(const std::string& id, const std::string& record, int64_t tokens) = 0;
+  virtual void put(const std::string& id, std::string_view record, int64_t tokens) = 0;
   // The record, its size and checksum verified against the index; nothing when missing. A record that
   // fails the check is dropped (and logged) and nothing is returned.
   virtual std::optional<std::string> get(const std::string& id) = 0;
@@ -91,7 +92,8 @@ class EntryTiers : public LowerTier {
     double priority = 0;
     std::list<std::string>::iterator lru;
   };
-  std::string encode(char kind, const std::shared_ptr<const void>& e);
+  // The entry's record in host memory of the backend (packed on the device where the backend can).
+  std::shared_ptr<const HostRecord> encode(char kind, const std::shared_ptr<const void>& e);
   // Promotes a record read from `where` (its checksum already verified); nothing (and a log line) when it
   // is refused.
   std::optional<Found> decode(char kind, const std::string& id, std::shared_ptr<const HostRecord> record,
@@ -111,13 +113,13 @@ class EntryTiers : public LowerTier {
   // The disk writer: records queued in order, and by id for hits before they are written.
   struct Pending {
     std::string id;
-    std::shared_ptr<const std::string> record;
+    std::shared_ptr<const HostRecord> record;
     int64_t tokens = 0;
   };
   std::mutex qmu_;
   std::condition_variable qcv_, qdone_;
   std::deque<Pending> queue_;
-  std::unordered_map<std::string, std::shared_ptr<const std::string>> queued_;
+  std::unordered_map<std::string, std::shared_ptr<const HostRecord>> queued_;
   bool writing_ = false, stop_ = false;
   std::thread writer_;
 };

@@ -46,7 +46,7 @@ uint64_t as_uint(int64_t v) {
   throw IoError(path + ": " + what + ": " + std::strerror(errno));
 }
 
-void write_all(int fd, const std::string& data, const std::string& path) {
+void write_all(int fd, std::string_view data, const std::string& path) {
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
@@ -155,7 +155,7 @@ bool CacheDir::contains(const std::string& id) {
   return s.step();
 }
 
-void CacheDir::put(const std::string& id, const std::string& record, int64_t tokens) {
+void CacheDir::put(const std::string& id, std::string_view record, int64_t tokens) {
   check_id(id);
   const EntryRecordInfo info = inspect_entry(record, "cache entry " + id);
   std::lock_guard<std::recursive_mutex> g(mu_);
@@ -185,7 +185,7 @@ void CacheDir::put(const std::string& id, const std::string& record, int64_t tok
       .bind(2, std::string(1, id[0]))
       .bind(3, static_cast<int64_t>(record.size()))
       .bind(4, tokens)
-      .bind(5, as_int(entry_checksum(std::string_view(record).substr(0, record.size() - 8))))
+      .bind(5, as_int(entry_checksum(record.substr(0, record.size() - 8))))
       .bind(6, static_cast<int64_t>(kEntryFormatVersion))
       .bind(7, info.model_fingerprint)
       .bind(8, info.tokenizer_fingerprint)

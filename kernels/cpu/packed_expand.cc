@@ -41,4 +41,28 @@ void expand_packed(const char* packed, const ExpandPiece* pieces, size_t count) 
   }
 }
 
+void pack_arrays(char* packed, const PackPiece* pieces, size_t count) {
+  for (size_t k = 0; k < count; ++k) {
+    const PackPiece& p = pieces[k];
+    char* dst = packed + p.dst;
+    if (p.n == 0) continue;
+    switch (p.op) {
+      case ExpandOp::Copy16:
+      case ExpandOp::Copy32:
+        std::memcpy(dst, p.src, pack_dst_bytes(p));
+        break;
+      case ExpandOp::F32ToBf16: {
+        const auto* s = static_cast<const float*>(p.src);
+        for (uint64_t i = 0; i < p.n; ++i) {
+          const uint16_t h = f32_to_bf16(s[i]);
+          std::memcpy(dst + 2 * i, &h, 2);
+        }
+        break;
+      }
+      default:
+        break;  // no other conversion packs (callers build Copy16, Copy32 and F32ToBf16 pieces only)
+    }
+  }
+}
+
 }  // namespace hypic::cpu

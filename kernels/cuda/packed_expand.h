@@ -16,4 +16,11 @@ namespace hypic::cuda {
 void expand_packed(const char* packed, const ExpandPiece* pieces, int64_t count, uint64_t max_n,
                    cudaStream_t stream);
 
+// The reverse (cpu::pack_arrays): pieces[0, count) (a device array; every src a device array) written
+// into `packed` (device memory, any alignment). Bytes no piece writes are left as they are.
+void pack_arrays(char* packed, const PackPiece* pieces, int64_t count, uint64_t max_n, cudaStream_t stream);
+
+// out[h] = max_i |x[h * per_head + i]| for h < heads (x, out: device fp32). Queued on `stream`.
+void head_max_abs(const float* x, int64_t heads, int64_t per_head, float* out, cudaStream_t stream);
+
 }  // namespace hypic::cuda

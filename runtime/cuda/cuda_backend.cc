@@ -258,6 +258,38 @@ void CudaBackend::sync() {
 
 std::unique_ptr<Memory> CudaBackend::allocate_host(size_t bytes) { return pinned_->allocate(bytes); }
 
+void CudaBackend::pack_to_host(std::span<const PackPiece> pieces, char* packed, size_t bytes) {
+  if (bytes == 0) return;
+  const size_t table_at = (bytes + 255) / 256 * 256, table_bytes = pieces.size() * sizeof(PackPiece);
+  std::unique_ptr<Memory> table = pinned_->allocate(std::max<size_t>(table_bytes, 1));
+  if (table_bytes) std::memcpy(table->data(), pieces.data(), table_bytes);
+  uint64_t max_n = 0;
+  for (const PackPiece& p : pieces) max_n = std::max(max_n, p.n);
+  const cudaStream_t s = m_->stream();
+  char* dev = nullptr;
+  // Packed on the model's stream (after the work that wrote the arrays), copied out in one piece.
+  HYPIC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dev), table_at + table_bytes, s));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(dev + table_at, table->data(), table_bytes, cudaMemcpyHostToDevice, s));
+  cuda::pack_arrays(dev, reinterpret_cast<const PackPiece*>(dev + table_at), static_cast<int64_t>(pieces.size()),
+                    max_n, s);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(packed, dev, bytes, cudaMemcpyDeviceToHost, s));
+  HYPIC_CUDA_CHECK(cudaFreeAsync(dev, s));
+  sync();
+}
+
+std::vector<float> CudaBackend::head_max_abs(const float* x, size_t heads, size_t per_head) {
+  std::vector<float> out(heads);
+  if (heads == 0) return out;
+  const cudaStream_t s = m_->stream();
+  float* dev = nullptr;
+  HYPIC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dev), heads * sizeof(float), s));
+  cuda::head_max_abs(x, static_cast<int64_t>(heads), static_cast<int64_t>(per_head), dev, s);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), dev, heads * sizeof(float), cudaMemcpyDeviceToHost, s));
+  HYPIC_CUDA_CHECK(cudaFreeAsync(dev, s));
+  sync();
+  return out;
+}
+
 void CudaBackend::expand_from_host(std::shared_ptr<const void> keep, const char* packed, size_t bytes,
                                    std::span<const ExpandPiece> pieces) {
   if (pieces.empty()) return;

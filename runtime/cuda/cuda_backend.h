@@ -76,9 +76,11 @@ class CudaBackend : public Backend {
   // Records below the device: pinned host memory, and promotion by one asynchronous copy of the packed
   // record on a copy stream and an expansion kernel on the model's stream (kernels/cuda/packed_expand.h).
   std::unique_ptr<Memory> allocate_host(size_t bytes) override;
-  bool expands_on_device() const override { return true; }
+  bool records_on_device() const override { return true; }
   void expand_from_host(std::shared_ptr<const void> keep, const char* packed, size_t bytes,
                         std::span<const ExpandPiece> pieces) override;
+  void pack_to_host(std::span<const PackPiece> pieces, char* packed, size_t bytes) override;
+  std::vector<float> head_max_abs(const float* x, size_t heads, size_t per_head) override;
 
  private:
   std::unique_ptr<CudaModel> m_;

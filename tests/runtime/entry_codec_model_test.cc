@@ -206,6 +206,33 @@ TEST_P(EntryCodec, PromotionGivesTheReferenceDecodeBitForBit) {
   }
 }
 
+// Records laid out on the host and packed by the backend (encode_record: on the CPU the pack pieces' CPU
+// reference) are the reference encoder's records byte for byte: every format, skipped heads, chain records.
+TEST_P(EntryCodec, PackedRecordsAreTheReferenceRecordsByteForByte) {
+  auto e = engine_->prefill_segment(block(35, 9));
+  auto zeroed = engine_->prefill_segment(block(26, 10));
+  testing_util::zero_transfer_head(*b_, *zeroed, 2);
+  const KeyContext& k = engine_->keys();
+  for (const char* name : {"fp32", "bf16", "compact"})
+    for (const SegmentEntry* x : {e.get(), zeroed.get()}) {
+      const EntryCodecOptions o = parse_cache_format(name);
+      const std::string want = encode_entry(*b_, k, *x, o);
+      EXPECT_TRUE(encode_record(*b_, k, *x, o)->view() == want) << name;
+      if (x == zeroed.get() && o.skip_zero_heads) {
+        EXPECT_GT(inspect_entry(want, name).skipped_heads, 0) << name;
+      }
+    }
+  const std::vector<std::vector<int>> prompt = {block(22, 11), block(18, 12), block(5, 13)};
+  engine_->run(prompt);
+  const SegmentKey k1 = chain_key(chain_key(std::nullopt, content_key(k, prompt[0])), content_key(k, prompt[1]));
+  auto c = engine_->store().find_chain(k1);
+  ASSERT_NE(c, nullptr);
+  for (const char* name : {"fp32", "bf16"}) {
+    const EntryCodecOptions o = parse_cache_format(name);
+    EXPECT_TRUE(encode_record(*b_, k, *c, o)->view() == encode_entry(*b_, k, *c, o)) << name;
+  }
+}
+
 // bf16 records: the composed state T S0 + S_body stays within bf16 rounding of fp32's, and stitching
 // bf16-rounded entries changes the first-token KL against full recompute by at most 10%.
 // On the fixtures and the shipped trained model (the well-conditioned case).

@@ -1,6 +1,7 @@
 // Promotion of cache records on the CUDA backend (runtime/cuda/cuda_backend.h: pinned host records, one
 // asynchronous copy per record and the expansion kernel of kernels/cuda/packed_expand.h) against the
-// reference decode (the record parsed on the host, then copied), on the fixture models: the same entry bit
+// reference decode (the record parsed on the host, then copied), and records packed on the device against
+// the reference encoder (byte for byte), on the fixture models: the same entry bit
 // for bit for fp32, bf16 and compact records, records with skipped transfer-operator heads, chain records
 // and records written by the CPU backend (fp32 K/V rows, converted to bf16 on the device); and a request
 // whose blocks all come from the host tier gives the logits of one whose blocks are on the device (the
@@ -109,6 +110,33 @@ TEST_P(CudaEntryPromotion, ChainRecordsAndCpuWrittenRecords) {
   auto ce = cpu_engine.prefill_segment(block(41, 6));
   for (const char* name : {"fp32", "compact"})
     expect_same_content_entry(encode_entry(*cpu, k, *ce, parse_cache_format(name)), std::string("cpu ") + name);
+}
+
+// Records packed on the device (encode_record: head maxima and the pack kernel on the device, one copy
+// out) are the reference encoder's records byte for byte.
+TEST_P(CudaEntryPromotion, DevicePackedRecordsAreTheReferenceRecordsByteForByte) {
+  auto e = engine_->prefill_segment(block(39, 7));
+  auto zeroed = engine_->prefill_segment(block(31, 8));
+  testing_util::zero_transfer_head(*gpu_, *zeroed, 1);
+  const KeyContext& k = engine_->keys();
+  for (const char* name : {"fp32", "bf16", "compact"})
+    for (const SegmentEntry* x : {e.get(), zeroed.get()}) {
+      const EntryCodecOptions o = parse_cache_format(name);
+      const std::string want = encode_entry(*gpu_, k, *x, o);
+      EXPECT_TRUE(encode_record(*gpu_, k, *x, o)->view() == want) << name;
+      if (x == zeroed.get() && o.skip_zero_heads) {
+        EXPECT_GT(inspect_entry(want, name).skipped_heads, 0) << name;
+      }
+    }
+  const std::vector<std::vector<int>> prompt = {block(26, 9), block(21, 10), block(5, 11)};
+  engine_->run(prompt);
+  const SegmentKey k1 = chain_key(chain_key(std::nullopt, content_key(k, prompt[0])), content_key(k, prompt[1]));
+  auto c = engine_->store().find_chain(k1);
+  ASSERT_NE(c, nullptr);
+  for (const char* name : {"fp32", "bf16"}) {
+    const EntryCodecOptions o = parse_cache_format(name);
+    EXPECT_TRUE(encode_record(*gpu_, k, *c, o)->view() == encode_entry(*gpu_, k, *c, o)) << name;
+  }
 }
 
 // 8 documents; prompt i is documents i and i+3 and a question.
