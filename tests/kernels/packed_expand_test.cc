@@ -1,6 +1,7 @@
-// The CPU reference of the packed expansion (kernels/packed_expand.h): every conversion on elements that
-// start at odd byte offsets of the packed buffer, rounding of fp32 -> bf16 (ties to even, NaN kept a
-// NaN), zero pieces that read nothing, and pieces that leave the elements around them alone.
+// The CPU reference of the packed expansion and packing (kernels/packed_expand.h): every conversion on
+// elements that start at odd byte offsets of the packed buffer, rounding of fp32 -> bf16 (ties to even,
+// NaN kept a NaN), zero pieces that read nothing, pieces that leave the elements around them alone, and
+// packing as the reverse of expanding.
 #include "kernels/packed_expand.h"
 
 #include <gtest/gtest.h>
@@ -76,6 +77,35 @@ TEST(PackedExpand, Fp32ToBf16KeepsNanAndInfinity) {
   EXPECT_TRUE(std::isnan(bf16_to_f32(out[1])));  // a signalling NaN stays a NaN (quiet), not infinity
   EXPECT_EQ(out[2], 0xFF80);
   EXPECT_EQ(out[3], 0x3F80);  // just below 1 rounds up to 1
+}
+
+TEST(PackedExpand, PackingIsTheReverseAtAnyByteOffset) {
+  const std::vector<float> f = {1.5f, -0.1f, 3.0f};
+  const std::vector<uint16_t> h = {0xABCD, 0x0102};
+  std::vector<char> packed(1 + 12 + 6 + 4 + 1, 0x77);
+  const PackPiece pieces[] = {
+      {f.data(), 3, 1, ExpandOp::Copy32},
+      {f.data(), 3, 13, ExpandOp::F32ToBf16},
+      {h.data(), 2, 19, ExpandOp::Copy16},
+  };
+  cpu::pack_arrays(packed.data(), pieces, 3);
+  EXPECT_EQ(packed.front(), 0x77);  // bytes no piece writes stay
+  EXPECT_EQ(packed.back(), 0x77);
+  // Expanding what was packed gives the arrays back (bf16 rounded).
+  std::vector<float> f32(3), f16(3);
+  std::vector<uint16_t> h16(2);
+  const ExpandPiece back[] = {
+      {1, 3, f32.data(), ExpandOp::Copy32},
+      {13, 3, f16.data(), ExpandOp::Bf16ToF32},
+      {19, 2, h16.data(), ExpandOp::Copy16},
+  };
+  cpu::expand_packed(packed.data(), back, 3);
+  EXPECT_EQ(f32, f);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(f16[i], bf16_to_f32(f32_to_bf16(f[i])));
+  EXPECT_EQ(h16, h);
+  EXPECT_EQ(pack_dst_bytes(pieces[0]), 12u);
+  EXPECT_EQ(pack_dst_bytes(pieces[1]), 6u);
+  EXPECT_EQ(pack_dst_bytes(pieces[2]), 4u);
 }
 
 TEST(PackedExpand, SourceBytesPerPiece) {
