@@ -41,7 +41,7 @@ const char* cache_format_name(const EntryCodecOptions& o);
 size_t content_record_bytes(const ModelConfig& c, DType kv, int64_t tokens, const EntryCodecOptions& o,
                             int64_t skipped_heads = 0, size_t fingerprint_bytes = 0);
 
-// 2: the checksum is XXH3 (version 1 had a hand-written hash at a third of its speed).
+// 2: the checksum is XXH3 (version 1 had a hand-written hash at about half its speed).
 inline constexpr uint32_t kEntryFormatVersion = 2;
 
 // 64-bit checksum of `data`: XXH3_64bits (Debian's libxxhash; detects torn and flipped bytes; not a MAC).
