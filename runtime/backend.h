@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/packed_expand.h"
 #include "runtime/model_config.h"
 
 namespace hypic {
@@ -194,6 +195,27 @@ class Backend {
   // Both return once the copy is complete (CUDA: ordered after the work queued on the model's stream).
   virtual void copy_to_host(const void* src, void* host_dst, size_t bytes) = 0;
   virtual void copy_from_host(const void* host_src, void* dst, size_t bytes) = 0;
+
+  // ---- the cache tiers below this backend's memory (docs/cache_tiers.md) ----
+  // Host memory for encoded records: pinned on CUDA (copies from it to the device are asynchronous DMA),
+  // ordinary memory on the CPU. Contents undefined.
+  virtual std::unique_ptr<Memory> allocate_host(size_t bytes);
+  // Whether records are packed and expanded on the device (pack_to_host, expand_from_host), so that a
+  // promotion ships the packed record instead of an entry decoded on the host, and an encoding copies out
+  // the packed record instead of the whole entry (false on the CPU, whose codec is the reference).
+  virtual bool records_on_device() const { return false; }
+  // Copies `bytes` bytes of host memory at `packed` (best from allocate_host) to the backend and applies
+  // `pieces` (byte offsets into `packed`, destinations in this backend's memory; kernels/packed_expand.h).
+  // Ordered before later work on the model's stream; returns without waiting for it: `keep` (which holds
+  // `packed`) is kept until the copy is done (the next sync()). The default expands on the host.
+  virtual void expand_from_host(std::shared_ptr<const void> keep, const char* packed, size_t bytes,
+                                std::span<const ExpandPiece> pieces);
+  // The reverse: `pieces` (arrays in this backend's memory, byte offsets into `packed`) packed into host
+  // memory `packed` of `bytes` bytes (best from allocate_host); returns once it is there. Bytes no piece
+  // writes are undefined afterwards. The default packs on the host.
+  virtual void pack_to_host(std::span<const PackPiece> pieces, char* packed, size_t bytes);
+  // The largest |x| of each of `heads` rows of `per_head` fp32 elements at `x` (this backend's memory).
+  virtual std::vector<float> head_max_abs(const float* x, size_t heads, size_t per_head);
 
   // ---- host copies, for verification and tests ----
   // The state in the CPU layout (fp32).

@@ -4,14 +4,14 @@
 #include <cstring>
 #include <vector>
 
+#include <xxhash.h>
+
 #include "runtime/error.h"
 
 namespace hypic {
 namespace {
 
 constexpr char kMagic[8] = {'H', 'Y', 'P', 'I', 'C', 'E', 'N', 'T'};
-
-uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
 class Writer {
  public:
@@ -207,13 +207,15 @@ void write_header(Writer& w, char kind, const EntryCodecOptions& o, Backend& b, 
 }
 
 // Verifies the checksum trailer, then reads the header. Returns a reader over the payload only.
-Header read_header(std::string_view& record, const std::string& where, Reader*& out, std::unique_ptr<Reader>& hold) {
+Header read_header(std::string_view& record, const std::string& where, Reader*& out, std::unique_ptr<Reader>& hold,
+                   bool verified = false) {
   if (record.size() < sizeof kMagic + 8 || std::memcmp(record.data(), kMagic, sizeof kMagic) != 0)
     throw FormatError(where + ": not a hypic cache entry (or truncated)");
   uint64_t stored;
   std::memcpy(&stored, record.data() + record.size() - 8, 8);
   record = record.substr(0, record.size() - 8);
-  if (entry_checksum(record) != stored) throw FormatError(where + ": cache entry checksum mismatch (torn or corrupt)");
+  if (!verified && entry_checksum(record) != stored)
+    throw FormatError(where + ": cache entry checksum mismatch (torn or corrupt)");
   hold = std::make_unique<Reader>(record, where);
   Reader& r = *hold;
   r.take(sizeof kMagic);
@@ -257,6 +259,123 @@ uint64_t max_rows(const ModelConfig& c, std::string_view record) {
   return c.max_positions > 0 ? std::min<uint64_t>(uint64_t(c.max_positions), by_size) : by_size;
 }
 
+// The pieces that expand a record into an entry (kernels/packed_expand.h), built while the record is
+// walked with the same checks as the reference decode. Adjacent pieces that continue each other (same
+// conversion, consecutive source bytes and destinations) are merged: a layer's heads become one piece.
+class PieceList {
+ public:
+  explicit PieceList(const char* record) : base_(record) {}
+  void add(const char* src, void* dst, uint64_t n, ExpandOp op) {
+    if (n == 0) return;
+    ExpandPiece p;
+    p.src = op == ExpandOp::Zero32 ? 0 : static_cast<uint64_t>(src - base_);
+    p.n = n;
+    p.dst = dst;
+    p.op = op;
+    if (!v_.empty()) {
+      ExpandPiece& last = v_.back();
+      const bool dst_next = static_cast<char*>(last.dst) + last.n * dst_size(op) == dst;
+      const bool src_next = op == ExpandOp::Zero32 || last.src + expand_src_bytes(last) == p.src;
+      if (last.op == op && dst_next && src_next) {
+        last.n += n;
+        return;
+      }
+    }
+    v_.push_back(p);
+  }
+  std::vector<ExpandPiece>& pieces() { return v_; }
+
+ private:
+  static uint64_t dst_size(ExpandOp op) { return op == ExpandOp::Copy16 || op == ExpandOp::F32ToBf16 ? 2 : 4; }
+  const char* base_;
+  std::vector<ExpandPiece> v_;
+};
+
+// read_f32's layout as pieces.
+void plan_f32(Reader& r, PieceList& out, float* x, size_t heads, size_t per_head, EntryPrecision p, bool mask) {
+  std::vector<uint8_t> keep(heads, 1);
+  if (mask) {
+    const char* m = r.take(heads);
+    for (size_t h = 0; h < heads; ++h) {
+      if (static_cast<uint8_t>(m[h]) > 1) r.bad("has a bad head mask");
+      keep[h] = static_cast<uint8_t>(m[h]);
+    }
+  }
+  for (size_t h = 0; h < heads; ++h) {
+    float* row = x + h * per_head;
+    if (!keep[h]) out.add(nullptr, row, per_head, ExpandOp::Zero32);
+    else if (p == EntryPrecision::F32) out.add(r.take(per_head * sizeof(float)), row, per_head, ExpandOp::Copy32);
+    else out.add(r.take(per_head * sizeof(uint16_t)), row, per_head, ExpandOp::Bf16ToF32);
+  }
+}
+
+// read_elems's conversions as pieces.
+void plan_elems(Reader& r, PieceList& out, void* dst, size_t n, DType stored, DType want) {
+  const char* src = r.take(n * dtype_size(stored));
+  if (stored == want && dtype_size(want) == 2) out.add(src, dst, n, ExpandOp::Copy16);
+  else if (stored == want && dtype_size(want) == 4) out.add(src, dst, n, ExpandOp::Copy32);
+  else if (stored == DType::F32 && want == DType::BF16) out.add(src, dst, n, ExpandOp::F32ToBf16);
+  else if (stored == DType::BF16 && want == DType::F32) out.add(src, dst, n, ExpandOp::Bf16ToF32);
+  else r.bad("holds elements this backend cannot take");
+}
+
+// A record laid out for packing on the backend (encode_record): the bytes the host knows (header, tokens,
+// masks, counts) at their offsets, and pieces for the arrays, which the backend packs straight from its
+// memory. The same byte sequence as Writer gives for the same calls.
+class RecordLayout {
+ public:
+  void raw(const void* p, size_t n) {
+    if (n == 0) return;
+    if (host_.empty() || host_.back().first + host_.back().second.size() != at_) host_.push_back({at_, {}});
+    host_.back().second.append(static_cast<const char*>(p), n);
+    at_ += n;
+  }
+  template <class T>
+  void pod(T v) { raw(&v, sizeof v); }
+  void field(const std::string& s) {
+    pod<uint32_t>(static_cast<uint32_t>(s.size()));
+    raw(s.data(), s.size());
+  }
+  void header(char kind, const EntryCodecOptions& o, Backend& b, const KeyContext& ctx) {
+    Writer h;
+    write_header(h, kind, o, b, ctx);
+    raw(h.out().data(), h.out().size());
+  }
+  // n elements of `src` (the backend's memory) converted by `op`; contiguous continuations merge.
+  void array(const void* src, uint64_t n, ExpandOp op) {
+    if (n == 0) return;
+    PackPiece p{src, n, at_, op};
+    at_ += pack_dst_bytes(p);
+    if (!pieces_.empty()) {
+      PackPiece& last = pieces_.back();
+      const uint64_t elem = op == ExpandOp::Copy32 ? 4 : op == ExpandOp::F32ToBf16 ? 4 : 2;  // source element
+      if (last.op == op && last.dst + pack_dst_bytes(last) == p.dst &&
+          static_cast<const char*>(last.src) + last.n * elem == src) {
+        last.n += n;
+        return;
+      }
+    }
+    pieces_.push_back(p);
+  }
+  // The record: the arrays packed by `b`, the host bytes, then the checksum of all of it.
+  std::shared_ptr<HostRecord> finish(Backend& b) {
+    auto r = std::make_shared<HostRecord>(b, at_ + 8);
+    b.pack_to_host(pieces_, r->data(), at_);
+    for (const auto& [at, bytes] : host_) std::memcpy(r->data() + at, bytes.data(), bytes.size());
+    const uint64_t sum = entry_checksum(std::string_view(r->data(), at_));
+    std::memcpy(r->data() + at_, &sum, 8);
+    return r;
+  }
+
+ private:
+  size_t at_ = 0;
+  std::vector<std::pair<size_t, std::string>> host_;
+  std::vector<PackPiece> pieces_;
+};
+
+ExpandOp pack_op_f32(EntryPrecision p) { return p == EntryPrecision::F32 ? ExpandOp::Copy32 : ExpandOp::F32ToBf16; }
+ExpandOp pack_op_elems(DType t) { return dtype_size(t) == 4 ? ExpandOp::Copy32 : ExpandOp::Copy16; }
+
 }  // namespace
 
 const char* precision_name(EntryPrecision p) { return p == EntryPrecision::BF16 ? "bf16" : "fp32"; }
@@ -298,25 +417,13 @@ size_t content_record_bytes(const ModelConfig& c, DType kv, int64_t tokens, cons
   return n + 8 + 8;  // skipped-head count, checksum
 }
 
-uint64_t entry_checksum(std::string_view data) {
-  constexpr uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full, P3 = 0x165667B19E3779F9ull;
-  uint64_t lane[4] = {P1 + P2, P2, 0, 0 - P1};
-  const char* p = data.data();
-  size_t n = data.size(), i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int j = 0; j < 4; ++j) {
-      uint64_t w;
-      std::memcpy(&w, p + i + 8 * j, 8);
-      lane[j] = rotl(lane[j] + w * P2, 31) * P1;
-    }
-  uint64_t h = rotl(lane[0], 1) + rotl(lane[1], 7) + rotl(lane[2], 12) + rotl(lane[3], 18) + uint64_t(n);
-  for (; i < n; ++i) h = rotl(h ^ (uint64_t(uint8_t(p[i])) * P3), 11) * P1;
-  h ^= h >> 33;
-  h *= P2;
-  h ^= h >> 29;
-  h *= P3;
-  h ^= h >> 32;
-  return h;
+uint64_t entry_checksum(std::string_view data) { return XXH3_64bits(data.data(), data.size()); }
+
+bool record_checksum_ok(std::string_view record) {
+  if (record.size() < 8) return false;
+  uint64_t stored;
+  std::memcpy(&stored, record.data() + record.size() - 8, 8);
+  return entry_checksum(record.substr(0, record.size() - 8)) == stored;
 }
 
 std::string encode_entry(Backend& b, const KeyContext& ctx, const SegmentEntry& e, const EntryCodecOptions& o) {
@@ -398,10 +505,10 @@ EntryRecordInfo inspect_entry(std::string_view record, const std::string& where)
 }
 
 std::shared_ptr<SegmentEntry> decode_segment_entry(Backend& b, const KeyContext& ctx, std::string_view record,
-                                                   const std::string& where) {
+                                                   const std::string& where, bool verified) {
   Reader* rp = nullptr;
   std::unique_ptr<Reader> hold;
-  const Header h = read_header(record, where, rp, hold);
+  const Header h = read_header(record, where, rp, hold, verified);
   Reader& r = *rp;
   check_context(h, r, b, ctx, 'c');
   const uint64_t n = r.pod<uint64_t>();
@@ -441,10 +548,10 @@ std::shared_ptr<SegmentEntry> decode_segment_entry(Backend& b, const KeyContext&
 }
 
 std::shared_ptr<PrefixEntry> decode_prefix_entry(Backend& b, const KeyContext& ctx, std::string_view record,
-                                                 const std::string& where) {
+                                                 const std::string& where, bool verified) {
   Reader* rp = nullptr;
   std::unique_ptr<Reader> hold;
-  const Header h = read_header(record, where, rp, hold);
+  const Header h = read_header(record, where, rp, hold, verified);
   Reader& r = *rp;
   check_context(h, r, b, ctx, 'p');
   const uint64_t rows = r.pod<uint64_t>();
@@ -478,6 +585,167 @@ std::shared_ptr<PrefixEntry> decode_prefix_entry(Backend& b, const KeyContext& c
   if (!r.done()) r.bad("has trailing bytes");
   b.copy_from_host(img.data(), e->mem->data(), e->mem->bytes());
   return e;
+}
+
+EntryExpansion plan_entry_expansion(Backend& b, const KeyContext& ctx, std::string_view record, char kind,
+                                    const std::string& where, bool verified) {
+  const char* base = record.data();
+  Reader* rp = nullptr;
+  std::unique_ptr<Reader> hold;
+  const Header h = read_header(record, where, rp, hold, verified);
+  Reader& r = *rp;
+  check_context(h, r, b, ctx, kind);
+  const ModelConfig& cfg = b.config();
+  const Shape& s = h.shape;
+  const size_t op = size_t(s.dk) * s.dk, st = size_t(s.dk) * s.dv;
+  const DType kv = b.kv_dtype();
+  EntryExpansion x;
+  PieceList out(base);
+  if (kind == 'c') {
+    const uint64_t n = r.pod<uint64_t>();
+    if (n == 0 || n > max_rows(cfg, record)) r.bad("has a bad token count");
+    std::vector<int> tokens(n);
+    std::memcpy(tokens.data(), r.take(n * sizeof(int)), n * sizeof(int));
+    for (int t : tokens)
+      if (t < 0 || t >= cfg.vocab_size) r.bad("holds a token id outside the vocabulary");
+    const int64_t seam = r.pod<int64_t>();
+    if (seam < 0 || seam > int64_t(n)) r.bad("has a bad seam");
+    const uint8_t full = r.pod<uint8_t>();
+    if (full > 1) r.bad("has a bad layout flag");
+    x.segment = std::make_shared<SegmentEntry>(SegmentEntry::allocate(b, std::move(tokens), seam));
+    SegmentEntry& e = *x.segment;
+    e.has_full = full == 1;
+    for (int l = 0; l < cfg.num_layers; ++l) {
+      if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+        const LinearSegmentState& y = e.linear[l];
+        plan_f32(r, out, y.transfer, s.hv, op, h.precision, true);
+        plan_f32(r, out, y.body, s.hv, st, h.precision, false);
+        if (full) plan_f32(r, out, y.full, s.hv, st, h.precision, false);
+        else out.add(nullptr, y.full, s.hv * st, ExpandOp::Zero32);  // as the reference decode leaves it
+        plan_elems(r, out, y.conv_tail, s.tail_elems(), h.kv, kv);
+      } else {
+        const size_t m = n * s.row_elems();
+        plan_elems(r, out, e.attention[l].k, m, h.kv, kv);
+        plan_elems(r, out, e.attention[l].v, m, h.kv, kv);
+      }
+    }
+  } else {
+    const uint64_t rows = r.pod<uint64_t>();
+    if (rows > max_rows(cfg, record)) r.bad("has a bad row count");
+    const int64_t first_block = r.pod<int64_t>();
+    if (first_block < 0) r.bad("has a bad first block");
+    std::vector<int64_t> pos(rows);
+    const char* pos_bytes = r.take(rows * sizeof(int64_t));
+    if (rows) std::memcpy(pos.data(), pos_bytes, rows * sizeof(int64_t));
+    for (int64_t p : pos)
+      if (p < 0 || (cfg.max_positions > 0 && p >= cfg.max_positions)) r.bad("holds a position outside the model's context");
+    x.prefix = std::make_shared<PrefixEntry>(PrefixEntry::allocate(b, static_cast<int64_t>(rows)));
+    PrefixEntry& e = *x.prefix;
+    e.pos = std::move(pos);
+    e.first_block = first_block;
+    for (int l = 0; l < cfg.num_layers; ++l) {
+      if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+        plan_f32(r, out, e.state[l], s.hv, st, h.precision, false);
+        plan_elems(r, out, e.conv_tail[l], s.tail_elems(), h.kv, kv);
+      } else {
+        const size_t m = rows * s.row_elems();
+        plan_elems(r, out, e.k[l], m, h.kv, kv);
+        plan_elems(r, out, e.v[l], m, h.kv, kv);
+      }
+    }
+  }
+  r.pod<int64_t>();
+  if (!r.done()) r.bad("has trailing bytes");
+  x.pieces = std::move(out.pieces());
+  return x;
+}
+
+std::shared_ptr<SegmentEntry> promote_segment_entry(Backend& b, const KeyContext& ctx,
+                                                    std::shared_ptr<const HostRecord> record, const std::string& where,
+                                                    bool verified) {
+  EntryExpansion x = plan_entry_expansion(b, ctx, record->view(), 'c', where, verified);
+  const char* data = record->data();
+  const size_t bytes = record->size();
+  b.expand_from_host(std::move(record), data, bytes, x.pieces);
+  return std::move(x.segment);
+}
+
+std::shared_ptr<PrefixEntry> promote_prefix_entry(Backend& b, const KeyContext& ctx,
+                                                  std::shared_ptr<const HostRecord> record, const std::string& where,
+                                                  bool verified) {
+  EntryExpansion x = plan_entry_expansion(b, ctx, record->view(), 'p', where, verified);
+  const char* data = record->data();
+  const size_t bytes = record->size();
+  b.expand_from_host(std::move(record), data, bytes, x.pieces);
+  return std::move(x.prefix);
+}
+
+std::shared_ptr<HostRecord> encode_record(Backend& b, const KeyContext& ctx, const SegmentEntry& e,
+                                          const EntryCodecOptions& o) {
+  HYPIC_ASSERT(e.mem, "encode_record: an entry without memory");
+  const ModelConfig& cfg = b.config();
+  const Shape s = Shape::of(cfg);
+  RecordLayout w;
+  w.header('c', o, b, ctx);
+  w.pod<uint64_t>(e.tokens.size());
+  w.raw(e.tokens.data(), e.tokens.size() * sizeof(int));
+  w.pod<int64_t>(e.seam);
+  const bool full = o.keep_full && e.has_full;
+  w.pod<uint8_t>(full ? 1 : 0);
+  const size_t op = size_t(s.dk) * s.dk, st = size_t(s.dk) * s.dv, rows = e.tokens.size();
+  const DType kv = b.kv_dtype();
+  int64_t skipped = 0;
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+      const LinearSegmentState& x = e.linear[l];
+      // write_f32's head mask: a head is left out when its largest |element| is at most the threshold.
+      std::vector<uint8_t> keep(s.hv, 1);
+      if (o.skip_zero_heads) {
+        const std::vector<float> m = b.head_max_abs(x.transfer, s.hv, op);
+        for (size_t h = 0; h < s.hv; ++h)
+          if (m[h] <= zero_threshold(s)) {
+            keep[h] = 0;
+            ++skipped;
+          }
+      }
+      w.raw(keep.data(), s.hv);
+      for (size_t h = 0; h < s.hv; ++h)
+        if (keep[h]) w.array(x.transfer + h * op, op, pack_op_f32(o.precision));
+      w.array(x.body, s.hv * st, pack_op_f32(o.precision));
+      if (full) w.array(x.full, s.hv * st, pack_op_f32(o.precision));
+      w.array(x.conv_tail, s.tail_elems(), pack_op_elems(kv));
+    } else {
+      w.array(e.attention[l].k, rows * s.row_elems(), pack_op_elems(kv));
+      w.array(e.attention[l].v, rows * s.row_elems(), pack_op_elems(kv));
+    }
+  }
+  w.pod<int64_t>(skipped);
+  return w.finish(b);
+}
+
+std::shared_ptr<HostRecord> encode_record(Backend& b, const KeyContext& ctx, const PrefixEntry& e,
+                                          const EntryCodecOptions& o) {
+  HYPIC_ASSERT(e.mem, "encode_record: an entry without memory");
+  const ModelConfig& cfg = b.config();
+  const Shape s = Shape::of(cfg);
+  RecordLayout w;
+  w.header('p', o, b, ctx);
+  w.pod<uint64_t>(e.pos.size());
+  w.pod<int64_t>(e.first_block);
+  w.raw(e.pos.data(), e.pos.size() * sizeof(int64_t));
+  const size_t st = size_t(s.dk) * s.dv;
+  const DType kv = b.kv_dtype();
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+      w.array(e.state[l], s.hv * st, pack_op_f32(o.precision));
+      w.array(e.conv_tail[l], s.tail_elems(), pack_op_elems(kv));
+    } else {
+      w.array(e.k[l], e.pos.size() * s.row_elems(), pack_op_elems(kv));
+      w.array(e.v[l], e.pos.size() * s.row_elems(), pack_op_elems(kv));
+    }
+  }
+  w.pod<int64_t>(0);
+  return w.finish(b);
 }
 
 }  // namespace hypic

@@ -13,8 +13,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/host_record.h"
 #include "runtime/segment_entry.h"
 #include "runtime/segment_key.h"
 
@@ -39,13 +41,26 @@ const char* cache_format_name(const EntryCodecOptions& o);
 size_t content_record_bytes(const ModelConfig& c, DType kv, int64_t tokens, const EntryCodecOptions& o,
                             int64_t skipped_heads = 0, size_t fingerprint_bytes = 0);
 
-inline constexpr uint32_t kEntryFormatVersion = 1;
+// 2: the checksum is XXH3 (version 1 had a hand-written hash at about half its speed).
+inline constexpr uint32_t kEntryFormatVersion = 2;
 
-// 64-bit checksum of `data` (a fast multiply-rotate hash: detects torn and flipped bytes; not a MAC).
+// 64-bit checksum of `data`: XXH3_64bits (Debian's libxxhash; detects torn and flipped bytes; not a MAC).
 uint64_t entry_checksum(std::string_view data);
+
+// Whether a record's trailing checksum matches everything before it.
+bool record_checksum_ok(std::string_view record);
 
 std::string encode_entry(Backend& b, const KeyContext& ctx, const SegmentEntry& e, const EntryCodecOptions& o);
 std::string encode_entry(Backend& b, const KeyContext& ctx, const PrefixEntry& e, const EntryCodecOptions& o);
+
+// The same records (byte for byte) laid out on the host and packed by the backend
+// (Backend::pack_to_host: on CUDA a kernel converts the arrays on the device and one copy brings the
+// packed record into pinned memory), instead of the whole entry being copied out and converted on the
+// host. The record is in host memory of `b`.
+std::shared_ptr<HostRecord> encode_record(Backend& b, const KeyContext& ctx, const SegmentEntry& e,
+                                          const EntryCodecOptions& o);
+std::shared_ptr<HostRecord> encode_record(Backend& b, const KeyContext& ctx, const PrefixEntry& e,
+                                          const EntryCodecOptions& o);
 
 // What a record holds, read from its header (after the checksum is verified).
 struct EntryRecordInfo {
@@ -60,10 +75,31 @@ struct EntryRecordInfo {
 EntryRecordInfo inspect_entry(std::string_view record, const std::string& where);
 
 // Throw FormatError naming `where` unless the record is intact, of the expected kind, and was built under
-// `ctx` for a model of `b`'s shape.
+// `ctx` for a model of `b`'s shape. `verified`: the checksum was verified when the record entered host
+// memory (the host tier, a disk read checked against the index), and is not computed again.
+// The reference decode: the record parsed on the host into the entry's layout, then copied to `b`.
 std::shared_ptr<SegmentEntry> decode_segment_entry(Backend& b, const KeyContext& ctx, std::string_view record,
-                                                   const std::string& where);
+                                                   const std::string& where, bool verified = false);
 std::shared_ptr<PrefixEntry> decode_prefix_entry(Backend& b, const KeyContext& ctx, std::string_view record,
-                                                 const std::string& where);
+                                                 const std::string& where, bool verified = false);
+
+// The promotion path: the header is checked on the host and the entry allocated, then the record is
+// copied to the backend as it is and expanded there (Backend::expand_from_host: on CUDA one asynchronous
+// copy from pinned memory and a kernel, ordered before later work on the model's stream, with no wait).
+// The same checks (FormatError naming `where`) and the same entry, bit for bit, as the reference decode.
+struct EntryExpansion {
+  std::shared_ptr<SegmentEntry> segment;  // a content record's entry (contents not yet written)
+  std::shared_ptr<PrefixEntry> prefix;    // a chain record's entry
+  std::vector<ExpandPiece> pieces;        // byte offsets into the record, destinations in the entry
+};
+// `kind`: 'c' content, 'p' chain.
+EntryExpansion plan_entry_expansion(Backend& b, const KeyContext& ctx, std::string_view record, char kind,
+                                    const std::string& where, bool verified = false);
+std::shared_ptr<SegmentEntry> promote_segment_entry(Backend& b, const KeyContext& ctx,
+                                                    std::shared_ptr<const HostRecord> record, const std::string& where,
+                                                    bool verified);
+std::shared_ptr<PrefixEntry> promote_prefix_entry(Backend& b, const KeyContext& ctx,
+                                                  std::shared_ptr<const HostRecord> record, const std::string& where,
+                                                  bool verified);
 
 }  // namespace hypic

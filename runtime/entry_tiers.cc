@@ -36,7 +36,7 @@ void EntryTiers::write_loop() {
     writing_ = true;
     g.unlock();
     try {
-      o_.disk->put(p.id, *p.record, p.tokens);
+      o_.disk->put(p.id, p.record->view(), p.tokens);
       std::lock_guard<std::mutex> s(mu_);
       ++stats_.disk_writes;
     } catch (const Error& e) {
@@ -50,21 +50,22 @@ void EntryTiers::write_loop() {
   }
 }
 
-std::string EntryTiers::encode(char kind, const std::shared_ptr<const void>& e) {
-  std::string r;
+std::shared_ptr<const HostRecord> EntryTiers::encode(char kind, const std::shared_ptr<const void>& e) {
+  std::shared_ptr<const HostRecord> r;
   size_t device_bytes = 0;
+  const bool device = b_.records_on_device();
   if (kind == 'c') {
     const auto& x = *static_cast<const SegmentEntry*>(e.get());
-    r = encode_entry(b_, ctx_, x, o_.codec);
+    r = device ? encode_record(b_, ctx_, x, o_.codec) : std::make_shared<HostRecord>(b_, encode_entry(b_, ctx_, x, o_.codec));
     device_bytes = x.bytes();
   } else {
     const auto& x = *static_cast<const PrefixEntry*>(e.get());
-    r = encode_entry(b_, ctx_, x, o_.codec);
+    r = device ? encode_record(b_, ctx_, x, o_.codec) : std::make_shared<HostRecord>(b_, encode_entry(b_, ctx_, x, o_.codec));
     device_bytes = x.bytes();
   }
   std::lock_guard<std::mutex> g(mu_);
   stats_.device_bytes_encoded += device_bytes;
-  stats_.record_bytes += r.size();
+  stats_.record_bytes += r->size();
   return r;
 }
 
@@ -76,7 +77,7 @@ void EntryTiers::stored(char kind, const SegmentKey& key, const std::shared_ptr<
     if (queued_.count(id)) return;
   }
   if (o_.disk->contains(id)) return;
-  auto record = std::make_shared<const std::string>(encode(kind, e));
+  std::shared_ptr<const HostRecord> record = encode(kind, e);
   {
     std::lock_guard<std::mutex> g(qmu_);
     if (!queued_.emplace(id, record).second) return;
@@ -100,20 +101,21 @@ void EntryTiers::evicted(char kind, const SegmentKey& key, const std::shared_ptr
   put_host(id, encode(kind, e), tokens, hits);
 }
 
-void EntryTiers::put_host(const std::string& id, std::string record, int64_t tokens, int64_t hits) {
+void EntryTiers::put_host(const std::string& id, std::shared_ptr<const HostRecord> record, int64_t tokens,
+                          int64_t hits) {
   std::lock_guard<std::mutex> g(mu_);
   if (auto it = host_.find(id); it != host_.end()) {
     stats_.host_bytes -= it->second.record->size();
     lru_.erase(it->second.lru);
     host_.erase(it);
   }
-  if (record.size() > o_.host_budget_bytes) return;
+  if (record->size() > o_.host_budget_bytes) return;
   // Cost-aware like the store: recompute cost saved per byte, aged by the clock; oldest first on ties.
   auto priority = [&](int64_t t, int64_t h, size_t bytes) {
     return clock_ + static_cast<double>(std::max<int64_t>(t, 1)) * static_cast<double>(h + 1) /
                         static_cast<double>(std::max<size_t>(bytes, 1));
   };
-  while (stats_.host_bytes + record.size() > o_.host_budget_bytes && !lru_.empty()) {
+  while (stats_.host_bytes + record->size() > o_.host_budget_bytes && !lru_.empty()) {
     auto victim = lru_.end();
     double lowest = 0;
     for (auto it = lru_.end(); it != lru_.begin();) {
@@ -134,25 +136,28 @@ void EntryTiers::put_host(const std::string& id, std::string record, int64_t tok
   HostSlot s;
   s.tokens = tokens;
   s.hits = hits;
-  s.priority = priority(tokens, hits, record.size());
-  stats_.host_bytes += record.size();
-  s.record = std::make_shared<const std::string>(std::move(record));
+  s.priority = priority(tokens, hits, record->size());
+  stats_.host_bytes += record->size();
+  s.record = std::move(record);
   lru_.push_front(id);
   s.lru = lru_.begin();
   host_.emplace(id, std::move(s));
 }
 
-std::optional<LowerTier::Found> EntryTiers::decode(char kind, const std::string& id, const std::string& record,
-                                                   const std::string& where) {
+std::optional<LowerTier::Found> EntryTiers::decode(char kind, const std::string& id,
+                                                   std::shared_ptr<const HostRecord> record, const std::string& where) {
   Found f;
+  const bool device = b_.records_on_device();
   try {
     if (kind == 'c') {
-      auto e = decode_segment_entry(b_, ctx_, record, where);
+      auto e = device ? promote_segment_entry(b_, ctx_, std::move(record), where, /*verified=*/true)
+                      : decode_segment_entry(b_, ctx_, record->view(), where, /*verified=*/true);
       f.bytes = e->bytes();
       f.tokens = e->size();
       f.entry = std::move(e);
     } else {
-      auto e = decode_prefix_entry(b_, ctx_, record, where);
+      auto e = device ? promote_prefix_entry(b_, ctx_, std::move(record), where, /*verified=*/true)
+                      : decode_prefix_entry(b_, ctx_, record->view(), where, /*verified=*/true);
       f.bytes = e->bytes();
       f.tokens = e->rows();
       f.entry = std::move(e);
@@ -168,7 +173,7 @@ std::optional<LowerTier::Found> EntryTiers::decode(char kind, const std::string&
 
 std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& key) {
   const std::string id = std::string(1, kind) + key.hex();
-  std::shared_ptr<const std::string> record;
+  std::shared_ptr<const HostRecord> record;
   int64_t hits = 0;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -182,7 +187,7 @@ std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& k
     }
   }
   if (record) {
-    std::optional<Found> f = decode(kind, id, *record, "host tier entry " + id);
+    std::optional<Found> f = decode(kind, id, record, "host tier entry " + id);
     if (f) {
       f->hits = hits;
       std::lock_guard<std::mutex> g(mu_);
@@ -197,23 +202,35 @@ std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& k
     }
   }
   if (o_.disk) {
-    std::shared_ptr<const std::string> q;
+    std::shared_ptr<const HostRecord> q;
     {
       std::lock_guard<std::mutex> g(qmu_);
       if (auto it = queued_.find(id); it != queued_.end()) q = it->second;
     }
-    if (q) {  // not on disk yet
-      std::optional<Found> f = decode(kind, id, *q, "queued disk entry " + id);
+    if (q) {  // not on disk yet (encoded here: trusted)
+      std::optional<Found> f = decode(kind, id, q, "queued disk entry " + id);
       if (f) {
         std::lock_guard<std::mutex> g(mu_);
         ++stats_.disk_hits;
         return f;
       }
     }
-    std::optional<std::string> r = o_.disk->get(id);
+    std::shared_ptr<const HostRecord> r;
+    try {
+      r = o_.disk->get_record(id, b_);  // verified as it is read
+    } catch (const FormatError& err) {
+      std::fprintf(stderr, "hypic: cache entry %s dropped, it will be recomputed: %s\n", id.c_str(), err.what());
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        ++stats_.dropped;
+      }
+      o_.disk->drop(id, "refused when read");
+    }
     if (r) {
-      std::optional<Found> f = decode(kind, id, *r, "disk tier entry " + id);
+      std::optional<Found> f = decode(kind, id, r, "disk tier entry " + id);
       if (f) {
+        // Kept in host memory (verified, pinned): the next hit after an eviction needs no disk read.
+        if (o_.host_budget_bytes > 0) put_host(id, std::move(r), f->tokens, 0);
         std::lock_guard<std::mutex> g(mu_);
         ++stats_.disk_hits;
         return f;
@@ -224,6 +241,14 @@ std::optional<LowerTier::Found> EntryTiers::fetch(char kind, const SegmentKey& k
   std::lock_guard<std::mutex> g(mu_);
   ++stats_.misses;
   return std::nullopt;
+}
+
+std::shared_ptr<HostRecord> EntryDiskStore::get_record(const std::string& id, Backend& b) {
+  std::optional<std::string> r = get(id);
+  if (!r) return nullptr;
+  // Verified here, as it enters host memory: the promotion does not compute the checksum again.
+  if (!record_checksum_ok(*r)) throw FormatError("disk tier entry " + id + ": cache entry checksum mismatch (torn or corrupt)");
+  return std::make_shared<HostRecord>(b, *r);
 }
 
 EntryTierStats EntryTiers::stats() const {

@@ -3,10 +3,17 @@
 // every entry it evicts down to host memory; a miss in the store looks in host memory, then on disk, and
 // a hit there is decoded back into the backend's memory (promoted). Entries below the device are encoded
 // records (runtime/entry_codec.h), optionally compacted (bf16 states, zero heads skipped), whose checksum
-// is verified when they are read: a corrupt record is dropped, said so on stderr, and the block is
-// recomputed. Host memory evicts cost-aware like the store; with a disk tier it holds nothing the disk
-// lacks, so eviction from it loses nothing. Host memory is inclusive: a promoted entry keeps its record
-// there, so evicting it from the device again costs no copy and no encoding.
+// is verified once, when they enter host memory (read from disk; records encoded here are trusted): a
+// corrupt record is dropped, said so on stderr, and the block is recomputed. Host memory evicts
+// cost-aware like the store; with a disk tier it holds nothing the disk lacks, so eviction from it loses
+// nothing. Host memory is inclusive: a promoted entry keeps its record there, so evicting it from the
+// device again costs no copy and no encoding, and a record read from disk stays there too.
+//
+// Records in host memory live in the backend's host memory (pinned on CUDA). Where the backend expands
+// records on the device (Backend::records_on_device), a promotion checks the header on the host, copies
+// the record as it is and expands it with a kernel, all queued on the model's stream without a wait: the
+// promotions of one request are issued one after another and the stitch that follows on the same stream
+// waits for them (one synchronisation, the request's own). Elsewhere (the CPU) the reference decode runs.
 //
 // Writes to disk happen on a writer thread: the request that built an entry encodes it (the copy out of
 // the backend's memory happens on the caller's thread, ordered with its work) and queues the record; the
@@ -21,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
@@ -36,10 +44,12 @@ class EntryDiskStore {
   virtual ~EntryDiskStore() = default;
   virtual bool contains(const std::string& id) = 0;
   // Durable when it returns (a crash afterwards keeps it; a crash before leaves no trace of it).
-  virtual void put(const std::string& id, const std::string& record, int64_t tokens) = 0;
+  virtual void put(const std::string& id, std::string_view record, int64_t tokens) = 0;
   // The record, its size and checksum verified against the index; nothing when missing. A record that
   // fails the check is dropped (and logged) and nothing is returned.
   virtual std::optional<std::string> get(const std::string& id) = 0;
+  // The same, read into host memory of `b` (pinned on CUDA; verified there). The default copies get()'s.
+  virtual std::shared_ptr<HostRecord> get_record(const std::string& id, Backend& b);
   // Removes an entry whose record could not be used, logging why.
   virtual void drop(const std::string& id, const std::string& why) = 0;
 };
@@ -77,15 +87,18 @@ class EntryTiers : public LowerTier {
 
  private:
   struct HostSlot {
-    std::shared_ptr<const std::string> record;
+    std::shared_ptr<const HostRecord> record;
     int64_t tokens = 0, hits = 0;
     double priority = 0;
     std::list<std::string>::iterator lru;
   };
-  std::string encode(char kind, const std::shared_ptr<const void>& e);
-  // Decodes a record read from `where`; nothing (and a log line) when it is refused.
-  std::optional<Found> decode(char kind, const std::string& id, const std::string& record, const std::string& where);
-  void put_host(const std::string& id, std::string record, int64_t tokens, int64_t hits);
+  // The entry's record in host memory of the backend (packed on the device where the backend can).
+  std::shared_ptr<const HostRecord> encode(char kind, const std::shared_ptr<const void>& e);
+  // Promotes a record read from `where` (its checksum already verified); nothing (and a log line) when it
+  // is refused.
+  std::optional<Found> decode(char kind, const std::string& id, std::shared_ptr<const HostRecord> record,
+                              const std::string& where);
+  void put_host(const std::string& id, std::shared_ptr<const HostRecord> record, int64_t tokens, int64_t hits);
   void write_loop();
 
   Backend& b_;
@@ -100,13 +113,13 @@ class EntryTiers : public LowerTier {
   // The disk writer: records queued in order, and by id for hits before they are written.
   struct Pending {
     std::string id;
-    std::shared_ptr<const std::string> record;
+    std::shared_ptr<const HostRecord> record;
     int64_t tokens = 0;
   };
   std::mutex qmu_;
   std::condition_variable qcv_, qdone_;
   std::deque<Pending> queue_;
-  std::unordered_map<std::string, std::shared_ptr<const std::string>> queued_;
+  std::unordered_map<std::string, std::shared_ptr<const HostRecord>> queued_;
   bool writing_ = false, stop_ = false;
   std::thread writer_;
 };

@@ -1,5 +1,6 @@
 #include "sdk/cache_dir.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -45,7 +46,7 @@ uint64_t as_uint(int64_t v) {
   throw IoError(path + ": " + what + ": " + std::strerror(errno));
 }
 
-void write_all(int fd, const std::string& data, const std::string& path) {
+void write_all(int fd, std::string_view data, const std::string& path) {
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
@@ -154,7 +155,7 @@ bool CacheDir::contains(const std::string& id) {
   return s.step();
 }
 
-void CacheDir::put(const std::string& id, const std::string& record, int64_t tokens) {
+void CacheDir::put(const std::string& id, std::string_view record, int64_t tokens) {
   check_id(id);
   const EntryRecordInfo info = inspect_entry(record, "cache entry " + id);
   std::lock_guard<std::recursive_mutex> g(mu_);
@@ -184,7 +185,7 @@ void CacheDir::put(const std::string& id, const std::string& record, int64_t tok
       .bind(2, std::string(1, id[0]))
       .bind(3, static_cast<int64_t>(record.size()))
       .bind(4, tokens)
-      .bind(5, as_int(entry_checksum(std::string_view(record).substr(0, record.size() - 8))))
+      .bind(5, as_int(entry_checksum(record.substr(0, record.size() - 8))))
       .bind(6, static_cast<int64_t>(kEntryFormatVersion))
       .bind(7, info.model_fingerprint)
       .bind(8, info.tokenizer_fingerprint)
@@ -242,6 +243,49 @@ std::optional<std::string> CacheDir::get(const std::string& id) {
   if (!why.empty()) {
     drop(id, why);
     return std::nullopt;
+  }
+  db_.prepare("UPDATE entries SET hits = hits + 1, last_used = ? WHERE id = ?").bind(1, now_s()).bind(2, id).run();
+  return r;
+}
+
+std::shared_ptr<HostRecord> CacheDir::get_record(const std::string& id, Backend& b) {
+  check_id(id);
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  int64_t bytes = 0;
+  uint64_t checksum = 0;
+  {
+    Statement s = db_.prepare("SELECT bytes, checksum FROM entries WHERE id = ?");
+    s.bind(1, id);
+    if (!s.step()) return nullptr;
+    bytes = s.integer(0);
+    checksum = as_uint(s.integer(1));
+  }
+  std::shared_ptr<HostRecord> r;
+  std::string why;
+  const int fd = ::open(entry_path(id).c_str(), O_RDONLY);
+  struct stat st {};
+  if (fd < 0) {
+    why = "its file is missing";
+  } else if (::fstat(fd, &st) != 0 || st.st_size != bytes) {
+    why = "its file has " + std::to_string(st.st_size) + " bytes, the index says " + std::to_string(bytes);
+  } else {
+    // One read of the whole file into the record's (pinned) memory: no copy between.
+    r = std::make_shared<HostRecord>(b, static_cast<size_t>(bytes));
+    size_t at = 0;
+    while (at < r->size()) {
+      const ssize_t n = ::read(fd, r->data() + at, r->size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    if (at != r->size()) why = "its file ended after " + std::to_string(at) + " of " + std::to_string(bytes) + " bytes";
+  }
+  if (fd >= 0) ::close(fd);
+  if (why.empty() && (r->size() < 8 || entry_checksum(r->view().substr(0, r->size() - 8)) != checksum))
+    why = "its checksum does not match the index";
+  if (!why.empty()) {
+    drop(id, why);
+    return nullptr;
   }
   db_.prepare("UPDATE entries SET hits = hits + 1, last_used = ? WHERE id = ?").bind(1, now_s()).bind(2, id).run();
   return r;

@@ -46,8 +46,10 @@ class CacheDir : public EntryDiskStore {
   static std::shared_ptr<CacheDir> open(const std::string& dir, int64_t budget_bytes = 0);
 
   bool contains(const std::string& id) override;
-  void put(const std::string& id, const std::string& record, int64_t tokens) override;
+  void put(const std::string& id, std::string_view record, int64_t tokens) override;
   std::optional<std::string> get(const std::string& id) override;
+  // Read straight into `b`'s host memory (pinned on CUDA) and verified there.
+  std::shared_ptr<HostRecord> get_record(const std::string& id, Backend& b) override;
   void drop(const std::string& id, const std::string& why) override;
 
   std::vector<CacheDirEntry> list();

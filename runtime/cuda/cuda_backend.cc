@@ -1,7 +1,11 @@
 #include "runtime/cuda/cuda_backend.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/engine_state_ops.h"
+#include "kernels/cuda/packed_expand.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/transfer_operator.h"
 #include "kernels/dtype.h"
@@ -55,8 +59,11 @@ const CudaSequenceState& cuda_state(const State& s) {
   return *c;
 }
 
+// Freed pinned blocks kept for reuse: a few requests' worth of records read from disk.
+constexpr size_t kPinnedKeepBytes = size_t{4} << 30;
+
 CudaBackend::CudaBackend(std::unique_ptr<CudaModel> model)
-    : m_(std::move(model)), scratch_(state_bytes(m_->config())) {
+    : m_(std::move(model)), scratch_(state_bytes(m_->config())), pinned_(PinnedPool::create(kPinnedKeepBytes)) {
   // The pool keeps freed blocks for reuse instead of handing them back at every synchronisation.
   int device = 0;
   cudaMemPool_t pool;
@@ -233,7 +240,81 @@ void CudaBackend::reserve_kv(State& s, int64_t rows) {
     if (c.layer_kinds[l] == LayerKind::FullAttention) st.attn[l].reserve(rows, c.num_kv_heads * c.head_dim, m_->stream());
 }
 
-void CudaBackend::sync() { HYPIC_CUDA_CHECK(cudaStreamSynchronize(m_->stream())); }
+CudaBackend::~CudaBackend() {
+  // Copies may still read host buffers held in keep_: let them finish before the buffers go.
+  cudaStreamSynchronize(copy_);
+  cudaStreamSynchronize(m_->stream());
+}
+
+void CudaBackend::sync() {
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(m_->stream()));
+  // Every queued expansion waited for its copy: the host buffers are free.
+  std::vector<std::shared_ptr<const void>> done;
+  {
+    std::lock_guard<std::mutex> g(keep_mu_);
+    done.swap(keep_);
+  }
+}
+
+std::unique_ptr<Memory> CudaBackend::allocate_host(size_t bytes) { return pinned_->allocate(bytes); }
+
+void CudaBackend::pack_to_host(std::span<const PackPiece> pieces, char* packed, size_t bytes) {
+  if (bytes == 0) return;
+  const size_t table_at = (bytes + 255) / 256 * 256, table_bytes = pieces.size() * sizeof(PackPiece);
+  std::unique_ptr<Memory> table = pinned_->allocate(std::max<size_t>(table_bytes, 1));
+  if (table_bytes) std::memcpy(table->data(), pieces.data(), table_bytes);
+  uint64_t max_n = 0;
+  for (const PackPiece& p : pieces) max_n = std::max(max_n, p.n);
+  const cudaStream_t s = m_->stream();
+  char* dev = nullptr;
+  // Packed on the model's stream (after the work that wrote the arrays), copied out in one piece.
+  HYPIC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dev), table_at + table_bytes, s));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(dev + table_at, table->data(), table_bytes, cudaMemcpyHostToDevice, s));
+  cuda::pack_arrays(dev, reinterpret_cast<const PackPiece*>(dev + table_at), static_cast<int64_t>(pieces.size()),
+                    max_n, s);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(packed, dev, bytes, cudaMemcpyDeviceToHost, s));
+  HYPIC_CUDA_CHECK(cudaFreeAsync(dev, s));
+  sync();
+}
+
+std::vector<float> CudaBackend::head_max_abs(const float* x, size_t heads, size_t per_head) {
+  std::vector<float> out(heads);
+  if (heads == 0) return out;
+  const cudaStream_t s = m_->stream();
+  float* dev = nullptr;
+  HYPIC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dev), heads * sizeof(float), s));
+  cuda::head_max_abs(x, static_cast<int64_t>(heads), static_cast<int64_t>(per_head), dev, s);
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), dev, heads * sizeof(float), cudaMemcpyDeviceToHost, s));
+  HYPIC_CUDA_CHECK(cudaFreeAsync(dev, s));
+  sync();
+  return out;
+}
+
+void CudaBackend::expand_from_host(std::shared_ptr<const void> keep, const char* packed, size_t bytes,
+                                   std::span<const ExpandPiece> pieces) {
+  if (pieces.empty()) return;
+  // The piece table travels with the record: pinned too, so both copies are queued without a wait.
+  const size_t table_at = (bytes + 255) / 256 * 256, table_bytes = pieces.size() * sizeof(ExpandPiece);
+  std::shared_ptr<Memory> table = pinned_->allocate(table_bytes);
+  std::memcpy(table->data(), pieces.data(), table_bytes);
+  uint64_t max_n = 0;
+  for (const ExpandPiece& p : pieces) max_n = std::max(max_n, p.n);
+  const cudaStream_t s = m_->stream();
+  char* dev = nullptr;
+  HYPIC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dev), table_at + table_bytes, copy_));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(dev, packed, bytes, cudaMemcpyHostToDevice, copy_));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(dev + table_at, table->data(), table_bytes, cudaMemcpyHostToDevice, copy_));
+  HYPIC_CUDA_CHECK(cudaEventRecord(copied_.get(), copy_));
+  // The model's stream waits for this copy only (work queued on it before goes on meanwhile), expands,
+  // and frees the staging once the kernel is done.
+  HYPIC_CUDA_CHECK(cudaStreamWaitEvent(s, copied_.get(), 0));
+  cuda::expand_packed(dev, reinterpret_cast<const ExpandPiece*>(dev + table_at), static_cast<int64_t>(pieces.size()),
+                      max_n, s);
+  HYPIC_CUDA_CHECK(cudaFreeAsync(dev, s));
+  std::lock_guard<std::mutex> g(keep_mu_);
+  keep_.push_back(std::move(keep));
+  keep_.push_back(std::move(table));
+}
 
 std::unique_ptr<SequenceState> CudaBackend::to_host(const State& s) {
   sync();

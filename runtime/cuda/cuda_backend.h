@@ -4,18 +4,23 @@
 // ordered on the model's stream; one caller at a time.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "runtime/backend.h"
 #include "runtime/cuda/cuda_model.h"
 #include "runtime/cuda/cuda_sequence_state.h"
 #include "runtime/cuda/device_memory.h"
+#include "runtime/cuda/pinned_memory.h"
+#include "kernels/cuda/memory.h"
 
 namespace hypic {
 
 class CudaBackend : public Backend {
  public:
   explicit CudaBackend(std::unique_ptr<CudaModel> model);
+  ~CudaBackend() override;
   // Loads config.json and the safetensors weights from `dir` and uploads them (CudaModel::load).
   static std::unique_ptr<CudaBackend> load(const std::string& dir);
   // A model of cfg's shape with random weights generated on the device (timing without a checkpoint).
@@ -68,10 +73,23 @@ class CudaBackend : public Backend {
   std::vector<float> to_host(const void* data, size_t n, DType t) override;
   void copy_to_host(const void* src, void* host_dst, size_t bytes) override;
   void copy_from_host(const void* host_src, void* dst, size_t bytes) override;
+  // Records below the device: pinned host memory, and promotion by one asynchronous copy of the packed
+  // record on a copy stream and an expansion kernel on the model's stream (kernels/cuda/packed_expand.h).
+  std::unique_ptr<Memory> allocate_host(size_t bytes) override;
+  bool records_on_device() const override { return true; }
+  void expand_from_host(std::shared_ptr<const void> keep, const char* packed, size_t bytes,
+                        std::span<const ExpandPiece> pieces) override;
+  void pack_to_host(std::span<const PackPiece> pieces, char* packed, size_t bytes) override;
+  std::vector<float> head_max_abs(const float* x, size_t heads, size_t per_head) override;
 
  private:
   std::unique_ptr<CudaModel> m_;
   DeviceMemory scratch_;  // one state: the product T S before it replaces S
+  std::shared_ptr<PinnedPool> pinned_;
+  cuda::Stream copy_;  // host-to-device copies of records, overlapping the model stream's work
+  cuda::Event copied_{false};
+  std::mutex keep_mu_;
+  std::vector<std::shared_ptr<const void>> keep_;  // host buffers of copies not yet known complete
 };
 
 // The CUDA state behind a State handle (asserts that it is one).

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/sequence_state.h"
+#include "tests/runtime/entry_arrays.h"
 
 namespace hypic {
 namespace {
@@ -134,6 +136,101 @@ TEST_P(EntryCodec, DamagedOrForeignRecordsAreRefused) {
   other = engine_->keys();
   other.tokenizer_fingerprint = "other";
   refused(rec, other, "another tokenizer");
+}
+
+// The promotion path (header checked on the host, the record expanded by Backend::expand_from_host: on
+// the CPU its reference, kernels/packed_expand.h) gives the reference decode's entry bit for bit, for every
+// format, a record with skipped (zero) transfer-operator heads, and a chain record; and refuses what the
+// reference decode refuses.
+TEST_P(EntryCodec, PromotionGivesTheReferenceDecodeBitForBit) {
+  using testing_util::arrays_of;
+  auto e = engine_->prefill_segment(block(37, 7));
+  auto zeroed = engine_->prefill_segment(block(29, 8));
+  testing_util::zero_transfer_head(*b_, *zeroed, 1);
+  const KeyContext& k = engine_->keys();
+  for (const char* name : {"fp32", "bf16", "compact"}) {
+    for (const SegmentEntry* x : {e.get(), zeroed.get()}) {
+      const EntryCodecOptions o = parse_cache_format(name);
+      const std::string rec = encode_entry(*b_, k, *x, o);
+      if (x == zeroed.get() && o.skip_zero_heads) {
+        ASSERT_GT(inspect_entry(rec, name).skipped_heads, 0) << name;
+      }
+      auto ref = decode_segment_entry(*b_, k, rec, name);
+      auto promoted = promote_segment_entry(*b_, k, std::make_shared<const HostRecord>(*b_, rec), name, false);
+      b_->sync();
+      EXPECT_EQ(promoted->tokens, ref->tokens);
+      EXPECT_EQ(promoted->seam, ref->seam);
+      EXPECT_EQ(promoted->has_full, ref->has_full);
+      EXPECT_TRUE(arrays_of(*b_, *promoted) == arrays_of(*b_, *ref)) << name;
+    }
+  }
+  // A chain entry.
+  const std::vector<std::vector<int>> prompt = {block(30, 2), block(20, 3), block(5, 4)};
+  engine_->run(prompt);
+  const SegmentKey k1 = chain_key(chain_key(std::nullopt, content_key(k, prompt[0])), content_key(k, prompt[1]));
+  auto c = engine_->store().find_chain(k1);
+  ASSERT_NE(c, nullptr);
+  for (const char* name : {"fp32", "bf16"}) {
+    const std::string rec = encode_entry(*b_, k, *c, parse_cache_format(name));
+    auto ref = decode_prefix_entry(*b_, k, rec, name);
+    auto promoted = promote_prefix_entry(*b_, k, std::make_shared<const HostRecord>(*b_, rec), name, false);
+    b_->sync();
+    EXPECT_EQ(promoted->pos, ref->pos);
+    EXPECT_EQ(promoted->first_block, ref->first_block);
+    EXPECT_TRUE(arrays_of(*b_, *promoted) == arrays_of(*b_, *ref)) << name;
+  }
+  // Refused like the reference: a flipped byte (checksum), and with the checksum trusted, a bad head mask.
+  std::string rec = encode_entry(*b_, k, *e, parse_cache_format("bf16"));
+  std::string bad = rec;
+  bad[bad.size() / 2] ^= 0x10;
+  EXPECT_THROW(promote_segment_entry(*b_, k, std::make_shared<const HostRecord>(*b_, bad), "x", false), FormatError);
+  EXPECT_THROW(promote_prefix_entry(*b_, k, std::make_shared<const HostRecord>(*b_, rec), "x", false), FormatError);
+  // The head mask of the first linear layer sits just before its first head's values.
+  int first_linear = 0;
+  while (cfg().layer_kinds[first_linear] != LayerKind::LinearAttention) ++first_linear;
+  auto plan = plan_entry_expansion(*b_, k, rec, 'c', "x");
+  const auto piece = std::find_if(plan.pieces.begin(), plan.pieces.end(), [&](const ExpandPiece& p) {
+    return p.dst == plan.segment->linear[first_linear].transfer;
+  });
+  ASSERT_NE(piece, plan.pieces.end());
+  bad = rec;
+  bad[piece->src - cfg().lin_v_heads] = 2;
+  for (bool promote : {false, true}) {
+    try {
+      if (promote) promote_segment_entry(*b_, k, std::make_shared<const HostRecord>(*b_, bad), "x", true);
+      else decode_segment_entry(*b_, k, bad, "x", true);
+      ADD_FAILURE() << "a bad head mask was accepted";
+    } catch (const FormatError& err) {
+      EXPECT_NE(std::string(err.what()).find("bad head mask"), std::string::npos) << err.what();
+    }
+  }
+}
+
+// Records laid out on the host and packed by the backend (encode_record: on the CPU the pack pieces' CPU
+// reference) are the reference encoder's records byte for byte: every format, skipped heads, chain records.
+TEST_P(EntryCodec, PackedRecordsAreTheReferenceRecordsByteForByte) {
+  auto e = engine_->prefill_segment(block(35, 9));
+  auto zeroed = engine_->prefill_segment(block(26, 10));
+  testing_util::zero_transfer_head(*b_, *zeroed, 2);
+  const KeyContext& k = engine_->keys();
+  for (const char* name : {"fp32", "bf16", "compact"})
+    for (const SegmentEntry* x : {e.get(), zeroed.get()}) {
+      const EntryCodecOptions o = parse_cache_format(name);
+      const std::string want = encode_entry(*b_, k, *x, o);
+      EXPECT_TRUE(encode_record(*b_, k, *x, o)->view() == want) << name;
+      if (x == zeroed.get() && o.skip_zero_heads) {
+        EXPECT_GT(inspect_entry(want, name).skipped_heads, 0) << name;
+      }
+    }
+  const std::vector<std::vector<int>> prompt = {block(22, 11), block(18, 12), block(5, 13)};
+  engine_->run(prompt);
+  const SegmentKey k1 = chain_key(chain_key(std::nullopt, content_key(k, prompt[0])), content_key(k, prompt[1]));
+  auto c = engine_->store().find_chain(k1);
+  ASSERT_NE(c, nullptr);
+  for (const char* name : {"fp32", "bf16"}) {
+    const EntryCodecOptions o = parse_cache_format(name);
+    EXPECT_TRUE(encode_record(*b_, k, *c, o)->view() == encode_entry(*b_, k, *c, o)) << name;
+  }
 }
 
 // bf16 records: the composed state T S0 + S_body stays within bf16 rounding of fp32's, and stitching

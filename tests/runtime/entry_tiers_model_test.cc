@@ -37,9 +37,9 @@ class MapDisk : public EntryDiskStore {
     std::lock_guard<std::mutex> g(mu);
     return records.count(id) > 0;
   }
-  void put(const std::string& id, const std::string& record, int64_t) override {
+  void put(const std::string& id, std::string_view record, int64_t) override {
     std::lock_guard<std::mutex> g(mu);
-    records[id] = record;
+    records[id] = std::string(record);
   }
   std::optional<std::string> get(const std::string& id) override {
     std::lock_guard<std::mutex> g(mu);

@@ -4,6 +4,7 @@
 #   tools/bench/gpu_full_check.sh bench  # kernel benches, peers (fla, SDPA), whole-model and TTFT benches
 #   tools/bench/gpu_full_check.sh ttft   # only the TTFT bench (cold, RAG, agent)
 #   tools/bench/gpu_full_check.sh all    # both
+#   tools/bench/gpu_full_check.sh tiers  # cache-record promotion tests, record codec timings, tiers TTFT
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
@@ -42,6 +43,8 @@ else
   targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test engine_model_test
            sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft cuda_stitch_ops_test"
   grep -rqs cuda_gdn_chunked_test --include=CMakeLists.txt tests && targets="$targets cuda_gdn_chunked_test"
+  grep -rqs cuda_entry_promotion_test --include=CMakeLists.txt tests &&
+    targets="$targets cuda_packed_expand_test cuda_entry_promotion_test hypic_bench_entry_codec"
   step build
   cmake --build $B -j16 --target $targets > "$O/build.log" 2>&1 || { grep -E "error" "$O/build.log" | head -30; exit 1; }
   bin() { find $B -name "$1" -type f -perm -u+x | head -1; }
@@ -79,6 +82,20 @@ if [ "$stage" = bench ] || [ "$stage" = all ]; then
   ttft_bench
 fi
 [ "$stage" = ttft ] && ttft_bench
+if [ "$stage" = tiers ]; then
+  # Promotion of lower-tier hits (docs/cache_tiers.md): device expansion vs the reference decode, where the
+  # time of one record goes, then TTFT per tier.
+  run_test cuda_packed_expand_test
+  run_test cuda_entry_promotion_test
+  step entry codec
+  "$(bin hypic_bench_entry_codec)" --device cuda --config tools/bench/configs/qwen3_5_35b_a3b.json | tee "$O/bench_entry_codec.json"
+  for f in ${TIER_FORMATS:-compact fp32}; do
+    step "tiers $f"
+    "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case tiers --requests 4 \
+      --tier-format $f > "$O/bench_tiers_$f.json" 2> "$O/bench_tiers_$f.err"; echo "tiers $f: exit $?"
+    grep -o '"tier": "[a-z]*", "ttft_ms": {[^}]*}' "$O/bench_tiers_$f.json"
+  done
+fi
 if [ "$stage" = final ]; then
   fuzz_pid=
   if [ -f .gpubin/fuzz.tar.xz ]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the GPU tests, benches and the CLI here (nvcc compiles for sm_90a without a GPU) and packs them,
-# stripped, into .gpubin/gpubin.tar.xz (ignored by git) with the libyaml-cpp, libtbb (and libxxhash) they link against, so a
+# stripped, into .gpubin/gpubin.tar.xz (ignored by git) with the libyaml-cpp, libtbb and libxxhash they link against, so a
 # device call only unpacks and runs (tools/bench/gpu_full_check.sh) instead of compiling there.
 # Usage: tools/bench/pack_gpu_binaries.sh [BUILD_DIR]   (configured from this checkout with CUDA on)
 set -euo pipefail
@@ -12,7 +12,7 @@ help=$(cmake --build "$B" --target help)
 for t in hypic_bench_serve engine_batch_model_test; do
   grep -q "\.\.\. $t\$" <<< "$help" && targets="$targets $t"
 done
-targets="$targets cuda_gdn_chunked_test"
+targets="$targets cuda_gdn_chunked_test cuda_packed_expand_test cuda_entry_promotion_test hypic_bench_entry_codec"
 cmake --build "$B" -j"$(nproc)" --target $targets
 stage=$(mktemp -d)/gpubin
 mkdir -p "$stage"
@@ -23,9 +23,7 @@ done
 pwd > "$stage/source_dir"  # the tests' HYPIC_SOURCE_DIR: the device links it to its checkout
 cp -L "$(ldconfig -p | awk '/libyaml-cpp.so.0.7 /{print $NF; exit}')" "$stage/libyaml-cpp.so.0.7"
 cp -L "$(ldconfig -p | awk '/libtbb.so.12 /{print $NF; exit}')" "$stage/libtbb.so.12"
-# libxxhash (the cache records' checksums) where the binaries link it; the GPU machine may lack it.
-xx=$(ldconfig -p | awk '/libxxhash.so.0 /{print $NF; exit}')
-[ -n "$xx" ] && cp -L "$xx" "$stage/libxxhash.so.0"
+cp -L "$(ldconfig -p | awk '/libxxhash.so.0 /{print $NF; exit}')" "$stage/libxxhash.so.0"  # record checksums
 mkdir -p .gpubin
 tar cJf .gpubin/gpubin.tar.xz -C "$(dirname "$stage")" gpubin
 ls -la .gpubin/gpubin.tar.xz
