@@ -17,21 +17,14 @@
 #include "runtime/error.h"
 #include "runtime/sequence_state.h"
 #include "tests/runtime/entry_arrays.h"
+#include "tests/runtime/token_blocks.h"
 
 namespace hypic {
 namespace {
 
 const std::string kRoot = std::string(HYPIC_SOURCE_DIR) + "/";
 
-std::vector<int> block(int n, int seed) {
-  std::vector<int> v;
-  uint32_t x = 2654435761u * (seed + 1);
-  for (int i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    v.push_back(static_cast<int>((x >> 8) % 400) + 20);
-  }
-  return v;
-}
+using testing_util::block;
 
 std::vector<float> host(Backend& b, const void* p, size_t n, DType t) { return b.to_host(p, n, t); }
 

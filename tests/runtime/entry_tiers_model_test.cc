@@ -14,21 +14,14 @@
 
 #include "runtime/backends.h"
 #include "runtime/engine.h"
+#include "tests/runtime/token_blocks.h"
 
 namespace hypic {
 namespace {
 
 const std::string kModels = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/";
 
-std::vector<int> block(int n, int seed) {
-  std::vector<int> v;
-  uint32_t x = 2654435761u * (seed + 1);
-  for (int i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    v.push_back(static_cast<int>((x >> 8) % 400) + 20);
-  }
-  return v;
-}
+using testing_util::block;
 
 // Called from the tiers' writer thread and the engine's: one call at a time.
 class MapDisk : public EntryDiskStore {

@@ -22,6 +22,7 @@
 #include "runtime/engine.h"
 #include "runtime/error.h"
 #include "tests/sdk/temp_dir.h"
+#include "tests/runtime/token_blocks.h"
 
 namespace hypic::sdk {
 namespace {
@@ -29,15 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kModel = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/qwen3_5_dense";
 
-std::vector<int> block(int n, int seed) {
-  std::vector<int> v;
-  uint32_t x = 2654435761u * (seed + 1);
-  for (int i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    v.push_back(static_cast<int>((x >> 8) % 400) + 20);
-  }
-  return v;
-}
+using testing_util::block;
 
 // Records of distinct entries (of different sizes) and an id for each.
 struct Records {

@@ -8,21 +8,14 @@
 
 #include "sdk/runtime.h"
 #include "tests/sdk/temp_dir.h"
+#include "tests/runtime/token_blocks.h"
 
 namespace hypic::sdk {
 namespace {
 
 const std::string kModel = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/qwen3_5_dense";
 
-std::vector<int> block(int n, int seed) {
-  std::vector<int> v;
-  uint32_t x = 2654435761u * (seed + 1);
-  for (int i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    v.push_back(static_cast<int>((x >> 8) % 400) + 20);
-  }
-  return v;
-}
+using testing_util::block;
 
 // Two prompts sharing a system block and two documents in either order.
 std::vector<std::vector<std::vector<int>>> prompts() {

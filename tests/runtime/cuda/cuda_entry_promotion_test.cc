@@ -20,6 +20,7 @@
 #include "runtime/entry_codec.h"
 #include "runtime/entry_tiers.h"
 #include "tests/runtime/entry_arrays.h"
+#include "tests/runtime/token_blocks.h"
 
 namespace hypic {
 namespace {
@@ -28,15 +29,7 @@ using testing_util::arrays_of;
 
 const std::string kModels = std::string(HYPIC_SOURCE_DIR) + "/tests/fixtures/models/";
 
-std::vector<int> block(int n, int seed) {
-  std::vector<int> v;
-  uint32_t x = 2654435761u * (seed + 1);
-  for (int i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    v.push_back(static_cast<int>((x >> 8) % 400) + 20);
-  }
-  return v;
-}
+using testing_util::block;
 
 class CudaEntryPromotion : public ::testing::TestWithParam<std::string> {
  protected:
