@@ -222,19 +222,26 @@ void CpuBackend::kda_project(int layer, Rows& rr) {
   cpu::gemm_xwt(x, T, D, D, g.q.data, g.q.dtype, W, r.qkv.data(), C);
   cpu::gemm_xwt(x, T, D, D, g.k.data, g.k.dtype, W, r.qkv.data() + W, C);
   cpu::gemm_xwt(x, T, D, D, g.v.data, g.v.dtype, W, r.qkv.data() + 2 * W, C);
-  std::vector<float> low(T * dk);
-  apply(g.f_a, x, T, low.data());
-  apply(g.f_b, low.data(), T, r.g.data());
+  std::vector<float> low(cfg_.kda_low_rank_gates ? T * dk : 0);
+  auto gate_input = [&](const Linear& a, const Linear& b, float* out) {  // b(a x), or b x (full rank)
+    if (!cfg_.kda_low_rank_gates) return apply(b, x, T, out);
+    apply(a, x, T, low.data());
+    apply(b, low.data(), T, out);
+  };
+  gate_input(g.f_a, g.f_b, r.g.data());
+  const float lb = cfg_.kda_gate_lower_bound;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
       const float a = std::exp(g.A_log[h]);
       float* gt = r.g.data() + (t * H + h) * dk;
-      for (int64_t i = 0; i < dk; ++i) gt[i] = -a * cpu::softplus(gt[i] + g.dt_bias[h * dk + i]);
+      for (int64_t i = 0; i < dk; ++i) {
+        const float f = gt[i] + g.dt_bias[h * dk + i];
+        gt[i] = lb < 0 ? lb * cpu::sigmoid(a * f) : -a * cpu::softplus(f);
+      }
     }
   apply(g.b, x, T, r.beta.data());
   for (float& b : r.beta) b = cpu::sigmoid(b);
-  apply(g.g_a, x, T, low.data());
-  apply(g.g_b, low.data(), T, r.z.data());
+  gate_input(g.g_a, g.g_b, r.z.data());
 }
 
 // KDA's output: per head RMSNorm (weight [dk]) times sigmoid of the output gate, then o_proj.
@@ -335,8 +342,12 @@ void CpuBackend::attention_project(int layer, Rows& rr) {
   cpu::rope_apply(r.kn.data(), T, Hkv, hd, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
 }
 
-// MLA without RoPE (Kimi): queries [T, H, nope + rope]; per head keys [k_nope_h | k_rope] and values
-// [v_h | 0] (zero-padded to the key head dim, so the attention state keeps one row width), nothing rotated.
+// MLA (Kimi: no RoPE; Ring-2.5: RoPE on the rope part). The rows keep the rope part FIRST, as the other
+// families keep their rotary dims: queries [q_rope | q_nope] and keys [k_rope | k_nope_h] per head (one
+// permutation of both leaves their products as they were), the rope part de-interleaved from the checkpoint's
+// pairs (x0, x1), (x2, x3), ... to halves, so that NeoX rotate_half over rotary_dim dims is the model's
+// interleaved rotation and cached keys re-rotate with the common code. Values [v_h | 0] (zero-padded to the
+// key head dim, so the attention state keeps one row width).
 void CpuBackend::mla_project(int layer, Rows& rr) {
   CpuRows& r = rows_of(rr);
   const AttentionWeights& A = w_.layers[layer].attn;
@@ -347,21 +358,43 @@ void CpuBackend::mla_project(int layer, Rows& rr) {
   r.kn.resize(T * H * hd);
   r.vn.assign(T * H * hd, 0.0f);
   r.att.resize(T * H * hd);
-  apply(A.q, r.x.data(), T, r.q.data());
-  std::vector<float> lat(T * (R + rope)), c(T * R), kv(T * H * (nope + dv));
+  std::vector<float> qp(T * H * hd);
+  apply(A.q, r.x.data(), T, qp.data());
+  auto rope_first = [&](const float* src, float* dst) {  // [nope | rope (pairs)] -> [rope (halves) | nope]
+    for (int64_t i = 0; i < rope / 2; ++i) {
+      dst[i] = src[nope + 2 * i];
+      dst[rope / 2 + i] = src[nope + 2 * i + 1];
+    }
+    std::copy_n(src, nope, dst + rope);
+  };
+  for (int64_t i = 0; i < T * H; ++i) rope_first(qp.data() + i * hd, r.q.data() + i * hd);
+  cpu::rope_apply(r.q.data(), T, H, hd, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
+  std::vector<float> lat(T * (R + rope)), c(T * R), kv(T * H * (nope + dv)), kr(T * rope);
   apply(M.kv_a, r.x.data(), T, lat.data());
   for (int64_t t = 0; t < T; ++t) std::copy_n(lat.data() + t * (R + rope), R, c.data() + t * R);
   // kv_a_layernorm is built with the RMSNorm's default eps (1e-6), not rms_norm_eps.
   cpu::rmsnorm(c.data(), c.data(), T, R, M.kv_norm.data(), 1e-6f, false);
   apply(M.kv_b, c.data(), T, kv.data());
+  for (int64_t t = 0; t < T; ++t) {  // the shared k_rope, de-interleaved and rotated once per token
+    const float* src = lat.data() + t * (R + rope) + R;
+    for (int64_t i = 0; i < rope / 2; ++i) {
+      kr[t * rope + i] = src[2 * i];
+      kr[t * rope + rope / 2 + i] = src[2 * i + 1];
+    }
+  }
+  cpu::rope_apply(kr.data(), T, 1, rope, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
       const float* src = kv.data() + (t * H + h) * (nope + dv);
       float* k = r.kn.data() + (t * H + h) * hd;
-      std::copy_n(src, nope, k);
-      std::copy_n(lat.data() + t * (R + rope) + R, rope, k + nope);
+      std::copy_n(kr.data() + t * rope, rope, k);
+      std::copy_n(src, nope, k + rope);
       std::copy_n(src + nope, dv, r.vn.data() + (t * H + h) * hd);
     }
+  if (cfg_.mla_head_gate) {  // Ring-2.5: sigmoid gate per head on the attention output
+    r.gate.resize(T * H);
+    apply(M.head_gate, r.x.data(), T, r.gate.data());
+  }
 }
 
 void CpuBackend::attention_core(int layer, Rows& rr, int64_t row0, int64_t n, State& s) {
@@ -383,6 +416,11 @@ void CpuBackend::attention_output(int layer, Rows& rr) {
     for (size_t i = 0; i < r.att.size(); ++i) r.att[i] *= cpu::sigmoid(r.gate[i]);
   if (cfg_.residual_from_norm)
     for (float& a : r.att) a *= cfg_.full_beta;
+  if (cfg_.mla_head_gate)
+    for (int64_t i = 0; i < r.T * cfg_.num_heads; ++i) {
+      const float s = cpu::sigmoid(r.gate[i]);
+      for (int64_t d = 0; d < cfg_.head_dim; ++d) r.att[i * cfg_.head_dim + d] *= s;
+    }
   if (cfg_.mla && cfg_.v_head_dim < cfg_.head_dim) {  // drop the padding: rows [H, dv] for o_proj
     const int64_t hd = cfg_.head_dim, dv = cfg_.v_head_dim;
     for (int64_t i = 0; i < r.T * cfg_.num_heads; ++i)

@@ -2,7 +2,8 @@
 // Supported model_type: qwen3_next, qwen3_5_text, qwen3_5_moe_text, the VL wrappers qwen3_5 /
 // qwen3_5_moe (text settings under text_config, weights under model.language_model.*), and
 // bailing_moe_linear (Ring-mini/flash-linear-2.0) and minimax (MiniMax-Text-01/M1), both with lightning
-// linear layers, and kimi_linear (Kimi-Linear: KDA linear layers, MLA full attention) (docs/engine.md).
+// linear layers, and kimi_linear (Kimi-Linear) and bailing_hybrid (Ring-2.5), both with KDA linear layers and
+// MLA full attention (docs/engine.md).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,7 +32,7 @@ enum class LightningStyle { Ring, MiniMax };
 struct ModelConfig {
   std::string model_type;       // the top-level model_type as written
   std::string text_model_type;  // qwen3_next | qwen3_5_text | qwen3_5_moe_text | bailing_moe_linear | minimax |
-                                // kimi_linear
+                                // kimi_linear | bailing_hybrid
   std::string weight_prefix;    // "model." or "model.language_model."
 
   int64_t hidden_size = 0;
@@ -56,7 +57,10 @@ struct ModelConfig {
   // Multi-head latent attention (Kimi-Linear, without RoPE): keys [k_nope (per head) | k_rope (shared)] of
   // head_dim = qk_nope_dim + qk_rope_dim, values of v_head_dim <= head_dim. The attention state keeps
   // decompressed per-head K/V rows of head_dim (values zero-padded to it), num_kv_heads = num_heads.
+  // Ring-2.5 (bailing_hybrid): RoPE on the qk_rope part (rotary_dim = qk_rope_dim; the engine's rows keep
+  // the rotated dims first: [rope | nope]) and a sigmoid output gate per head.
   bool mla = false;
+  bool mla_head_gate = false;
   int64_t kv_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
 
   // Linear layers (for Lightning: Hk = Hv = num_heads, dk = dv = head_dim, no conv: conv_kernel 1).
@@ -70,6 +74,11 @@ struct ModelConfig {
   int64_t lin_v_dim = 0;
   int64_t conv_kernel = 4;
   bool grouped_linear_proj = false;  // Qwen3-Next in_proj_qkvz / in_proj_ba
+  // KDA: low-rank forget and output gates (Kimi f_a/f_b, g_a/g_b) or full-rank ones (Ring-2.5 f_proj, g_proj);
+  // the forget gate g = -exp(A_log) softplus(f + dt_bias) (0 here) or, bounded (Ring-2.5's safe gate),
+  // g = lower_bound * sigmoid(exp(A_log) (f + dt_bias)).
+  bool kda_low_rank_gates = true;
+  float kda_gate_lower_bound = 0.0f;
 
   // Feed-forward.
   int64_t intermediate_size = 0;  // dense SwiGLU

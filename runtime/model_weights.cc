@@ -124,6 +124,30 @@ class Loader {
     return names.front();  // missing: the error names the released layout's tensor
   }
 
+  // Ring-2.5's KDA: full-rank gates f_proj and g_proj, A_log [H]; names as the released checkpoint
+  // (under attention.) or transformers (forget_gate.*).
+  void load_ring25_kda(const std::string& p, KdaWeights& g) {
+    const int64_t D = cfg_.hidden_size, H = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, W = H * dk, K = cfg_.conv_kernel;
+    g.q = linear(p + "q_proj.weight", W, D);
+    g.k = linear(p + "k_proj.weight", W, D);
+    g.v = linear(p + "v_proj.weight", W, D);
+    if (w_.checkpoint.has(p + "conv1d.weight")) {
+      g.conv_w = vec(p + "conv1d.weight", {3 * W, 1, K});
+    } else {
+      for (const char* part : {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"}) {
+        const std::vector<float> w = vec(p + part, {W, 1, K});
+        g.conv_w.insert(g.conv_w.end(), w.begin(), w.end());
+      }
+    }
+    g.f_b = linear(either({p + "f_proj.weight", p + "forget_gate.f_proj.weight"}), W, D);
+    g.A_log = vec(either({p + "A_log", p + "forget_gate.A_log"}), {H});
+    g.dt_bias = vec(either({p + "dt_bias", p + "forget_gate.dt_bias"}), {W});
+    g.b = linear(p + "b_proj.weight", H, D);
+    g.g_b = linear(p + "g_proj.weight", W, D);
+    g.o_norm = vec(p + "o_norm.weight", {dk});
+    g.out = linear(either({p + "o_proj.weight", p + "dense.weight"}), D, W);
+  }
+
   void load_kda(const std::string& p, KdaWeights& g) {
     const int64_t D = cfg_.hidden_size, H = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, W = H * dk, K = cfg_.conv_kernel;
     g.q = linear(p + "q_proj.weight", W, D);
@@ -154,7 +178,8 @@ class Loader {
     m.kv_a = linear(p + "kv_a_proj_with_mqa.weight", R + cfg_.qk_rope_dim, D);
     m.kv_norm = vec(p + "kv_a_layernorm.weight", {R});
     m.kv_b = linear(p + "kv_b_proj.weight", H * (cfg_.qk_nope_dim + cfg_.v_head_dim), R);
-    a.o = linear(p + "o_proj.weight", D, H * cfg_.v_head_dim);
+    a.o = linear(either({p + "o_proj.weight", p + "dense.weight"}), D, H * cfg_.v_head_dim);
+    if (cfg_.mla_head_gate) m.head_gate = linear(p + "g_proj.weight", H, D);
   }
 
   // Kimi's MoE: the released layout block_sparse_moe.{gate (+ e_score_correction_bias), experts.{e}.w1/w3/w2,
@@ -163,12 +188,14 @@ class Loader {
     const int64_t D = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
     const std::string q = w_.checkpoint.has(p + "block_sparse_moe.gate.weight") ? p + "block_sparse_moe." : p + "mlp.";
     m.router = linear(q + "gate.weight", E, D);
-    m.expert_bias = vec(q + "gate.e_score_correction_bias", {E});
+    m.expert_bias = vec(either({q + "gate.e_score_correction_bias", q + "gate.expert_bias"}), {E});
     if (w_.checkpoint.has(q + "experts.gate_up_proj")) {
       Tensor gu = tensor(q + "experts.gate_up_proj", {E, 2 * I, D});
       Tensor dn = tensor(q + "experts.down_proj", {E, D, I});
       for (int64_t e = 0; e < E; ++e)
         m.experts.push_back({slice(gu, e, 0, I, D), slice(gu, e, I, I, D), slice(dn, e, 0, D, I)});
+    } else if (w_.checkpoint.has(q + "experts.0.gate_proj.weight")) {  // Ring-2.5's per-expert names
+      for (int64_t e = 0; e < E; ++e) m.experts.push_back(mlp(q + "experts." + std::to_string(e) + ".", I));
     } else {
       for (int64_t e = 0; e < E; ++e) {
         const std::string x = q + "experts." + std::to_string(e) + ".";
@@ -271,7 +298,11 @@ ModelWeights ModelWeights::load(const ModelConfig& cfg, const std::string& dir) 
   const bool ring = cfg.linear_kind == LinearKind::Lightning && cfg.lightning_style == LightningStyle::Ring;
   const bool minimax = cfg.linear_kind == LinearKind::Lightning && cfg.lightning_style == LightningStyle::MiniMax;
   const bool kimi = cfg.linear_kind == LinearKind::Kda;
-  w.embed = L.linear(P + (ring ? "word_embeddings.weight" : "embed_tokens.weight"), V, D);
+  const bool ring25 = kimi && cfg.text_model_type == "bailing_hybrid";
+  w.embed = L.linear(ring     ? P + "word_embeddings.weight"
+                     : ring25 ? L.either({P + "word_embeddings.weight", P + "embed_tokens.weight"})
+                              : P + "embed_tokens.weight",
+                     V, D);
   w.final_norm = L.vec(P + "norm.weight", {D});
   if (cfg.tie_word_embeddings && !w.checkpoint.has("lm_head.weight")) {
     w.lm_head = w.embed;
@@ -291,6 +322,13 @@ ModelWeights ModelWeights::load(const ModelConfig& cfg, const std::string& dir) 
     } else if (minimax) {
       if (lw.kind == LayerKind::LinearAttention) L.load_minimax_lightning(p + "self_attn.", i, lw.lightning);
       else L.load_plain_attention(p + "self_attn.", lw.attn);
+    } else if (ring25) {  // the released checkpoint names the mixer attention.*, transformers self_attn.*
+      const std::string a = w.checkpoint.has(p + "attention." + (lw.kind == LayerKind::LinearAttention ? "q_proj.weight"
+                                                                                                          : "kv_b_proj.weight"))
+                                ? p + "attention."
+                                : p + "self_attn.";
+      if (lw.kind == LayerKind::LinearAttention) L.load_ring25_kda(a, lw.kda);
+      else L.load_mla(a, lw.attn, lw.mla);
     } else if (kimi) {
       if (lw.kind == LayerKind::LinearAttention) L.load_kda(p + "self_attn.", lw.kda);
       else L.load_mla(p + "self_attn.", lw.attn, lw.mla);

@@ -45,9 +45,11 @@ struct LightningWeights {
 // channels q | k | v here), a low-rank per-channel forget gate, beta, a low-rank output gate.
 struct KdaWeights {
   Linear q, k, v;                      // [H * dk, D] each
-  Linear f_a, f_b;                     // [dk, D], [H * dk, dk]: forget-gate input f = f_b(f_a h)
+  Linear f_a, f_b;                     // [dk, D], [H * dk, dk]: forget-gate input f = f_b(f_a h) (Ring-2.5:
+                                       // f_a empty, f_b = f_proj [H * dk, D])
   Linear b;                            // [H, D]
-  Linear g_a, g_b;                     // [dk, D], [H * dk, dk]: output gate input
+  Linear g_a, g_b;                     // [dk, D], [H * dk, dk]: output gate input (Ring-2.5: g_a empty,
+                                       // g_b = g_proj [H * dk, D])
   Linear out;                          // [D, H * dk]
   std::vector<float> conv_w;           // [3 * H * dk, K], channels q | k | v
   std::vector<float> A_log;            // [H]
@@ -61,6 +63,7 @@ struct MlaWeights {
   Linear kv_a;                  // [kv_lora_rank + qk_rope_dim, D]
   std::vector<float> kv_norm;   // [kv_lora_rank]
   Linear kv_b;                  // [H * (qk_nope_dim + v_head_dim), kv_lora_rank]
+  Linear head_gate;             // [H, D] Ring-2.5's per-head output gate (empty for Kimi)
 };
 
 struct AttentionWeights {

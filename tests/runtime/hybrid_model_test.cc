@@ -163,7 +163,7 @@ TEST_P(ModelGolden, SeveralChunksMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelGolden,
                          ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe", "bailing_moe_linear", "minimax",
-                                           "kimi_linear"));
+                                           "kimi_linear", "bailing_hybrid"));
 
 // ---- bad input: clear typed errors, never a crash ----
 
