@@ -1,4 +1,4 @@
-// The KDA transfer operator of Kimi-Linear on the CPU backend, at layer 0 of the fixture model, where a
+// The KDA transfer operator of Kimi-Linear and Ring-2.5 on the CPU backend, at layer 0 of the fixture models, where a
 // layer's inputs depend only on the tokens, so every law is exact: S(C1 C2 | S0) = T2 (T1 S0 + S1) + S2 and
 // T_{C1C2} = T2 T1 once C2's (T, S) are read with C1's conv tail (the conv warm-up; without it they are
 // wrong), T is dense and not symmetric, and nothing in the layer depends on position (no RoPE).
@@ -26,10 +26,10 @@ float rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return num / den;
 }
 
-class KdaTransfer : public ::testing::Test {
+class KdaTransfer : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    b_ = CpuBackend::load(kModels + "kimi_linear");
+    b_ = CpuBackend::load(kModels + GetParam());
     const ModelConfig& c = b_->config();
     ASSERT_EQ(c.linear_kind, LinearKind::Kda);
     ASSERT_EQ(c.layer_kinds[0], LayerKind::LinearAttention);
@@ -66,7 +66,7 @@ class KdaTransfer : public ::testing::Test {
   const std::vector<int> ids_ = {35, 270, 18, 99, 402, 7, 64, 64, 311, 150, 23, 88, 190, 5, 260, 41, 77, 303, 12};
 };
 
-TEST_F(KdaTransfer, CompositionLawWithConvWarmUp) {
+TEST_P(KdaTransfer, CompositionLawWithConvWarmUp) {
   auto r = project(ids_, 0);
   const int64_t n1 = 8, n2 = 11;
   const Body b1 = body(*r, 0, n1, nullptr);
@@ -106,7 +106,7 @@ TEST_F(KdaTransfer, CompositionLawWithConvWarmUp) {
   EXPECT_GT(rel_err(state_of(*naive), state_of(*direct)), 1e-2f);
 }
 
-TEST_F(KdaTransfer, OperatorIsDenseAndNotSymmetric) {
+TEST_P(KdaTransfer, OperatorIsDenseAndNotSymmetric) {
   auto r = project(ids_, 0);
   const Body b = body(*r, 0, 19, nullptr);
   const int64_t dk = b_->config().lin_k_dim;
@@ -124,7 +124,7 @@ TEST_F(KdaTransfer, OperatorIsDenseAndNotSymmetric) {
   }
 }
 
-TEST_F(KdaTransfer, NothingDependsOnPosition) {
+TEST_P(KdaTransfer, NothingDependsOnPosition) {
   auto local = project(ids_, 0);
   auto moved = project(ids_, 777);
   const Body a = body(*local, 0, 19, nullptr), b = body(*moved, 0, 19, nullptr);
@@ -134,6 +134,8 @@ TEST_F(KdaTransfer, NothingDependsOnPosition) {
   b_->shift_linear_state(shifted.data(), 777);
   EXPECT_EQ(shifted, a.S);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, KdaTransfer, ::testing::Values("kimi_linear", "bailing_hybrid"));
 
 }  // namespace
 }  // namespace hypic

@@ -352,5 +352,58 @@ TEST(KimiLinearConfig, BadValuesNameTheKey) {
     EXPECT_NE(e.find(key), std::string::npos) << key << ": " << e;
   }
 }
+
+// ---- bailing_hybrid (Ring-2.5, as transformers reads its config) ----
+
+TEST(BailingHybridConfig, ScheduleRopeAndGates) {
+  json j = json::parse(R"({"model_type": "bailing_hybrid", "vocab_size": 448, "hidden_size": 64,
+    "num_hidden_layers": 6, "rms_norm_eps": 1e-6, "model_max_length": 4096, "num_attention_heads": 4,
+    "num_key_value_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4, "layer_group_size": 3,
+    "kda_safe_gate": true, "kda_lower_bound": -5.0, "kv_lora_rank": 32, "q_lora_rank": null,
+    "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "rope_theta": 10000.0,
+    "first_k_dense_replace": 1, "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 8,
+    "num_experts_per_token": 2, "num_shared_experts": 1, "num_expert_group": 2, "topk_group": 1,
+    "moe_renormalize": true, "routed_scaling_factor": 2.5})");
+  const ModelConfig c = ModelConfig::from_json(j, "cfg/config.json");
+  using K = LayerKind;
+  EXPECT_EQ(c.layer_kinds, (std::vector<K>{K::LinearAttention, K::LinearAttention, K::FullAttention,
+                                           K::LinearAttention, K::LinearAttention, K::FullAttention}));
+  EXPECT_EQ(c.linear_kind, LinearKind::Kda);
+  EXPECT_EQ(c.lin_k_heads, 4);
+  EXPECT_EQ(c.lin_k_dim, 16);  // head_dim is the KDA head dim here
+  EXPECT_EQ(c.head_dim, 24);
+  EXPECT_EQ(c.rotary_dim, 8);  // RoPE on MLA's rope part only
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_TRUE(c.mla_head_gate);
+  EXPECT_FALSE(c.kda_low_rank_gates);
+  EXPECT_FLOAT_EQ(c.kda_gate_lower_bound, -5.0f);
+  EXPECT_EQ(c.n_group, 2);
+  EXPECT_TRUE(c.router_mask_inf);
+  json u = j;
+  u["kda_safe_gate"] = false;
+  EXPECT_FLOAT_EQ(ModelConfig::from_json(u, "cfg/config.json").kda_gate_lower_bound, 0.0f);  // softplus gate
+  try {
+    c.check_cuda_supported();
+    ADD_FAILURE() << "the CUDA backend accepted bailing_hybrid";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("model family 'bailing_hybrid'"), std::string::npos) << e.what();
+  }
+  for (const auto& [edit, key] : std::vector<std::pair<std::function<void(json&)>, std::string>>{
+           {[](json& x) { x["qk_rope_head_dim"] = 7; }, "qk_rope_head_dim"},
+           {[](json& x) { x["qk_rope_head_dim"] = 0; }, "qk_rope_head_dim"},
+           {[](json& x) { x["kda_lower_bound"] = 1.0; }, "kda_lower_bound"},
+           {[](json& x) { x["layer_group_size"] = 0; }, "layer_group_size"},
+           {[](json& x) { x["head_dim"] = 0; }, "head_dim"},
+           {[](json& x) { x["short_conv_kernel_size"] = 0; }, "short_conv_kernel_size"},
+           {[](json& x) { x["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; }, "rope_type"},
+           {[](json& x) { x["rope_theta"] = -1.0; }, "rope_theta"},
+       }) {
+    json x = j;
+    edit(x);
+    const std::string e = error_of(x);
+    EXPECT_NE(e.find("cfg/config.json"), std::string::npos) << key << ": " << e;
+    EXPECT_NE(e.find(key), std::string::npos) << key << ": " << e;
+  }
+}
 }  // namespace
 }  // namespace hypic
