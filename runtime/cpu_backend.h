@@ -1,7 +1,7 @@
 // The CPU backend (fp32 compute; F32/BF16/F16 weights): the reference every other backend is checked
 // against. The hybrid decoders' layers as backend steps: embeddings, RMSNorm (zero-centred for Qwen),
-// Gated DeltaNet (Qwen3-Next / Qwen3.5), lightning (Ring, MiniMax) or KDA (Kimi) linear mixers, full-attention
-// (or Kimi's MLA) mixers, dense
+// Gated DeltaNet (Qwen3-Next / Qwen3.5), lightning (Ring, MiniMax) or KDA (Kimi, Ring-2.5) linear mixers,
+// full-attention (or MLA) mixers, dense
 // SwiGLU or sparse MoE with shared expert, final norm and LM head. Sequence states are SequenceState
 // (runtime/sequence_state.h).
 #pragma once

@@ -1,5 +1,6 @@
 // The CPU forward pass against independent implementations' logits on the tiny fixture models:
-// transformers (tools/fixtures/make_tiny_models.py) and, for Ring's bailing_moe_linear, mlx-lm
+// transformers (tools/fixtures/make_tiny_models.py, make_tiny_minimax.py, make_tiny_kimi_linear.py,
+// make_tiny_bailing_hybrid.py) and, for Ring's bailing_moe_linear, mlx-lm
 // (tools/fixtures/make_tiny_bailing_linear.py). Prefill, prefill + continuation, token-by-token decode — run
 // by the engine in full mode (Engine::forward) over the CPU backend.
 #include <gtest/gtest.h>
