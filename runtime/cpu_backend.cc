@@ -360,11 +360,16 @@ void CpuBackend::mla_project(int layer, Rows& rr) {
   r.att.resize(T * H * hd);
   std::vector<float> qp(T * H * hd);
   apply(A.q, r.x.data(), T, qp.data());
-  auto rope_first = [&](const float* src, float* dst) {  // [nope | rope (pairs)] -> [rope (halves) | nope]
+  // Pairs (x0, x1), (x2, x3), ... to halves; without RoPE (Kimi, whose rope dim may be odd) kept in order.
+  auto deinterleave = [&](const float* src, float* dst) {
+    if (cfg_.rotary_dim == 0) return (void)std::copy_n(src, rope, dst);
     for (int64_t i = 0; i < rope / 2; ++i) {
-      dst[i] = src[nope + 2 * i];
-      dst[rope / 2 + i] = src[nope + 2 * i + 1];
+      dst[i] = src[2 * i];
+      dst[rope / 2 + i] = src[2 * i + 1];
     }
+  };
+  auto rope_first = [&](const float* src, float* dst) {  // [nope | rope] -> [rope | nope]
+    deinterleave(src + nope, dst);
     std::copy_n(src, nope, dst + rope);
   };
   for (int64_t i = 0; i < T * H; ++i) rope_first(qp.data() + i * hd, r.q.data() + i * hd);
@@ -375,13 +380,8 @@ void CpuBackend::mla_project(int layer, Rows& rr) {
   // kv_a_layernorm is built with the RMSNorm's default eps (1e-6), not rms_norm_eps.
   cpu::rmsnorm(c.data(), c.data(), T, R, M.kv_norm.data(), 1e-6f, false);
   apply(M.kv_b, c.data(), T, kv.data());
-  for (int64_t t = 0; t < T; ++t) {  // the shared k_rope, de-interleaved and rotated once per token
-    const float* src = lat.data() + t * (R + rope) + R;
-    for (int64_t i = 0; i < rope / 2; ++i) {
-      kr[t * rope + i] = src[2 * i];
-      kr[t * rope + rope / 2 + i] = src[2 * i + 1];
-    }
-  }
+  for (int64_t t = 0; t < T; ++t)  // the shared k_rope, de-interleaved and rotated once per token
+    deinterleave(lat.data() + t * (R + rope) + R, kr.data() + t * rope);
   cpu::rope_apply(kr.data(), T, 1, rope, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {

@@ -125,9 +125,9 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
   const json& t = *tj;
   const bool ring = c.text_model_type == "bailing_moe_linear";
   const bool minimax = c.text_model_type == "minimax";
-  const bool kimi = c.text_model_type == "kimi_linear" || c.text_model_type == "bailing_hybrid";
+  const bool kda_mla = c.text_model_type == "kimi_linear" || c.text_model_type == "bailing_hybrid";
   if (c.text_model_type != "qwen3_next" && c.text_model_type != "qwen3_5_text" &&
-      c.text_model_type != "qwen3_5_moe_text" && !ring && !minimax && !kimi)
+      c.text_model_type != "qwen3_5_moe_text" && !ring && !minimax && !kda_mla)
     throw ModelError(where + ": unsupported text_config model_type '" + c.text_model_type + "'");
 
   c.hidden_size = get_int(t, "hidden_size", where);
@@ -150,8 +150,8 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
   check_range(c.num_heads, 1, kMaxDim, "num_attention_heads", where);
   c.num_kv_heads = get_int_or(t, "num_key_value_heads", c.num_heads, where);
   check_range(c.num_kv_heads, 1, c.num_heads, "num_key_value_heads", where);
-  if (kimi) {  // KDA + MLA: its own head dims and RoPE settings
-    kimi_from_json(c, t, where);
+  if (kda_mla) {  // KDA + MLA (Kimi-Linear, Ring-2.5): its own head dims and RoPE settings
+    kda_mla_from_json(c, t, where);
     return finish(c, where);
   }
   c.head_dim = get_int_or(t, "head_dim", c.hidden_size / c.num_heads, where);
@@ -427,7 +427,7 @@ void ModelConfig::minimax_from_json(ModelConfig& c, const json& t, const std::st
 // num_experts_per_token, moe_renormalize, num_expert_group, ...) or transformers' names for the same
 // settings; and Ring-2.5 (bailing_hybrid, as transformers ships it), which shares the KDA + MLA + router
 // structure with full-rank gates, a bounded forget gate, RoPE in MLA and a per-head MLA output gate.
-void ModelConfig::kimi_from_json(ModelConfig& c, const json& t, const std::string& where) {
+void ModelConfig::kda_mla_from_json(ModelConfig& c, const json& t, const std::string& where) {
   const bool ring25 = c.text_model_type == "bailing_hybrid";
   const std::string fam = c.text_model_type;
   for (const char* key : {"attention_bias", "qk_layernorm"})

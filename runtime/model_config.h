@@ -125,7 +125,7 @@ struct ModelConfig {
   static void qwen_linear_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
   static void bailing_linear_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
   static void minimax_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
-  static void kimi_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
+  static void kda_mla_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
 };
 
 }  // namespace hypic
