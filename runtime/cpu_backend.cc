@@ -11,6 +11,7 @@
 #include "kernels/conv1d.h"
 #include "kernels/delta_rule.h"
 #include "kernels/gemm.h"
+#include "kernels/kda.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
 #include "kernels/transfer_operator.h"
@@ -40,7 +41,7 @@ class HostMemory : public Memory {
 struct CpuRows : Rows {
   std::vector<int64_t> pos;
   std::vector<float> h, x, y;                   // [T, D]: residual stream, normed input, sublayer output
-  std::vector<float> qkv, z, g, beta, o;       // Gated DeltaNet: pre-conv qkv, gate input z, gates, output
+  std::vector<float> qkv, z, g, beta, o;       // Gated DeltaNet / KDA: pre-conv qkv, gate input z, gates, output
   std::vector<float> q, gate, kn, vn, att;     // attention: queries, output gate, new K/V, attention output
 };
 
@@ -129,6 +130,7 @@ void CpuBackend::post_norm(int layer, Rows& rr) {
 
 void CpuBackend::linear_project(int layer, Rows& rr) {
   if (cfg_.linear_kind == LinearKind::Lightning) return lightning_project(layer, rr);
+  if (cfg_.linear_kind == LinearKind::Kda) return kda_project(layer, rr);
   CpuRows& r = rows_of(rr);
   const GatedDeltaNetWeights& g = w_.layers[layer].lin;
   const int64_t T = r.T, Hv = cfg_.lin_v_heads;
@@ -158,8 +160,8 @@ void CpuBackend::linear_recur(int layer, Rows& rr, int64_t row0, int64_t T, Stat
   const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
   const int64_t rep = Hv / Hk, key_dim = cfg_.lin_key_dim(), value_dim = cfg_.lin_value_dim(), C = cfg_.lin_conv_dim();
   std::vector<float> conv(T * C);
-  cpu::causal_conv1d_silu(r.qkv.data() + row0 * C, T, C, g.conv_w.data(), cfg_.conv_kernel, st.conv_tail.data(),
-                          conv.data());
+  const float* conv_w = cfg_.linear_kind == LinearKind::Kda ? w_.layers[layer].kda.conv_w.data() : g.conv_w.data();
+  cpu::causal_conv1d_silu(r.qkv.data() + row0 * C, T, C, conv_w, cfg_.conv_kernel, st.conv_tail.data(), conv.data());
   // Split q | k | v, l2-normalise q and k per key head, expand to the value heads.
   std::vector<float> q(T * Hv * dk), k(T * Hv * dk), v(T * Hv * dv);
   const float qscale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -182,6 +184,12 @@ void CpuBackend::linear_recur(int layer, Rows& rr, int64_t row0, int64_t T, Stat
   const float* beta = r.beta.data() + row0 * Hv;
   float* o = r.o.data() + row0 * value_dim;
   const cpu::DeltaRuleShape shape{T, Hv, dk, dv};
+  if (cfg_.linear_kind == LinearKind::Kda) {  // the decay per key channel: g is [rows, Hv, dk]
+    const float* g_ch = r.g.data() + row0 * Hv * dk;
+    cpu::kda_recurrent(shape, q.data(), k.data(), v.data(), g_ch, beta, st.S.data(), o);
+    if (transfer) cpu::kda_transfer(T, Hv, dk, k.data(), g_ch, beta, transfer);
+    return;
+  }
   if (T >= 16) cpu::delta_rule_chunked(shape, q.data(), k.data(), v.data(), gate, beta, st.S.data(), o);
   else cpu::delta_rule_recurrent(shape, q.data(), k.data(), v.data(), gate, beta, st.S.data(), o);
   if (transfer) cpu::delta_rule_transfer(T, Hv, dk, k.data(), gate, beta, transfer);
@@ -189,10 +197,60 @@ void CpuBackend::linear_recur(int layer, Rows& rr, int64_t row0, int64_t T, Stat
 
 void CpuBackend::linear_output(int layer, Rows& rr) {
   if (cfg_.linear_kind == LinearKind::Lightning) return lightning_output(layer, rr);
+  if (cfg_.linear_kind == LinearKind::Kda) return kda_output(layer, rr);
   CpuRows& r = rows_of(rr);
   const GatedDeltaNetWeights& g = w_.layers[layer].lin;
   const int64_t T = r.T, Hv = cfg_.lin_v_heads, dv = cfg_.lin_v_dim;
   cpu::rmsnorm_gated_silu(r.o.data(), r.z.data(), r.o.data(), T * Hv, dv, g.norm_w.data(), cfg_.rms_norm_eps);
+  apply(g.out, r.o.data(), T, r.h.data(), /*acc=*/true);
+}
+
+// KDA (Kimi): pre-conv q | k | v in r.qkv (the conv and the rest of the recurrence are linear_recur's, shared
+// with Gated DeltaNet), the per-channel log decay g = -exp(A_log_h) softplus(f_b(f_a h) + dt_bias) in r.g
+// [T, H, dk], beta = sigmoid(b_proj h) in r.beta, the output gate's input g_b(g_a h) in r.z.
+void CpuBackend::kda_project(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  const KdaWeights& g = w_.layers[layer].kda;
+  const int64_t T = r.T, H = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, W = H * dk, C = cfg_.lin_conv_dim();
+  r.qkv.resize(T * C);
+  r.z.resize(T * W);
+  r.g.resize(T * W);
+  r.beta.resize(T * H);
+  r.o.resize(T * W);
+  const float* x = r.x.data();
+  const int64_t D = cfg_.hidden_size;
+  cpu::gemm_xwt(x, T, D, D, g.q.data, g.q.dtype, W, r.qkv.data(), C);
+  cpu::gemm_xwt(x, T, D, D, g.k.data, g.k.dtype, W, r.qkv.data() + W, C);
+  cpu::gemm_xwt(x, T, D, D, g.v.data, g.v.dtype, W, r.qkv.data() + 2 * W, C);
+  std::vector<float> low(cfg_.kda_low_rank_gates ? T * dk : 0);
+  auto gate_input = [&](const Linear& a, const Linear& b, float* out) {  // b(a x), or b x (full rank)
+    if (!cfg_.kda_low_rank_gates) return apply(b, x, T, out);
+    apply(a, x, T, low.data());
+    apply(b, low.data(), T, out);
+  };
+  gate_input(g.f_a, g.f_b, r.g.data());
+  const float lb = cfg_.kda_gate_lower_bound;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const float a = std::exp(g.A_log[h]);
+      float* gt = r.g.data() + (t * H + h) * dk;
+      for (int64_t i = 0; i < dk; ++i) {
+        const float f = gt[i] + g.dt_bias[h * dk + i];
+        gt[i] = lb < 0 ? lb * cpu::sigmoid(a * f) : -a * cpu::softplus(f);
+      }
+    }
+  apply(g.b, x, T, r.beta.data());
+  for (float& b : r.beta) b = cpu::sigmoid(b);
+  gate_input(g.g_a, g.g_b, r.z.data());
+}
+
+// KDA's output: per head RMSNorm (weight [dk]) times sigmoid of the output gate, then o_proj.
+void CpuBackend::kda_output(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  const KdaWeights& g = w_.layers[layer].kda;
+  const int64_t T = r.T, W = cfg_.lin_v_heads * cfg_.lin_k_dim;
+  cpu::rmsnorm(r.o.data(), r.o.data(), T * cfg_.lin_v_heads, cfg_.lin_k_dim, g.o_norm.data(), cfg_.rms_norm_eps, false);
+  for (int64_t i = 0; i < T * W; ++i) r.o[i] *= cpu::sigmoid(r.z[i]);
   apply(g.out, r.o.data(), T, r.h.data(), /*acc=*/true);
 }
 
@@ -256,6 +314,7 @@ void CpuBackend::lightning_output(int layer, Rows& rr) {
 }
 
 void CpuBackend::attention_project(int layer, Rows& rr) {
+  if (cfg_.mla) return mla_project(layer, rr);
   CpuRows& r = rows_of(rr);
   const AttentionWeights& A = w_.layers[layer].attn;
   const int64_t T = r.T, H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
@@ -283,6 +342,61 @@ void CpuBackend::attention_project(int layer, Rows& rr) {
   cpu::rope_apply(r.kn.data(), T, Hkv, hd, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
 }
 
+// MLA (Kimi: no RoPE; Ring-2.5: RoPE on the rope part). The rows keep the rope part FIRST, as the other
+// families keep their rotary dims: queries [q_rope | q_nope] and keys [k_rope | k_nope_h] per head (one
+// permutation of both leaves their products as they were), the rope part de-interleaved from the checkpoint's
+// pairs (x0, x1), (x2, x3), ... to halves, so that NeoX rotate_half over rotary_dim dims is the model's
+// interleaved rotation and cached keys re-rotate with the common code. Values [v_h | 0] (zero-padded to the
+// key head dim, so the attention state keeps one row width).
+void CpuBackend::mla_project(int layer, Rows& rr) {
+  CpuRows& r = rows_of(rr);
+  const AttentionWeights& A = w_.layers[layer].attn;
+  const MlaWeights& M = w_.layers[layer].mla;
+  const int64_t T = r.T, H = cfg_.num_heads, hd = cfg_.head_dim, R = cfg_.kv_lora_rank, nope = cfg_.qk_nope_dim,
+                rope = cfg_.qk_rope_dim, dv = cfg_.v_head_dim;
+  r.q.resize(T * H * hd);
+  r.kn.resize(T * H * hd);
+  r.vn.assign(T * H * hd, 0.0f);
+  r.att.resize(T * H * hd);
+  std::vector<float> qp(T * H * hd);
+  apply(A.q, r.x.data(), T, qp.data());
+  // Pairs (x0, x1), (x2, x3), ... to halves; without RoPE (Kimi, whose rope dim may be odd) kept in order.
+  auto deinterleave = [&](const float* src, float* dst) {
+    if (cfg_.rotary_dim == 0) return (void)std::copy_n(src, rope, dst);
+    for (int64_t i = 0; i < rope / 2; ++i) {
+      dst[i] = src[2 * i];
+      dst[rope / 2 + i] = src[2 * i + 1];
+    }
+  };
+  auto rope_first = [&](const float* src, float* dst) {  // [nope | rope] -> [rope | nope]
+    deinterleave(src + nope, dst);
+    std::copy_n(src, nope, dst + rope);
+  };
+  for (int64_t i = 0; i < T * H; ++i) rope_first(qp.data() + i * hd, r.q.data() + i * hd);
+  cpu::rope_apply(r.q.data(), T, H, hd, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
+  std::vector<float> lat(T * (R + rope)), c(T * R), kv(T * H * (nope + dv)), kr(T * rope);
+  apply(M.kv_a, r.x.data(), T, lat.data());
+  for (int64_t t = 0; t < T; ++t) std::copy_n(lat.data() + t * (R + rope), R, c.data() + t * R);
+  // kv_a_layernorm is built with the RMSNorm's default eps (1e-6), not rms_norm_eps.
+  cpu::rmsnorm(c.data(), c.data(), T, R, M.kv_norm.data(), 1e-6f, false);
+  apply(M.kv_b, c.data(), T, kv.data());
+  for (int64_t t = 0; t < T; ++t)  // the shared k_rope, de-interleaved and rotated once per token
+    deinterleave(lat.data() + t * (R + rope) + R, kr.data() + t * rope);
+  cpu::rope_apply(kr.data(), T, 1, rope, cfg_.rotary_dim, r.pos.data(), cfg_.rope_theta);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      const float* src = kv.data() + (t * H + h) * (nope + dv);
+      float* k = r.kn.data() + (t * H + h) * hd;
+      std::copy_n(kr.data() + t * rope, rope, k);
+      std::copy_n(src, nope, k + rope);
+      std::copy_n(src + nope, dv, r.vn.data() + (t * H + h) * hd);
+    }
+  if (cfg_.mla_head_gate) {  // Ring-2.5: sigmoid gate per head on the attention output
+    r.gate.resize(T * H);
+    apply(M.head_gate, r.x.data(), T, r.gate.data());
+  }
+}
+
 void CpuBackend::attention_core(int layer, Rows& rr, int64_t row0, int64_t n, State& s) {
   CpuRows& r = rows_of(rr);
   HYPIC_ASSERT(row0 >= 0 && n > 0 && row0 + n <= r.T, "attention_core: rows out of range");
@@ -302,6 +416,16 @@ void CpuBackend::attention_output(int layer, Rows& rr) {
     for (size_t i = 0; i < r.att.size(); ++i) r.att[i] *= cpu::sigmoid(r.gate[i]);
   if (cfg_.residual_from_norm)
     for (float& a : r.att) a *= cfg_.full_beta;
+  if (cfg_.mla_head_gate)
+    for (int64_t i = 0; i < r.T * cfg_.num_heads; ++i) {
+      const float s = cpu::sigmoid(r.gate[i]);
+      for (int64_t d = 0; d < cfg_.head_dim; ++d) r.att[i * cfg_.head_dim + d] *= s;
+    }
+  if (cfg_.mla && cfg_.v_head_dim < cfg_.head_dim) {  // drop the padding: rows [H, dv] for o_proj
+    const int64_t hd = cfg_.head_dim, dv = cfg_.v_head_dim;
+    for (int64_t i = 0; i < r.T * cfg_.num_heads; ++i)
+      std::memmove(r.att.data() + i * dv, r.att.data() + i * hd, dv * sizeof(float));
+  }
   apply(w_.layers[layer].attn.o, r.att.data(), r.T, r.h.data(), /*acc=*/true);
 }
 
@@ -409,7 +533,7 @@ void CpuBackend::route_group_topk(const MoeWeights& M, const float* logits, int6
       std::sort(order.begin(), order.begin() + G,
                 [&](int a, int b) { return group[a] > group[b] || (group[a] == group[b] && a < b); });
       for (int64_t j = cfg_.topk_group; j < G; ++j)
-        std::fill_n(choice.begin() + order[j] * per, per, 0.0f);
+        std::fill_n(choice.begin() + order[j] * per, per, cfg_.router_mask_inf ? -INFINITY : 0.0f);
     }
     std::iota(order.begin(), order.begin() + E, 0);
     std::partial_sort(order.begin(), order.begin() + K, order.begin() + E,
@@ -417,7 +541,8 @@ void CpuBackend::route_group_topk(const MoeWeights& M, const float* logits, int6
     float sum = 0;
     for (int64_t j = 0; j < K; ++j) sum += score[order[j]];
     for (int64_t j = 0; j < K; ++j) {
-      const float w = cfg_.norm_topk_prob && K > 1 ? score[order[j]] / sum : score[order[j]];
+      const bool renorm = cfg_.norm_topk_prob && (K > 1 || cfg_.router_mask_inf);
+      const float w = renorm ? score[order[j]] / sum : score[order[j]];
       by_expert[order[j]].push_back({t, w * cfg_.routed_scaling_factor});
     }
   }

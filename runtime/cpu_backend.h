@@ -1,6 +1,7 @@
 // The CPU backend (fp32 compute; F32/BF16/F16 weights): the reference every other backend is checked
 // against. The hybrid decoders' layers as backend steps: embeddings, RMSNorm (zero-centred for Qwen),
-// Gated DeltaNet (Qwen3-Next / Qwen3.5) or lightning (Ring) linear mixers, full-attention mixers, dense
+// Gated DeltaNet (Qwen3-Next / Qwen3.5), lightning (Ring, MiniMax) or KDA (Kimi, Ring-2.5) linear mixers,
+// full-attention (or MLA) mixers, dense
 // SwiGLU or sparse MoE with shared expert, final norm and LM head. Sequence states are SequenceState
 // (runtime/sequence_state.h).
 #pragma once
@@ -66,6 +67,9 @@ class CpuBackend : public Backend {
   void lightning_project(int layer, Rows& r);
   void lightning_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer);
   void lightning_output(int layer, Rows& r);
+  void kda_project(int layer, Rows& r);
+  void kda_output(int layer, Rows& r);
+  void mla_project(int layer, Rows& r);
   void route_group_topk(const MoeWeights& M, const float* logits, int64_t T,
                         std::vector<std::vector<std::pair<int64_t, float>>>& by_expert) const;
   void mlp(const MlpWeights& m, int64_t I, const float* x, int64_t T, float* out, bool accumulate) const;

@@ -113,19 +113,21 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
     c.text_model_type = tj->value("model_type", c.model_type + "_text");
     c.weight_prefix = "model.language_model.";
   } else if (c.model_type == "qwen3_next" || c.model_type == "qwen3_5_text" || c.model_type == "qwen3_5_moe_text" ||
-             c.model_type == "bailing_moe_linear" || c.model_type == "minimax") {
+             c.model_type == "bailing_moe_linear" || c.model_type == "minimax" || c.model_type == "kimi_linear" ||
+             c.model_type == "bailing_hybrid") {
     c.text_model_type = c.model_type;
     c.weight_prefix = "model.";
   } else {
     throw ModelError(where + ": unsupported model_type '" + c.model_type +
                      "' (supported: qwen3_next, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, "
-                     "bailing_moe_linear, minimax)");
+                     "bailing_moe_linear, minimax, kimi_linear, bailing_hybrid)");
   }
   const json& t = *tj;
   const bool ring = c.text_model_type == "bailing_moe_linear";
   const bool minimax = c.text_model_type == "minimax";
+  const bool kda_mla = c.text_model_type == "kimi_linear" || c.text_model_type == "bailing_hybrid";
   if (c.text_model_type != "qwen3_next" && c.text_model_type != "qwen3_5_text" &&
-      c.text_model_type != "qwen3_5_moe_text" && !ring && !minimax)
+      c.text_model_type != "qwen3_5_moe_text" && !ring && !minimax && !kda_mla)
     throw ModelError(where + ": unsupported text_config model_type '" + c.text_model_type + "'");
 
   c.hidden_size = get_int(t, "hidden_size", where);
@@ -148,6 +150,10 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
   check_range(c.num_heads, 1, kMaxDim, "num_attention_heads", where);
   c.num_kv_heads = get_int_or(t, "num_key_value_heads", c.num_heads, where);
   check_range(c.num_kv_heads, 1, c.num_heads, "num_key_value_heads", where);
+  if (kda_mla) {  // KDA + MLA (Kimi-Linear, Ring-2.5): its own head dims and RoPE settings
+    kda_mla_from_json(c, t, where);
+    return finish(c, where);
+  }
   c.head_dim = get_int_or(t, "head_dim", c.hidden_size / c.num_heads, where);
   check_range(c.head_dim, 1, kMaxDim, "head_dim", where);
   c.attn_output_gate = ring || minimax ? false : get_bool_or(t, "attn_output_gate", true);
@@ -188,6 +194,11 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
   } else {
     qwen_linear_from_json(c, t, where);
   }
+  return finish(c, where);
+}
+
+ModelConfig ModelConfig::finish(ModelConfig& c, const std::string& where) {
+  const bool minimax = c.text_model_type == "minimax", ring = c.text_model_type == "bailing_moe_linear";
   if (c.num_heads % c.num_kv_heads != 0)
     throw ModelError(where + ": num_attention_heads must be a multiple of num_key_value_heads");
 
@@ -195,8 +206,12 @@ ModelConfig ModelConfig::from_json_checked(const json& root, const std::string& 
   fp << c.text_model_type << '|' << c.hidden_size << '|' << c.num_layers << '|' << c.vocab_size << '|' << c.num_heads
      << '|' << c.num_kv_heads << '|' << c.head_dim << '|' << c.rope_theta << '|' << c.rotary_dim << '|'
      << c.lin_k_heads << '|' << c.lin_v_heads << '|' << c.lin_k_dim << '|' << c.lin_v_dim << '|' << c.num_experts;
-  if (ring)  // the settings only Ring has (appended so the Qwen fingerprints stay what they were)
+  if (ring || c.mla)  // the settings only Ring and Kimi have (appended so the Qwen fingerprints stay what they were)
     fp << '|' << c.group_norm_size << '|' << c.n_group << '|' << c.topk_group << '|' << c.routed_scaling_factor;
+  if (c.mla)
+    fp << "|mla|" << c.kv_lora_rank << '|' << c.qk_nope_dim << '|' << c.qk_rope_dim << '|' << c.v_head_dim << '|'
+       << c.conv_kernel << '|' << c.router_mask_inf << '|' << c.mla_head_gate << '|' << c.kda_low_rank_gates << '|'
+       << c.kda_gate_lower_bound;
   if (minimax)
     fp << '|' << c.linear_alpha << '|' << c.linear_beta << '|' << c.full_alpha << '|' << c.full_beta << '|'
        << c.mlp_alpha << '|' << c.mlp_beta;
@@ -408,6 +423,194 @@ void ModelConfig::minimax_from_json(ModelConfig& c, const json& t, const std::st
   c.layer_is_moe.assign(static_cast<size_t>(c.num_layers), true);
 }
 
+// Kimi-Linear, read in the released checkpoint's config layout (linear_attn_config, num_experts,
+// num_experts_per_token, moe_renormalize, num_expert_group, ...) or transformers' names for the same
+// settings; and Ring-2.5 (bailing_hybrid, as transformers ships it), which shares the KDA + MLA + router
+// structure with full-rank gates, a bounded forget gate, RoPE in MLA and a per-head MLA output gate.
+void ModelConfig::kda_mla_from_json(ModelConfig& c, const json& t, const std::string& where) {
+  const bool ring25 = c.text_model_type == "bailing_hybrid";
+  const std::string fam = c.text_model_type;
+  for (const char* key : {"attention_bias", "qk_layernorm"})
+    if (get_bool_or(t, key, false))
+      throw ModelError(where + ": '" + std::string(key) + "' true is not supported for " + fam);
+  if (!ring25 && !get_bool_or(t, "mla_use_nope", true))  // the MLA layers would then rotate k_rope and q's rope part
+    throw ModelError(where + ": 'mla_use_nope' false (RoPE in the MLA layers) is not supported for kimi_linear");
+  if (t.contains("q_lora_rank") && !t["q_lora_rank"].is_null())
+    throw ModelError(where + ": 'q_lora_rank' is not supported for " + fam + " (the released models have none)");
+  if (t.contains("hidden_act") && t["hidden_act"] != "silu")
+    throw ModelError(where + ": 'hidden_act' must be \"silu\" for " + fam);
+  c.zero_centred_norms = false;
+  c.attn_output_gate = false;
+  c.max_positions = get_int_or(t, "model_max_length", c.max_positions, where);  // the released config's name
+  check_range(c.max_positions, 0, kMaxPositions, "model_max_length", where);
+
+  // MLA: per-head K/V decompressed from the latent; RoPE (Ring-2.5) on the qk_rope part only.
+  c.mla = true;
+  c.num_kv_heads = get_int_or(t, "num_key_value_heads", c.num_heads, where);
+  if (c.num_kv_heads != c.num_heads)
+    throw ModelError(where + ": 'num_key_value_heads' must equal num_attention_heads for " + fam +
+                     " (MLA decompresses a key and a value per head), got " + std::to_string(c.num_kv_heads));
+  c.kv_lora_rank = get_int_or(t, "kv_lora_rank", 512, where);
+  check_range(c.kv_lora_rank, 1, kMaxDim, "kv_lora_rank", where);
+  c.qk_nope_dim = get_int_or(t, "qk_nope_head_dim", 128, where);
+  check_range(c.qk_nope_dim, 1, kMaxDim, "qk_nope_head_dim", where);
+  c.qk_rope_dim = get_int_or(t, "qk_rope_head_dim", 64, where);
+  check_range(c.qk_rope_dim, ring25 ? 2 : 0, kMaxDim, "qk_rope_head_dim", where);
+  c.head_dim = c.qk_nope_dim + c.qk_rope_dim;
+  c.v_head_dim = get_int_or(t, "v_head_dim", 128, where);
+  check_range(c.v_head_dim, 1, c.head_dim, "v_head_dim", where);  // values are padded to the key head dim
+  c.rotary_dim = 0;
+  if (ring25) {
+    if (c.qk_rope_dim % 2 != 0)
+      throw ModelError(where + ": 'qk_rope_head_dim' must be even (rotated in pairs), got " +
+                       std::to_string(c.qk_rope_dim));
+    c.rotary_dim = c.qk_rope_dim;
+    c.mla_head_gate = true;
+    c.rope_theta = get_num_or(t, "rope_theta", 6e6, where);
+    if (t.contains("rope_parameters") && t["rope_parameters"].is_object()) {
+      const json& rp = t["rope_parameters"];
+      const std::string type = rp.value("rope_type", std::string("default"));
+      if (type != "default")
+        throw ModelError(where + ": rope_type '" + type + "' is not supported for bailing_hybrid (only 'default')");
+      c.rope_theta = get_num_or(rp, "rope_theta", c.rope_theta, where);
+    }
+    if (!(c.rope_theta > 0))
+      throw ModelError(where + ": 'rope_theta' is " + std::to_string(c.rope_theta) + ", it must be positive");
+  }
+
+  // KDA layers (Ring-2.5: num_attention_heads heads of head_dim).
+  const json no_linear = json::object();
+  const json& la = !ring25 && t.contains("linear_attn_config") && t["linear_attn_config"].is_object()
+                       ? t["linear_attn_config"]
+                       : no_linear;
+  c.linear_kind = LinearKind::Kda;
+  if (ring25) {
+    c.lin_k_heads = c.lin_v_heads = c.num_heads;
+    c.lin_k_dim = c.lin_v_dim = get_int_or(t, "head_dim", 128, where);
+    check_range(c.lin_k_dim, 1, kMaxDim, "head_dim", where);
+    c.conv_kernel = get_int_or(t, "short_conv_kernel_size", 4, where);
+    check_range(c.conv_kernel, 1, 1024, "short_conv_kernel_size", where);
+    c.kda_low_rank_gates = false;
+    if (get_bool_or(t, "kda_safe_gate", true)) {
+      const double lb = get_num_or(t, "kda_lower_bound", -5.0, where);
+      if (!(lb < 0 && lb >= -1e4))
+        throw ModelError(where + ": 'kda_lower_bound' is " + std::to_string(lb) + ", allowed [-1e4, 0)");
+      c.kda_gate_lower_bound = static_cast<float>(lb);
+    }
+  } else {
+    c.lin_k_heads = c.lin_v_heads = get_int_or(la, "num_heads", get_int_or(t, "linear_num_heads", 32, where), where);
+    check_range(c.lin_k_heads, 1, kMaxDim, "linear_attn_config.num_heads", where);
+    c.lin_k_dim = c.lin_v_dim = get_int_or(la, "head_dim", get_int_or(t, "linear_head_dim", 128, where), where);
+    check_range(c.lin_k_dim, 1, kMaxDim, "linear_attn_config.head_dim", where);
+    c.conv_kernel =
+        get_int_or(la, "short_conv_kernel_size", get_int_or(t, "linear_conv_kernel_dim", 4, where), where);
+    check_range(c.conv_kernel, 1, 1024, "linear_attn_config.short_conv_kernel_size", where);
+  }
+
+  // Layer schedule: layer_types, or the 1-based kda_layers / full_attn_layers lists, or transformers' default
+  // (full attention at every 4th layer after the first).
+  auto kind_of = [&](const std::string& s, const json& v) {
+    if (s == "linear_attention") return LayerKind::LinearAttention;
+    if (s == "full_attention") return LayerKind::FullAttention;
+    throw ModelError(where + ": unknown layer type " +
+                     (v.is_primitive() ? v.dump() : std::string("(a JSON ") + v.type_name() + ")") + " in layer_types");
+  };
+  if (t.contains("layer_types") && t["layer_types"].is_array()) {
+    for (auto& v : t["layer_types"]) c.layer_kinds.push_back(kind_of(v.is_string() ? v.get<std::string>() : "", v));
+    if (static_cast<int64_t>(c.layer_kinds.size()) != c.num_layers)
+      throw ModelError(where + ": layer_types has " + std::to_string(c.layer_kinds.size()) + " entries for " +
+                       std::to_string(c.num_layers) + " layers");
+  } else if (la.contains("kda_layers") && la.contains("full_attn_layers")) {
+    std::vector<int> seen(static_cast<size_t>(c.num_layers), 0);
+    c.layer_kinds.assign(static_cast<size_t>(c.num_layers), LayerKind::LinearAttention);
+    for (const char* key : {"kda_layers", "full_attn_layers"}) {
+      const std::string name = std::string("linear_attn_config.") + key;
+      if (!la[key].is_array()) throw ModelError(where + ": '" + name + "' is not a list");
+      for (auto& v : la[key]) {
+        if (!v.is_number_integer()) throw ModelError(where + ": '" + name + "' holds a non-integer");
+        const int64_t l = as_int(v, key, where);
+        check_range(l, 1, c.num_layers, name.c_str(), where);  // 1-based
+        if (seen[l - 1]++) throw ModelError(where + ": layer " + std::to_string(l) + " is listed twice in " +
+                                            "linear_attn_config.kda_layers / full_attn_layers");
+        c.layer_kinds[l - 1] = std::string(key) == "kda_layers" ? LayerKind::LinearAttention : LayerKind::FullAttention;
+      }
+    }
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      if (!seen[i])
+        throw ModelError(where + ": layer " + std::to_string(i + 1) +
+                         " is in neither linear_attn_config.kda_layers nor full_attn_layers");
+  } else if (ring25) {  // the last layer of every group of layer_group_size is MLA
+    const int64_t group = get_int_or(t, "layer_group_size", 6, where);
+    check_range(group, 1, kMaxLayers, "layer_group_size", where);
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      c.layer_kinds.push_back((i + 1) % group == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
+  } else {
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      c.layer_kinds.push_back(i > 0 && i % 4 == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
+  }
+
+  // Feed-forward: dense SwiGLU below first_k_dense_replace (or where mlp_layer_types says "dense"), else MoE
+  // with sigmoid scores plus e_score_correction_bias for the choice, group-limited top-k, renormalised and
+  // scaled weights, and shared experts.
+  c.intermediate_size = get_int_or(t, "intermediate_size", 0, where);
+  check_range(c.intermediate_size, 0, kMaxDim, "intermediate_size", where);
+  c.num_experts = get_int_or(t, "num_experts", get_int_or(t, "num_local_experts", 0, where), where);
+  check_range(c.num_experts, 0, 1 << 16, "num_experts", where);
+  if (c.num_experts > 0) {
+    const std::string act = t.contains("moe_router_activation_func") && t["moe_router_activation_func"].is_string()
+                                ? t["moe_router_activation_func"].get<std::string>()
+                                : "sigmoid";
+    if (act != "sigmoid")
+      throw ModelError(where + ": 'moe_router_activation_func' '" + act + "' is not supported for " + fam);
+    c.experts_per_tok = get_int_or(t, "num_experts_per_token", get_int_or(t, "num_experts_per_tok", 8, where), where);
+    check_range(c.experts_per_tok, 1, c.num_experts, "num_experts_per_token", where);
+    c.moe_intermediate_size = get_int(t, "moe_intermediate_size", where);
+    check_range(c.moe_intermediate_size, 1, kMaxDim, "moe_intermediate_size", where);
+    const int64_t shared = get_int_or(t, "num_shared_experts", get_int_or(t, "n_shared_experts", 1, where), where);
+    check_range(shared, 0, 1024, "num_shared_experts", where);
+    c.shared_expert_intermediate_size = shared * c.moe_intermediate_size;  // one MLP of the shared width
+    c.shared_expert_gate = false;
+    c.norm_topk_prob = get_bool_or(t, "moe_renormalize", get_bool_or(t, "norm_topk_prob", true));
+    c.router = RouterKind::SigmoidGroupTopK;
+    c.router_mask_inf = true;
+    c.n_group = get_int_or(t, "num_expert_group", get_int_or(t, "n_group", ring25 ? 8 : 1, where), where);
+    check_range(c.n_group, 1, c.num_experts, "num_expert_group", where);
+    if (c.num_experts % c.n_group != 0) throw ModelError(where + ": num_expert_group must divide num_experts");
+    if (c.num_experts / c.n_group < 2)
+      throw ModelError(where + ": expert groups need at least 2 experts (a group's score is its top-2 sum)");
+    c.topk_group = get_int_or(t, "topk_group", ring25 ? 4 : 1, where);
+    check_range(c.topk_group, 1, c.n_group, "topk_group", where);
+    if (c.experts_per_tok > c.topk_group * (c.num_experts / c.n_group))
+      throw ModelError(where + ": num_experts_per_token exceeds the experts of the topk_group groups kept");
+    const double rsf = get_num_or(t, "routed_scaling_factor", 1.0, where);
+    if (!(rsf > 0 && rsf <= 1e6))
+      throw ModelError(where + ": 'routed_scaling_factor' is " + std::to_string(rsf) + ", allowed (0, 1e6]");
+    c.routed_scaling_factor = static_cast<float>(rsf);
+  }
+  if (t.contains("mlp_layer_types") && t["mlp_layer_types"].is_array()) {
+    for (auto& v : t["mlp_layer_types"]) {
+      const std::string s = v.is_string() ? v.get<std::string>() : "";
+      if (s != "dense" && s != "sparse")
+        throw ModelError(where + ": unknown entry " + (v.is_primitive() ? v.dump() : std::string("(a JSON value)")) +
+                         " in mlp_layer_types (dense or sparse)");
+      c.layer_is_moe.push_back(s == "sparse");
+    }
+    if (static_cast<int64_t>(c.layer_is_moe.size()) != c.num_layers)
+      throw ModelError(where + ": mlp_layer_types has " + std::to_string(c.layer_is_moe.size()) + " entries for " +
+                       std::to_string(c.num_layers) + " layers");
+  } else {
+    const int64_t first_dense = get_int_or(t, "first_k_dense_replace", ring25 ? 2 : 1, where);
+    check_range(first_dense, 0, kMaxLayers, "first_k_dense_replace", where);
+    for (int64_t i = 0; i < c.num_layers; ++i) c.layer_is_moe.push_back(i >= first_dense);
+  }
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (c.layer_is_moe[i] && c.num_experts == 0)
+      throw ModelError(where + ": layer " + std::to_string(i) + " is sparse but num_experts is missing");
+    if (!c.layer_is_moe[i] && c.intermediate_size <= 0)
+      throw ModelError(where + ": layer " + std::to_string(i) + " is dense but intermediate_size is missing");
+  }
+}
+
 int64_t ModelConfig::lin_transfer_numel() const {
   return linear_kind == LinearKind::Lightning ? lin_v_heads : lin_v_heads * lin_k_dim * lin_k_dim;
 }
@@ -448,10 +651,11 @@ std::vector<float> ModelConfig::lightning_log_decay(int64_t layer) const {
 }
 
 void ModelConfig::check_cuda_supported() const {
-  if (linear_kind != LinearKind::GatedDeltaNet)
-    throw ModelError("model family '" + text_model_type +
-                     "' is not supported by the CUDA backend yet (its lightning linear layers have CPU kernels "
-                     "only); run it with --device cpu");
+  if (linear_kind != LinearKind::GatedDeltaNet || mla)
+    throw ModelError("model family '" + text_model_type + "' is not supported by the CUDA backend yet (its " +
+                     (linear_kind == LinearKind::Kda ? "KDA linear layers and MLA attention have"
+                                                     : "lightning linear layers have") +
+                     " CPU kernels only); run it with --device cpu");
 }
 
 }  // namespace hypic

@@ -2,7 +2,8 @@
 // Supported model_type: qwen3_next, qwen3_5_text, qwen3_5_moe_text, the VL wrappers qwen3_5 /
 // qwen3_5_moe (text settings under text_config, weights under model.language_model.*), and
 // bailing_moe_linear (Ring-mini/flash-linear-2.0) and minimax (MiniMax-Text-01/M1), both with lightning
-// linear layers (docs/engine.md).
+// linear layers, and kimi_linear (Kimi-Linear) and bailing_hybrid (Ring-2.5), both with KDA linear layers and
+// MLA full attention (docs/engine.md).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,9 +16,10 @@ namespace hypic {
 enum class LayerKind { LinearAttention, FullAttention };
 
 // The recurrence of the linear layers: the Gated DeltaNet delta rule (Qwen3-Next, Qwen3.5; dense
-// transfer operator [Hv, dk, dk]) or lightning attention, a fixed scalar decay per head (Ring; transfer
-// operator [Hv], one number per head).
-enum class LinearKind { GatedDeltaNet, Lightning };
+// transfer operator [Hv, dk, dk]), lightning attention, a fixed scalar decay per head (Ring, MiniMax;
+// transfer operator [Hv], one number per head), or Kimi Delta Attention, the delta rule with a decay per
+// key channel (Kimi-Linear; dense, non-symmetric transfer operator [Hv, dk, dk]).
+enum class LinearKind { GatedDeltaNet, Lightning, Kda };
 
 // How the MoE router scores experts: softmax then top-k (Qwen), or sigmoid plus a per-expert bias used
 // only for the choice, top-k within the best groups, weights renormalised and scaled (Ring).
@@ -29,7 +31,8 @@ enum class RouterKind { SoftmaxTopK, SigmoidGroupTopK };
 enum class LightningStyle { Ring, MiniMax };
 struct ModelConfig {
   std::string model_type;       // the top-level model_type as written
-  std::string text_model_type;  // qwen3_next | qwen3_5_text | qwen3_5_moe_text | bailing_moe_linear | minimax
+  std::string text_model_type;  // qwen3_next | qwen3_5_text | qwen3_5_moe_text | bailing_moe_linear | minimax |
+                                // kimi_linear | bailing_hybrid
   std::string weight_prefix;    // "model." or "model.language_model."
 
   int64_t hidden_size = 0;
@@ -50,7 +53,15 @@ struct ModelConfig {
   int64_t head_dim = 0;
   bool attn_output_gate = true;
   double rope_theta = 10000.0;
-  int64_t rotary_dim = 0;
+  int64_t rotary_dim = 0;  // 0: no RoPE (Kimi's MLA)
+  // Multi-head latent attention (Kimi-Linear, without RoPE): keys [k_nope (per head) | k_rope (shared)] of
+  // head_dim = qk_nope_dim + qk_rope_dim, values of v_head_dim <= head_dim. The attention state keeps
+  // decompressed per-head K/V rows of head_dim (values zero-padded to it), num_kv_heads = num_heads.
+  // Ring-2.5 (bailing_hybrid): RoPE on the qk_rope part (rotary_dim = qk_rope_dim; the engine's rows keep
+  // the rotated dims first: [rope | nope]) and a sigmoid output gate per head.
+  bool mla = false;
+  bool mla_head_gate = false;
+  int64_t kv_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
 
   // Linear layers (for Lightning: Hk = Hv = num_heads, dk = dv = head_dim, no conv: conv_kernel 1).
   LinearKind linear_kind = LinearKind::GatedDeltaNet;
@@ -63,6 +74,11 @@ struct ModelConfig {
   int64_t lin_v_dim = 0;
   int64_t conv_kernel = 4;
   bool grouped_linear_proj = false;  // Qwen3-Next in_proj_qkvz / in_proj_ba
+  // KDA: low-rank forget and output gates (Kimi f_a/f_b, g_a/g_b) or full-rank ones (Ring-2.5 f_proj, g_proj);
+  // the forget gate g = -exp(A_log) softplus(f + dt_bias) (0 here) or, bounded (Ring-2.5's safe gate),
+  // g = lower_bound * sigmoid(exp(A_log) (f + dt_bias)).
+  bool kda_low_rank_gates = true;
+  float kda_gate_lower_bound = 0.0f;
 
   // Feed-forward.
   int64_t intermediate_size = 0;  // dense SwiGLU
@@ -74,6 +90,9 @@ struct ModelConfig {
   bool shared_expert_gate = true;  // a sigmoid gate on the shared expert (Qwen); Ring has none
   RouterKind router = RouterKind::SoftmaxTopK;
   int64_t n_group = 1, topk_group = 1;  // SigmoidGroupTopK: expert groups, groups kept
+  // SigmoidGroupTopK as DeepSeek-V3 / Kimi route: experts of the dropped groups are masked with -inf (Ring
+  // sets their choice scores to 0) and the weights are renormalised for top-1 too.
+  bool router_mask_inf = false;
   float routed_scaling_factor = 1.0f;
 
   std::vector<LayerKind> layer_kinds;
@@ -89,7 +108,7 @@ struct ModelConfig {
   // The lightning decay log(lambda_h) of linear layer `layer`, per head (Hv values).
   std::vector<float> lightning_log_decay(int64_t layer) const;
   // The CUDA backend has kernels for the Gated DeltaNet families only: throws ModelError naming the
-  // family for another one (loading it there would run kernels of the wrong recurrence).
+  // family for another one (loading it there would run kernels of the wrong recurrence or attention).
   void check_cuda_supported() const;
   // Throws InvalidArgument when a sequence of `length` tokens does not fit the model's context.
   void check_length(int64_t length) const;
@@ -100,10 +119,13 @@ struct ModelConfig {
 
  private:
   static ModelConfig from_json_checked(const nlohmann::json& j, const std::string& where);
+  // Checks common to every family and the fingerprint.
+  static ModelConfig finish(ModelConfig& c, const std::string& where);
   // The family-specific rest of the config: linear layers, layer schedule and feed-forward.
   static void qwen_linear_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
   static void bailing_linear_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
   static void minimax_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
+  static void kda_mla_from_json(ModelConfig& c, const nlohmann::json& t, const std::string& where);
 };
 
 }  // namespace hypic

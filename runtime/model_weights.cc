@@ -117,6 +117,97 @@ class Loader {
     g.log_decay = cfg_.lightning_log_decay(layer);
   }
 
+  // The first of `names` the checkpoint has (the released layout, then transformers' renamed one).
+  std::string either(const std::vector<std::string>& names) {
+    for (const auto& n : names)
+      if (w_.checkpoint.has(n)) return n;
+    return names.front();  // missing: the error names the released layout's tensor
+  }
+
+  // Ring-2.5's KDA: full-rank gates f_proj and g_proj, A_log [H]; names as the released checkpoint
+  // (under attention.) or transformers (forget_gate.*).
+  void load_ring25_kda(const std::string& p, KdaWeights& g) {
+    const int64_t D = cfg_.hidden_size, H = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, W = H * dk, K = cfg_.conv_kernel;
+    g.q = linear(p + "q_proj.weight", W, D);
+    g.k = linear(p + "k_proj.weight", W, D);
+    g.v = linear(p + "v_proj.weight", W, D);
+    if (w_.checkpoint.has(p + "conv1d.weight")) {
+      g.conv_w = vec(p + "conv1d.weight", {3 * W, 1, K});
+    } else {
+      for (const char* part : {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"}) {
+        const std::vector<float> w = vec(p + part, {W, 1, K});
+        g.conv_w.insert(g.conv_w.end(), w.begin(), w.end());
+      }
+    }
+    g.f_b = linear(either({p + "f_proj.weight", p + "forget_gate.f_proj.weight"}), W, D);
+    g.A_log = vec(either({p + "A_log", p + "forget_gate.A_log"}), {H});
+    g.dt_bias = vec(either({p + "dt_bias", p + "forget_gate.dt_bias"}), {W});
+    g.b = linear(p + "b_proj.weight", H, D);
+    g.g_b = linear(p + "g_proj.weight", W, D);
+    g.o_norm = vec(p + "o_norm.weight", {dk});
+    g.out = linear(either({p + "o_proj.weight", p + "dense.weight"}), D, W);
+  }
+
+  void load_kda(const std::string& p, KdaWeights& g) {
+    const int64_t D = cfg_.hidden_size, H = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, W = H * dk, K = cfg_.conv_kernel;
+    g.q = linear(p + "q_proj.weight", W, D);
+    g.k = linear(p + "k_proj.weight", W, D);
+    g.v = linear(p + "v_proj.weight", W, D);
+    if (w_.checkpoint.has(p + "conv1d.weight")) {  // transformers' stacked conv
+      g.conv_w = vec(p + "conv1d.weight", {3 * W, 1, K});
+    } else {
+      for (const char* part : {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"}) {
+        const std::vector<float> w = vec(p + part, {W, 1, K});
+        g.conv_w.insert(g.conv_w.end(), w.begin(), w.end());
+      }
+    }
+    g.f_a = linear(either({p + "f_a_proj.weight", p + "forget_gate.f_a_proj.weight"}), dk, D);
+    g.f_b = linear(either({p + "f_b_proj.weight", p + "forget_gate.f_b_proj.weight"}), W, dk);
+    g.A_log = vec(either({p + "A_log", p + "forget_gate.A_log"}), {1, 1, H, 1});
+    g.dt_bias = vec(either({p + "dt_bias", p + "forget_gate.dt_bias"}), {W});
+    g.b = linear(p + "b_proj.weight", H, D);
+    g.g_a = linear(p + "g_a_proj.weight", dk, D);
+    g.g_b = linear(p + "g_b_proj.weight", W, dk);
+    g.o_norm = vec(p + "o_norm.weight", {dk});
+    g.out = linear(p + "o_proj.weight", D, W);
+  }
+
+  void load_mla(const std::string& p, AttentionWeights& a, MlaWeights& m) {
+    const int64_t D = cfg_.hidden_size, H = cfg_.num_heads, R = cfg_.kv_lora_rank;
+    a.q = linear(p + "q_proj.weight", H * cfg_.head_dim, D);
+    m.kv_a = linear(p + "kv_a_proj_with_mqa.weight", R + cfg_.qk_rope_dim, D);
+    m.kv_norm = vec(p + "kv_a_layernorm.weight", {R});
+    m.kv_b = linear(p + "kv_b_proj.weight", H * (cfg_.qk_nope_dim + cfg_.v_head_dim), R);
+    a.o = linear(either({p + "o_proj.weight", p + "dense.weight"}), D, H * cfg_.v_head_dim);
+    if (cfg_.mla_head_gate) m.head_gate = linear(p + "g_proj.weight", H, D);
+  }
+
+  // Kimi's MoE: the released layout block_sparse_moe.{gate (+ e_score_correction_bias), experts.{e}.w1/w3/w2,
+  // shared_experts.*}, or transformers' mlp.{gate, experts.gate_up_proj / down_proj, shared_experts.*}.
+  void load_kimi_moe(const std::string& p, MoeWeights& m) {
+    const int64_t D = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
+    const std::string q = w_.checkpoint.has(p + "block_sparse_moe.gate.weight") ? p + "block_sparse_moe." : p + "mlp.";
+    m.router = linear(q + "gate.weight", E, D);
+    m.expert_bias = vec(either({q + "gate.e_score_correction_bias", q + "gate.expert_bias"}), {E});
+    if (w_.checkpoint.has(q + "experts.gate_up_proj")) {
+      Tensor gu = tensor(q + "experts.gate_up_proj", {E, 2 * I, D});
+      Tensor dn = tensor(q + "experts.down_proj", {E, D, I});
+      for (int64_t e = 0; e < E; ++e)
+        m.experts.push_back({slice(gu, e, 0, I, D), slice(gu, e, I, I, D), slice(dn, e, 0, D, I)});
+    } else if (w_.checkpoint.has(q + "experts.0.gate_proj.weight")) {  // Ring-2.5's per-expert names
+      for (int64_t e = 0; e < E; ++e) m.experts.push_back(mlp(q + "experts." + std::to_string(e) + ".", I));
+    } else {
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = q + "experts." + std::to_string(e) + ".";
+        m.experts.push_back({linear(x + "w1.weight", I, D), linear(x + "w3.weight", I, D), linear(x + "w2.weight", D, I)});
+      }
+    }
+    if (cfg_.shared_expert_intermediate_size > 0) {
+      m.has_shared = true;
+      m.shared = mlp(q + "shared_experts.", cfg_.shared_expert_intermediate_size);
+    }
+  }
+
   void load_plain_attention(const std::string& p, AttentionWeights& a) {
     const int64_t D = cfg_.hidden_size, H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
     a.q = linear(p + "q_proj.weight", H * hd, D);
@@ -206,7 +297,12 @@ ModelWeights ModelWeights::load(const ModelConfig& cfg, const std::string& dir) 
   const int64_t D = cfg.hidden_size, V = cfg.vocab_size;
   const bool ring = cfg.linear_kind == LinearKind::Lightning && cfg.lightning_style == LightningStyle::Ring;
   const bool minimax = cfg.linear_kind == LinearKind::Lightning && cfg.lightning_style == LightningStyle::MiniMax;
-  w.embed = L.linear(P + (ring ? "word_embeddings.weight" : "embed_tokens.weight"), V, D);
+  const bool kimi = cfg.linear_kind == LinearKind::Kda;
+  const bool ring25 = kimi && cfg.text_model_type == "bailing_hybrid";
+  w.embed = L.linear(ring     ? P + "word_embeddings.weight"
+                     : ring25 ? L.either({P + "word_embeddings.weight", P + "embed_tokens.weight"})
+                              : P + "embed_tokens.weight",
+                     V, D);
   w.final_norm = L.vec(P + "norm.weight", {D});
   if (cfg.tie_word_embeddings && !w.checkpoint.has("lm_head.weight")) {
     w.lm_head = w.embed;
@@ -226,12 +322,23 @@ ModelWeights ModelWeights::load(const ModelConfig& cfg, const std::string& dir) 
     } else if (minimax) {
       if (lw.kind == LayerKind::LinearAttention) L.load_minimax_lightning(p + "self_attn.", i, lw.lightning);
       else L.load_plain_attention(p + "self_attn.", lw.attn);
+    } else if (ring25) {  // the released checkpoint names the mixer attention.*, transformers self_attn.*
+      const std::string a = w.checkpoint.has(p + "attention." + (lw.kind == LayerKind::LinearAttention ? "q_proj.weight"
+                                                                                                          : "kv_b_proj.weight"))
+                                ? p + "attention."
+                                : p + "self_attn.";
+      if (lw.kind == LayerKind::LinearAttention) L.load_ring25_kda(a, lw.kda);
+      else L.load_mla(a, lw.attn, lw.mla);
+    } else if (kimi) {
+      if (lw.kind == LayerKind::LinearAttention) L.load_kda(p + "self_attn.", lw.kda);
+      else L.load_mla(p + "self_attn.", lw.attn, lw.mla);
     } else if (lw.kind == LayerKind::LinearAttention) {
       L.load_linear_attention(p + "linear_attn.", lw.lin);
     } else {
       L.load_attention(p + "self_attn.", lw.attn);
     }
     if (lw.moe && minimax) L.load_mixtral_moe(p, lw.moe_w);
+    else if (lw.moe && kimi) L.load_kimi_moe(p, lw.moe_w);
     else if (lw.moe) L.load_moe(p + "mlp.", lw.moe_w);
     else lw.mlp = L.mlp(p + "mlp.", cfg.intermediate_size);
     w.layers.push_back(std::move(lw));
@@ -253,6 +360,7 @@ ModelWeights ModelWeights::load(const ModelConfig& cfg, const std::string& dir) 
   for (auto& lw : w.layers)
     sample(lw.kind == LayerKind::FullAttention ? lw.attn.o
            : cfg.linear_kind == LinearKind::Lightning ? lw.lightning.out
+           : cfg.linear_kind == LinearKind::Kda       ? lw.kda.out
                                                       : lw.lin.out);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));

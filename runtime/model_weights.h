@@ -41,6 +41,31 @@ struct LightningWeights {
   std::vector<float> log_decay;       // [H] log(lambda_h) of this layer (from the config, no tensor)
 };
 
+// Kimi Delta Attention: q, k, v projections each through its own short causal conv (one conv over the
+// channels q | k | v here), a low-rank per-channel forget gate, beta, a low-rank output gate.
+struct KdaWeights {
+  Linear q, k, v;                      // [H * dk, D] each
+  Linear f_a, f_b;                     // [dk, D], [H * dk, dk]: forget-gate input f = f_b(f_a h) (Ring-2.5:
+                                       // f_a empty, f_b = f_proj [H * dk, D])
+  Linear b;                            // [H, D]
+  Linear g_a, g_b;                     // [dk, D], [H * dk, dk]: output gate input (Ring-2.5: g_a empty,
+                                       // g_b = g_proj [H * dk, D])
+  Linear out;                          // [D, H * dk]
+  std::vector<float> conv_w;           // [3 * H * dk, K], channels q | k | v
+  std::vector<float> A_log;            // [H]
+  std::vector<float> dt_bias;          // [H * dk]
+  std::vector<float> o_norm;           // [dk]
+};
+
+// Multi-head latent attention without RoPE (Kimi): q = q_proj h (AttentionWeights::q, [H * (nope + rope), D]);
+// [c | k_rope] = kv_a h; c normed; [k_nope | v] per head = kv_b c; o_proj is AttentionWeights::o.
+struct MlaWeights {
+  Linear kv_a;                  // [kv_lora_rank + qk_rope_dim, D]
+  std::vector<float> kv_norm;   // [kv_lora_rank]
+  Linear kv_b;                  // [H * (qk_nope_dim + v_head_dim), kv_lora_rank]
+  Linear head_gate;             // [H, D] Ring-2.5's per-head output gate (empty for Kimi)
+};
+
 struct AttentionWeights {
   Linear q;  // [H * hd * (gate ? 2 : 1), D]; per head: query then gate
   Linear k;  // [Hkv * hd, D]
@@ -56,7 +81,8 @@ struct MlpWeights {
 
 struct MoeWeights {
   Linear router;  // [E, D]
-  std::vector<float> expert_bias;  // [E] (SigmoidGroupTopK routers: added to the scores for the choice only)
+  std::vector<float> expert_bias;  // [E] (SigmoidGroupTopK routers: added to the scores for the choice only;
+                                   // Ring's expert_bias, Kimi's e_score_correction_bias)
   std::vector<MlpWeights> experts;
   bool has_shared = false;
   MlpWeights shared;
@@ -69,7 +95,9 @@ struct LayerWeights {
   std::vector<float> input_norm, post_norm;  // [D]
   GatedDeltaNetWeights lin;
   LightningWeights lightning;
+  KdaWeights kda;
   AttentionWeights attn;
+  MlaWeights mla;
   MlpWeights mlp;
   MoeWeights moe_w;
 };

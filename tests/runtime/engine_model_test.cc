@@ -520,10 +520,15 @@ INSTANTIATE_TEST_SUITE_P(Backends, EngineTest,
 INSTANTIATE_TEST_SUITE_P(Lightning, EngineTest,
                          ::testing::Combine(::testing::Values("bailing_moe_linear", "minimax"), ::testing::Values("cpu")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+// The KDA families (a dense, non-symmetric transfer operator; MLA attention, with RoPE on its rope part in
+// Ring-2.5's bailing_hybrid): CPU forward only as well.
+INSTANTIATE_TEST_SUITE_P(Kda, EngineTest,
+                         ::testing::Combine(::testing::Values("kimi_linear", "bailing_hybrid"), ::testing::Values("cpu")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 TEST(CudaBackendFamilies, RefusesFamiliesWithoutKernelsByName) {
   if (!(cuda_built() && cuda_device_present())) GTEST_SKIP() << "no CUDA backend or device";
-  for (const std::string name : {"bailing_moe_linear", "minimax"}) {
+  for (const std::string name : {"bailing_moe_linear", "minimax", "kimi_linear", "bailing_hybrid"}) {
     try {
       open_backend(kModels + name, Device::Cuda);
       ADD_FAILURE() << "the CUDA backend loaded " << name;

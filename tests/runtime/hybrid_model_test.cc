@@ -1,5 +1,6 @@
 // The CPU forward pass against independent implementations' logits on the tiny fixture models:
-// transformers (tools/fixtures/make_tiny_models.py) and, for Ring's bailing_moe_linear, mlx-lm
+// transformers (tools/fixtures/make_tiny_models.py, make_tiny_minimax.py, make_tiny_kimi_linear.py,
+// make_tiny_bailing_hybrid.py) and, for Ring's bailing_moe_linear, mlx-lm
 // (tools/fixtures/make_tiny_bailing_linear.py). Prefill, prefill + continuation, token-by-token decode — run
 // by the engine in full mode (Engine::forward) over the CPU backend.
 #include <gtest/gtest.h>
@@ -162,7 +163,8 @@ TEST_P(ModelGolden, SeveralChunksMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelGolden,
-                         ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe", "bailing_moe_linear", "minimax"));
+                         ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe", "bailing_moe_linear", "minimax",
+                                           "kimi_linear", "bailing_hybrid"));
 
 // ---- bad input: clear typed errors, never a crash ----
 

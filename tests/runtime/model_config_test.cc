@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -254,6 +255,154 @@ TEST(MiniMaxConfig, ScheduleFactorsAndDecay) {
     ADD_FAILURE() << "the CUDA backend accepted minimax";
   } catch (const ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("minimax"), std::string::npos) << e.what();
+  }
+}
+
+// ---- kimi_linear (Kimi-Linear, the released config layout) ----
+
+json kimi_config() {
+  return json::parse(R"({"model_type": "kimi_linear", "vocab_size": 448, "hidden_size": 64, "num_hidden_layers": 5,
+    "rms_norm_eps": 1e-5, "model_max_length": 4096, "head_dim": 72, "rope_theta": 10000.0, "rope_scaling": null,
+    "linear_attn_config": {"kda_layers": [1, 2, 4], "full_attn_layers": [3, 5], "num_heads": 4, "head_dim": 16,
+                           "short_conv_kernel_size": 4},
+    "num_attention_heads": 4, "num_key_value_heads": 4, "kv_lora_rank": 32, "q_lora_rank": null,
+    "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "mla_use_nope": true,
+    "first_k_dense_replace": 1, "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 8,
+    "num_experts_per_token": 2, "num_shared_experts": 1, "num_expert_group": 2, "topk_group": 1,
+    "moe_renormalize": true, "moe_router_activation_func": "sigmoid", "routed_scaling_factor": 2.446})");
+}
+
+TEST(KimiLinearConfig, ReleasedLayout) {
+  const ModelConfig c = ModelConfig::from_json(kimi_config(), "cfg/config.json");
+  using K = LayerKind;
+  EXPECT_EQ(c.layer_kinds, (std::vector<K>{K::LinearAttention, K::LinearAttention, K::FullAttention,
+                                           K::LinearAttention, K::FullAttention}));  // 1-based lists
+  EXPECT_EQ(c.layer_is_moe, (std::vector<bool>{false, true, true, true, true}));
+  EXPECT_EQ(c.linear_kind, LinearKind::Kda);
+  EXPECT_EQ(c.lin_k_heads, 4);
+  EXPECT_EQ(c.lin_v_dim, 16);
+  EXPECT_EQ(c.lin_conv_dim(), 3 * 64);  // q | k | v, each with its own conv
+  EXPECT_EQ(c.lin_transfer_numel(), 4 * 16 * 16);  // dense
+  EXPECT_TRUE(c.mla);
+  EXPECT_EQ(c.head_dim, 24);  // nope + rope; the config's head_dim is not MLA's
+  EXPECT_EQ(c.v_head_dim, 16);
+  EXPECT_EQ(c.rotary_dim, 0);  // no RoPE anywhere
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.max_positions, 4096);
+  EXPECT_EQ(c.router, RouterKind::SigmoidGroupTopK);
+  EXPECT_TRUE(c.router_mask_inf);
+  EXPECT_EQ(c.n_group, 2);
+  EXPECT_EQ(c.experts_per_tok, 2);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 32);
+  EXPECT_FALSE(c.shared_expert_gate);
+  EXPECT_FLOAT_EQ(c.routed_scaling_factor, 2.446f);
+  EXPECT_FALSE(c.zero_centred_norms);
+  try {
+    c.check_cuda_supported();
+    ADD_FAILURE() << "the CUDA backend accepted kimi_linear";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("model family 'kimi_linear'"), std::string::npos) << e.what();
+  }
+  // transformers' names for the same settings give the same config.
+  json t = kimi_config();
+  t.erase("linear_attn_config");
+  t["layer_types"] = {"linear_attention", "linear_attention", "full_attention", "linear_attention", "full_attention"};
+  t["linear_num_heads"] = 4;
+  t["linear_head_dim"] = 16;
+  t["mlp_layer_types"] = {"dense", "sparse", "sparse", "sparse", "sparse"};
+  for (auto [from, to] : {std::pair{"num_experts", "num_local_experts"}, {"num_experts_per_token", "num_experts_per_tok"},
+                          {"num_expert_group", "n_group"}}) {
+    t[to] = t[from];
+    t.erase(from);
+  }
+  EXPECT_EQ(ModelConfig::from_json(t, "cfg/config.json").fingerprint, c.fingerprint);
+}
+
+TEST(KimiLinearConfig, BadValuesNameTheKey) {
+  auto err = [](const std::function<void(json&)>& edit) {
+    json j = kimi_config();
+    edit(j);
+    return error_of(j);
+  };
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& j) { j["linear_attn_config"]["num_heads"] = 0; }, "linear_attn_config.num_heads"},
+      {[](json& j) { j["linear_attn_config"]["head_dim"] = -3; }, "linear_attn_config.head_dim"},
+      {[](json& j) { j["linear_attn_config"]["short_conv_kernel_size"] = 0; }, "short_conv_kernel_size"},
+      {[](json& j) { j["linear_attn_config"]["kda_layers"] = {1, 2, 6}; }, "kda_layers"},
+      {[](json& j) { j["linear_attn_config"]["full_attn_layers"] = {3, 4}; }, "listed twice"},
+      {[](json& j) { j["linear_attn_config"]["full_attn_layers"] = {3}; }, "layer 5"},
+      {[](json& j) { j["kv_lora_rank"] = 0; }, "kv_lora_rank"},
+      {[](json& j) { j["qk_nope_head_dim"] = 0; }, "qk_nope_head_dim"},
+      {[](json& j) { j["v_head_dim"] = 25; }, "v_head_dim"},
+      {[](json& j) { j["q_lora_rank"] = 16; }, "q_lora_rank"},
+      {[](json& j) { j["mla_use_nope"] = false; }, "mla_use_nope"},
+      {[](json& j) { j["num_key_value_heads"] = 2; }, "num_key_value_heads"},
+      {[](json& j) { j["num_experts_per_token"] = 9; }, "num_experts_per_token"},
+      {[](json& j) { j["num_expert_group"] = 3; }, "num_expert_group"},
+      {[](json& j) { j["topk_group"] = 3; }, "topk_group"},
+      {[](json& j) { j["routed_scaling_factor"] = -1.0; }, "routed_scaling_factor"},
+      {[](json& j) { j["moe_router_activation_func"] = "softmax"; }, "moe_router_activation_func"},
+      {[](json& j) { j["model_max_length"] = -1; }, "model_max_length"},
+      {[](json& j) { j.erase("intermediate_size"); }, "intermediate_size"},
+      {[](json& j) { j["attention_bias"] = true; }, "attention_bias"},
+  };
+  for (const auto& [edit, key] : cases) {
+    const std::string e = err(edit);
+    EXPECT_NE(e.find("cfg/config.json"), std::string::npos) << key << ": " << e;
+    EXPECT_NE(e.find(key), std::string::npos) << key << ": " << e;
+  }
+}
+
+// ---- bailing_hybrid (Ring-2.5, as transformers reads its config) ----
+
+TEST(BailingHybridConfig, ScheduleRopeAndGates) {
+  json j = json::parse(R"({"model_type": "bailing_hybrid", "vocab_size": 448, "hidden_size": 64,
+    "num_hidden_layers": 6, "rms_norm_eps": 1e-6, "model_max_length": 4096, "num_attention_heads": 4,
+    "num_key_value_heads": 4, "head_dim": 16, "short_conv_kernel_size": 4, "layer_group_size": 3,
+    "kda_safe_gate": true, "kda_lower_bound": -5.0, "kv_lora_rank": 32, "q_lora_rank": null,
+    "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "rope_theta": 10000.0,
+    "first_k_dense_replace": 1, "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 8,
+    "num_experts_per_token": 2, "num_shared_experts": 1, "num_expert_group": 2, "topk_group": 1,
+    "moe_renormalize": true, "routed_scaling_factor": 2.5})");
+  const ModelConfig c = ModelConfig::from_json(j, "cfg/config.json");
+  using K = LayerKind;
+  EXPECT_EQ(c.layer_kinds, (std::vector<K>{K::LinearAttention, K::LinearAttention, K::FullAttention,
+                                           K::LinearAttention, K::LinearAttention, K::FullAttention}));
+  EXPECT_EQ(c.linear_kind, LinearKind::Kda);
+  EXPECT_EQ(c.lin_k_heads, 4);
+  EXPECT_EQ(c.lin_k_dim, 16);  // head_dim is the KDA head dim here
+  EXPECT_EQ(c.head_dim, 24);
+  EXPECT_EQ(c.rotary_dim, 8);  // RoPE on MLA's rope part only
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_TRUE(c.mla_head_gate);
+  EXPECT_FALSE(c.kda_low_rank_gates);
+  EXPECT_FLOAT_EQ(c.kda_gate_lower_bound, -5.0f);
+  EXPECT_EQ(c.n_group, 2);
+  EXPECT_TRUE(c.router_mask_inf);
+  json u = j;
+  u["kda_safe_gate"] = false;
+  EXPECT_FLOAT_EQ(ModelConfig::from_json(u, "cfg/config.json").kda_gate_lower_bound, 0.0f);  // softplus gate
+  try {
+    c.check_cuda_supported();
+    ADD_FAILURE() << "the CUDA backend accepted bailing_hybrid";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("model family 'bailing_hybrid'"), std::string::npos) << e.what();
+  }
+  for (const auto& [edit, key] : std::vector<std::pair<std::function<void(json&)>, std::string>>{
+           {[](json& x) { x["qk_rope_head_dim"] = 7; }, "qk_rope_head_dim"},
+           {[](json& x) { x["qk_rope_head_dim"] = 0; }, "qk_rope_head_dim"},
+           {[](json& x) { x["kda_lower_bound"] = 1.0; }, "kda_lower_bound"},
+           {[](json& x) { x["layer_group_size"] = 0; }, "layer_group_size"},
+           {[](json& x) { x["head_dim"] = 0; }, "head_dim"},
+           {[](json& x) { x["short_conv_kernel_size"] = 0; }, "short_conv_kernel_size"},
+           {[](json& x) { x["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; }, "rope_type"},
+           {[](json& x) { x["rope_theta"] = -1.0; }, "rope_theta"},
+       }) {
+    json x = j;
+    edit(x);
+    const std::string e = error_of(x);
+    EXPECT_NE(e.find("cfg/config.json"), std::string::npos) << key << ": " << e;
+    EXPECT_NE(e.find(key), std::string::npos) << key << ": " << e;
   }
 }
 }  // namespace
