@@ -473,6 +473,7 @@ bool PromptJob::done() const { return w_->done; }
 int64_t PromptJob::remaining_tokens() const { return w_->left; }
 int64_t PromptJob::total_tokens() const { return w_->total; }
 int64_t PromptJob::steps() const { return w_->steps; }
+const std::vector<int>& PromptJob::prompt() const { return w_->all; }
 
 bool PromptJob::step(int64_t token_budget) {
   Work& w = *w_;

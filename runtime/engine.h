@@ -115,6 +115,8 @@ class PromptJob {
   int64_t total_tokens() const;
   // Steps run so far.
   int64_t steps() const;
+  // The prompt's tokens, in order.
+  const std::vector<int>& prompt() const;
   // The result once done (its ttft_ms spans begin to the end of the last step); once.
   PromptResult finish();
 
