@@ -502,12 +502,14 @@ bool PromptJob::step(int64_t token_budget) {
   // Then the main lane's next rows, once every entry it composes has been built.
   std::vector<const PrefixEntry*> closed;  // snapshots this step completes
   bool last = false;
+  std::optional<int64_t> main_length;
   if (w.next_iso == w.isolated.size() && rows < token_budget) {
     const Lane& m = w.main;
     Lane chunk;
     chunk.st = m.st;
     chunk.snap_put = w.snap_put;
     int64_t open_rows = w.snap_put;  // K/V rows of the open snapshot once this chunk has run
+    int64_t chunk_end = -1;
     while (w.next_piece < m.pieces.size() && rows < token_budget) {
       const Piece& p = m.pieces[w.next_piece];
       Piece part = p;
@@ -529,6 +531,8 @@ bool PromptJob::step(int64_t token_budget) {
         w.piece_done = 0;
       }
       open_rows += kv;
+      // The state holds the prompt up to here once the chunk has run.
+      chunk_end = part.kind == Piece::Kind::Rows ? part.start + part.n : part.start + part.entry->size();
       if (part.snap) {
         closed.push_back(part.snap);
         open_rows = 0;
@@ -539,6 +543,7 @@ bool PromptJob::step(int64_t token_budget) {
     for (size_t i = w.next_piece; i < m.pieces.size() && !chunk.open_snap; ++i) chunk.open_snap = m.pieces[i].snap;
     w.snap_put = open_rows;
     last = w.next_piece == m.pieces.size();
+    if (chunk_end >= 0) main_length = chunk_end;
     plan.lanes.push_back(std::move(chunk));
   }
   plan.finalize();
@@ -554,6 +559,7 @@ bool PromptJob::step(int64_t token_budget) {
     eng.store_.put_content(w.built[i].key, w.built[i].entry, w.built[i].pinned);
     b.return_scratch_state(std::move(w.iso_states[i]));
   }
+  if (main_length) w.r.state->length = *main_length;
   for (const Work::Snap& s : w.snaps)
     if (std::find(closed.begin(), closed.end(), s.entry) != closed.end()) eng.store_.put_chain(s.key, s.owned, s.pinned);
   if (last) {
