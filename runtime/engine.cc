@@ -4,9 +4,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <numeric>
-#include <limits>
 #include <optional>
 
 #include "kernels/sampling.h"

@@ -63,7 +63,8 @@ std::unique_ptr<PromptJob> Session::begin_prefill(const std::vector<PromptBlock>
     throw;
   }
   // The conversation now lives in the job: until end_prefill the session is an empty one.
-  state_ = rt_.backend().new_state();
+  if (!state_) state_ = rt_.backend().new_state();
+  else if (started_) rt_.backend().reset(*state_);
   transcript_.clear();
   checkpoint_ = LiveSequence();
   logits_.clear();
