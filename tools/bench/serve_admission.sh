@@ -8,11 +8,11 @@
 # server's decode stalls.
 # Usage: tools/bench/serve_admission.sh BUILD_DIR TOKENIZER_DIR CHAT_TEMPLATE OUT_DIR [RATE]
 # Needs `cmake --build BUILD_DIR --target hypic hypic_bench_serve`. Writes OUT_DIR/MODE_cCHUNK.json
-# (REQUESTS=40 per run by default; WARMUP=8 warm-up requests; CHUNKS="1073741824 2048 512"; MODES="full hypic").
+# (REQUESTS=32 per run by default; WARMUP=8 warm-up requests; CHUNKS="1073741824 2048 512"; MODES="full hypic").
 set -euo pipefail
 build=${1:?build dir}; tok=${2:?tokenizer dir}; tpl=${3:?chat template}; out=${4:?output dir}
 rate=${5:-2}
-requests=${REQUESTS:-40}
+requests=${REQUESTS:-32}
 chunks=(${CHUNKS:-1073741824 2048 512})
 modes=(${MODES:-full hypic})
 mkdir -p "$out"
