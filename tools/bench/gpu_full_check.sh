@@ -134,7 +134,7 @@ if [ "$stage" = final ]; then
 fi
 if [ "$stage" = admission ]; then
   # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS
-  # and ADMISSION_RATE pass through (one mode is about four minutes).
+  # and ADMISSION_RATE pass through.
   step admission
   mkdir -p /tmp/sb/tools/hypic && ln -sf "$(bin hypic)" /tmp/sb/tools/hypic/hypic && \
     ln -sf "$(bin hypic_bench_serve)" /tmp/sb/tools/hypic_bench_serve

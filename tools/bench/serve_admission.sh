@@ -30,7 +30,7 @@ for mode in "${modes[@]}"; do
     pid=$!
     port=
     for _ in $(seq 1200); do
-      port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log")
+      port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log" 2>/dev/null || true)
       [ -n "$port" ] && break
       kill -0 $pid 2>/dev/null || { cat "$log"; exit 1; }
       sleep 0.25
