@@ -331,7 +331,7 @@ bool truthy(const Json& v) {
 
 // Nested {{#each}} over a few short lists multiplies: a small template and small variables could
 // render (or just loop) for hours. Both the work and the output are bounded.
-constexpr size_t kMaxRenderSteps = size_t{1} << 22;
+constexpr size_t kMaxRenderSteps = size_t{1} << 20;
 constexpr size_t kMaxRenderedBytes = size_t{64} << 20;
 
 void render_nodes(const std::vector<TemplateNode>& nodes, RenderEnv& env, std::string& out, size_t& steps) {

@@ -20,6 +20,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/packed_expand.h"
+#include "kernels/sampling.h"
 #include "runtime/model_config.h"
 
 namespace hypic {
@@ -153,6 +154,21 @@ class Backend {
   // One-token steps of several sequences at once ([N, V] logits) on a faster path; empty when there is
   // none, and then the engine runs them as one pass with a lane per sequence.
   virtual std::vector<float> decode_batch(std::span<State* const> states, std::span<const int> ids) { return {}; }
+  // How a row's next token is drawn where its logits are (Engine::decode_batch_drawn): kernels/sampling.h's
+  // rule with the caller's uniform draw u, over ids [0, vocab) only.
+  struct TokenDraw {
+    SamplingParams params;
+    double u = 0;
+    int64_t vocab = 0;
+  };
+  // decode_batch where rows with draws[i] get their next token drawn on the backend (sampled[i]; logits[i]
+  // left empty) and the others return their logits row (logits[i], [V]). false: no such path (nothing
+  // done; the engine draws on the host).
+  virtual bool decode_batch_drawn(std::span<State* const> states, std::span<const int> ids,
+                                  std::span<const TokenDraw* const> draws, std::span<int> sampled,
+                                  std::vector<std::vector<float>>& logits) {
+    return false;
+  }
 
   // ---- linear-layer state (S fp32 [Hv, dk, dv]; conv tail kv_dtype [K-1, conv_dim]) ----
   virtual void save_linear(int layer, const State& st, float* S, void* conv_tail) = 0;

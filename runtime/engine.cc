@@ -387,7 +387,32 @@ std::vector<float> Engine::forward(std::span<const int> ids, State& st, bool all
   return out;
 }
 
-std::vector<float> Engine::decode_batch(std::span<State* const> states, std::span<const int> ids) {
+void Engine::decode_batch_drawn(std::span<State* const> states, std::span<const int> ids,
+                                std::span<const TokenDraw* const> draws, std::span<int> sampled,
+                                std::vector<std::vector<float>>& logits) {
+  const int64_t V = backend_.config().vocab_size;
+  if (draws.size() != states.size() || sampled.size() != states.size())
+    throw InvalidArgument("decode_batch_drawn: " + std::to_string(states.size()) + " sequences but " +
+                          std::to_string(draws.size()) + " draws and " + std::to_string(sampled.size()) + " outputs");
+  for (size_t i = 0; i < draws.size(); ++i)
+    if (draws[i] && (draws[i]->vocab < 1 || draws[i]->vocab > V))
+      throw InvalidArgument("decode_batch_drawn: the draw of sequence " + std::to_string(i) + " covers " +
+                            std::to_string(draws[i]->vocab) + " ids, outside [1, " + std::to_string(V) + "]");
+  check_batch(states, ids);
+  logits.assign(states.size(), {});
+  if (backend_.decode_batch_drawn(states, ids, draws, sampled, logits)) {
+    for (State* st : states) st->length += 1;
+    return;
+  }
+  const std::vector<float> all = decode_batch(states, ids);
+  for (size_t i = 0; i < states.size(); ++i) {
+    const float* row = all.data() + i * V;
+    if (draws[i]) sampled[i] = static_cast<int>(cpu::sample(row, draws[i]->vocab, draws[i]->params, draws[i]->u));
+    else logits[i].assign(row, row + V);
+  }
+}
+
+void Engine::check_batch(std::span<State* const> states, std::span<const int> ids) const {
   if (states.size() != ids.size())
     throw InvalidArgument("decode_batch: " + std::to_string(states.size()) + " sequences but " +
                           std::to_string(ids.size()) + " tokens");
@@ -401,6 +426,10 @@ std::vector<float> Engine::decode_batch(std::span<State* const> states, std::spa
     for (size_t j = 0; j < i; ++j)
       if (states[j] == states[i]) throw InvalidArgument("decode_batch: sequence " + std::to_string(i) + " repeats " + std::to_string(j));
   }
+}
+
+std::vector<float> Engine::decode_batch(std::span<State* const> states, std::span<const int> ids) {
+  check_batch(states, ids);
   std::vector<float> fast = backend_.decode_batch(states, ids);
   if (fast.empty()) {
     Plan plan;

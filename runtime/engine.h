@@ -155,6 +155,15 @@ class Engine {
   // row i for sequence i. InvalidArgument for a size mismatch, a repeated state or an id outside the
   // vocabulary.
   std::vector<float> decode_batch(std::span<State* const> states, std::span<const int> ids);
+  // decode_batch for a server's generations: row i with draws[i] gets its next token drawn where the logits
+  // are (on the device for the CUDA backend: no [N, V] copy to the host), into sampled[i], and logits[i]
+  // stays empty; a row without a draw returns its logits in logits[i]. The same tokens on every backend
+  // for the same draws (the CPU fallback draws with cpu::sample), up to float rounding at the edge
+  // between two kept ids. InvalidArgument as decode_batch, and for a draw with vocab outside [1, V].
+  using TokenDraw = Backend::TokenDraw;
+  void decode_batch_drawn(std::span<State* const> states, std::span<const int> ids,
+                          std::span<const TokenDraw* const> draws, std::span<int> sampled,
+                          std::vector<std::vector<float>>& logits);
   // Greedy decode of n tokens continuing `r` (the first comes from r.logits).
   std::vector<int> greedy_decode(PromptResult& r, int n);
 
@@ -177,6 +186,8 @@ class Engine {
 
  private:
   friend class PromptJob;
+  // decode_batch's checks (throws InvalidArgument).
+  void check_batch(std::span<State* const> states, std::span<const int> ids) const;
   struct Plan;
   // Plans the prompt into `w` (cache lookups, the reused prefix loaded, the lanes still to run).
   void plan_full(PromptJob::Work& w, const std::vector<PromptBlock>& blocks);

@@ -68,8 +68,11 @@ std::unique_ptr<PromptJob> Session::begin_prefill(const std::vector<PromptBlock>
   transcript_.clear();
   checkpoint_ = LiveSequence();
   logits_.clear();
+  logits_valid_ = false;
   pending_.clear();
   sampled_ = -1;
+  presampled_ = -1;
+  next_draw_.reset();
   started_ = false;
   return job;
 }
@@ -81,8 +84,11 @@ PromptResult Session::end_prefill(PromptJob& job, std::span<const int> after_che
   checkpoint_ = LiveSequence();
   if (checkpoint_on_) checkpoint_ = {rt_.backend().clone(*state_), transcript_};
   logits_ = r.logits;
+  logits_valid_ = true;
   pending_.clear();
   sampled_ = -1;
+  presampled_ = -1;
+  next_draw_.reset();
   started_ = true;
   if (!after_checkpoint.empty()) {
     // Part of the prompt: counted in its tokens and its time to first token.
@@ -101,6 +107,9 @@ void Session::append_tokens(std::span<const int> ids) {
   run.insert(run.end(), ids.begin(), ids.end());
   if (run.empty()) return;
   logits_ = rt_.engine().forward(run, *state_);
+  logits_valid_ = true;
+  presampled_ = -1;
+  next_draw_.reset();
   transcript_.insert(transcript_.end(), run.begin(), run.end());
   pending_.clear();
   started_ = true;
@@ -129,19 +138,31 @@ void Session::run_sampled(std::span<Session* const> sessions) {
     Session& s = *sessions[0];
     const int one[1] = {s.sampled_};
     s.logits_ = engine.forward(one, *s.state_);
+    s.logits_valid_ = true;
   } else {
     std::vector<State*> states;
     std::vector<int> ids;
+    std::vector<const Engine::TokenDraw*> draws;
     for (Session* s : sessions) {
       if (&s->rt_.engine() != &engine) throw InvalidArgument("run_sampled: sessions of different runtimes");
       states.push_back(s->state_.get());
       ids.push_back(s->sampled_);
+      draws.push_back(s->next_draw_ ? &*s->next_draw_ : nullptr);
     }
-    const std::vector<float> all = engine.decode_batch(states, ids);
-    const size_t V = all.size() / sessions.size();
-    for (size_t i = 0; i < sessions.size(); ++i)
-      sessions[i]->logits_.assign(all.begin() + static_cast<std::ptrdiff_t>(i * V),
-                                  all.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
+    std::vector<int> sampled(sessions.size(), -1);
+    std::vector<std::vector<float>> logits;
+    engine.decode_batch_drawn(states, ids, draws, sampled, logits);
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      Session& s = *sessions[i];
+      if (draws[i]) {
+        s.presampled_ = sampled[i];
+        s.logits_.clear();
+        s.logits_valid_ = false;
+      } else {
+        s.logits_ = std::move(logits[i]);
+        s.logits_valid_ = true;
+      }
+    }
   }
   for (Session* s : sessions) {
     s->transcript_.push_back(s->sampled_);
@@ -153,7 +174,12 @@ GenerationSteps::GenerationSteps(Session& s, GenerateOptions opt)
     : s_(s), opt_(std::move(opt)), dec_(s.rt_.tokenizer()) {
   if (!s_.started_) throw InvalidArgument("generate: the session has no prompt yet");
   if (!s_.pending_.empty()) s_.append_tokens({});
+  if (!s_.logits_valid_)
+    throw InvalidArgument("generate: the session's next-token logits were not kept (its last generation stopped "
+                          "after a batched step had drawn the next token on the device); append text first");
   s_.sampled_ = -1;
+  s_.presampled_ = -1;
+  s_.next_draw_.reset();
   s_.rng_.seed(opt_.seed);
 }
 
@@ -192,11 +218,20 @@ bool GenerationSteps::step() {
     return false;
   }
   ++count_;
-  const std::vector<float>& logits = s_.logits_;
   // Ids past the tokenizer's vocabulary (padding rows of the LM head) are not tokens: never sampled.
-  const int64_t n = std::min<int64_t>(static_cast<int64_t>(logits.size()),
-                                      static_cast<int64_t>(s_.rt_.tokenizer().vocab_size()));
-  const int id = static_cast<int>(cpu::sample(logits.data(), n, opt_.sampling, uniform_(s_.rng_)));
+  const int64_t n = std::min<int64_t>(s_.rt_.config().vocab_size, static_cast<int64_t>(s_.rt_.tokenizer().vocab_size()));
+  int id = -1;
+  if (s_.presampled_ >= 0) {  // drawn by the batched run, with the draw taken at the end of the last step
+    id = s_.presampled_;
+  } else {
+    const std::vector<float>& logits = s_.logits_;
+    if (!s_.logits_valid_ || static_cast<int64_t>(logits.size()) < n)
+      throw InvalidArgument("generate: no next-token logits to sample from");
+    const double u = s_.next_draw_ ? s_.next_draw_->u : uniform_(s_.rng_);
+    id = static_cast<int>(cpu::sample(logits.data(), n, opt_.sampling, u));
+  }
+  s_.presampled_ = -1;
+  s_.next_draw_.reset();
   g_.tokens.push_back(id);
   const auto& stops = s_.rt_.stop_ids();
   if (!opt_.ignore_eos && std::find(stops.begin(), stops.end(), id) != stops.end()) {
@@ -221,6 +256,9 @@ bool GenerationSteps::step() {
   }
   flush(false);
   s_.sampled_ = id;
+  // The next token's draw is taken now (the same sequence of draws as sampling each step on the host), so
+  // a batched run can draw it where the logits are. Not for the last token: its logits are kept.
+  if (count_ < opt_.max_tokens) s_.next_draw_ = Engine::TokenDraw{opt_.sampling, uniform_(s_.rng_), n};
   return true;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -66,6 +67,9 @@ class Session {
   Generation generate(const GenerateOptions& opt);
   // Runs the token each session's generation just sampled (GenerationSteps::step), all in one batched
   // decode pass; the sessions must share one runtime and be distinct.
+  // With several sessions, each generation's next token is drawn in the same pass where the logits are
+  // (on the device for the CUDA backend), from the uniform draw its GenerationSteps already took, so the
+  // [N, V] logits never come back to the host; the last step of a generation gets its logits as usual.
   static void run_sampled(std::span<Session* const> sessions);
 
   // Segment keys of this session's prompts live in this namespace (a tenant; see Engine::run).
@@ -89,6 +93,12 @@ class Session {
   std::mt19937_64 rng_;
   std::string key_namespace_;
   int sampled_ = -1;  // the token the current GenerationSteps sampled and wants run, or -1
+  // How the generation will draw its next token (its uniform draw already taken), set with sampled_: a
+  // batched run may then draw it where the logits are (Engine::decode_batch_drawn) instead of returning
+  // them. presampled_: the token so drawn, or -1; logits_valid_ is false while logits_ were not kept.
+  std::optional<Engine::TokenDraw> next_draw_;
+  int presampled_ = -1;
+  bool logits_valid_ = true;
 };
 
 // One generation as single steps, for a server that interleaves the decoding of many sessions: step()

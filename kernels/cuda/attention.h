@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/types.h"
 
 namespace hypic::cuda {
@@ -38,5 +39,13 @@ size_t attention_decode_workspace_bytes(const AttentionShape& s);
 void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
                       const int64_t* k_pos, float scale, bf16* out, void* workspace, cudaStream_t stream,
                       const int32_t* keys_dev = nullptr);
+// The decode form for N sequences with one query row each, each over its own cache (continuous batching:
+// the caches live in separate buffers of different lengths).
+//   s.Tq = N; s.Tk: the launch bound, >= every slots[i].rows (fixes the split count and the workspace,
+//   attention_decode_workspace_bytes(s), so a captured graph stays valid while the caches fill up to it);
+//   q: [N, Hq, d] bf16; slots: [N] on the device (kernels/cuda/kv_cache.h), sequence i reads keys
+//   [0, min(slots[i].rows, s.Tk)) of its cache; q_pos: [N] int64; out: [N, Hq, d] bf16.
+void attention_decode_batched(const AttentionShape& s, const bf16* q, const KvSlot* slots, const int64_t* q_pos,
+                              float scale, bf16* out, void* workspace, cudaStream_t stream);
 
 }  // namespace hypic::cuda

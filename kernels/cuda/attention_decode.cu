@@ -1,6 +1,7 @@
-// Attention for few query rows (decode): the keys are split into ranges processed by separate blocks
-// (flash-decoding), each warp of a block walks every 4th key of the range with the head dim spread over
-// the lanes, and a combine pass merges the partial softmaxes. Memory-bound: K and V are read once.
+// Attention for few query rows (decode): the keys are split into ranges of 128 processed by separate
+// blocks (flash-decoding), the 4 warps of a block take 4 keys at a time each with the head dim spread over
+// the lanes (all 8 loads in flight before the first is used), and a combine pass merges the partial
+// softmaxes. Memory-bound: K and V are read once per query head.
 #include <climits>
 
 #include "kernels/cuda/attention.h"
@@ -11,8 +12,12 @@ namespace hypic::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kKeysPerSplit = 512;
-constexpr int kMaxSplits = 64;
+// Each block walks its key range with 4 warps taking kGroup keys at a time (loads issued together), so a
+// split of kKeysPerSplit keys is 8 rounds per warp: short enough that a decode step's few query rows
+// still fill the GPU, long enough that the combine stays small.
+constexpr int kGroup = 4;
+constexpr int kKeysPerSplit = 128;
+constexpr int kMaxSplits = 128;
 constexpr int kMaxD = 256;
 
 int64_t num_splits(const AttentionShape& s) {
@@ -20,13 +25,93 @@ int64_t num_splits(const AttentionShape& s) {
   return n < 1 ? 1 : (n > kMaxSplits ? kMaxSplits : n);
 }
 
+// E consecutive bf16 (E = 2, 4, 8: one 4/8/16-byte load) as floats.
+template <int E>
+__device__ __forceinline__ void load_row(const bf16* p, float (&out)[E]) {
+  if constexpr (E == 8) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      out[2 * j] = f.x;
+      out[2 * j + 1] = f.y;
+    }
+  } else if constexpr (E == 4) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      out[2 * j] = f.x;
+      out[2 * j + 1] = f.y;
+    }
+  } else {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+    out[0] = f.x;
+    out[1] = f.y;
+  }
+}
+
+// The vectorised walk for d == D and 16-byte aligned rows: each warp takes kGroup keys per round, issues
+// all their K and V loads before using any, reduces the kGroup dot products together and folds them
+// into its running softmax at once. Writes the warp's (m, l, acc) like the scalar walk.
 template <int D>
+__device__ __forceinline__ void walk_keys_vec(const AttentionShape& s, int64_t j_begin, int64_t j_end, int warp,
+                                              int lane, int64_t kh, const bf16* k, const bf16* v,
+                                              const int64_t* k_pos, int64_t qp, const float (&qr)[D / 32],
+                                              float& m, float& l, float (&acc)[D / 32]) {
+  constexpr int E = D / 32;
+  for (int64_t j0 = j_begin + int64_t(warp) * kGroup; j0 < j_end; j0 += int64_t(kWarps) * kGroup) {
+    float kf[kGroup][E], vf[kGroup][E], dot[kGroup];
+    bool vis[kGroup];
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      const int64_t j = j0 + g;
+      vis[g] = j < j_end && k_pos[j < j_end ? j : j0] <= qp;
+      const int64_t jj = j < j_end ? j : j0;  // a valid row (its result is dropped)
+      load_row<E>(k + (jj * s.Hkv + kh) * D + lane * E, kf[g]);
+      load_row<E>(v + (jj * s.Hkv + kh) * D + lane * E, vf[g]);
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      float d = 0.0f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) d = fmaf(qr[e], kf[g][e], d);
+      dot[g] = d;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], off);
+    float mx = m;
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g)
+      if (vis[g]) mx = fmaxf(mx, dot[g]);
+    if (mx == -INFINITY) continue;  // nothing visible yet
+    const float alpha = exp2f(m - mx);
+    l *= alpha;
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] *= alpha;
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      const float p = vis[g] ? exp2f(dot[g] - mx) : 0.0f;
+      l += p;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[e] = fmaf(p, vf[g][e], acc[e]);
+    }
+    m = mx;
+  }
+}
+
+template <int D, bool kVec>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, int64_t splits,
-                                                             const bf16* __restrict__ q, const bf16* __restrict__ k,
-                                                             const bf16* __restrict__ v,
+                                                             const bf16* __restrict__ q, const bf16* k_in,
+                                                             const bf16* v_in,
                                                              const int64_t* __restrict__ q_pos,
-                                                             const int64_t* __restrict__ k_pos,
-                                                             const int32_t* __restrict__ keys_dev, float scale_log2,
+                                                             const int64_t* k_pos_in,
+                                                             const int32_t* __restrict__ keys_dev,
+                                                             const KvSlot* __restrict__ slots, float scale_log2,
                                                              float* __restrict__ part_o, float* __restrict__ part_ml) {
   constexpr int E = D / 32;  // head-dim elements per lane
   __shared__ float wm[kWarps], wl[kWarps], wo[kWarps][D];
@@ -34,7 +119,16 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, i
   const int64_t sp = blockIdx.x, h = blockIdx.y, i = blockIdx.z, kh = h / (s.Hq / s.Hkv);
   const int d = int(s.d);
   const int64_t per = (s.Tk + splits - 1) / splits, j_begin = sp * per;
-  const int64_t Tk = keys_dev && int64_t(*keys_dev) < s.Tk ? int64_t(*keys_dev) : s.Tk;
+  int64_t Tk = keys_dev && int64_t(*keys_dev) < s.Tk ? int64_t(*keys_dev) : s.Tk;
+  const bf16 *k = k_in, *v = v_in;
+  const int64_t* k_pos = k_pos_in;
+  if (slots) {  // query row i is sequence i, over its own cache
+    const KvSlot& sl = slots[i];
+    k = sl.k;
+    v = sl.v;
+    k_pos = sl.pos;
+    Tk = int64_t(sl.rows) < Tk ? int64_t(sl.rows) : Tk;
+  }
   const int64_t j_end = j_begin + per < Tk ? j_begin + per : Tk;
   const int64_t qp = q_pos[i];
   float qr[E], acc[E];
@@ -45,6 +139,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, i
     acc[e] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
+  if constexpr (kVec) {
+    walk_keys_vec<D>(s, j_begin, j_end, warp, lane, kh, k, v, k_pos, qp, qr, m, l, acc);
+  } else {
   for (int64_t j = j_begin + warp; j < j_end; j += kWarps) {
     if (k_pos[j] > qp) continue;
     const bf16* kr = k + (j * s.Hkv + kh) * d;
@@ -64,6 +161,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, i
       const int c = lane * E + e;
       acc[e] = acc[e] * alpha + (c < d ? p * __bfloat162float(vr[c]) : 0.0f);
     }
+  }
   }
   if (lane == 0) {
     wm[warp] = m;
@@ -119,9 +217,10 @@ size_t attention_decode_workspace_bytes(const AttentionShape& s) {
   return sizeof(float) * rows * (padded_dim(s.d) + 2);
 }
 
-void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
-                      const int64_t* k_pos, float scale, bf16* out, void* workspace, cudaStream_t stream,
-                      const int32_t* keys_dev) {
+namespace {
+void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
+                   const int64_t* k_pos, const KvSlot* slots, float scale, bf16* out, void* workspace,
+                   cudaStream_t stream, const int32_t* keys_dev) {
   HYPIC_CUDA_REQUIRE(s.Hq > 0 && s.Hkv > 0 && s.Hq % s.Hkv == 0 && s.Hq <= 65535,
                      "attention_decode: Hq must be a positive multiple of Hkv");
   HYPIC_CUDA_REQUIRE(s.d > 0 && s.d <= kMaxD, "attention_decode: head dim must be <= 256");
@@ -133,18 +232,38 @@ void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, con
   float* part_ml = part_o + s.Tq * s.Hq * splits * D;
   const dim3 grid(unsigned(splits), unsigned(s.Hq), unsigned(s.Tq));
   const float sl2 = scale * 1.4426950408889634f;
-  if (D == 64)
-    decode_kernel<64><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, sl2, part_o,
-                                                               part_ml);
-  else if (D == 128)
-    decode_kernel<128><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, sl2, part_o,
-                                                               part_ml);
-  else
-    decode_kernel<256><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, sl2, part_o,
-                                                               part_ml);
+  // The vectorised walk needs whole 16-byte rows: d equal to its padded size and aligned caches (slots'
+  // caches are whole device allocations).
+  const bool vec = s.d == D && (slots || ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) & 15) == 0);
+#define HYPIC_DECODE_LAUNCH(DIM, VEC)                                                                             \
+  decode_kernel<DIM, VEC><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, sl2, \
+                                                            part_o, part_ml)
+  if (D == 64) {
+    if (vec) HYPIC_DECODE_LAUNCH(64, true);
+    else HYPIC_DECODE_LAUNCH(64, false);
+  } else if (D == 128) {
+    if (vec) HYPIC_DECODE_LAUNCH(128, true);
+    else HYPIC_DECODE_LAUNCH(128, false);
+  } else {
+    if (vec) HYPIC_DECODE_LAUNCH(256, true);
+    else HYPIC_DECODE_LAUNCH(256, false);
+  }
+#undef HYPIC_DECODE_LAUNCH
   HYPIC_CUDA_LAUNCH_CHECK();
   combine_kernel<<<unsigned(s.Tq * s.Hq), 128, 0, stream>>>(s, splits, D, part_o, part_ml, out);
   HYPIC_CUDA_LAUNCH_CHECK();
+}
+}  // namespace
+
+void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
+                      const int64_t* k_pos, float scale, bf16* out, void* workspace, cudaStream_t stream,
+                      const int32_t* keys_dev) {
+  launch_decode(s, q, k, v, q_pos, k_pos, nullptr, scale, out, workspace, stream, keys_dev);
+}
+
+void attention_decode_batched(const AttentionShape& s, const bf16* q, const KvSlot* slots, const int64_t* q_pos,
+                              float scale, bf16* out, void* workspace, cudaStream_t stream) {
+  launch_decode(s, q, nullptr, nullptr, q_pos, nullptr, slots, scale, out, workspace, stream, nullptr);
 }
 
 }  // namespace hypic::cuda

@@ -22,7 +22,8 @@ void causal_conv1d_silu(const bf16* x, int64_t T, int64_t C, const bf16* w, int6
 //   (T: host value);
 //   tails_in: [N] device array of pointers to [K-1, C] bf16 starting tails, a null entry (or a null
 //   array) meaning zeros; tails_out: [N] device array of pointers receiving each sequence's last K-1
-//   inputs (null entries skipped). A tails_out buffer must not be any sequence's tails_in buffer.
+//   inputs (null entries skipped). A tails_out buffer must not be another sequence's tails_in buffer;
+//   a sequence's own tails_in buffer may be its tails_out (updated in place: decode steps).
 //   out: [T, C] bf16 (must not alias x or a tail).
 void causal_conv1d_silu_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C,
                                const bf16* w, int64_t K, const bf16* const* tails_in, bf16* const* tails_out,

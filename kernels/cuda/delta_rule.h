@@ -72,7 +72,9 @@ void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf1
 // Recurrent form for decode (and short spans): s.N independent sequences of s.T tokens EACH.
 //   q, k: [N, T, Hk, dk] bf16; v: [N, T, H, dv] bf16; g, beta: [N, T, H] fp32;
 //   state: [N, H, dk, dv] fp32 in/out; out: [N, T, H, dv] bf16 or null. dk <= 128.
+//   states (optional): [N] device array of pointers to each sequence's own [H, dk, dv] state, used instead
+//   of `state` (continuous batching: the sequences' states live in separate buffers).
 void gdn_recurrent(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g, const float* beta,
-                   float* state, bf16* out, cudaStream_t stream);
+                   float* state, bf16* out, cudaStream_t stream, float* const* states = nullptr);
 
 }  // namespace hypic::cuda

@@ -16,6 +16,7 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_recurrent_kernel(GdnShape s, 
                                                                     const bf16* __restrict__ v,
                                                                     const float* __restrict__ g,
                                                                     const float* __restrict__ beta, float* state,
+                                                                    float* const* __restrict__ states,
                                                                     bf16* __restrict__ out) {
   __shared__ float qs[kWarps * kRows], ks[kWarps * kRows];
   __shared__ float part[kWarps][32];
@@ -25,7 +26,7 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_recurrent_kernel(GdnShape s, 
   const int c = blockIdx.x * 32 + lane;
   const bool col_ok = c < dv;
   const int64_t H = s.H, Hk = s.Hk, kh = h / (H / Hk), T = s.T;
-  float* S = state + (n * H + h) * dk * dv;
+  float* S = (states ? states[n] : state + n * H * dk * dv) + h * dk * dv;
   float reg[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -81,13 +82,13 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_recurrent_kernel(GdnShape s, 
 }  // namespace
 
 void gdn_recurrent(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g, const float* beta,
-                   float* state, bf16* out, cudaStream_t stream) {
+                   float* state, bf16* out, cudaStream_t stream, float* const* states) {
   HYPIC_CUDA_REQUIRE(s.H > 0 && s.Hk > 0 && s.H % s.Hk == 0, "gdn_recurrent: H must be a multiple of Hk");
   HYPIC_CUDA_REQUIRE(s.dk > 0 && s.dk <= kWarps * kRows, "gdn_recurrent: key dim must be in [1, 128]");
   HYPIC_CUDA_REQUIRE(s.dv > 0 && s.N >= 1 && s.N <= 65535 && s.H <= 65535, "gdn_recurrent: bad shape");
   if (s.T == 0) return;
   const dim3 grid(unsigned((s.dv + 31) / 32), unsigned(s.H), unsigned(s.N));
-  gdn_recurrent_kernel<<<grid, kWarps * 32, 0, stream>>>(s, q, k, v, g, beta, state, out);
+  gdn_recurrent_kernel<<<grid, kWarps * 32, 0, stream>>>(s, q, k, v, g, beta, state, states, out);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

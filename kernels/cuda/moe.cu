@@ -160,6 +160,7 @@ void moe_plan(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan
                                                                  plan.src_token, plan.slot_row);
     HYPIC_CUDA_LAUNCH_CHECK();
   }
+  if (!counts_host) return;  // a device-only plan (moe_small.h's expert-major kernels)
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(counts_host, plan.counts, sizeof(int32_t) * E, cudaMemcpyDeviceToHost, stream));
   HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

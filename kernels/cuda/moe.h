@@ -33,7 +33,8 @@ size_t moe_plan_workspace_bytes(int64_t T, int64_t K, int64_t E);
 MoePlan moe_plan_from_workspace(void* workspace, int64_t T, int64_t K, int64_t E);
 
 // Fills the plan from ids and copies the per-expert counts to counts_host ([E] host memory). Synchronises
-// the stream once: the grouped GEMM needs the group sizes on the host.
+// the stream once: the grouped GEMM needs the group sizes on the host. A null counts_host fills the plan
+// on the device only (no copy, no synchronisation).
 void moe_plan(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan& plan, int32_t* counts_host,
               cudaStream_t stream);
 

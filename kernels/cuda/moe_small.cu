@@ -82,7 +82,109 @@ __global__ void __launch_bounds__(kThreads) down_kernel(const __nv_bfloat16* __r
   }
 }
 
+__global__ void expert_list_kernel(const int32_t* __restrict__ offsets, int E, int slots, int32_t* experts) {
+  if (threadIdx.x != 0) return;  // E <= 1024: serial, a few microseconds
+  int n = 0;
+  for (int e = 0; e < E && n < slots; ++e)
+    if (offsets[e + 1] > offsets[e]) experts[n++] = e;
+  for (; n < slots; ++n) experts[n] = -1;
+}
+
+// The same partial dot product with the weights through L1: an expert's row is read again for each of
+// its routed rows, and those reads should hit.
+__device__ __forceinline__ float dot_partial_cached(const __nv_bfloat16* __restrict__ w,
+                                                    const __nv_bfloat16* __restrict__ v, int n, int lane) {
+  float acc = 0.0f;
+#pragma unroll 4
+  for (int c = lane * 8; c < n; c += 256) {
+    const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w + c));
+    const uint4 xv = __ldg(reinterpret_cast<const uint4*>(v + c));
+    const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv);
+    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 a = __bfloat1622float2(w2[j]), b = __bfloat1622float2(x2[j]);
+      acc = fmaf(a.x, b.x, fmaf(a.y, b.y, acc));
+    }
+  }
+  return acc;
+}
+
+// Block = (8 rows of I, one routed expert); each warp one row i of the expert's gate and up projections,
+// over all the expert's grouped rows.
+__global__ void __launch_bounds__(kThreads) grouped_gate_up_kernel(const __nv_bfloat16* __restrict__ xs, int D,
+                                                                   const int32_t* __restrict__ offsets,
+                                                                   const int32_t* __restrict__ experts,
+                                                                   const __nv_bfloat16* __restrict__ gate_up, int I,
+                                                                   __nv_bfloat16* __restrict__ act) {
+  const int e = experts[blockIdx.y];
+  if (e < 0) return;
+  const int i = blockIdx.x * kRowsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (i >= I) return;
+  const __nv_bfloat16* G = gate_up + (int64_t(e) * 2 * I + i) * D;
+  const __nv_bfloat16* U = G + int64_t(I) * D;
+  for (int r = offsets[e]; r < offsets[e + 1]; ++r) {
+    const float g = detail::warp_sum(dot_partial_cached(G, xs + int64_t(r) * D, D, lane));
+    const float u = detail::warp_sum(dot_partial_cached(U, xs + int64_t(r) * D, D, lane));
+    if (lane == 0) act[int64_t(r) * I + i] = __float2bfloat16_rn(detail::silu_f(g) * u);
+  }
+}
+
+// Block = (32 output features, one routed expert); each warp 4 features over the expert's rows (the
+// rows of the down projection are short: 4 per warp keep enough loads in flight).
+constexpr int kDownRowsPerWarp = 4, kDownRowsPerBlock = kWarps * kDownRowsPerWarp;
+
+__global__ void __launch_bounds__(kThreads) grouped_down_kernel(const __nv_bfloat16* __restrict__ act, int I,
+                                                                const int32_t* __restrict__ offsets,
+                                                                const int32_t* __restrict__ experts,
+                                                                const __nv_bfloat16* __restrict__ down, int D,
+                                                                __nv_bfloat16* __restrict__ ys) {
+  const int e = experts[blockIdx.y];
+  if (e < 0) return;
+  const int n0 = blockIdx.x * kDownRowsPerBlock + (threadIdx.x / 32) * kDownRowsPerWarp, lane = threadIdx.x % 32;
+  if (n0 >= D) return;
+  const __nv_bfloat16* W = down + (int64_t(e) * D + n0) * I;
+  for (int r = offsets[e]; r < offsets[e + 1]; ++r) {
+    const __nv_bfloat16* a = act + int64_t(r) * I;
+    float y[kDownRowsPerWarp];
+#pragma unroll
+    for (int j = 0; j < kDownRowsPerWarp; ++j)
+      y[j] = n0 + j < D ? dot_partial_cached(W + int64_t(j) * I, a, I, lane) : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kDownRowsPerWarp; ++j) {
+      const float v = detail::warp_sum(y[j]);
+      if (lane == 0 && n0 + j < D) ys[int64_t(r) * D + n0 + j] = __float2bfloat16_rn(v);
+    }
+  }
+}
+
 }  // namespace
+
+void moe_expert_list(const int32_t* offsets, int64_t E, int64_t slots, int32_t* experts, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(E > 0 && E <= 1024 && slots > 0 && slots <= E, "moe_expert_list: bad shape");
+  expert_list_kernel<<<1, 32, 0, stream>>>(offsets, int(E), int(slots), experts);
+  HYPIC_CUDA_CHECK(cudaGetLastError());
+}
+
+void moe_grouped_gate_up(const bf16* xs, int64_t D, const int32_t* offsets, const int32_t* experts, int64_t slots,
+                         const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(D % 8 == 0 && I > 0 && reinterpret_cast<uintptr_t>(xs) % 16 == 0,
+                     "moe_grouped_gate_up: D must be a multiple of 8, xs 16-byte aligned");
+  HYPIC_CUDA_REQUIRE(slots > 0 && slots <= 65535, "moe_grouped_gate_up: bad slot count");
+  const dim3 grid(unsigned((I + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(slots));
+  grouped_gate_up_kernel<<<grid, kThreads, 0, stream>>>(xs, int(D), offsets, experts, gate_up, int(I), act);
+  HYPIC_CUDA_CHECK(cudaGetLastError());
+}
+
+void moe_grouped_down(const bf16* act, int64_t I, const int32_t* offsets, const int32_t* experts, int64_t slots,
+                      const bf16* down, int64_t D, bf16* ys, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(I % 8 == 0 && D > 0 && reinterpret_cast<uintptr_t>(act) % 16 == 0,
+                     "moe_grouped_down: I must be a multiple of 8, act 16-byte aligned");
+  HYPIC_CUDA_REQUIRE(slots > 0 && slots <= 65535, "moe_grouped_down: bad slot count");
+  const dim3 grid(unsigned((D + kDownRowsPerBlock - 1) / kDownRowsPerBlock), unsigned(slots));
+  grouped_down_kernel<<<grid, kThreads, 0, stream>>>(act, int(I), offsets, experts, down, int(D), ys);
+  HYPIC_CUDA_CHECK(cudaGetLastError());
+}
 
 void moe_small_gate_up(const bf16* x, int64_t T, int64_t ldx, int64_t D, const int32_t* ids, int64_t K,
                        const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream) {

@@ -28,4 +28,21 @@ void moe_small_gate_up(const bf16* x, int64_t T, int64_t ldx, int64_t D, const i
 void moe_small_down_combine(const bf16* act, int64_t T, int64_t K, int64_t I, const int32_t* ids,
                             const float* weights, const bf16* down, int64_t D, bf16* y, cudaStream_t stream);
 
+// Expert-major form for a few dozen rows (continuous-batching decode): each routed expert's weights are
+// read once for every row routed to it, instead of once per row, with no host round trip either. The
+// rows come grouped by expert (moe.h: moe_plan with counts_host = null, then moe_gather), and the
+// results go back through moe_combine.
+//   moe_expert_list: experts[j] = the j-th expert with rows (by id), -1 past the last; experts: [slots]
+//     int32 with slots = min(E, T*K) (every launch below is sized by slots, so a captured graph serves any
+//     routing); offsets: the plan's [E + 1]. E <= 1024.
+//   moe_grouped_gate_up: act[r, i] = silu(G_e[i] . xs[r]) * (U_e[i] . xs[r]) for each grouped row r of
+//     expert e; xs: [T*K, D] bf16 (grouped); gate_up: [E, 2I, D] bf16; act: [T*K, I] bf16 (grouped).
+//   moe_grouped_down: ys[r, :] = W_e act[r] for each grouped row r; down: [E, D, I]; ys: [T*K, D] bf16.
+// Requires D % 8 == 0 and I % 8 == 0 (16-byte rows).
+void moe_expert_list(const int32_t* offsets, int64_t E, int64_t slots, int32_t* experts, cudaStream_t stream);
+void moe_grouped_gate_up(const bf16* xs, int64_t D, const int32_t* offsets, const int32_t* experts, int64_t slots,
+                         const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream);
+void moe_grouped_down(const bf16* act, int64_t I, const int32_t* offsets, const int32_t* experts, int64_t slots,
+                      const bf16* down, int64_t D, bf16* ys, cudaStream_t stream);
+
 }  // namespace hypic::cuda

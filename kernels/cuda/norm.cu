@@ -28,6 +28,48 @@ __global__ void rmsnorm_kernel(const TIn* x, bf16* y, int64_t rows, int dim, con
   for (int i = lane; i < dim; i += 32) yr[i] = __float2bfloat16_rn(to_f(xr[i]) * inv * (zc ? 1.0f + w[i] : w[i]));
 }
 
+// Wide rows (the hidden state, 1-4k): one block of 256 threads per row, each thread holding its up to 16
+// strided elements in registers, so a row is read once with every load in flight together. With one
+// warp per row a decode step's single row kept one SM busy and waited on 64 loads in sequence.
+constexpr int kWideThreads = 256, kWidePer = 16;
+
+template <class TIn>
+__global__ void __launch_bounds__(kWideThreads) rmsnorm_wide_kernel(const TIn* x, bf16* y, int dim,
+                                                                     const float* __restrict__ w, float eps, bool zc) {
+  __shared__ float part[kWideThreads / 32];
+  const TIn* xr = x + int64_t(blockIdx.x) * dim;
+  float v[kWidePer];
+  float ss = 0;
+#pragma unroll
+  for (int k = 0; k < kWidePer; ++k) {
+    const int i = threadIdx.x + k * kWideThreads;
+    v[k] = i < dim ? to_f(xr[i]) : 0.0f;
+    ss += v[k] * v[k];
+  }
+  ss = warp_sum(ss);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float tot = 0;
+#pragma unroll
+  for (int i = 0; i < kWideThreads / 32; ++i) tot += part[i];
+  const float inv = rsqrtf(tot / dim + eps);
+  bf16* yr = y + int64_t(blockIdx.x) * dim;
+#pragma unroll
+  for (int k = 0; k < kWidePer; ++k) {
+    const int i = threadIdx.x + k * kWideThreads;
+    if (i < dim) yr[i] = __float2bfloat16_rn(v[k] * inv * (zc ? 1.0f + w[i] : w[i]));
+  }
+}
+
+template <class TIn>
+void launch_rmsnorm(const TIn* x, bf16* y, int64_t rows, int64_t dim, const float* w, float eps, bool zc,
+                    cudaStream_t stream) {
+  if (dim >= 1024 && dim <= int64_t{kWideThreads} * kWidePer && rows <= 2147483647)
+    rmsnorm_wide_kernel<TIn><<<unsigned(rows), kWideThreads, 0, stream>>>(x, y, int(dim), w, eps, zc);
+  else
+    rmsnorm_kernel<TIn><<<detail::blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(x, y, rows, int(dim), w, eps, zc);
+}
+
 __global__ void rmsnorm_gated_kernel(const bf16* o, const bf16* __restrict__ z, bf16* y, int64_t rows, int dim,
                                      const float* __restrict__ w, float eps) {
   const int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -70,8 +112,7 @@ void rmsnorm(const bf16* x, bf16* y, int64_t rows, int64_t dim, const float* w, 
              cudaStream_t stream) {
   check_rows(rows, dim, "rmsnorm");
   if (rows == 0) return;
-  rmsnorm_kernel<bf16><<<detail::blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(x, y, rows, int(dim), w, eps,
-                                                                                      zero_centred);
+  launch_rmsnorm(x, y, rows, dim, w, eps, zero_centred, stream);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -79,8 +120,7 @@ void rmsnorm(const float* x, bf16* y, int64_t rows, int64_t dim, const float* w,
              cudaStream_t stream) {
   check_rows(rows, dim, "rmsnorm");
   if (rows == 0) return;
-  rmsnorm_kernel<float><<<detail::blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(x, y, rows, int(dim), w, eps,
-                                                                                       zero_centred);
+  launch_rmsnorm(x, y, rows, dim, w, eps, zero_centred, stream);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

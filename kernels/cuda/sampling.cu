@@ -39,24 +39,27 @@ struct MaxU64 {
   __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const { return a > b ? a : b; }
 };
 
-__global__ void __launch_bounds__(kThreads) argmax_kernel(const float* __restrict__ logits, int64_t V,
-                                                          int32_t* __restrict__ out) {
+// One row per block (every thread of the block calls these).
+__device__ void argmax_row(const float* __restrict__ x, int64_t V, int32_t* out) {
   __shared__ unsigned long long scratch[32];
-  const float* x = logits + int64_t(blockIdx.x) * V;
   unsigned long long best = 0;
   for (int64_t i = threadIdx.x; i < V; i += blockDim.x) best = best > argkey(x[i], i) ? best : argkey(x[i], i);
   best = block_reduce(best, MaxU64{}, scratch);
-  if (threadIdx.x == 0) out[blockIdx.x] = int32_t(0xffffffffu - static_cast<uint32_t>(best & 0xffffffffu));
+  if (threadIdx.x == 0) *out = int32_t(0xffffffffu - static_cast<uint32_t>(best & 0xffffffffu));
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restrict__ logits, int64_t V,
-                                                          SamplingParams p, int32_t* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads) argmax_kernel(const float* __restrict__ logits, int64_t V,
+                                                          int32_t* __restrict__ out) {
+  argmax_row(logits + int64_t(blockIdx.x) * V, V, out + blockIdx.x);
+}
+
+// u01: the row's uniform draw in [0, 1).
+__device__ void sample_row(const float* __restrict__ x, int64_t V, float temperature, int top_k, float top_p,
+                           float u01, int32_t* out) {
   __shared__ float fscratch[32];
   __shared__ unsigned int uscratch[32];
   __shared__ int pick;
-  const int64_t row = blockIdx.x;
-  const float* x = logits + row * V;
-  const float inv_t = 1.0f / p.temperature;
+  const float inv_t = 1.0f / temperature;
   // Keys are taken on the scaled logits: scaling by a positive number preserves the order.
   float mx = -INFINITY;
   for (int64_t i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, x[i] * inv_t);
@@ -64,12 +67,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
 
   // Top-k threshold: the largest key with at least k values >= it.
   uint32_t kk = 0;
-  if (p.top_k > 0 && p.top_k < V) {
+  if (top_k > 0 && top_k < V) {
     for (int bit = 31; bit >= 0; --bit) {
       const uint32_t cand = kk | (1u << bit);
       unsigned int cnt = 0;
       for (int64_t i = threadIdx.x; i < V; i += blockDim.x) cnt += float_order_key(x[i] * inv_t) >= cand;
-      if (block_reduce(cnt, Add{}, uscratch) >= unsigned(p.top_k)) kk = cand;
+      if (block_reduce(cnt, Add{}, uscratch) >= unsigned(top_k)) kk = cand;
     }
   }
   auto mass_from = [&](uint32_t thr) {
@@ -82,8 +85,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
   };
   // Top-p threshold: the largest key whose upper set keeps at least top_p of the top-k mass.
   uint32_t kp = kk;
-  if (p.top_p < 1.0f) {
-    const float target = p.top_p * mass_from(kk);
+  if (top_p < 1.0f) {
+    const float target = top_p * mass_from(kk);
     uint32_t c = 0;
     for (int bit = 31; bit >= 0; --bit) {
       const uint32_t cand = c | (1u << bit);
@@ -93,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
   }
   // Draw: contiguous id ranges per thread, block scan of their masses, the owning thread walks its range.
   const float total = mass_from(kp);
-  const float u = sampling_uniform(p.seed, uint64_t(row)) * total;
+  const float u = u01 * total;
   const int64_t per = (V + blockDim.x - 1) / blockDim.x, b = threadIdx.x * per;
   const int64_t e = b + per < V ? b + per : V;
   float local = 0.0f;
@@ -137,7 +140,23 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
       }
   }
   __syncthreads();
-  if (threadIdx.x == 0) out[row] = pick;
+  if (threadIdx.x == 0) *out = pick;
+}
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restrict__ logits, int64_t V,
+                                                          SamplingParams p, int32_t* __restrict__ out) {
+  const int64_t row = blockIdx.x;
+  sample_row(logits + row * V, V, p.temperature, p.top_k, p.top_p, sampling_uniform(p.seed, uint64_t(row)),
+             out + row);
+}
+
+__global__ void __launch_bounds__(kThreads) draw_kernel(const float* __restrict__ logits, int64_t ld,
+                                                        const RowDraw* __restrict__ rows, int32_t* __restrict__ out) {
+  const RowDraw r = rows[blockIdx.x];
+  if (!r.active) return;
+  const float* x = logits + int64_t(blockIdx.x) * ld;
+  if (r.temperature <= 0.0f) argmax_row(x, r.n, out + blockIdx.x);
+  else sample_row(x, r.n, r.temperature, r.top_k, r.top_p, r.u, out + blockIdx.x);
 }
 
 }  // namespace
@@ -159,6 +178,13 @@ void sample_rows(const float* logits, int64_t B, int64_t V, const SamplingParams
     return;
   }
   sample_kernel<<<unsigned(B), kThreads, 0, stream>>>(logits, V, p, out);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void draw_rows(const float* logits, int64_t B, int64_t ld, const RowDraw* rows, int32_t* out, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(ld > 0 && B >= 0 && B <= 2147483647, "draw_rows: bad shape");
+  if (B == 0) return;
+  draw_kernel<<<unsigned(B), kThreads, 0, stream>>>(logits, ld, rows, out);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

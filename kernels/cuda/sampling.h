@@ -20,10 +20,24 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
+// One row's draw for draw_rows: the rule above with the caller's uniform draw u in [0, 1) (instead of
+// sampling_uniform), over ids [0, n) only (a vocabulary shorter than the logits row). active == 0: skip.
+struct RowDraw {
+  float temperature;
+  int32_t top_k;
+  float top_p;  // (0, 1]
+  float u;
+  int32_t n;    // 1 <= n <= the row length
+  int32_t active;
+};
+
 // logits: [B, V] fp32; out: [B] int32.
 void argmax_rows(const float* logits, int64_t B, int64_t V, int32_t* out, cudaStream_t stream);
 void sample_rows(const float* logits, int64_t B, int64_t V, const SamplingParams& p, int32_t* out,
                  cudaStream_t stream);
+// Each row with its own rule and draw: logits [B, ld] fp32 (rows ld apart); rows: [B] RowDraw (device);
+// out: [B] int32 (rows not active are left as they are).
+void draw_rows(const float* logits, int64_t B, int64_t ld, const RowDraw* rows, int32_t* out, cudaStream_t stream);
 
 // The uniform number in [0, 1) that row `row` draws for `seed` (splitmix64; host and device agree).
 __host__ __device__ inline float sampling_uniform(uint64_t seed, uint64_t row) {

@@ -23,6 +23,7 @@ struct CudaActivations {
   cuda::DeviceBuffer gu;
   // MoE.
   cuda::DeviceBuffer router, sel, wts, plan_ws, xs, egu, eact, ys, y, sgu, sh, sg;
+  cuda::DeviceBuffer moe_list;  // int32 [min(E, T*K)]: the routed experts (expert-major path)
 
   float* hp() const { return h.as<float>(); }
   cuda::bf16* xp() const { return x.as<cuda::bf16>(); }

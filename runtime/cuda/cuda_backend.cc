@@ -149,6 +149,30 @@ std::vector<float> CudaBackend::logits(Rows& r, std::span<const int64_t> rows) {
 
 std::vector<float> CudaBackend::decode_step(int id, State& st) { return m_->decode_step(id, cuda_state(st)); }
 
+std::vector<float> CudaBackend::decode_batch(std::span<State* const> states, std::span<const int> ids) {
+  std::vector<CudaSequenceState*> cs;
+  for (State* s : states) cs.push_back(&cuda_state(*s));
+  return m_->decode_batch(ids, cs);
+}
+
+bool CudaBackend::decode_batch_drawn(std::span<State* const> states, std::span<const int> ids,
+                                     std::span<const TokenDraw* const> draws, std::span<int> sampled,
+                                     std::vector<std::vector<float>>& logits) {
+  std::vector<CudaSequenceState*> cs;
+  for (State* s : states) cs.push_back(&cuda_state(*s));
+  std::vector<cuda::RowDraw> rows(states.size());
+  for (size_t i = 0; i < states.size(); ++i) {
+    const TokenDraw* d = draws[i];
+    if (!d) {
+      rows[i] = {0.0f, 0, 1.0f, 0.0f, 1, 0};
+      continue;
+    }
+    rows[i] = {d->params.temperature, static_cast<int32_t>(d->params.top_k), d->params.top_p, static_cast<float>(d->u),
+               static_cast<int32_t>(d->vocab), 1};
+  }
+  return m_->decode_batch_drawn(ids, cs, rows, sampled, logits);
+}
+
 void CudaBackend::save_linear(int layer, const State& s, float* S, void* conv_tail) {
   const CudaLinearLayerState& st = cuda_state(s).lin[layer];
   cudaStream_t cs = m_->stream();

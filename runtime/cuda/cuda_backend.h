@@ -54,6 +54,10 @@ class CudaBackend : public Backend {
   void ffn(int layer, Rows& r) override;
   std::vector<float> logits(Rows& r, std::span<const int64_t> rows) override;
   std::vector<float> decode_step(int id, State& st) override;
+  std::vector<float> decode_batch(std::span<State* const> states, std::span<const int> ids) override;
+  bool decode_batch_drawn(std::span<State* const> states, std::span<const int> ids,
+                          std::span<const TokenDraw* const> draws, std::span<int> sampled,
+                          std::vector<std::vector<float>>& logits) override;
 
   void save_linear(int layer, const State& st, float* S, void* conv_tail) override;
   void load_linear(int layer, State& st, const float* S, const void* conv_tail) override;

@@ -21,6 +21,7 @@
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
+#include "runtime/cuda/batch_step.h"
 #include "runtime/error.h"
 
 namespace hypic {
@@ -35,6 +36,9 @@ constexpr int64_t kChunkedMinTokens = 16;
 constexpr int64_t kDecodeMaxRows = 16;
 // Up to this many routed (token, expert) rows the MoE runs on the few-row GEMV kernels.
 constexpr int64_t kSmallMoeRows = 64;
+// Up to this many, the expert-major kernels (each expert's weights read once for its rows, no host round
+// trip); above, the grouped GEMMs.
+constexpr int64_t kDeviceMoeRows = 1024;
 // Decode graphs kept per model (one per sequence buffers / KV capacity), least recently used dropped.
 constexpr size_t kDecodeGraphs = 4;
 }  // namespace
@@ -67,18 +71,28 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint)
     : cfg_(std::move(cfg)), fingerprint_(std::move(fingerprint)) {
   const char* env = std::getenv("HYPIC_CUDA_GRAPHS");
   graphs_on_ = !(env && std::strcmp(env, "0") == 0);
+  const char* batch = std::getenv("HYPIC_CUDA_BATCH_DECODE");
+  batch_on_ = !(batch && std::strcmp(batch, "0") == 0);
 }
 
 CudaModel::~CudaModel() = default;
 
 void CudaModel::set_decode_graphs(bool on) {
   graphs_on_ = on;
-  if (!on) graphs_.clear();
+  if (!on) {
+    graphs_.clear();
+    batch_steps_.clear();
+  }
 }
 
 bool CudaModel::small_moe(int64_t T) const {
   const int64_t K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size, D = cfg_.hidden_size;
   return T * K <= kSmallMoeRows && D % 8 == 0 && I % 8 == 0 && K * I <= 16384;
+}
+
+bool CudaModel::grouped_moe_on_device(int64_t T) const {
+  const int64_t K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size, D = cfg_.hidden_size;
+  return T * K > kSmallMoeRows && T * K <= kDeviceMoeRows && D % 8 == 0 && I % 8 == 0 && cfg_.num_experts <= 1024;
 }
 
 std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir) {
@@ -158,6 +172,7 @@ CudaActivations CudaModel::activations(int64_t T) {
     s.sel = buf(sizeof(int32_t) * t * K);
     s.wts = buf(sizeof(float) * t * K);
     s.plan_ws = buf(cuda::moe_plan_workspace_bytes(T, K, E));
+    s.moe_list = buf(sizeof(int32_t) * std::min<size_t>(static_cast<size_t>(E), t * K));
     s.xs = buf(sizeof(bf16) * t * K * D);
     s.egu = buf(sizeof(bf16) * t * K * 2 * I);
     s.eact = buf(sizeof(bf16) * t * K * I);
@@ -572,14 +587,28 @@ void CudaModel::ffn(int layer, CudaActivations& s) {
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size;
   gemm(s.xp(), T, D, M.router, s.router.get(), DType::F32);
   cuda::moe_route(s.router.as<float>(), T, E, K, cfg_.norm_topk_prob, s.sel.as<int32_t>(), s.wts.as<float>(), cs);
+  if (active_profile_) active_profile_->mark("ffn_router", cs);
   bf16* y = s.y.as<bf16>();
   if (small_moe(T)) {
     cuda::moe_small_gate_up(s.xp(), T, D, D, s.sel.as<int32_t>(), K, M.gate_up, I, s.eact.as<bf16>(), cs);
     cuda::moe_small_down_combine(s.eact.as<bf16>(), T, K, I, s.sel.as<int32_t>(), s.wts.as<float>(), M.down, D, y,
                                  cs);
+  } else if (grouped_moe_on_device(T)) {
+    // Expert-major: each routed expert's weights read once for all its rows, the plan kept on the device.
+    const int64_t slots = std::min(E, T * K);
+    const cuda::MoePlan plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
+    cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, nullptr, cs);
+    cuda::moe_expert_list(plan.offsets, E, slots, s.moe_list.as<int32_t>(), cs);
+    cuda::moe_gather(s.xp(), T, K, D, plan, s.xs.as<bf16>(), cs);
+    cuda::moe_grouped_gate_up(s.xs.as<bf16>(), D, plan.offsets, s.moe_list.as<int32_t>(), slots, M.gate_up, I,
+                              s.eact.as<bf16>(), cs);
+    cuda::moe_grouped_down(s.eact.as<bf16>(), I, plan.offsets, s.moe_list.as<int32_t>(), slots, M.down, D,
+                           s.ys.as<bf16>(), cs);
+    cuda::moe_combine(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), y, false, cs);
   } else {
     moe_grouped(layer, s, y);
   }
+  if (active_profile_) active_profile_->mark("ffn_experts", cs);
   if (!M.has_shared) {
     cuda::residual_add(s.hp(), y, nullptr, nullptr, T, D, cs);
     return;

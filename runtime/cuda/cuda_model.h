@@ -8,6 +8,7 @@
 // each other. All work is ordered on stream().
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/memory.h"
+#include "kernels/cuda/sampling.h"
 #include "runtime/cuda/cuda_activations.h"
 #include "runtime/cuda/cuda_sequence_state.h"
 #include "runtime/cuda/device_weights.h"
@@ -134,6 +136,28 @@ class CudaModel {
   // Final norm + LM head of rows [row0, row0 + n) -> host [n, V]. Synchronises the stream.
   std::vector<float> logits(CudaActivations& a, int64_t row0, int64_t n);
   std::vector<float> decode_step(int id, CudaSequenceState& st);
+  // One-token steps of N sequences at once (continuous batching; runtime/cuda/batch_decode.cc): ids[i]
+  // continues states[i]. One pass over N rows: projections, MoE and LM head run once over the batch, and
+  // each layer's per-sequence work (conv + delta-rule step, K/V append + attention over the sequence's own
+  // cache) is one launch over device pointer arrays. The pass is captured as a CUDA graph per (N, key
+  // bound: a power of two >= the longest cache) when decode graphs are on and the MoE runs on device-side
+  // kernels (N * top_k <= 1024: few-row or expert-major); otherwise launched. Returns [N, V] logits, or nothing when a state cannot
+  // take this path (then the engine runs a lane per sequence). The caller advances each state's length.
+  // HYPIC_CUDA_BATCH_DECODE=0 in the environment or set_batch_decode(false) turns the path off.
+  std::vector<float> decode_batch(std::span<const int> ids, std::span<CudaSequenceState* const> states);
+  // The same step where rows with an active draw get their next token drawn on the device
+  // (kernels/cuda/sampling.h: draw_rows) into sampled[i] instead of copying their logits to the host;
+  // the other rows' logits go to logits[i]. false: the path is off or a state cannot take it.
+  bool decode_batch_drawn(std::span<const int> ids, std::span<CudaSequenceState* const> states,
+                          std::span<const cuda::RowDraw> draws, std::span<int> sampled,
+                          std::vector<std::vector<float>>& logits);
+  void set_batch_decode(bool on);
+  bool batch_decode() const { return batch_on_; }
+  int64_t batch_graph_captures() const { return batch_captures_; }
+  // With HYPIC_PROFILE_DECODE=1 in the environment, launched batched steps (graphs off) record where their
+  // device time goes: milliseconds per part (projections, recurrence, attention, ffn, ...) summed over
+  // the steps since the last reset.
+  std::map<std::string, double> decode_profile(bool reset);
 
  private:
   CudaModel(ModelConfig cfg, std::string fingerprint);
@@ -144,11 +168,20 @@ class CudaModel {
   struct DecodeGraph;
   // MoE of T rows on the few-row kernels (device-side expert ids, no host round trip)?
   bool small_moe(int64_t T) const;
+  // MoE of T rows on the expert-major kernels (a few dozen rows: device-side plan, no host round trip)?
+  bool grouped_moe_on_device(int64_t T) const;
   // The routed experts of the T rows through the grouped GEMMs (one host sync for the group sizes).
   void moe_grouped(int layer, CudaActivations& a, cuda::bf16* y);
   std::unique_ptr<DecodeGraph> capture_decode(CudaSequenceState& st, int64_t capacity, std::vector<const void*> bound);
   // attention_mixer for the captured step: K/V appended at the device-side count, keys read up to it.
   void attention_step(int layer, CudaActivations& a, CudaAttentionLayerState& kv, DecodeGraph& g);
+  struct BatchStep;
+  std::unique_ptr<BatchStep> make_batch_step(int64_t N, int64_t bound);
+  // Uploads the step's inputs and launches it (graph or kernels); nullptr when a state cannot take the path.
+  BatchStep* enqueue_batch_step(std::span<const int> ids, std::span<CudaSequenceState* const> states);
+  void finish_batch_step(BatchStep& b, std::span<CudaSequenceState* const> states);
+  struct StepProfile;
+  void record_batch_step(BatchStep& b, StepProfile* prof);
 
   ModelConfig cfg_;
   std::string fingerprint_;
@@ -161,6 +194,11 @@ class CudaModel {
   bool graphs_on_ = true;
   int64_t graph_captures_ = 0;
   std::vector<std::unique_ptr<DecodeGraph>> graphs_;
+  bool batch_on_ = true;
+  int64_t batch_captures_ = 0;
+  std::vector<std::unique_ptr<BatchStep>> batch_steps_;
+  std::unique_ptr<StepProfile> profile_;
+  StepProfile* active_profile_ = nullptr;  // set while a profiled step is being enqueued
 };
 
 }  // namespace hypic

@@ -5,6 +5,9 @@
 # in OUTDIR/<target>/ and a non-zero status in the summary.
 # Usage: tests/fuzz/run_long.sh BIN_DIR SECONDS OUTDIR [target=workers ...]
 #   BIN_DIR holds the *_fuzz binaries (a clang -DHYPIC_FUZZ=ON build); default workers: 2 per target.
+#   FUZZ_RESUME=DIR (optional): a folder with one subfolder per target (the OUTDIR/corpus/<target> of an
+#   earlier run) whose inputs join the seeds, so a campaign can continue over several runs.
+#   OUTDIR/corpus/<target> receives the union of the workers' corpora at the end.
 set -uo pipefail
 bin=${1:?usage: run_long.sh BIN_DIR SECONDS OUTDIR [target=workers ...]}
 secs=${2:?seconds}
@@ -22,12 +25,18 @@ for n in "${!workers[@]}"; do
     d="$out/$n/w$w"
     mkdir -p "$d/corpus"
     (cd "$d" && ASAN_OPTIONS=detect_leaks=1 "$bin/$n" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-       -seed=$((1000 * w + 17)) -print_final_stats=1 -artifact_prefix="$d/" corpus "$src/corpus/$c" \
+       -seed=$((1000 * w + 17 + ${FUZZ_SEED_OFFSET:-0})) -print_final_stats=1 -artifact_prefix="$d/" corpus \
+       "$src/corpus/$c" ${FUZZ_RESUME:+$( [ -d "$FUZZ_RESUME/$c" ] && echo "$FUZZ_RESUME/$c")} \
        > log.txt 2>&1; echo $? > status) &
     pids+=($!)
   done
 done
 wait "${pids[@]}"
+for n in "${!workers[@]}"; do
+  c=${n%_fuzz}
+  mkdir -p "$out/corpus/$c"
+  for d in "$out/$n"/w*; do cp -n "$d/corpus/"* "$out/corpus/$c/" 2>/dev/null; done
+done
 printf '%-24s %8s %14s %8s %10s %s\n' target workers executions exec/s corpus status
 for n in $(printf '%s\n' "${!workers[@]}" | sort); do
   execs=0 rate=0 units=0 st=""

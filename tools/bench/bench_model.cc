@@ -9,6 +9,7 @@
 //     that step's context length) per second over HBM bandwidth (--peak-tbps, default 4.3).
 // Usage:
 //   hypic_bench_model --config CONFIG.json --random-weights [--prefill 8192] [--decode 128] [--seed 1]
+//                     [--batch 1,8,32 [--batch-steps 32]]   (batched decode: N sequences per step)
 //   hypic_bench_model --model DIR [--prefill N] [--decode N]      (--help lists every option)
 #include <cuda_runtime.h>
 
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,8 @@ struct Args {
   std::string config, model;
   bool random_weights = false;
   int64_t prefill = 8192, decode = 128;
+  std::vector<int64_t> batch;  // batched decode sizes (continuous batching), none by default
+  int64_t batch_steps = 32;
   uint64_t seed = 1;
   double peak_tflops = 790.0, peak_tbps = 4.3;
 };
@@ -57,6 +61,12 @@ Args parse(int argc, char** argv) {
   app.add_flag("--random-weights", a.random_weights, "random weights of --config's shape")->needs(config)->excludes(model);
   tools::add_int<int64_t>(app, "--prefill", a.prefill, "prefill tokens", 1, int64_t{1} << 24);
   tools::add_int<int64_t>(app, "--decode", a.decode, "decode steps after the prefill", 0, int64_t{1} << 24);
+  app.add_option("--batch", a.batch,
+                 "also time batched decode steps (Engine::decode_batch) of N sequences at the prefill's context, "
+                 "for each N given (e.g. --batch 1,8,32)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  tools::add_int<int64_t>(app, "--batch-steps", a.batch_steps, "timed steps per --batch size", 1, 1 << 20);
   tools::add_u64(app, "--seed", a.seed, "seed of --random-weights");
   app.add_option("--peak-tflops", a.peak_tflops, "the device's bf16 GEMM TFLOP/s")->check(CLI::Range(1e-6, 1e9));
   app.add_option("--peak-tbps", a.peak_tbps, "the device's memory bandwidth, TB/s")->check(CLI::Range(1e-6, 1e9));
@@ -70,6 +80,8 @@ struct Counts {
   double proj_params_per_token = 0;  // every projection a token runs through, LM head excluded
   double lm_head_params = 0;
   double weight_bytes_per_decode_token = 0;  // bf16 weights a decode step reads (incl. LM head, one embed row)
+  double expert_bytes_per_layer = 0;         // bf16 weights of one routed expert of one MoE layer
+  int64_t moe_layers = 0;
   double state_bytes = 0;                    // GDN states (fp32) + conv tails (bf16), read per step
   double kv_bytes_per_row = 0;               // bf16 K and V of one position, all attention layers
   double attn_flops_per_qk_pair = 0;         // QK^T and PV over all attention layers, per visible pair
@@ -98,6 +110,8 @@ Counts count(const ModelConfig& c) {
       nonexpert += c.num_experts * D + 3 * D * c.shared_expert_intermediate_size +
                    (c.shared_expert_intermediate_size > 0 ? D : 0);
       expert_active += c.experts_per_tok * 3 * D * c.moe_intermediate_size;
+      n.expert_bytes_per_layer = 2 * 3 * D * c.moe_intermediate_size;
+      ++n.moe_layers;
     } else {
       nonexpert += 3 * D * c.intermediate_size;
     }
@@ -233,6 +247,84 @@ int main(int argc, char** argv) {
     if (a.decode > 0) {
       print_decode("decode", graph_run);
       print_decode("decode_launched", launch_run);
+    }
+    // Batched decode: N copies of the prefilled sequence step together (the serving path). Timed three
+    // ways: the batched pass replayed from its graph (the default), the same pass launched, and the
+    // engine's fallback of a lane per sequence (the batched pass turned off). Bytes: the weights the batch
+    // touches (non-expert matrices once; the expected number of distinct experts per MoE layer when N
+    // tokens each pick top_k of E uniformly), plus every sequence's states and KV cache.
+    if (!a.batch.empty()) {
+      std::printf("  \"batched_decode\": [\n");
+      for (size_t bi = 0; bi < a.batch.size(); ++bi) {
+        const int64_t N = a.batch[bi];
+        const double E = static_cast<double>(cfg.num_experts), K = static_cast<double>(cfg.experts_per_tok);
+        const double distinct = cnt.moe_layers > 0 ? E * (1 - std::pow(1 - K / E, static_cast<double>(N))) : 0;
+        const double weights = cnt.weight_bytes_per_decode_token -
+                               cnt.moe_layers * K * cnt.expert_bytes_per_layer +
+                               cnt.moe_layers * distinct * cnt.expert_bytes_per_layer;
+        std::printf("    {\"batch\": %lld, \"context\": %lld, \"weight_bytes_per_step\": %.6e", (long long)N,
+                    (long long)a.prefill, weights);
+        struct Way {
+          const char* name;
+          bool batched, graphs, drawn;
+        };
+        // "drawn": the serving path, each next token drawn on the device (greedy) instead of copying the
+        // [N, V] logits to the host and taking the arg-max there.
+        for (const Way w : {Way{"graph_drawn", true, true, true}, Way{"graph", true, true, false},
+                            Way{"launched", true, false, false}, Way{"lanes", false, false, false}}) {
+          model.set_batch_decode(w.batched);
+          model.set_decode_graphs(w.graphs);
+          std::vector<std::unique_ptr<State>> seqs;
+          for (int64_t i = 0; i < N; ++i) seqs.push_back(backend->clone(*st));
+          std::vector<State*> ptrs;
+          for (auto& p : seqs) ptrs.push_back(p.get());
+          std::vector<int> tok(static_cast<size_t>(N));
+          for (int64_t i = 0; i < N; ++i) tok[i] = ids[(a.prefill + i) % ids.size()];
+          const int64_t captures0 = model.batch_graph_captures();
+          for (int i = 0; i < 2; ++i) engine.decode_batch(ptrs, tok);  // capture, allocations
+          model.decode_profile(true);  // the warm-up steps' share, if profiling
+          double ctx = static_cast<double>(seqs[0]->length);
+          double bytes = 0;
+          const auto t = std::chrono::steady_clock::now();
+          const Engine::TokenDraw greedy{SamplingParams{}, 0.5, cfg.vocab_size};
+          const std::vector<const Engine::TokenDraw*> draws(static_cast<size_t>(N), &greedy);
+          std::vector<int> sampled(static_cast<size_t>(N));
+          std::vector<std::vector<float>> unused;
+          for (int64_t i = 0; i < a.batch_steps; ++i) {
+            if (w.drawn) {
+              engine.decode_batch_drawn(ptrs, tok, draws, sampled, unused);
+              tok = sampled;
+            } else {
+              const std::vector<float> lg = engine.decode_batch(ptrs, tok);
+              for (int64_t j = 0; j < N; ++j)
+                tok[j] = static_cast<int>(std::max_element(lg.begin() + j * cfg.vocab_size,
+                                                           lg.begin() + (j + 1) * cfg.vocab_size) -
+                                          (lg.begin() + j * cfg.vocab_size));
+            }
+            bytes += weights + N * (cnt.state_bytes + cnt.kv_bytes_per_row * (ctx + 1));
+            ctx += 1;
+          }
+          const double sec = seconds_since(t);
+          std::printf(",\n      \"%s\": {\"ms_per_step\": %.3f, \"tokens_per_s\": %.1f, \"tb_per_s\": %.4f, "
+                      "\"fraction_of_peak\": %.4f, \"graph_captures\": %lld}",
+                      w.name, 1e3 * sec / a.batch_steps, N * a.batch_steps / sec, bytes / sec / 1e12,
+                      bytes / sec / 1e12 / a.peak_tbps, (long long)(model.batch_graph_captures() - captures0));
+          const std::map<std::string, double> prof = model.decode_profile(true);
+          if (!prof.empty()) {  // HYPIC_PROFILE_DECODE=1: device ms per step by part (launched steps)
+            std::printf(",\n      \"%s_profile_ms_per_step\": {", w.name);
+            const char* sep = "";
+            for (const auto& [part, ms] : prof) {
+              std::printf("%s\"%s\": %.3f", sep, part.c_str(), ms / a.batch_steps);
+              sep = ", ";
+            }
+            std::printf("}");
+          }
+        }
+        model.set_batch_decode(true);
+        model.set_decode_graphs(true);
+        std::printf("}%s\n", bi + 1 < a.batch.size() ? "," : "");
+      }
+      std::printf("  ],\n");
     }
     std::printf("  \"sequence_state_bytes\": %zu\n}\n", st->bytes());
   } catch (const std::exception& e) {

@@ -5,6 +5,7 @@
 #   tools/bench/gpu_full_check.sh ttft   # only the TTFT bench (cold, RAG, agent)
 #   tools/bench/gpu_full_check.sh all    # both
 #   tools/bench/gpu_full_check.sh tiers  # cache-record promotion tests, record codec timings, tiers TTFT
+#   tools/bench/gpu_full_check.sh batch  # batched decode: kernel and model checks, throughput at N = 1..32
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
@@ -97,19 +98,49 @@ if [ "$stage" = tiers ]; then
     grep -o '"tier": "[a-z]*", "ttft_ms": {[^}]*}' "$O/bench_tiers_$f.json"
   done
 fi
-if [ "$stage" = final ]; then
-  fuzz_pid=
-  if [ -f .gpubin/fuzz.tar.xz ]; then
-    step fuzz targets in the background
-    mkdir -p /tmp/fuzzbin && tar xJf .gpubin/fuzz.tar.xz -C /tmp/fuzzbin
-    # The tokenizer target reads the real Qwen3 tokenizer at the path it was built with.
-    tdir=$(cat /tmp/fuzzbin/tokenizer_dir 2>/dev/null || true)
-    if [ -n "$tdir" ] && [ ! -e "$tdir" ]; then mkdir -p "$tdir" && cp /tmp/fixtures/qwen3-tokenizer/* "$tdir/"; fi
-    tests/fuzz/run_long.sh /tmp/fuzzbin "${FUZZ_SECONDS:-420}" /tmp/fuzz-out template_fuzz=2 safetensors_fuzz=2 \
-      tokenizer_fuzz=2 config_fuzz=1 eval_prompts_fuzz=1 text_template_fuzz=1 tool_call_parser_fuzz=1 \
-      > "$O/fuzz_long.txt" 2>&1 &
-    fuzz_pid=$!
+# The fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores while the GPU work runs: stage final, or
+# any stage with FUZZ_SECONDS set. FUZZ_RESUME: a folder of earlier corpora (tests/fuzz/run_long.sh).
+fuzz_pid=
+if [ -f .gpubin/fuzz.tar.xz ] && { [ "$stage" = final ] || [ -n "${FUZZ_SECONDS:-}" ]; }; then
+  step fuzz targets in the background
+  mkdir -p /tmp/fuzzbin && tar xJf .gpubin/fuzz.tar.xz -C /tmp/fuzzbin
+  # The tokenizer target reads the real Qwen3 tokenizer at the path it was built with.
+  tdir=$(cat /tmp/fuzzbin/tokenizer_dir 2>/dev/null || true)
+  if [ -n "$tdir" ] && [ ! -e "$tdir" ]; then mkdir -p "$tdir" && cp /tmp/fixtures/qwen3-tokenizer/* "$tdir/"; fi
+  # Corpora of earlier runs of the campaign (.gpubin/fuzz_resume.tar.xz: a corpus/<target>/ tree).
+  if [ -f .gpubin/fuzz_resume.tar.xz ]; then
+    mkdir -p /tmp/fuzz-resume && tar xJf .gpubin/fuzz_resume.tar.xz -C /tmp/fuzz-resume
+    export FUZZ_RESUME=/tmp/fuzz-resume/corpus
   fi
+  rm -rf /tmp/fuzz-out
+  tests/fuzz/run_long.sh /tmp/fuzzbin "${FUZZ_SECONDS:-420}" /tmp/fuzz-out ${FUZZ_WORKERS:-template_fuzz=2 \
+    safetensors_fuzz=2 tokenizer_fuzz=2 config_fuzz=1 eval_prompts_fuzz=1 text_template_fuzz=1 \
+    tool_call_parser_fuzz=1} > "$O/fuzz_long.txt" 2>&1 &
+  fuzz_pid=$!
+fi
+wait_fuzz() {
+  [ -n "$fuzz_pid" ] || return 0
+  step waiting for the fuzz targets
+  wait $fuzz_pid
+  cat "$O/fuzz_long.txt"
+  tar cJf "$O/fuzz_corpus.tar.xz" -C /tmp/fuzz-out corpus
+  for d in /tmp/fuzz-out/*_fuzz/w*; do ls "$d"/crash-* "$d"/timeout-* "$d"/oom-* "$d"/leak-* 2>/dev/null; done |
+    head -20 > "$O/fuzz_findings.txt"
+  tar cJf "$O/fuzz_logs.tar.xz" -C /tmp/fuzz-out --exclude=corpus .
+  fuzz_pid=
+}
+if [ "$stage" = batch ]; then
+  # Continuous batching: the batched decode kernels against the CPU, the batched model step against each
+  # sequence alone, then batched decode throughput at the 35B-A3B shape.
+  run_test cuda_backend_ops_test
+  run_test cuda_model_test
+  run_test engine_batch_model_test
+  run_test sdk_session_model_test
+  step batched decode bench
+  "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
+    --prefill ${BATCH_CONTEXT:-4096} --decode 8 --batch ${BATCH_SIZES:-1,4,8,16,32} --batch-steps 24 | tee "$O/bench_batch.json"
+fi
+if [ "$stage" = final ]; then
   if [ -z "${ONLY_SERVE:-}" ]; then
   run_test engine_model_test '*cuda*'
   run_test engine_batch_model_test
@@ -130,7 +161,6 @@ if [ "$stage" = final ]; then
     ln -sf "$(bin hypic_bench_serve)" /tmp/sb/tools/hypic_bench_serve
   REQUESTS=${SERVE_REQUESTS:-24} tools/bench/serve_trace.sh /tmp/sb /tmp/fixtures/qwen3-tokenizer \
     /tmp/fixtures/qwen3.5-chat/chat_template.jinja "$O/serve" ${SERVE_RATES:-1 2 4 8} 2>&1 | tee "$O/serve_summary.txt"
-  if [ -n "$fuzz_pid" ]; then step waiting for the fuzz targets; wait $fuzz_pid; cat "$O/fuzz_long.txt"; fi
 fi
 if [ "$stage" = admission ]; then
   # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS
@@ -150,4 +180,5 @@ if { [ "$stage" = bench ] || [ "$stage" = all ]; } && ls .whl/*.whl > /dev/null 
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1
   PYTHONPATH=/tmp/site python3 tools/bench/bench_peers.py --tokens 8192,32768 --iters 20 | tee "$O/bench_peers.json"
 fi
+wait_fuzz
 step done

@@ -9,7 +9,7 @@ targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test
          sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft cuda_stitch_ops_test"
 cmake -S . -B "$B" > /dev/null  # new targets appear in the help only after a configure
 help=$(cmake --build "$B" --target help)
-for t in hypic_bench_serve engine_batch_model_test; do
+for t in hypic_bench_serve engine_batch_model_test sdk_session_model_test; do
   grep -q "\.\.\. $t\$" <<< "$help" && targets="$targets $t"
 done
 targets="$targets cuda_gdn_chunked_test cuda_packed_expand_test cuda_entry_promotion_test hypic_bench_entry_codec"

@@ -104,7 +104,8 @@ TEST_F(CudaOps, NormsMatchCpu) {
   struct Case {
     int64_t rows, dim;
   };
-  for (const Case c : {Case{37, 64}, Case{64, 2048}, Case{16 * 300, 256}, Case{32 * 50, 128}}) {
+  for (const Case c : {Case{37, 64}, Case{64, 2048}, Case{16 * 300, 256}, Case{32 * 50, 128}, Case{1, 4096},
+                       Case{5, 1100}}) {
     const auto x = randn_bf16(c.rows * c.dim, 3, 2.0f);
     const auto z = randn_bf16(c.rows * c.dim, 4);
     const auto w = hypic::test::randn(c.dim, 5, 0.3f);
@@ -360,6 +361,21 @@ TEST_F(CudaOps, GdnRecurrentMatchesCpu) {
                   dout.get(), st);
     HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(dout), o_ref), kTolBf16Out) << "T " << T << " H " << c.H;
     HYPIC_EXPECT_ERR_LT(rel_err(dS.download(), S_ref), 1e-5f) << "T " << T << " H " << c.H;
+    // The same with each sequence's state in its own buffer (continuous batching), in reverse order.
+    const int64_t ns = c.H * c.dk * c.dv;
+    std::vector<DevArray<float>> own;
+    std::vector<float*> ptrs(N);
+    for (int64_t n = 0; n < N; ++n) own.emplace_back(pool, std::vector<float>(S0.begin() + n * ns, S0.begin() + (n + 1) * ns));
+    for (int64_t n = 0; n < N; ++n) ptrs[n] = own[n].get();
+    DevArray<float*> dptrs(pool, ptrs);
+    DevArray<bf16> dout2(pool, o_ref.size());
+    gdn_recurrent(GdnShape{T, N, c.H, c.Hk, c.dk, c.dv}, dq.get(), dk.get(), dv.get(), dg.get(), db.get(), nullptr,
+                  dout2.get(), st, dptrs.get());
+    EXPECT_EQ(from_device_bf16(dout2), from_device_bf16(dout)) << "T " << T << " H " << c.H;
+    const std::vector<float> packed = dS.download();
+    for (int64_t n = 0; n < N; ++n)
+      EXPECT_EQ(own[n].download(), std::vector<float>(packed.begin() + n * ns, packed.begin() + (n + 1) * ns))
+          << "sequence " << n;
   }
 }
 
@@ -501,6 +517,86 @@ TEST_F(CudaOps, KvAppendWritesAtTheDeviceOffset) {
   }
 }
 
+// Continuous batching: N sequences, each one query over its own cache (separate buffers, different
+// lengths and capacities), in one launch bounded by the longest cache.
+TEST_F(CudaOps, AttentionDecodeBatchedMatchesCpuPerSequence) {
+  Stream st;
+  for (const int64_t d : {int64_t{64}, int64_t{256}}) {
+    const int64_t Hq = 16, Hkv = 2, row = Hkv * d;
+    const std::vector<int64_t> lens = {1, 37, 700, 1500, 2};
+    const int64_t N = static_cast<int64_t>(lens.size()), bound = 2048;
+    const auto q = randn_bf16(N * Hq * d, 320);
+    std::vector<std::vector<float>> ks, vs;
+    std::vector<DevArray<bf16>> dks, dvs;
+    std::vector<DevArray<int64_t>> dps;
+    std::vector<KvSlot> slots;
+    std::vector<int64_t> qpos(N);
+    std::vector<float> ref(N * Hq * d);
+    for (int64_t i = 0; i < N; ++i) {
+      const int64_t cap = lens[i] + 5;  // stale rows past the count must not be read
+      ks.push_back(randn_bf16(cap * row, 330 + i));
+      vs.push_back(randn_bf16(cap * row, 340 + i));
+      std::vector<int64_t> pos(cap);
+      std::iota(pos.begin(), pos.end(), 0);
+      std::reverse(pos.begin(), pos.begin() + lens[i]);  // cached rows in any order
+      std::fill(pos.begin() + lens[i], pos.end(), 0);     // stale rows: visible by position, so must not be read
+      qpos[i] = lens[i] - 1 - (i == 2 ? 100 : 0);         // sequence 2's query sees only part of its keys
+      cpu::attention({1, lens[i], Hq, Hkv, d, d}, q.data() + i * Hq * d, ks[i].data(), vs[i].data(), &qpos[i],
+                     pos.data(), 1.0f / std::sqrt(float(d)), ref.data() + i * Hq * d);
+      dks.push_back(to_device_bf16(pool, ks[i]));
+      dvs.push_back(to_device_bf16(pool, vs[i]));
+      dps.emplace_back(pool, pos);
+    }
+    for (int64_t i = 0; i < N; ++i)
+      slots.push_back({dks[i].get(), dvs[i].get(), dps[i].get(), int32_t(lens[i]), int32_t(lens[i] + 5)});
+    DevArray<KvSlot> dslots(pool, slots);
+    DevArray<int64_t> dqp(pool, qpos);
+    auto dq = to_device_bf16(pool, q);
+    DevArray<bf16> dout(pool, ref.size());
+    const AttentionShape s{N, bound, Hq, Hkv, d};
+    DevArray<unsigned char> ws(pool, attention_decode_workspace_bytes(s));
+    attention_decode_batched(s, dq.get(), dslots.get(), dqp.get(), 1.0f / std::sqrt(float(d)), dout.get(), ws.get(),
+                             st);
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(dout), ref), kTolBf16Out) << "d " << d;
+  }
+}
+
+TEST_F(CudaOps, KvAppendBatchedWritesEachSequencesRow) {
+  Stream st;
+  for (const int64_t row : {int64_t{512}, int64_t{12}}) {
+    const std::vector<int32_t> rows = {1, 20, 7};  // counts after the append: the new rows are 0, 19 and 6
+    const int64_t N = 3, cap = 24;
+    const auto kn = randn_bf16(N * row, 350), vn = randn_bf16(N * row, 351);
+    auto dkn = to_device_bf16(pool, kn), dvn = to_device_bf16(pool, vn);
+    DevArray<int64_t> dpn(pool, std::vector<int64_t>{90, 91, 92});
+    std::vector<std::vector<float>> k0, v0;
+    std::vector<DevArray<bf16>> dk, dv;
+    std::vector<DevArray<int64_t>> dp;
+    std::vector<KvSlot> slots;
+    for (int64_t i = 0; i < N; ++i) {
+      k0.push_back(randn_bf16(cap * row, 360 + i));
+      v0.push_back(randn_bf16(cap * row, 370 + i));
+      dk.push_back(to_device_bf16(pool, k0[i]));
+      dv.push_back(to_device_bf16(pool, v0[i]));
+      dp.emplace_back(pool, std::vector<int64_t>(cap, -1));
+    }
+    for (int64_t i = 0; i < N; ++i) slots.push_back({dk[i].get(), dv[i].get(), dp[i].get(), rows[i], int32_t(cap)});
+    DevArray<KvSlot> dslots(pool, slots);
+    kv_append_batched(dkn.get(), dvn.get(), dpn.get(), N, row, dslots.get(), st);
+    for (int64_t i = 0; i < N; ++i) {
+      auto ek = k0[i], ev = v0[i];
+      const int64_t r = rows[i] - 1;
+      std::copy(kn.begin() + i * row, kn.begin() + (i + 1) * row, ek.begin() + r * row);
+      std::copy(vn.begin() + i * row, vn.begin() + (i + 1) * row, ev.begin() + r * row);
+      std::vector<int64_t> epos(cap, -1);
+      epos[r] = 90 + i;
+      EXPECT_EQ(from_device_bf16(dk[i]), ek) << row << " sequence " << i;
+      EXPECT_EQ(from_device_bf16(dv[i]), ev) << row << " sequence " << i;
+      EXPECT_EQ(dp[i].download(), epos) << row << " sequence " << i;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // MoE: CPU reference as in the forward pass (softmax, top-k, renormalise, per-expert SwiGLU MLP).
 struct MoeCase {
@@ -587,6 +683,24 @@ TEST_F(CudaOps, MoeMatchesCpu) {
     moe_small_gate_up(dx.get(), c.T, c.D, c.D, dids.get(), c.K, dgu_all.get(), c.I, sact.get(), st);
     moe_small_down_combine(sact.get(), c.T, c.K, c.I, dids.get(), dw.get(), ddown_all.get(), c.D, sout.get(), st);
     HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(sout), ref), 2 * kTolBf16Out) << "small MoE E " << c.E << " D " << c.D;
+
+    // The expert-major path (device-only plan, each expert's weights read once for its rows).
+    DevArray<unsigned char> ws2(pool, moe_plan_workspace_bytes(c.T, c.K, c.E));
+    const MoePlan dplan = moe_plan_from_workspace(ws2.get(), c.T, c.K, c.E);
+    moe_plan(dids.get(), c.T, c.K, c.E, dplan, nullptr, st);
+    const int64_t slots = std::min(c.E, R);
+    DevArray<int32_t> list(pool, slots);
+    moe_expert_list(dplan.offsets, c.E, slots, list.get(), st);
+    DevArray<bf16> gxs(pool, R * c.D), gact(pool, R * c.I), gys(pool, R * c.D), gout(pool, c.T * c.D);
+    moe_gather(dx.get(), c.T, c.K, c.D, dplan, gxs.get(), st);
+    moe_grouped_gate_up(gxs.get(), c.D, dplan.offsets, list.get(), slots, dgu_all.get(), c.I, gact.get(), st);
+    moe_grouped_down(gact.get(), c.I, dplan.offsets, list.get(), slots, ddown_all.get(), c.D, gys.get(), st);
+    moe_combine(gys.get(), c.T, c.K, c.D, dplan, dw.get(), gout.get(), false, st);
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(gout), ref), 2 * kTolBf16Out) << "expert-major MoE E " << c.E;
+    const std::vector<int32_t> got_list = list.download();
+    int64_t used = 0;
+    for (int64_t e = 0; e < c.E; ++e) used += counts[e] > 0;
+    for (int64_t j = 0; j < slots; ++j) EXPECT_EQ(got_list[j] >= 0, j < used) << "expert list slot " << j;
   }
 }
 
@@ -645,6 +759,37 @@ TEST_F(CudaOps, SamplingGivesTheCpuTokenForTheSameDraw) {
                   long(V), p.top_k, p.top_p, p.temperature, same, long(B));
       EXPECT_GE(same, B - B / 8) << "V " << V << " top_k " << p.top_k << " top_p " << p.top_p;
     }
+  }
+}
+
+// Per-row draws (continuous batching): each row its own rule, draw and vocabulary limit; inactive rows
+// untouched.
+TEST_F(CudaOps, DrawRowsGivesEachRowTheCpuToken) {
+  Stream st;
+  const int64_t B = 24, ld = 1000;
+  const auto logits = hypic::test::randn(B * ld, 400, 3.0f);
+  std::vector<RowDraw> rows(B);
+  for (int64_t b = 0; b < B; ++b) {
+    const float temps[4] = {0.0f, 0.7f, 1.0f, 1.3f};
+    rows[b] = {temps[b % 4], int32_t(b % 3 == 0 ? 0 : 20 + b), b % 5 == 0 ? 1.0f : 0.9f,
+               float(sampling_uniform(77, uint64_t(b))), int32_t(ld - 37 * (b % 7)), b % 6 != 5};
+  }
+  DevArray<float> dl(pool, logits);
+  DevArray<RowDraw> drows(pool, rows);
+  DevArray<int32_t> dout(pool, std::vector<int32_t>(B, -7));
+  draw_rows(dl.get(), B, ld, drows.get(), dout.get(), st);
+  const auto got = dout.download();
+  for (int64_t b = 0; b < B; ++b) {
+    if (!rows[b].active) {
+      EXPECT_EQ(got[b], -7) << "inactive row " << b;
+      continue;
+    }
+    const float* x = logits.data() + b * ld;
+    const hypic::SamplingParams hp{rows[b].temperature, rows[b].top_k, rows[b].top_p};
+    const int64_t want = hypic::cpu::sample(x, rows[b].n, hp, rows[b].u);
+    ASSERT_GE(got[b], 0);
+    ASSERT_LT(got[b], rows[b].n) << "row " << b << " drew past its vocabulary";
+    if (got[b] != want) EXPECT_TRUE(drawn_near(x, rows[b].n, hp, rows[b].u, 1e-5, got[b])) << "row " << b;
   }
 }
 
