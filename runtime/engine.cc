@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -85,6 +86,10 @@ struct Lane {
   int64_t row0 = 0;
   size_t last_snap = 0;  // pieces before this index are covered by an earlier snapshot
   bool isolated = false;  // an isolated prefill: [seam rows,] body rows with its entry, nothing else
+  // A lane run in chunks (PromptJob): the snapshot its rows after the last `snap` piece belong to (taken
+  // by a later chunk), and the K/V rows earlier chunks already saved into its first snapshot.
+  PrefixEntry* open_snap = nullptr;
+  int64_t snap_put = 0;
 
   int64_t rows() const { return static_cast<int64_t>(ids.size()); }
   void add_rows(std::span<const int> t, int64_t start, SegmentEntry* build = nullptr) {
@@ -320,6 +325,16 @@ std::vector<float> Engine::execute(Plan& plan) {
           }
         }
         size_t from = 0;
+        int64_t put = lane.snap_put;
+        // The K/V rows of pieces [from, to) go to `snap` from row `put` on.
+        auto save_snapshot_rows = [&](size_t to, PrefixEntry& snap) {
+          for (size_t j = from; j < to; ++j) {
+            if (at[j].second == 0) continue;
+            b.save_kv(l, st, at[j].first, at[j].second, snap.k[l], snap.v[l], put, 0);
+            put += at[j].second;
+          }
+          from = to;
+        };
         for (size_t i = 0; i < lane.pieces.size(); ++i) {
           const Piece& p = lane.pieces[i];
           if (p.build) {  // the segment's rows: its seam (the rows just before) and its body
@@ -327,15 +342,11 @@ std::vector<float> Engine::execute(Plan& plan) {
             b.save_kv(l, st, at[i].first - p.build->seam, p.build->size(), e.k, e.v, 0, -(p.start - p.build->seam));
           }
           if (p.snap) {
-            int64_t put = 0;
-            for (size_t j = from; j <= i; ++j) {
-              if (at[j].second == 0) continue;
-              b.save_kv(l, st, at[j].first, at[j].second, p.snap->k[l], p.snap->v[l], put, 0);
-              put += at[j].second;
-            }
-            from = i + 1;
+            save_snapshot_rows(i + 1, *p.snap);
+            put = 0;
           }
         }
+        if (lane.open_snap) save_snapshot_rows(lane.pieces.size(), *lane.open_snap);
       }
       mark("attention_lanes");
       b.attention_output(l, *rows);
@@ -345,6 +356,7 @@ std::vector<float> Engine::execute(Plan& plan) {
     b.ffn(l, *rows);
     mark("ffn");
   }
+  if (plan.logit_rows.empty()) return {};  // a chunk before a prompt's last
   std::vector<float> out = b.logits(*rows, plan.logit_rows);
   mark("logits");
   return out;
@@ -435,53 +447,181 @@ std::vector<float> Engine::decode_batch(std::span<State* const> states, std::spa
   return fast;
 }
 
-PromptResult Engine::run(const std::vector<std::vector<int>>& blocks) { return run(cacheable_blocks(blocks)); }
-
-PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* live, const std::string& key_namespace) {
-  check_prompt(blocks);
-  // Every id is checked before any state is touched: a refused prompt leaves a live sequence intact.
-  const int64_t V = backend_.config().vocab_size;
-  for (size_t i = 0; i < blocks.size(); ++i)
-    for (size_t t = 0; t < blocks[i].tokens.size(); ++t)
-      if (blocks[i].tokens[t] < 0 || blocks[i].tokens[t] >= V)
-        throw InvalidArgument("token id " + std::to_string(blocks[i].tokens[t]) + " at index " + std::to_string(t) +
-                              " of block " + std::to_string(i) + " is outside the vocabulary [0, " +
-                              std::to_string(V) + ")");
-  const auto t0 = std::chrono::steady_clock::now();
-  if (prof_) {
-    backend_.sync();
-    prof_->last = std::chrono::steady_clock::now();
-  }
-  const std::vector<int> all = prompt_tokens(blocks);
+// The work of a prompt: the lanes of its one-pass plan, run in steps. Isolated lanes run whole (in
+// order, several per step); the main lane runs in chunks of rows, each continuing the state.
+struct PromptJob::Work {
+  explicit Work(Engine& e) : eng(e) {}
+  Engine& eng;
+  std::chrono::steady_clock::time_point t0;
+  std::vector<int> all;  // the prompt's tokens
   PromptResult r;
-  if (mode_ == CacheMode::Full) {
-    r.state = backend_.new_state();
-    r.logits = forward(all, *r.state);
-    r.computed_tokens = static_cast<int64_t>(all.size());
-    for (size_t i = 0; i + 1 < blocks.size(); ++i)
-      r.blocks.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
-  } else {
-    KeyContext keys = keys_;
-    // The namespace enters every content key (and through them every chain key) as part of its context.
-    if (!key_namespace.empty()) keys.model_fingerprint += "\x1fnamespace:" + sha256_hex(key_namespace);
-    r = run_cached(blocks, all, live, keys);
+  Composition how = Composition::Transfer;
+  int64_t end = 0;  // the state's length once the prompt has run
+
+  std::vector<Lane> isolated;  // missing blocks' isolated prefills; [next_iso, ...) still to run
+  size_t next_iso = 0;
+  struct Built {
+    SegmentKey key;
+    std::shared_ptr<SegmentEntry> entry;
+    bool pinned;
+  };
+  std::vector<Built> built;                         // one per isolated lane, in order
+  std::vector<std::unique_ptr<State>> iso_states;   // one per isolated lane; returned once it ran
+  std::vector<std::shared_ptr<const SegmentEntry>> used;  // hits the stitch reads: held until done
+
+  Lane main;  // the main sequence; its pieces from next_piece on (piece_done rows of it run) are left
+  size_t next_piece = 0;
+  int64_t piece_done = 0;
+  int64_t next_row = 0;  // into main.ids
+  int64_t snap_put = 0;  // K/V rows of the main lane's open snapshot that earlier steps saved
+  struct Snap {
+    PrefixEntry* entry;  // owned by `owned`
+    SegmentKey key;
+    bool pinned;
+    std::shared_ptr<PrefixEntry> owned;
+  };
+  std::vector<Snap> snaps;
+
+  int64_t total = 0, left = 0, steps = 0;
+  bool done = false, failed = false, finished = false;
+
+  void count_rows() {
+    total = main.rows();
+    for (const Lane& l : isolated) total += l.rows();
+    left = total;
   }
-  backend_.sync();
-  r.ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (prof_) {
-    mark("finish");
-    std::fprintf(stderr, "[profile %s] %.1f ms:", mode_name(mode_), r.ttft_ms);
-    for (auto& [name, ms] : prof_->ms) std::fprintf(stderr, " %s %.2f", name.c_str(), ms);
+  ~Work() {
+    for (auto& st : iso_states)
+      if (st) eng.backend().return_scratch_state(std::move(st));
+  }
+};
+
+PromptJob::PromptJob(std::unique_ptr<Work> w) : w_(std::move(w)) {}
+PromptJob::~PromptJob() = default;
+bool PromptJob::done() const { return w_->done; }
+int64_t PromptJob::remaining_tokens() const { return w_->left; }
+int64_t PromptJob::total_tokens() const { return w_->total; }
+int64_t PromptJob::steps() const { return w_->steps; }
+const std::vector<int>& PromptJob::prompt() const { return w_->all; }
+
+bool PromptJob::step(int64_t token_budget) {
+  Work& w = *w_;
+  if (w.failed) throw InvalidArgument("prompt job: an earlier step failed; the job cannot continue");
+  if (token_budget < 1) throw InvalidArgument("prompt job: the token budget must be at least 1");
+  if (w.done) return false;
+  Engine& eng = w.eng;
+  Backend& b = eng.backend_;
+  if (eng.prof_) {
+    b.sync();
+    eng.prof_->last = std::chrono::steady_clock::now();
+  }
+  Engine::Plan plan;
+  plan.how = w.how;
+  int64_t rows = 0;
+  // Whole isolated prefills while they fit (at least one).
+  const size_t iso_from = w.next_iso;
+  while (w.next_iso < w.isolated.size()) {
+    const int64_t n = w.isolated[w.next_iso].rows();
+    if (rows > 0 && n > token_budget - rows) break;
+    plan.lanes.push_back(w.isolated[w.next_iso]);
+    rows += n;
+    ++w.next_iso;
+  }
+  const size_t iso_to = w.next_iso;
+  // Then the main lane's next rows, once every entry it composes has been built.
+  std::vector<const PrefixEntry*> closed;  // snapshots this step completes
+  bool last = false;
+  std::optional<int64_t> main_length;
+  if (w.next_iso == w.isolated.size() && rows < token_budget) {
+    const Lane& m = w.main;
+    Lane chunk;
+    chunk.st = m.st;
+    chunk.snap_put = w.snap_put;
+    int64_t open_rows = w.snap_put;  // K/V rows of the open snapshot once this chunk has run
+    int64_t chunk_end = -1;
+    while (w.next_piece < m.pieces.size() && rows < token_budget) {
+      const Piece& p = m.pieces[w.next_piece];
+      Piece part = p;
+      int64_t kv = static_cast<int64_t>(p.body_pos.size());
+      if (p.kind == Piece::Kind::Rows) {
+        const int64_t take = std::min(p.n - w.piece_done, token_budget - rows);
+        part.start = p.start + w.piece_done;
+        part.n = take;
+        kv = take;
+        chunk.ids.insert(chunk.ids.end(), m.ids.begin() + w.next_row, m.ids.begin() + w.next_row + take);
+        chunk.pos.insert(chunk.pos.end(), m.pos.begin() + w.next_row, m.pos.begin() + w.next_row + take);
+        rows += take;
+        w.next_row += take;
+        w.piece_done += take;
+        if (w.piece_done < p.n) part.snap = nullptr;  // the snapshot follows the piece's last row
+      }
+      if (part.kind == Piece::Kind::Compose || w.piece_done == p.n) {
+        ++w.next_piece;
+        w.piece_done = 0;
+      }
+      open_rows += kv;
+      // The state holds the prompt up to here once the chunk has run.
+      chunk_end = part.kind == Piece::Kind::Rows ? part.start + part.n : part.start + part.entry->size();
+      if (part.snap) {
+        closed.push_back(part.snap);
+        open_rows = 0;
+      }
+      chunk.pieces.push_back(std::move(part));
+    }
+    // Rows after the chunk's last snapshot belong to the next one (a later chunk takes it).
+    for (size_t i = w.next_piece; i < m.pieces.size() && !chunk.open_snap; ++i) chunk.open_snap = m.pieces[i].snap;
+    w.snap_put = open_rows;
+    last = w.next_piece == m.pieces.size();
+    if (chunk_end >= 0) main_length = chunk_end;
+    plan.lanes.push_back(std::move(chunk));
+  }
+  plan.finalize();
+  if (last) plan.logit_rows = {plan.rows - 1};
+  eng.mark("plan");
+  w.failed = true;  // until the pass has run: a failed pass leaves the job unusable
+  std::vector<float> out = eng.execute(plan);
+  b.sync();  // entries are complete before anyone else may read them
+  w.failed = false;
+  ++w.steps;
+  w.left -= rows;
+  for (size_t i = iso_from; i < iso_to; ++i) {
+    eng.store_.put_content(w.built[i].key, w.built[i].entry, w.built[i].pinned);
+    b.return_scratch_state(std::move(w.iso_states[i]));
+  }
+  if (main_length) w.r.state->length = *main_length;
+  for (const Work::Snap& s : w.snaps)
+    if (std::find(closed.begin(), closed.end(), s.entry) != closed.end()) eng.store_.put_chain(s.key, s.owned, s.pinned);
+  if (last) {
+    w.r.logits = std::move(out);
+    w.r.state->length = w.end;
+    w.r.ttft_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w.t0).count();
+    w.done = true;
+    w.used.clear();
+  }
+  return !w.done;
+}
+
+PromptResult PromptJob::finish() {
+  Work& w = *w_;
+  if (!w.done || w.finished) throw InvalidArgument(w.finished ? "prompt job: finish() was already called"
+                                                              : "prompt job: finish() before the last step");
+  w.finished = true;
+  Engine& eng = w.eng;
+  PromptResult r = std::move(w.r);
+  if (eng.prof_) {
+    eng.mark("finish");
+    std::fprintf(stderr, "[profile %s] %.1f ms:", mode_name(eng.mode_), r.ttft_ms);
+    for (auto& [name, ms] : eng.prof_->ms) std::fprintf(stderr, " %s %.2f", name.c_str(), ms);
     std::fprintf(stderr, "\n");
-    prof_->ms.clear();
+    eng.prof_->ms.clear();
   }
-  r.prompt_tokens = static_cast<int64_t>(all.size());
+  r.prompt_tokens = static_cast<int64_t>(w.all.size());
   int64_t hits = 0;
   for (const BlockOutcome& o : r.blocks) hits += o.hit;
-  if (opt_.verify_hits_rate > 0 && hits > 0 && (verify_credit_ += opt_.verify_hits_rate) >= 1) {
-    verify_credit_ -= 1;
-    std::unique_ptr<State> st = backend_.new_state();
-    const std::vector<float> full = forward(all, *st);
+  if (eng.opt_.verify_hits_rate > 0 && hits > 0 && (eng.verify_credit_ += eng.opt_.verify_hits_rate) >= 1) {
+    eng.verify_credit_ -= 1;
+    std::unique_ptr<State> st = eng.backend_.new_state();
+    const std::vector<float> full = eng.forward(w.all, *st);
     r.verify.checked = true;
     r.verify.hit_blocks = hits;
     r.verify.kl = cpu::kl_divergence(full.data(), r.logits.data(), static_cast<int64_t>(full.size()));
@@ -491,13 +631,64 @@ PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* l
   return r;
 }
 
-PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const std::vector<int>& all,
-                                LiveSequence* live, const KeyContext& keys) {
+PromptResult Engine::run(const std::vector<std::vector<int>>& blocks) { return run(cacheable_blocks(blocks)); }
+
+PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* live, const std::string& key_namespace) {
+  std::unique_ptr<PromptJob> job = begin(blocks, live, key_namespace);
+  while (job->step(std::numeric_limits<int64_t>::max())) {
+  }
+  return job->finish();
+}
+
+std::unique_ptr<PromptJob> Engine::begin(const std::vector<PromptBlock>& blocks, LiveSequence* live,
+                                         const std::string& key_namespace) {
+  check_prompt(blocks);
+  // Every id is checked before any state is touched: a refused prompt leaves a live sequence intact.
+  const int64_t V = backend_.config().vocab_size;
+  for (size_t i = 0; i < blocks.size(); ++i)
+    for (size_t t = 0; t < blocks[i].tokens.size(); ++t)
+      if (blocks[i].tokens[t] < 0 || blocks[i].tokens[t] >= V)
+        throw InvalidArgument("token id " + std::to_string(blocks[i].tokens[t]) + " at index " + std::to_string(t) +
+                              " of block " + std::to_string(i) + " is outside the vocabulary [0, " +
+                              std::to_string(V) + ")");
+  auto w = std::make_unique<PromptJob::Work>(*this);
+  w->t0 = std::chrono::steady_clock::now();
+  if (prof_) {
+    backend_.sync();
+    prof_->last = std::chrono::steady_clock::now();
+  }
+  w->all = prompt_tokens(blocks);
+  backend_.config().check_length(static_cast<int64_t>(w->all.size()));
+  if (mode_ == CacheMode::Full) {
+    plan_full(*w, blocks);
+  } else {
+    KeyContext keys = keys_;
+    // The namespace enters every content key (and through them every chain key) as part of its context.
+    if (!key_namespace.empty()) keys.model_fingerprint += "\x1fnamespace:" + sha256_hex(key_namespace);
+    plan_cached(*w, blocks, live, keys);
+  }
+  w->count_rows();
+  return std::unique_ptr<PromptJob>(new PromptJob(std::move(w)));
+}
+
+void Engine::plan_full(PromptJob::Work& w, const std::vector<PromptBlock>& blocks) {
+  PromptResult& r = w.r;
+  r.state = backend_.new_state();
+  w.main.st = r.state.get();
+  w.main.add_rows(w.all, 0);
+  w.end = static_cast<int64_t>(w.all.size());
+  r.computed_tokens = w.end;
+  for (size_t i = 0; i + 1 < blocks.size(); ++i)
+    r.blocks.push_back({false, static_cast<int64_t>(blocks[i].tokens.size())});
+}
+
+void Engine::plan_cached(PromptJob::Work& work, const std::vector<PromptBlock>& blocks, LiveSequence* live,
+                         const KeyContext& keys) {
   Backend& b = backend_;
   const ModelConfig& cfg = b.config();
+  const std::vector<int>& all = work.all;
   const size_t k = blocks.size() - 1;
   const bool pic = mode_ != CacheMode::Prefix;
-  cfg.check_length(static_cast<int64_t>(all.size()));
   std::vector<int64_t> start(k + 1, 0);
   for (size_t i = 0; i < k; ++i) start[i + 1] = start[i] + static_cast<int64_t>(blocks[i].tokens.size());
 
@@ -541,7 +732,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     chain_blocks = j + 1;
   }
 
-  PromptResult r;
+  PromptResult& r = work.r;
   const bool from_live = chain_blocks == 0 && live_len > 0;
   r.state = from_live ? std::move(live->state) : b.new_state();
   int64_t p = 0;    // next position
@@ -582,12 +773,9 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
   r.reused_tokens = p;
   for (size_t i = 0; i < bi; ++i) r.blocks.push_back({true, static_cast<int64_t>(blocks[i].tokens.size())});
 
-  // ---- the rest: one pass (lanes: isolated prefills of the missing blocks, then the main sequence) ----
-  Plan plan;
-  plan.how = mode_ == CacheMode::Naive ? Composition::NaiveSum : Composition::Transfer;
-  std::vector<std::unique_ptr<State>> isolated_states;
-  std::vector<Lane> isolated;
-  Lane main;
+  // ---- the rest: the lanes of one pass (isolated prefills of the missing blocks, then the main sequence) ----
+  work.how = mode_ == CacheMode::Naive ? Composition::NaiveSum : Composition::Transfer;
+  Lane& main = work.main;
   main.st = r.state.get();
   // A snapshot must be whole: its chain back to block 0 made of entries. Rows of a live sequence are in
   // no entry, so a request that continued one takes no snapshot.
@@ -596,7 +784,6 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
   // tokens), not composed.
   const bool compose = pic && !from_live;
   size_t snap_from = bi;  // the first block the next snapshot covers
-  std::vector<std::pair<size_t, std::shared_ptr<PrefixEntry>>> snaps;  // block -> entry
   auto take_snapshot = [&](size_t i) {
     if (!can_snap || blocks[i].cache == BlockCache::None || main.pieces.empty()) return;
     std::vector<int64_t> pos = main.rows_since_snapshot();
@@ -605,26 +792,20 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     e->first_block = static_cast<int64_t>(snap_from);
     main.pieces.back().snap = e.get();
     main.last_snap = main.pieces.size();
-    snaps.push_back({i, std::move(e)});
+    work.snaps.push_back({e.get(), chain[i], blocks[i].cache == BlockCache::Pin, e});
     snap_from = i + 1;
   };
-  struct Built {
-    SegmentKey key;
-    std::shared_ptr<SegmentEntry> entry;
-    bool pinned;
-  };
-  std::vector<Built> built;
-  std::vector<std::shared_ptr<const SegmentEntry>> used;
+  auto& built = work.built;
   // A missing block's entry, built this pass by an isolated lane (from zero, at local positions).
   auto prefill_isolated = [&](const SegmentKey& key, const std::vector<int>& toks, int64_t w, bool pinned) {
     built.push_back({key, std::make_shared<SegmentEntry>(SegmentEntry::allocate(b, toks, w)), pinned});
-    isolated_states.push_back(b.scratch_state());
+    work.iso_states.push_back(b.scratch_state());
     Lane iso;
-    iso.st = isolated_states.back().get();
+    iso.st = work.iso_states.back().get();
     iso.add_rows(std::span<const int>(toks).first(w), 0);
     iso.add_rows(std::span<const int>(toks).subspan(w), w, built.back().entry.get());
     iso.isolated = true;
-    isolated.push_back(std::move(iso));
+    work.isolated.push_back(std::move(iso));
     return built.back().entry;
   };
 
@@ -644,7 +825,7 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
     const SegmentKey key = content_key(keys, toks);
     std::shared_ptr<const SegmentEntry> e = store_.find_content(key);
     const bool hit = e != nullptr;
-    if (e) used.push_back(e);  // the pass reads it: held even if the store could not keep it
+    if (e) work.used.push_back(e);  // the pass reads it: held even if the store could not keep it
     for (auto& bt : built)
       if (!e && bt.key == key) e = bt.entry;
     const int64_t w = std::min<int64_t>(keys_.seam_width, n);
@@ -678,21 +859,9 @@ PromptResult Engine::run_cached(const std::vector<PromptBlock>& blocks, const st
   const int64_t qskip = bi == k ? off : 0;  // a live sequence may end inside the query
   main.add_rows(std::span<const int>(query).subspan(qskip), start[k] + qskip);
   r.computed_tokens += static_cast<int64_t>(query.size()) - qskip;
-  const int64_t end = start[k] + static_cast<int64_t>(query.size());
-
-  for (auto& l : isolated) plan.lanes.push_back(std::move(l));
-  plan.lanes.push_back(std::move(main));
-  plan.finalize();
-  plan.logit_rows = {plan.rows - 1};
-  mark("plan");
-  r.logits = execute(plan);
-  r.state->length = end;
-  b.sync();  // entries are complete before anyone else may read them
-  for (auto& bt : built) store_.put_content(bt.key, bt.entry, bt.pinned);
-  for (auto& st : isolated_states) b.return_scratch_state(std::move(st));
-  for (auto& [i, e] : snaps) store_.put_chain(chain[i], e, blocks[i].cache == BlockCache::Pin);
-  return r;
+  work.end = start[k] + static_cast<int64_t>(query.size());
 }
+
 
 std::shared_ptr<SegmentEntry> Engine::prefill_segment(std::span<const int> tokens, const State* context) {
   const int64_t n = static_cast<int64_t>(tokens.size());

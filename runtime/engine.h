@@ -7,7 +7,8 @@
 // sequence when the prompt extends its transcript, or chain entries at block ends. In hypic mode the
 // blocks after it are composed from position-independent entries (transfer operators + seams); the
 // missing ones are prefilled in isolation in the SAME pass as the stitch (their rows are extra lanes of
-// the one layer loop), so a cold request costs about one prefill.
+// the one layer loop), so a cold request costs about one prefill. A prompt may also run in steps of a
+// token budget (Engine::begin, PromptJob), so a server can decode other sequences between them.
 #pragma once
 #include <memory>
 #include <span>
@@ -88,6 +89,44 @@ void check_prompt(const std::vector<PromptBlock>& blocks);
 std::vector<PromptBlock> cacheable_blocks(const std::vector<std::vector<int>>& blocks);
 std::vector<int> prompt_tokens(const std::vector<PromptBlock>& blocks);
 
+class Engine;
+
+// A prompt run in steps (Engine::begin): each step() runs about `token_budget` of its tokens through the
+// model, so a caller can run other work (a server: the decode steps of running generations) between
+// them. The steps follow the one-pass plan in order: the missing blocks' isolated prefills (several per
+// step up to the budget; a block is never split, so a block larger than the budget is a step of its own),
+// then the rows of the main sequence (the stitch's seams and new rows, or in full and prefix modes the
+// uncached prompt) in chunks of the budget, each a continuation of the state the previous one left.
+// The result is the one-pass run's (Engine::run is begin, then step until done, then finish).
+// Entries a step builds are stored when it ends, so they stay valid if the job is dropped or a later step
+// fails; the engine must outlive the job.
+class PromptJob {
+ public:
+  ~PromptJob();
+  PromptJob(const PromptJob&) = delete;
+  PromptJob& operator=(const PromptJob&) = delete;
+
+  // Runs the next piece of work of about `token_budget` (>= 1) tokens. Returns whether work remains.
+  // InvalidArgument for a budget < 1; after a step that threw, the job refuses every call (drop it).
+  bool step(int64_t token_budget);
+  bool done() const;
+  // Tokens the model still has to run for this prompt, and in all (PromptResult::computed_tokens).
+  int64_t remaining_tokens() const;
+  int64_t total_tokens() const;
+  // Steps run so far.
+  int64_t steps() const;
+  // The prompt's tokens, in order.
+  const std::vector<int>& prompt() const;
+  // The result once done (its ttft_ms spans begin to the end of the last step); once.
+  PromptResult finish();
+
+ private:
+  friend class Engine;
+  struct Work;
+  explicit PromptJob(std::unique_ptr<Work> w);
+  std::unique_ptr<Work> w_;
+};
+
 class Engine {
  public:
   Engine(Backend& backend, CacheMode mode, EngineOptions opt);
@@ -99,6 +138,11 @@ class Engine {
   // or stores, so requests of one namespace never reuse another's entries; empty: the shared namespace.
   PromptResult run(const std::vector<PromptBlock>& blocks, LiveSequence* live = nullptr,
                    const std::string& key_namespace = {});
+  // The same prompt as a job run in steps (PromptJob). The prompt is checked here (InvalidArgument before
+  // `live` is touched), cache lookups are made and a reused prefix is loaded; `live` is only read during
+  // this call.
+  std::unique_ptr<PromptJob> begin(const std::vector<PromptBlock>& blocks, LiveSequence* live = nullptr,
+                                   const std::string& key_namespace = {});
   // Every block but the query cacheable.
   PromptResult run(const std::vector<std::vector<int>>& blocks);
 
@@ -141,11 +185,14 @@ class Engine {
   const KeyContext& keys() const { return keys_; }
 
  private:
+  friend class PromptJob;
   // decode_batch's checks (throws InvalidArgument).
   void check_batch(std::span<State* const> states, std::span<const int> ids) const;
   struct Plan;
-  PromptResult run_cached(const std::vector<PromptBlock>& blocks, const std::vector<int>& all, LiveSequence* live,
-                          const KeyContext& keys);
+  // Plans the prompt into `w` (cache lookups, the reused prefix loaded, the lanes still to run).
+  void plan_full(PromptJob::Work& w, const std::vector<PromptBlock>& blocks);
+  void plan_cached(PromptJob::Work& w, const std::vector<PromptBlock>& blocks, LiveSequence* live,
+                   const KeyContext& keys);
   std::vector<float> execute(Plan& plan);
   // HYPIC_PROFILE=1 in the environment: every step of a request is synchronised and timed, and the
   // totals per step go to stderr after the request (a diagnostic: the synchronisations slow it down).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "runtime/error.h"
 #include "runtime/text/streaming_decoder.h"
@@ -31,6 +32,13 @@ bool extends(const std::vector<int>& tokens, const std::vector<int>& prompt) {
 }  // namespace
 
 PromptResult Session::prefill(const std::vector<PromptBlock>& blocks, std::span<const int> after_checkpoint) {
+  std::unique_ptr<PromptJob> job = begin_prefill(blocks);
+  while (job->step(std::numeric_limits<int64_t>::max())) {
+  }
+  return end_prefill(*job, after_checkpoint);
+}
+
+std::unique_ptr<PromptJob> Session::begin_prefill(const std::vector<PromptBlock>& blocks) {
   check_prompt(blocks);
   const std::vector<int> prompt = prompt_tokens(blocks);
   // The longest exact prefix this session holds: everything it ran, or the prompt of its last prefill.
@@ -41,19 +49,38 @@ PromptResult Session::prefill(const std::vector<PromptBlock>& blocks, std::span<
   } else if (extends(checkpoint_.tokens, prompt)) {
     live = std::move(checkpoint_);
   }
-  PromptResult r;
+  std::unique_ptr<PromptJob> job;
   try {
-    r = rt_.engine().run(blocks, live.state ? &live : nullptr, key_namespace_);
+    job = rt_.engine().begin(blocks, live.state ? &live : nullptr, key_namespace_);
   } catch (...) {
     // A refused prompt (checked before any state is touched) leaves the conversation as it was.
     if (live.state && !state_) {
       state_ = std::move(live.state);
       transcript_ = std::move(live.tokens);
+    } else if (live.state) {
+      checkpoint_ = std::move(live);
     }
     throw;
   }
+  // The conversation now lives in the job: until end_prefill the session is an empty one.
+  if (!state_) state_ = rt_.backend().new_state();
+  else if (started_) rt_.backend().reset(*state_);
+  transcript_.clear();
+  checkpoint_ = LiveSequence();
+  logits_.clear();
+  logits_valid_ = false;
+  pending_.clear();
+  sampled_ = -1;
+  presampled_ = -1;
+  next_draw_.reset();
+  started_ = false;
+  return job;
+}
+
+PromptResult Session::end_prefill(PromptJob& job, std::span<const int> after_checkpoint) {
+  PromptResult r = job.finish();
   state_ = std::move(r.state);
-  transcript_ = prompt;
+  transcript_ = job.prompt();
   checkpoint_ = LiveSequence();
   if (checkpoint_on_) checkpoint_ = {rt_.backend().clone(*state_), transcript_};
   logits_ = r.logits;

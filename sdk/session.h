@@ -51,6 +51,12 @@ class Session {
   // hits, reused and computed token counts and the TTFT are in the result (its state is kept by the
   // session).
   PromptResult prefill(const std::vector<PromptBlock>& blocks, std::span<const int> after_checkpoint = {});
+  // prefill() in steps, for a server that decodes other sessions between them: begin_prefill() checks
+  // the prompt (InvalidArgument leaves the session as it was) and hands the session's live state to the
+  // job; run job->step(budget) until it returns false, then end_prefill() takes the result as prefill()
+  // does. Until then the session has no prompt: dropping the job (a cancelled request) leaves it empty.
+  std::unique_ptr<PromptJob> begin_prefill(const std::vector<PromptBlock>& blocks);
+  PromptResult end_prefill(PromptJob& job, std::span<const int> after_checkpoint = {});
   // Keep a copy of the state at the end of every prompt: costs one state copy per prompt. On by
   // default when the runtime's chat format re-renders earlier replies (HistoryRule).
   void set_prompt_checkpoint(bool on) { checkpoint_on_ = on; }

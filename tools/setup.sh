@@ -28,11 +28,12 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # command line, benches, examples, GPU tests and the test programs below, which hold the tests that take
 # minutes (the trained-model sweeps, the engine suite over every family and mode, multi-turn, the
 # cache-record accuracy sweep, the I/O-bound cache crash test, the real Qwen3 tokenizer over long and
-# varied texts), and runs every test it registers, with the
+# varied texts, prompts run in steps of down to one token and the server's chunked admission), and runs
+# every test it registers, with the
 # CLI and example tests (cli_demo_test among them: tools/demo.sh, what `demo` below runs, with its answers
 # checked). The sanitizer build (clang, ASan + UBSan) builds every other test program and runs them, and a
 # short run of every fuzz target.
-slow_programs='engine_model_test;trained_qa_model_test;sdk_multi_turn_model_test;entry_codec_model_test;sdk_cache_dir_model_test;regex_test;tokenizer_variants_test'
+slow_programs='engine_model_test;trained_qa_model_test;sdk_multi_turn_model_test;entry_codec_model_test;sdk_cache_dir_model_test;regex_test;tokenizer_variants_test;engine_prompt_job_model_test;serve_scheduler_test'
 only=""
 [ "$what" = test ] && only="$slow_programs"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "-DHYPIC_ONLY_TESTS=$only" >/dev/null

@@ -625,6 +625,45 @@ TEST_P(TrainedModelOnDevice, ChainStitchAndGreedyDecodeFollowTheCpu) {
   EXPECT_LE(decode_err, decode_limit);
 }
 
+// A prompt run in steps (Engine::begin, PromptJob: what hypic serve's chunked admission runs) answers as
+// the one-pass run on the device, in every main mode, with misses and then hits (the same prompts again
+// with their documents in reverse order).
+TEST_P(TrainedModelOnDevice, PromptsInStepsMatchOnePass) {
+  const bool exact = dev_->device() == Device::Cpu;
+  // The CPU: its linear attention's rounding across chunk boundaries (tests/runtime/engine_prompt_job_model_test.cc);
+  // CUDA: the chain-stitch limit above (the same kernels, other pass shapes).
+  const float limit = exact ? 1e-5f : 0.005f;
+  float worst = 0;
+  int top1_same = 0, compared = 0;
+  // The CPU is covered in depth by tests/runtime/engine_prompt_job_model_test.cc: here it runs one mode
+  // and prompt (the test stays exercised off the GPU, and the slow program short).
+  const std::vector<CacheMode> modes =
+      exact ? std::vector<CacheMode>{CacheMode::Hypic} : std::vector<CacheMode>{CacheMode::Full, CacheMode::Prefix, CacheMode::Hypic};
+  const size_t prompts = exact ? 1 : 3;
+  for (CacheMode mode : modes) {
+    Engine one_pass(*dev_, mode, {}), stepped(*dev_, mode, {});
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < prompts; ++i) {
+        std::vector<std::vector<int>> p = prompts_[i];
+        if (round == 1) std::reverse(p.begin(), p.end() - 1);
+        const PromptResult ref = one_pass.run(p);
+        std::unique_ptr<PromptJob> job = stepped.begin(cacheable_blocks(p));
+        while (job->step(32)) {
+        }
+        const PromptResult got = job->finish();
+        EXPECT_EQ(got.computed_tokens, ref.computed_tokens) << mode_name(mode);
+        worst = std::max(worst, row_err(got.logits, ref.logits));
+        top1_same += cpu::argmax(got.logits.data(), got.logits.size()) == cpu::argmax(ref.logits.data(), ref.logits.size());
+        ++compared;
+      }
+    }
+  }
+  std::printf("[ metrics  ] prompts in steps of 32 on %s: top-1 %d/%d as one pass, max error %.6f of the logit range "
+              "(limit %.6f)\n", GetParam().c_str(), top1_same, compared, worst, limit);
+  EXPECT_EQ(top1_same, compared);
+  EXPECT_LE(worst, limit);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, TrainedModelOnDevice, ::testing::Values("cpu", "cuda"),
                          [](const auto& info) { return info.param; });
 

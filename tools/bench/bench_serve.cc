@@ -10,6 +10,10 @@
 //          and a fresh question. Prints TTFT p50/p90/p99 (client-side: request sent to first content
 //          token), the server's computed/prompt tokens and failures. Run it once per server --mode
 //          (full, prefix, hypic) and rate to find the sustainable QPS at a TTFT SLO.
+// Both modes also print the inter-token latency (client-side gaps between consecutive streamed content
+// pieces of a reply): over all gaps, and over the gaps during which another request was waiting for its
+// first token (its prompt queued or being admitted: what chunked admission, --prefill-chunk, bounds),
+// and the server's decode stalls from /metrics (hypic_decode_stall_seconds over the run).
 //
 // Usage: hypic_bench_serve --url http://127.0.0.1:8000 [--mode load|trace] [--clients 64] [--requests 256]
 //        [--rate 2] [--pool 200] [--chunks-min 8] [--chunks-max 16] [--chunk-words 120] [--zipf 1.0]
@@ -53,6 +57,8 @@ struct Result {
   bool ok = false;
   int status = 0;
   double ttft_s = -1, total_s = 0;
+  Clock::time_point sent, first;          // request sent; first content piece (sent when none came)
+  std::vector<Clock::time_point> pieces;  // arrival of every content piece
   int64_t prompt_tokens = 0, computed_tokens = 0, completion_tokens = 0;
   std::string error;
 };
@@ -204,6 +210,7 @@ std::string make_request(const Options& o, const Workload& w, std::mt19937_64& r
 Result run_one(const Target& t, const Options& o, const std::string& body) {
   Result r;
   const auto t0 = Clock::now();
+  r.sent = r.first = t0;
   std::string events, error;
   bool done = false;
   r.status = http_request(t, "POST", "/v1/chat/completions", o.api_key, body, [&](const std::string& piece) {
@@ -225,11 +232,15 @@ Result run_one(const Target& t, const Options& o, const std::string& body) {
         r.computed_tokens = j["usage"]["hypic"].value("computed_tokens", 0);
         r.completion_tokens = j["usage"].value("completion_tokens", 0);
       }
-      if (r.ttft_s < 0 && j.contains("choices") && !j["choices"].empty()) {
+      if (j.contains("choices") && !j["choices"].empty()) {
         const Json& d = j["choices"][0]["delta"];
-        if ((d.contains("content") && d["content"].is_string() && !d["content"].get<std::string>().empty()) ||
-            !j["choices"][0]["finish_reason"].is_null())
-          r.ttft_s = std::chrono::duration<double>(Clock::now() - t0).count();
+        const bool content = d.contains("content") && d["content"].is_string() && !d["content"].get<std::string>().empty();
+        const auto now = Clock::now();
+        if (content) r.pieces.push_back(now);
+        if (r.ttft_s < 0 && (content || !j["choices"][0]["finish_reason"].is_null())) {
+          r.ttft_s = std::chrono::duration<double>(now - t0).count();
+          r.first = now;
+        }
       }
     }
   }, &error);
@@ -243,6 +254,25 @@ double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
+}
+
+// Inter-token gaps in ms: every gap between consecutive content pieces of a reply, and those during which
+// another request was waiting for its first token (sent before the gap ended, first token after it began).
+void inter_token_gaps(const std::vector<Result>& results, std::vector<double>& all, std::vector<double>& admitting) {
+  for (size_t j = 0; j < results.size(); ++j) {
+    const Result& r = results[j];
+    if (!r.ok) continue;
+    for (size_t k = 1; k < r.pieces.size(); ++k) {
+      const Clock::time_point a = r.pieces[k - 1], b = r.pieces[k];
+      const double ms = std::chrono::duration<double, std::milli>(b - a).count();
+      all.push_back(ms);
+      for (size_t i = 0; i < results.size(); ++i)
+        if (i != j && results[i].sent < b && results[i].first > a) {
+          admitting.push_back(ms);
+          break;
+        }
+    }
+  }
 }
 
 double server_metric(const Target& t, const Options& o, const std::string& name) {
@@ -287,6 +317,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> bodies;
   for (int i = 0; i < o.requests; ++i) bodies.push_back(make_request(o, w, rng));
   const double rss_before = server_metric(t, o, "hypic_resident_memory_bytes");
+  const double stall_n0 = server_metric(t, o, "hypic_decode_stall_seconds_count");
+  const double stall_s0 = server_metric(t, o, "hypic_decode_stall_seconds_sum");
+  const double chunks0 = server_metric(t, o, "hypic_prefill_chunks_total");
 
   std::vector<Result> results(bodies.size());
   const auto t0 = Clock::now();
@@ -327,6 +360,13 @@ int main(int argc, char** argv) {
     computed += r.computed_tokens;
     completion += r.completion_tokens;
   }
+  std::vector<double> itl, itl_admitting;
+  inter_token_gaps(results, itl, itl_admitting);
+  auto spread = [](const std::vector<double>& v) {
+    return Json{{"n", v.size()}, {"p50", percentile(v, 0.5)}, {"p99", percentile(v, 0.99)}, {"max", percentile(v, 1.0)}};
+  };
+  const double stalls = server_metric(t, o, "hypic_decode_stall_seconds_count") - stall_n0;
+  const double stall_s = server_metric(t, o, "hypic_decode_stall_seconds_sum") - stall_s0;
   Json out = {{"mode", o.mode},
               {"requests", o.requests},
               {"failed", failed},
@@ -334,6 +374,11 @@ int main(int argc, char** argv) {
               {"requests_per_s", static_cast<double>(o.requests - failed) / wall},
               {"ttft_ms", {{"p50", percentile(ttft, 0.5)}, {"p90", percentile(ttft, 0.9)}, {"p99", percentile(ttft, 0.99)}}},
               {"latency_ms", {{"p50", percentile(total, 0.5)}, {"p90", percentile(total, 0.9)}, {"max", percentile(total, 1.0)}}},
+              {"itl_ms", spread(itl)},
+              {"itl_during_admission_ms", spread(itl_admitting)},
+              {"server_decode_stalls", {{"n", stalls},
+                                        {"mean_ms", stalls > 0 ? 1000 * stall_s / stalls : 0},
+                                        {"prefill_chunks", server_metric(t, o, "hypic_prefill_chunks_total") - chunks0}}},
               {"prompt_tokens", prompt},
               {"computed_tokens", computed},
               {"completion_tokens", completion},

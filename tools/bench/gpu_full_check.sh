@@ -9,6 +9,7 @@
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
+#   tools/bench/gpu_full_check.sh admission  # `hypic serve`'s decode stalls by --prefill-chunk (serve_admission.sh)
 # Run from the repository root with .deps carried (and .whl for the peers). Binaries come from
 # .gpubin/gpubin.tar.xz when it was carried (tools/bench/pack_gpu_binaries.sh built them elsewhere),
 # otherwise they are built here into build-gpu. Results also go to $OUT when set.
@@ -160,6 +161,15 @@ if [ "$stage" = final ]; then
     ln -sf "$(bin hypic_bench_serve)" /tmp/sb/tools/hypic_bench_serve
   REQUESTS=${SERVE_REQUESTS:-24} tools/bench/serve_trace.sh /tmp/sb /tmp/fixtures/qwen3-tokenizer \
     /tmp/fixtures/qwen3.5-chat/chat_template.jinja "$O/serve" ${SERVE_RATES:-1 2 4 8} 2>&1 | tee "$O/serve_summary.txt"
+fi
+if [ "$stage" = admission ]; then
+  # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS
+  # and ADMISSION_RATE pass through.
+  step admission
+  mkdir -p /tmp/sb/tools/hypic && ln -sf "$(bin hypic)" /tmp/sb/tools/hypic/hypic && \
+    ln -sf "$(bin hypic_bench_serve)" /tmp/sb/tools/hypic_bench_serve
+  tools/bench/serve_admission.sh /tmp/sb /tmp/fixtures/qwen3-tokenizer /tmp/fixtures/qwen3.5-chat/chat_template.jinja \
+    "$O/serve-admission" ${ADMISSION_RATE:-2} 2>&1 | tee "$O/admission_summary.txt"
 fi
 if [ "$stage" = test ] || [ "$stage" = all ]; then
   step CLI check

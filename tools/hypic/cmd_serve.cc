@@ -16,7 +16,8 @@ namespace {
 struct Options {
   std::string model, device = "auto", mode = "hypic", chat_template, host = "127.0.0.1", model_name, templates;
   std::vector<std::string> api_keys;
-  long long port = 8000, max_sessions = 16, max_queue = 64, cache_mb = 1024, max_body_kb = 4096, io_threads = 4;
+  long long port = 8000, max_sessions = 16, max_queue = 64, cache_mb = 1024, max_body_kb = 4096, io_threads = 4,
+            prefill_chunk = 2048;
   uint64_t seed = 0;
   bool quiet = false, random_weights = false;
 };
@@ -50,7 +51,11 @@ int run(const Options& o) {
   if (so.model_name.empty()) so.model_name = std::filesystem::path(o.model).lexically_normal().parent_path().filename().string();
 
   serve::Metrics metrics;
-  serve::Scheduler scheduler(*rt, metrics, static_cast<size_t>(o.max_sessions), static_cast<size_t>(o.max_queue));
+  serve::SchedulerOptions sched;
+  sched.max_running = static_cast<size_t>(o.max_sessions);
+  sched.max_queued = static_cast<size_t>(o.max_queue);
+  sched.prefill_chunk = o.prefill_chunk;
+  serve::Scheduler scheduler(*rt, metrics, std::move(sched));
   metrics.add_gauge("hypic_queue_depth", "Requests waiting for the engine.", [&] { return double(scheduler.queued()); });
   metrics.add_gauge("hypic_running_sessions", "Generations being decoded.", [&] { return double(scheduler.running()); });
   metrics.add_gauge("hypic_resident_memory_bytes", "Resident memory of the process.", [] { return serve::resident_bytes(); });
@@ -84,6 +89,10 @@ Registrar reg("serve", "OpenAI-compatible HTTP server (chat, completions, tools,
                  "accepted API key (repeat for several; none: no authentication); each key is its own cache tenant");
   tools::add_int(app, "--max-sessions", o->max_sessions, "generations decoded together (the decode batch)", 1LL, 4096LL);
   tools::add_int(app, "--max-queue", o->max_queue, "requests that may wait beyond those; more get 429", 0LL, 1000000LL);
+  tools::add_int(app, "--prefill-chunk", o->prefill_chunk,
+                 "prompt tokens run between two decode steps: an arriving prompt is admitted in chunks of this "
+                 "size, so running generations stall for one chunk at a time",
+                 1LL, 1LL << 30);
   tools::add_int(app, "--max-body-kb", o->max_body_kb, "largest request body, in KiB; larger gets 413", 1LL, 1LL << 20);
   tools::add_int(app, "--io-threads", o->io_threads, "threads serving connections", 1LL, 256LL);
   app.add_option("--mode", o->mode, "cache mode")->check(CLI::IsMember({"full", "prefix", "hypic", "naive", "noseam"}));

@@ -40,7 +40,8 @@ void Histogram::render(const std::string& name, const std::string& help, std::st
 
 Metrics::Metrics()
     : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
-      inter_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}) {}
+      inter_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
+      decode_stall_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}) {}
 
 void Metrics::request(const std::string& endpoint, int status) {
   std::lock_guard<std::mutex> l(mu_);
@@ -72,6 +73,17 @@ void Metrics::cancelled() {
   ++cancelled_;
 }
 
+void Metrics::prefill_chunk(int64_t tokens) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++prefill_chunks_;
+  prefill_chunk_tokens_ += static_cast<uint64_t>(tokens);
+}
+
+void Metrics::decode_stall(double seconds) {
+  std::lock_guard<std::mutex> l(mu_);
+  decode_stall_.observe(seconds);
+}
+
 void Metrics::add_gauge(std::string name, std::string help, std::function<double()> read) {
   std::lock_guard<std::mutex> l(mu_);
   gauges_.push_back({std::move(name), std::move(help), std::move(read)});
@@ -94,9 +106,14 @@ std::string Metrics::render() const {
   counter("hypic_completion_tokens_total", "Generated tokens.", completion_tokens_);
   counter("hypic_cache_block_hits_total", "Prompt blocks served from the segment cache.", block_hits_);
   counter("hypic_cache_block_misses_total", "Cacheable prompt blocks that were computed.", block_misses_);
-  counter("hypic_cancelled_total", "Generations stopped because the client went away.", cancelled_);
+  counter("hypic_cancelled_total", "Requests stopped because the client went away.", cancelled_);
+  counter("hypic_prefill_chunks_total", "Chunks of admitted prompts run between decode steps (--prefill-chunk).",
+          prefill_chunks_);
+  counter("hypic_prefill_chunk_tokens_total", "Prompt tokens run by those chunks.", prefill_chunk_tokens_);
   ttft_.render("hypic_ttft_seconds", "Time from a request's arrival to its first token.", out);
   inter_token_.render("hypic_inter_token_seconds", "Time between consecutive generated tokens of a request.", out);
+  decode_stall_.render("hypic_decode_stall_seconds",
+                       "Time running generations waited between two decode steps while a prompt chunk ran.", out);
   for (auto& g : gauges_)
     out += "# HELP " + g.name + " " + g.help + "\n# TYPE " + g.name + " gauge\n" + g.name + " " + num(g.read()) + "\n";
   return out;

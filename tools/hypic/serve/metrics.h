@@ -32,6 +32,10 @@ class Metrics {
   void completion_tokens(int64_t n);
   void inter_token(double seconds);
   void cancelled();
+  // One chunk of an admitted prompt ran (`tokens` of it).
+  void prefill_chunk(int64_t tokens);
+  // Running generations waited `seconds` between two decode steps because a prompt chunk ran between them.
+  void decode_stall(double seconds);
   // Gauges read when rendering (queue depth, running sessions, memory).
   void add_gauge(std::string name, std::string help, std::function<double()> read);
   std::string render() const;
@@ -40,8 +44,8 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, computed_tokens_ = 0, completion_tokens_ = 0, block_hits_ = 0, block_misses_ = 0,
-           cancelled_ = 0;
-  Histogram ttft_, inter_token_;
+           cancelled_ = 0, prefill_chunks_ = 0, prefill_chunk_tokens_ = 0;
+  Histogram ttft_, inter_token_, decode_stall_;
   struct Gauge {
     std::string name, help;
     std::function<double()> read;

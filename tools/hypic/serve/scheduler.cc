@@ -12,8 +12,13 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
-Scheduler::Scheduler(sdk::Runtime& rt, Metrics& metrics, size_t max_running, size_t max_queued)
-    : rt_(rt), metrics_(metrics), max_running_(std::max<size_t>(1, max_running)), max_queued_(max_queued) {
+Scheduler::Scheduler(sdk::Runtime& rt, Metrics& metrics, SchedulerOptions opt)
+    : rt_(rt),
+      metrics_(metrics),
+      opt_(std::move(opt)),
+      max_running_(std::max<size_t>(1, opt_.max_running)),
+      max_queued_(opt_.max_queued) {
+  if (opt_.prefill_chunk < 1) throw InvalidArgument("the prefill chunk must be at least 1 token");
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -65,7 +70,7 @@ void Scheduler::loop() {
     std::shared_ptr<Job> job;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stopping_ || queued_ > 0 || !running_.empty(); });
+      cv_.wait(l, [&] { return stopping_ || queued_ > 0 || !running_.empty() || admitting_; });
       if (stopping_) {
         for (auto& [t, q] : queues_)
           for (auto& j : q) j->sink({JobEvent::Kind::Done, {}, {}, "cancelled"});
@@ -73,32 +78,34 @@ void Scheduler::loop() {
         queued_ = 0;
         break;
       }
-      if (running_.size() < max_running_) job = next_job();
+      if (!admitting_ && running_.size() < max_running_) job = next_job();
     }
-    // One prompt between decode steps bounds how long running generations stall.
-    if (job) admit(std::move(job));
+    if (job) start_prompt(std::move(job));
+    // One chunk of one prompt between decode steps bounds how long running generations stall.
+    if (admitting_) prompt_chunk();
     if (!running_.empty()) step_all();
   }
+  if (admitting_) admitting_->job->sink({JobEvent::Kind::Done, {}, {}, "cancelled"});
+  admitting_.reset();
   for (auto& r : running_) r.job->sink({JobEvent::Kind::Done, {}, {}, "cancelled"});
   running_.clear();
   running_count_ = 0;
 }
 
-void Scheduler::admit(std::shared_ptr<Job> job) {
+void Scheduler::start_prompt(std::shared_ptr<Job> job) {
   if (job->cancel.load()) {  // the client left while it waited
     metrics_.cancelled();
     job->sink({JobEvent::Kind::Done, {}, {}, "cancelled"});
     return;
   }
-  Running r;
-  r.job = job;
-  r.session = std::make_unique<sdk::Session>(rt_);
-  r.session->set_prompt_checkpoint(false);  // one request, one prompt: no later turn continues it
-  r.session->set_key_namespace(job->tenant);
-  const double queue_s = seconds_since(job->arrived);
-  PromptResult pr;
+  auto a = std::make_unique<Admitting>();
+  a->job = job;
+  a->session = std::make_unique<sdk::Session>(rt_);
+  a->session->set_prompt_checkpoint(false);  // one request, one prompt: no later turn continues it
+  a->session->set_key_namespace(job->tenant);
+  a->queue_s = seconds_since(job->arrived);
   try {
-    pr = r.session->prefill(job->blocks);
+    a->prompt = a->session->begin_prefill(job->blocks);
   } catch (const InvalidArgument& e) {
     job->sink({JobEvent::Kind::Error, {}, {}, {}, 0, 400, e.what()});
     return;
@@ -106,6 +113,48 @@ void Scheduler::admit(std::shared_ptr<Job> job) {
     job->sink({JobEvent::Kind::Error, {}, {}, {}, 0, 500, e.what()});
     return;
   }
+  admitting_ = std::move(a);
+}
+
+void Scheduler::prompt_chunk() {
+  Admitting& a = *admitting_;
+  if (a.job->cancel.load()) {  // the client left mid-prefill: what finished chunks stored stays cached
+    metrics_.cancelled();
+    a.job->sink({JobEvent::Kind::Done, {}, {}, "cancelled"});
+    admitting_.reset();
+    return;
+  }
+  const int64_t before = a.prompt->remaining_tokens();
+  bool more = false;
+  try {
+    more = a.prompt->step(opt_.prefill_chunk);
+  } catch (const std::exception& e) {
+    a.job->sink({JobEvent::Kind::Error, {}, {}, {}, 0, 500, e.what()});
+    admitting_.reset();
+    return;
+  }
+  const int64_t ran = before - a.prompt->remaining_tokens();
+  metrics_.prefill_chunk(ran);
+  if (!running_.empty()) stalled_ = true;
+  if (opt_.on_step) opt_.on_step({EngineStep::Kind::PromptChunk, a.job.get(), ran, a.prompt->remaining_tokens()});
+  if (more) return;
+  std::unique_ptr<Admitting> done = std::move(admitting_);
+  start_generation(*done);
+}
+
+void Scheduler::start_generation(Admitting& a) {
+  const std::shared_ptr<Job>& job = a.job;
+  Running r;
+  r.job = job;
+  r.session = std::move(a.session);
+  PromptResult pr;
+  try {
+    pr = r.session->end_prefill(*a.prompt);
+  } catch (const std::exception& e) {
+    job->sink({JobEvent::Kind::Error, {}, {}, {}, 0, 500, e.what()});
+    return;
+  }
+  const double queue_s = a.queue_s;
   JobEvent ev{JobEvent::Kind::Prompt};
   ev.prompt.prompt_tokens = pr.prompt_tokens;
   ev.prompt.computed_tokens = pr.computed_tokens;
@@ -176,7 +225,14 @@ void Scheduler::step_all() {
   }
   running_ = std::move(still);
   running_count_ = running_.size();
-  if (batch.empty()) return;
+  if (batch.empty()) {
+    last_decode_.reset();
+    stalled_ = false;
+    return;
+  }
+  // The running generations waited for the prompt chunk run since the last decode step.
+  if (stalled_ && last_decode_) metrics_.decode_stall(seconds_since(*last_decode_));
+  stalled_ = false;
   try {
     sdk::Session::run_sampled(batch);
   } catch (const std::exception& e) {
@@ -184,13 +240,16 @@ void Scheduler::step_all() {
     for (auto& r : running_) r.job->sink({JobEvent::Kind::Error, {}, {}, {}, 0, 500, e.what()});
     running_.clear();
     running_count_ = 0;
+    last_decode_.reset();
     return;
   }
   const auto now = Clock::now();
+  last_decode_ = now;
   for (Running& r : running_) {
     metrics_.inter_token(std::chrono::duration<double>(now - r.last_token).count());
     r.last_token = now;
   }
+  if (opt_.on_step) opt_.on_step({EngineStep::Kind::Decode, nullptr, static_cast<int64_t>(batch.size()), 0});
 }
 
 }  // namespace hypic::serve

@@ -2,8 +2,9 @@
 // that this thread runs. Jobs wait in a bounded queue (submit() refuses with 429 when it is full) taken
 // round-robin between tenants, so one client's burst does not starve the others. Decoding is batched
 // across all running jobs: each loop runs ONE pass that advances every running generation by a token
-// (Engine::decode_batch), and admits at most one waiting prompt between such steps, so a prompt stalls
-// the running decodes for at most one prefill.
+// (Engine::decode_batch) and at most one chunk of `prefill_chunk` tokens of the prompt being admitted
+// (Engine::begin / PromptJob), so an arriving prompt stalls the running decodes for one chunk at a time,
+// not for its whole prefill. Prompts are admitted one at a time, in the queue's order.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,10 +49,25 @@ struct Job {
   std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
 };
 
+// One step of the engine thread, reported to SchedulerOptions::on_step.
+struct EngineStep {
+  enum class Kind { PromptChunk, Decode } kind;
+  const Job* job = nullptr;  // PromptChunk: the job being admitted
+  int64_t tokens = 0;        // PromptChunk: prompt tokens it ran; Decode: generations it advanced
+  int64_t remaining = 0;     // PromptChunk: prompt tokens still to run after it
+};
+
+struct SchedulerOptions {
+  size_t max_running = 16;        // generations decoded together
+  size_t max_queued = 64;         // jobs that may wait beyond them
+  int64_t prefill_chunk = 2048;   // prompt tokens run between two decode steps
+  // Called on the engine thread after every prompt chunk and decode step (tests, tracing); must not block.
+  std::function<void(const EngineStep&)> on_step;
+};
+
 class Scheduler {
  public:
-  // `max_running`: generations decoded together; `max_queued`: jobs that may wait beyond them.
-  Scheduler(sdk::Runtime& rt, Metrics& metrics, size_t max_running, size_t max_queued);
+  Scheduler(sdk::Runtime& rt, Metrics& metrics, SchedulerOptions opt);
   ~Scheduler();  // stops the thread; jobs still queued or running end with Done(cancelled)
 
   // ApiError 429 when the queue is full, 503 once stopping.
@@ -66,13 +83,23 @@ class Scheduler {
     std::unique_ptr<sdk::GenerationSteps> steps;
     std::chrono::steady_clock::time_point last_token;
   };
+  // The prompt being admitted: its session and the engine's job, run a chunk per loop.
+  struct Admitting {
+    std::shared_ptr<Job> job;
+    std::unique_ptr<sdk::Session> session;
+    std::unique_ptr<PromptJob> prompt;
+    double queue_s = 0;
+  };
   void loop();
   std::shared_ptr<Job> next_job();  // under mu_
-  void admit(std::shared_ptr<Job> job);
+  void start_prompt(std::shared_ptr<Job> job);
+  void prompt_chunk();
+  void start_generation(Admitting& a);
   void step_all();
 
   sdk::Runtime& rt_;
   Metrics& metrics_;
+  SchedulerOptions opt_;
   size_t max_running_, max_queued_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -81,6 +108,11 @@ class Scheduler {
   size_t queued_ = 0;
   bool stopping_ = false;
   std::vector<Running> running_;  // engine thread only
+  std::unique_ptr<Admitting> admitting_;  // engine thread only
+  // Decode stalls: a prompt chunk ran while generations waited, since the decode step that ended at
+  // last_decode_ (valid while generations are running).
+  bool stalled_ = false;
+  std::optional<std::chrono::steady_clock::time_point> last_decode_;
   std::atomic<size_t> running_count_{0};
   std::thread thread_;
 };
