@@ -20,6 +20,7 @@ trap cleanup EXIT
 # start NAME ARGS...: a server on a free port; sets $url.
 start() {
   local name=$1; shift
+  : > "$tmp/$name.log"  # before the job: it opens the log only when it gets scheduled
   HYPIC_THREADS=1 "$HYPIC" serve --model "$model" --device cpu --port 0 --quiet "$@" 2>"$tmp/$name.log" &
   pids+=($!)
   for _ in $(seq 200); do

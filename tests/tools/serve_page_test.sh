@@ -23,6 +23,9 @@ cleanup() {
   true
 }
 trap cleanup EXIT
+# The log exists before the server starts: the background job opens it only when it gets scheduled, and
+# a read before that would end the script (set -e).
+: > "$tmp/log"
 HYPIC_THREADS=1 "$HYPIC" serve --model "$model" --device cpu --port 0 --quiet 2>"$tmp/log" &
 pid=$!
 for _ in $(seq 200); do

@@ -22,6 +22,7 @@ pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$model"' EXIT
 for mode in full prefix hypic; do
   log="$out/$mode.server.log"
+  : > "$log"  # before the job: it opens the log only when it gets scheduled
   "$build/tools/hypic/hypic" serve --model "$model" --device cuda --random-weights --chat-template "$tpl" \
     --mode "$mode" --cache-mb 40000 --max-sessions 32 --max-queue 4096 --port 0 --quiet 2>"$log" &
   pid=$!
