@@ -1,7 +1,9 @@
-// Times the CUDA prefill kernels at Qwen3.5-35B-A3B shapes with CUDA events and prints one JSON object.
-//   GDN chunked prefill (16 q/k heads, 32 v heads, dims 128), with and without the fused transfer build;
-//   attention prefill (16 q heads, 2 kv heads, dim 256), causal over fresh tokens.
-// Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20] [--only gdn|attention]
+// Times the CUDA prefill kernels with CUDA events and prints one JSON object.
+//   GDN chunked prefill at Qwen3.5-35B-A3B shapes (16 q/k heads, 32 v heads, dims 128), with and without
+//   the fused transfer build; attention prefill (16 q heads, 2 kv heads, dim 256), causal over fresh tokens;
+//   lightning chunked prefill at Ring-flash-linear-2.0 shapes (32 heads of 128, per-head decay);
+//   KDA chunked prefill at Kimi-Linear-48B-A3B shapes (32 heads of 128), with and without the transfer operator.
+// Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20] [--only gdn|attention|lightning|kda]
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -15,6 +17,8 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
+#include "kernels/cuda/kda.h"
+#include "kernels/cuda/lightning.h"
 #include "kernels/cuda/memory.h"
 #include "tools/common/options.h"
 
@@ -55,11 +59,12 @@ int main(int argc, char** argv) {
   std::vector<int64_t> tokens = {8192, 32768};
   int iters = 20;
   std::string only;
-  CLI::App app("CUDA kernel timings: gated delta rule and attention prefill (one JSON object on stdout)",
+  CLI::App app("CUDA kernel timings: gated delta rule, attention, lightning and KDA prefill (one JSON object on stdout)",
                "hypic_bench_kernels");
   hypic::tools::configure(app, /*uses_model=*/false);
   hypic::tools::add_int(app, "--iters", iters, "timed iterations per case", 1, 1 << 20);
-  app.add_option("--only", only, "run one family (default: both)")->check(CLI::IsMember({"gdn", "attention"}));
+  app.add_option("--only", only, "run one family (default: all)")
+      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda"}));
   app.add_option("--tokens", tokens, "sequence lengths, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
@@ -124,6 +129,56 @@ int main(int argc, char** argv) {
                           0.0625f, out.as<bf16>(), st);
       }, iters, st);
       emit("attention_prefill", T, "causal", ms, flops);
+    }
+    // Lightning attention, one layer of Ring-flash-linear-2.0: 32 heads of 128, per-head decay (the slopes
+    // -(8 / H)(1 - l / L) h of a middle layer, l / L = 1/2; bench_linear_peers.py uses the same).
+    if (only.empty() || only == "lightning") {
+      constexpr int64_t H = 32, D = 128;
+      const GdnShape s{T, 1, H, H, D, D};
+      DeviceBuffer q(pool, 2 * T * H * D), k(pool, 2 * T * H * D), v(pool, 2 * T * H * D), lam(pool, 4 * H),
+          state(pool, 4 * H * D * D), out(pool, 2 * T * H * D);
+      fill_bf16(q, T * H * D, 11, 0.0884f);
+      fill_bf16(k, T * H * D, 12, 0.0884f);
+      fill_bf16(v, T * H * D, 13, 1.0f);
+      std::vector<float> hl(H);
+      for (int64_t h = 0; h < H; ++h) hl[h] = -(8.0f / H) * 0.5f * float(h);
+      HYPIC_CUDA_CHECK(cudaMemcpy(lam.get(), hl.data(), 4 * H, cudaMemcpyHostToDevice));
+      HYPIC_CUDA_CHECK(cudaMemset(state.get(), 0, 4 * H * D * D));
+      // Per token and head: Q S and K^T V (2 dk dv each) and the causal intra-chunk Q K^T and P V (2 C (dk + dv)).
+      const double flops = double(T) * H * (4.0 * D * D + 2.0 * 64 * 2 * D);
+      const double ms = time_ms([&] {
+        lightning_chunked_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), lam.as<float>(), nullptr, T,
+                                  state.as<float>(), out.as<bf16>(), st);
+      }, iters, st);
+      emit("lightning_chunked_prefill", T, "out+state", ms, flops);
+    }
+    // KDA, one layer of Kimi-Linear-48B-A3B: 32 heads of 128, per-channel decay.
+    if (only.empty() || only == "kda") {
+      constexpr int64_t H = 32, D = 128;
+      const GdnShape s{T, 1, H, H, D, D};
+      DeviceBuffer q(pool, 2 * T * H * D), k(pool, 2 * T * H * D), v(pool, 2 * T * H * D), g(pool, 4 * T * H * D),
+          beta(pool, 4 * T * H), state(pool, 4 * H * D * D), transfer(pool, 4 * H * D * D), out(pool, 2 * T * H * D),
+          ws(pool, kda_chunked_workspace_bytes(s));
+      fill_bf16(q, T * H * D, 21, 0.0884f);
+      fill_bf16(k, T * H * D, 22, 0.0884f);
+      fill_bf16(v, T * H * D, 23, 1.0f);
+      fill_f32(g, T * H * D, 24, -0.7f, -0.01f);
+      fill_f32(beta, T * H, 25, 0.05f, 0.95f);
+      HYPIC_CUDA_CHECK(cudaMemset(state.get(), 0, 4 * H * D * D));
+      HYPIC_CUDA_CHECK(cudaMemset(transfer.get(), 0, 4 * H * D * D));
+      // Per token and head: K S, Q S, K^T Delta (2 dk dv each) and the chunk's Akk, Aqk (2 C dk each), M R and
+      // Aqk Delta (2 C dv each), counted whole as FLA's chunk forms are.
+      const double flops = double(T) * H * (6.0 * D * D + 2.0 * 64 * (2 * D + 2 * D));
+      const double ms = time_ms([&] {
+        kda_chunked_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), g.as<float>(), beta.as<float>(), nullptr, T,
+                            state.as<float>(), out.as<bf16>(), nullptr, ws.get(), st);
+      }, iters, st);
+      emit("kda_chunked_prefill", T, "out+state", ms, flops);
+      const double ms_t = time_ms([&] {
+        kda_chunked_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), g.as<float>(), beta.as<float>(), nullptr, T,
+                            state.as<float>(), out.as<bf16>(), transfer.as<float>(), ws.get(), st);
+      }, iters, st);
+      emit("kda_chunked_prefill", T, "out+state+transfer", ms_t, flops);
     }
   }
   std::printf("\n]}\n");
