@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> tokens = {8192, 32768};
   int iters = 20;
   std::string only;
-  CLI::App app("CUDA kernel timings: gated delta rule, attention, lightning and KDA prefill (one JSON object on stdout)",
+  CLI::App app("CUDA kernel timings: GDN, attention, lightning and KDA prefill (one JSON object on stdout)",
                "hypic_bench_kernels");
   hypic::tools::configure(app, /*uses_model=*/false);
   hypic::tools::add_int(app, "--iters", iters, "timed iterations per case", 1, 1 << 20);
