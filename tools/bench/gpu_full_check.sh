@@ -10,6 +10,7 @@
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
 #   tools/bench/gpu_full_check.sh admission  # `hypic serve`'s decode stalls by --prefill-chunk (serve_admission.sh)
+#   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 # Run from the repository root with .deps carried (and .whl for the peers). Binaries come from
 # .gpubin/gpubin.tar.xz when it was carried (tools/bench/pack_gpu_binaries.sh built them elsewhere),
 # otherwise they are built here into build-gpu. Results also go to $OUT when set.
@@ -161,6 +162,22 @@ if [ "$stage" = final ]; then
     ln -sf "$(bin hypic_bench_serve)" /tmp/sb/tools/hypic_bench_serve
   REQUESTS=${SERVE_REQUESTS:-24} tools/bench/serve_trace.sh /tmp/sb /tmp/fixtures/qwen3-tokenizer \
     /tmp/fixtures/qwen3.5-chat/chat_template.jinja "$O/serve" ${SERVE_RATES:-1 2 4 8} 2>&1 | tee "$O/serve_summary.txt"
+fi
+if [ "$stage" = linear ]; then
+  # The Ring (lightning) and Kimi (KDA) recurrences: the op harness against the CPU reference, then
+  # hypic's kernels and flash-linear-attention's (carried as .whl) on the same shapes.
+  run_test cuda_lightning_test
+  run_test cuda_kda_test
+  for op in lightning kda; do
+    step "bench $op"
+    "$(bin hypic_bench_kernels)" --only $op --tokens 8192,32768 --iters 20 | tee "$O/bench_$op.json"
+  done
+  if ls .whl/*.whl > /dev/null 2>&1; then
+    step linear peers
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1
+    PYTHONPATH=/tmp/site python3 tools/bench/bench_linear_peers.py --tokens 8192,32768 --iters 20 \
+      | tee "$O/bench_linear_peers.json"
+  fi
 fi
 if [ "$stage" = admission ]; then
   # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS
