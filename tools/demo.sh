@@ -32,7 +32,7 @@ if [ -f "$LONG/model.safetensors" ]; then
   for type in multihop update; do
     grep -m 6 "\"type\": \"$type\"" tests/fixtures/eval/long_eval_seed1.jsonl > "$tmp/$type.jsonl"
     echo "-- $type questions, $LONG"
-    $HYPIC eval-pic --model "$LONG" --prompts "$tmp/$type.jsonl" --modes full,hypic,naive --decode-tokens 6 --show 1
+    $HYPIC eval-pic --model "$LONG" --prompts "$tmp/$type.jsonl" --modes full,hypic,naive --decode-tokens 14 --show 1
   done
 else
   echo "== 2. Every cache mode side by side on 12 evaluation prompts (hypic eval-pic)"

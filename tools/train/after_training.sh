@@ -29,7 +29,7 @@ done
 
 echo "== quality table ($LONG)"
 "$PY" tools/train/quality_table.py --model "$LONG" --prompts tests/fixtures/eval/long_eval_seed1.jsonl \
-  --hypic "$HYPIC" --device "$DEVICE" --jobs 3 --out "$RES/quality.json" | tee "$RES/quality.md"
+  --hypic "$HYPIC" --device "$DEVICE" --jobs 3 --decode-tokens 14 --out "$RES/quality.json" | tee "$RES/quality.md"
 
 echo "== tool use ($AGENT)"
 "$PY" tools/train/eval_agent.py --model "$AGENT" --seed 7 --count 240 --hypic "$HYPIC" --device "$DEVICE" \
@@ -37,7 +37,7 @@ echo "== tool use ($AGENT)"
 
 [ "${SKIP_GOLDENS:-0}" = 1 ] && exit 0
 echo "== goldens (transformers, CPU)"
-"$PY" tools/train/make_goldens.py --threads "${THREADS:-2}" --model "$LONG" --prompts tests/fixtures/eval/long_eval_seed1.jsonl --types single,update --count 12 \
+"$PY" tools/train/make_goldens.py --threads "${THREADS:-2}" --model "$LONG" --prompts tests/fixtures/eval/long_eval_seed1.jsonl --count 12 --max-new 14 \
   --out "$LONG/golden.json"
 "$PY" tools/train/make_goldens.py --threads "${THREADS:-2}" --model "$AGENT" --prompts tests/fixtures/eval/agent_first_seed5.jsonl --count 8 \
   --max-new 72 --out "$AGENT/golden.json"

@@ -297,7 +297,9 @@ def transcript(renderer: Renderer, ep: dict):
     return pieces
 
 
-TRAIN_KIND_WEIGHTS = {"calc": 0.3, "docs": 0.3, "docs_calc": 0.15, "direct": 0.25}
+# Document questions weigh most: reading the right fact out of returned chunks is the hard part (the
+# first run answered 47 % of them; calculator and direct tasks were right every time).
+TRAIN_KIND_WEIGHTS = {"calc": 0.2, "docs": 0.4, "docs_calc": 0.2, "direct": 0.2}
 
 
 def train_episode(rng: random.Random, renderers: dict):

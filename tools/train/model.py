@@ -129,7 +129,7 @@ class GatedDeltaNet(nn.Module):
         self.norm = RMSNormGated(self.dv, c["rms_norm_eps"])
         self.out_proj = nn.Linear(self.value_dim, D, bias=False)
 
-    def forward(self, x):
+    def forward(self, x, pic=None):
         B, T, _ = x.shape
         r = self.nv // self.nk
         qkvz = self.in_proj_qkvz(x).view(B, T, self.nk, 2 * self.dk + 2 * r * self.dv)
@@ -139,8 +139,17 @@ class GatedDeltaNet(nn.Module):
         z = z.reshape(B, T, self.nv, self.dv)
         b, a = b.reshape(B, T, self.nv), a.reshape(B, T, self.nv)
         mixed = torch.cat([q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1)], dim=-1).transpose(1, 2)
-        mixed = F.silu(F.conv1d(mixed, self.conv1d.weight.to(mixed.dtype), None, padding=self.K - 1,
-                                groups=self.conv_dim)[:, :, :T]).transpose(1, 2)
+        if pic is None:
+            mixed = F.conv1d(mixed, self.conv1d.weight.to(mixed.dtype), None, padding=self.K - 1,
+                             groups=self.conv_dim)[:, :, :T]
+        else:  # a cached block's conv sees only its own tokens; the tail sees everything before it
+            w = self.conv1d.weight.to(mixed.dtype)[:, 0]  # [C, K]
+            acc = mixed * w[:, self.K - 1, None]
+            for j in range(1, self.K):
+                shifted = F.pad(mixed, (j, 0))[:, :, :T] * pic["conv_keep"][j - 1][:, None, :].to(mixed.dtype)
+                acc = acc + shifted * w[:, self.K - 1 - j, None]
+            mixed = acc
+        mixed = F.silu(mixed).transpose(1, 2)
         q, k, v = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
         q, k = q.reshape(B, T, self.nk, self.dk), k.reshape(B, T, self.nk, self.dk)
         v = v.reshape(B, T, self.nv, self.dv)
@@ -149,7 +158,16 @@ class GatedDeltaNet(nn.Module):
         if r > 1:
             q, k = q.repeat_interleave(r, dim=2), k.repeat_interleave(r, dim=2)
         with torch.autocast(device_type=x.device.type, enabled=False):
-            o = chunk_gated_delta_rule(q, k, v, g, beta)
+            if pic is None:
+                o = chunk_gated_delta_rule(q, k, v, g, beta)
+            else:
+                # Cached blocks' rows: their isolated prefill (the state reset where a block starts: decay
+                # e^-30). Tail rows: the state composed over every block's isolated rows, which is what
+                # running the same rows without resets gives (S = T S_prev + S_block, exactly).
+                start = pic["start"][..., None]
+                iso = chunk_gated_delta_rule(q, k, v, torch.where(start, torch.full_like(g, -30.0), g), beta)
+                ctx = chunk_gated_delta_rule(q, k, v, g, beta)
+                o = torch.where(pic["tail"][..., None, None], ctx, iso)
             o = self.norm(o, z)
         return self.out_proj(o.reshape(B, T, self.value_dim).to(x.dtype))
 
@@ -182,7 +200,7 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.hd, c["rms_norm_eps"])
         self.k_norm = RMSNorm(self.hd, c["rms_norm_eps"])
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, pic=None):
         B, T, _ = x.shape
         q, gate = torch.chunk(self.q_proj(x).view(B, T, self.H, 2 * self.hd), 2, dim=-1)
         gate = gate.reshape(B, T, self.H * self.hd)
@@ -194,7 +212,10 @@ class Attention(nn.Module):
             q, k = q.to(v.dtype), k.to(v.dtype)
         rep = self.H // self.Hkv
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.hd ** -0.5)
+        if pic is None:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.hd ** -0.5)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=pic["attn_mask"], scale=self.hd ** -0.5)
         o = o.transpose(1, 2).reshape(B, T, self.H * self.hd) * torch.sigmoid(gate)
         return self.o_proj(o)
 
@@ -265,9 +286,9 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, pic=None):
         h = self.input_layernorm(x)
-        h = self.linear_attn(h) if self.kind == "linear_attention" else self.self_attn(h, cos, sin)
+        h = self.linear_attn(h, pic) if self.kind == "linear_attention" else self.self_attn(h, cos, sin, pic)
         x = x + h
         return x + self.mlp(self.post_attention_layernorm(x))
 
@@ -278,6 +299,30 @@ class Backbone(nn.Module):
         self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
         self.layers = nn.ModuleList([DecoderLayer(c, t) for t in layer_types(c)])
         self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+
+def pic_masks(seg, conv_k: int) -> dict:
+    """What hypic mode computes for a prompt of cached blocks and a tail, as masks of one forward pass.
+    seg [B, T]: the index of the cached block a row belongs to (system = 0, documents 1, 2, ...), -1 for
+    the tail (query, answers, follow-ups: run in context). A cached block is prefilled in isolation: its
+    rows attend only to its own rows, its convolution sees only its own rows and its linear state starts
+    from zero. The tail attends to every earlier row (the blocks' isolated K/V at their true positions:
+    RoPE is relative, so re-rotated cached keys equal keys computed there) and continues the linear
+    states composed over the blocks (transfer operators: exact for the isolated rows). No seam: hypic's
+    seam recomputes the first tokens of a block in context, so a model trained for this is trained for
+    the harder case."""
+    B, T = seg.shape
+    tail = seg < 0
+    prev = F.pad(seg, (1, 0), value=-2)[:, :T]
+    start = (seg != prev) & ~tail
+    conv_keep = []
+    for j in range(1, conv_k):
+        back = F.pad(seg, (j, 0), value=-2)[:, :T]
+        conv_keep.append(((back == seg) & (back != -2)) | (tail & (back != -2)))
+    causal = torch.ones(T, T, dtype=torch.bool, device=seg.device).tril()
+    same = seg[:, :, None] == seg[:, None, :]
+    attn_mask = (causal & (same | tail[:, :, None]))[:, None]  # [B, 1, T, T]
+    return {"tail": tail, "start": start, "conv_keep": conv_keep, "attn_mask": attn_mask}
 
 
 class Qwen3Next(nn.Module):
@@ -310,16 +355,19 @@ class Qwen3Next(nn.Module):
             else:
                 p.normal_(0.0, std)
 
-    def hidden(self, ids):
+    def hidden(self, ids, seg=None):
+        """seg (optional, [B, T] int): the forward pass of hypic's position-independent composition (see
+        pic_masks); rows whose seg is all -1 are the ordinary forward pass."""
         T = ids.shape[1]
         cos, sin = rope_cos_sin(self.c, T, ids.device)
+        pic = None if seg is None else pic_masks(seg, self.c["linear_conv_kernel_dim"])
         x = self.model.embed_tokens(ids)
         for layer in self.model.layers:
-            x = layer(x, cos, sin)
+            x = layer(x, cos, sin, pic)
         return self.model.norm(x)
 
-    def forward(self, ids):
-        return self.lm_head(self.hidden(ids))
+    def forward(self, ids, seg=None):
+        return self.lm_head(self.hidden(ids, seg))
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ def main():
     ap.add_argument("--prompts", required=True)
     ap.add_argument("--hypic", default=os.path.join(REPO, "build", "tools", "hypic", "hypic"))
     ap.add_argument("--modes", default="full,hypic,naive,noseam")
-    ap.add_argument("--decode-tokens", type=int, default=6)
+    ap.add_argument("--decode-tokens", type=int, default=14,
+                    help="greedy tokens per prompt: a multi-hop answer (place, value) takes up to 12 with <|im_end|>")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--jobs", type=int, default=1, help="question types evaluated at once (one process each)")
     ap.add_argument("--out", default="")

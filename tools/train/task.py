@@ -183,7 +183,8 @@ def train_sample(rng: random.Random, n_docs: int, n_questions: int, doc_style: s
 # The long-memory task (the recipe `long_memory` of train.py): three question types over the same documents
 #   single   "What is the code of X?"                       one fact, one document
 #   multihop "What is the code of the place where X lives?" "X lives in Y." in one document and
-#                                                           "The code of Y is N." in another
+#                                                           "The code of Y is N." in another; the answer
+#                                                           names the bridge first: "Y, N"
 #   update   "What is the code of X?"                       the fact is stated in two documents with two
 #                                                           values; the later document in the prompt wins
 # An update is a key written twice: the Gated DeltaNet state overwrites it (the delta rule), while a state
@@ -199,6 +200,14 @@ LONG_SYSTEM = ("<|im_start|>system\nAnswer the question from the documents. A la
 
 def multihop_question(attr: str, person: str) -> str:
     return f"What is the {attr} of the place where {person} lives?"
+
+
+def multihop_answer(place: str, value: str) -> str:
+    """A multi-hop answer names the place it went through, then the value ("Thajogar, 6625"): one step of
+    written reasoning. A model of this size did not learn the two lookups in one hidden step (the first
+    long-memory run: 24.5 % with the bare value); written out, each step is a single-fact lookup, and the
+    exact match checks both."""
+    return f"{place}, {value}"
 
 
 def _distinct_values(rng: random.Random, n: int):
@@ -224,7 +233,7 @@ def long_documents(rng: random.Random, namer: Namer, n_docs: int, n_chain: int, 
         i, j = rng.sample(range(n_docs), 2)
         sents[i].append(fact_sentence(PLACE_REL, person, place))
         sents[j].append(fact_sentence(attr, place, value))
-        items.append(("multihop", multihop_question(attr, person), (i, j), (value,)))
+        items.append(("multihop", multihop_question(attr, person), (i, j), (multihop_answer(place, value),)))
         items.append(("single", question_text(PLACE_REL, person), (i,), (place,)))
         items.append(("single", question_text(attr, place), (j,), (value,)))
     for _ in range(n_update if two else 0):
@@ -282,6 +291,11 @@ def long_eval_prompts(seed: int, count: int, pool: int = 40, min_docs: int = 2, 
         yield {"blocks": blocks, "answer": long_answer(item, order), "type": item[0]}
 
 
+# Multi-hop questions twice as often as the others in training: the first run learned single facts and
+# updates but not the two-step lookup.
+LONG_TRAIN_TYPE_WEIGHTS = {"single": 1, "multihop": 2, "update": 1}
+
+
 def long_train_sample(rng: random.Random, n_docs: int, n_questions: int):
     """One training sequence of the long-memory task: blocks (system + fresh documents in index order) and
     question turns (tail, answer), the question types equally likely where the documents allow."""
@@ -295,7 +309,7 @@ def long_train_sample(rng: random.Random, n_docs: int, n_questions: int):
     order = list(range(n_docs))
     turns, asked = [], set()
     for _ in range(n_questions):
-        item = rng.choice(by_type[rng.choice(kinds)])
+        item = rng.choice(by_type[rng.choices(kinds, weights=[LONG_TRAIN_TYPE_WEIGHTS[k] for k in kinds])[0]])
         if item[1] in asked:
             continue
         asked.add(item[1])

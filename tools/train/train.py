@@ -48,8 +48,9 @@ REPLY = 3  # answer tokens whose text already ends with <|im_end|> (tool_agent);
 # ----------------------------------------------------------------------------------------------------------
 
 class BatchMaker:
-    def __init__(self, tok_path: str, batch: int, max_q: int, ramp: float, doc_style: str = "v2", recipe: str = "qa"):
-        self.doc_style, self.recipe = doc_style, recipe
+    def __init__(self, tok_path: str, batch: int, max_q: int, ramp: float, doc_style: str = "v2", recipe: str = "qa",
+                 pic_frac: float = 0.0):
+        self.doc_style, self.recipe, self.pic_frac = doc_style, recipe, pic_frac
         self.tok = Tokenizer.from_file(tok_path)
         self.im_end = self.tok.token_to_id("<|im_end|>")
         self.batch, self.max_q, self.ramp = batch, max_q, ramp
@@ -68,6 +69,7 @@ class BatchMaker:
         else:
             blocks, turns = task.train_sample(rng, n_docs, rng.randint(1, self.max_q), self.doc_style)
         pieces = [(b, IGNORE if i == 0 else LM) for i, b in enumerate(blocks)]
+        self.n_blocks = len(blocks)
         for j, (tail, ans) in enumerate(turns):
             if j:
                 pieces.append((task.FOLLOWUP_HEAD, IGNORE))
@@ -76,42 +78,52 @@ class BatchMaker:
         return pieces
 
     def make(self, rng, progress):
-        seqs = [self.sequence(rng, progress) for _ in range(self.batch)]
+        seqs, blocks = [], []
+        for _ in range(self.batch):
+            self.n_blocks = 0
+            seqs.append(self.sequence(rng, progress))
+            # --pic-frac: this row runs as hypic composes it (model.pic_masks), the others as full recompute
+            blocks.append(self.n_blocks if self.n_blocks and rng.random() < self.pic_frac else 0)
         flat = [p for s in seqs for p in s]
         enc = self.tok.encode_batch([t for t, _ in flat], add_special_tokens=False)
-        ids_l, typ_l, k = [], [], 0
-        for s in seqs:
-            ids, typ = [], []
-            for _, kind in s:
+        ids_l, typ_l, seg_l, k = [], [], [], 0
+        for s, nb in zip(seqs, blocks):
+            ids, typ, seg = [], [], []
+            for j, (_, kind) in enumerate(s):
                 e = enc[k].ids
                 k += 1
                 ids += e
                 typ += [ANS if kind == REPLY else kind] * len(e)
+                seg += [j if j < nb else -1] * len(e)
                 if kind == ANS:
                     ids.append(self.im_end)
                     typ.append(ANS)
+                    seg.append(-1)
             ids_l.append(ids)
             typ_l.append(typ)
+            seg_l.append(seg)
         T = max(len(x) for x in ids_l)
         T = (T + 63) // 64 * 64
         ids = torch.zeros(self.batch, T, dtype=torch.int64)
         typ = torch.zeros(self.batch, T, dtype=torch.int8)
-        for i, (a, b) in enumerate(zip(ids_l, typ_l)):
+        seg = torch.full((self.batch, T), -1, dtype=torch.int16)
+        for i, (a, b, c) in enumerate(zip(ids_l, typ_l, seg_l)):
             ids[i, : len(a)] = torch.tensor(a)
             typ[i, : len(b)] = torch.tensor(b, dtype=torch.int8)
-        return ids, typ
+            seg[i, : len(c)] = torch.tensor(c, dtype=torch.int16)
+        return ids, typ, seg
 
 
 class Stream(torch.utils.data.IterableDataset):
-    def __init__(self, tok_path, batch, max_q, ramp, progress, seed, doc_style, recipe):
-        self.args = (tok_path, batch, max_q, ramp, doc_style, recipe)
+    def __init__(self, tok_path, batch, max_q, ramp, progress, seed, doc_style, recipe, pic_frac=0.0):
+        self.args = (tok_path, batch, max_q, ramp, doc_style, recipe, pic_frac)
         self.progress, self.seed = progress, seed
 
     def __iter__(self):
         wi = torch.utils.data.get_worker_info()
         wid = wi.id if wi else 0
         bm = BatchMaker(*self.args)
-        rng = random.Random(task.TRAIN_SEED_BASE + self.seed * 1000 + wid + RECIPE_SEED_OFFSET[self.args[-1]])
+        rng = random.Random(task.TRAIN_SEED_BASE + self.seed * 1000 + wid + RECIPE_SEED_OFFSET[self.args[5]])
         while True:
             yield bm.make(rng, self.progress.value)
 
@@ -125,20 +137,32 @@ def encode_prompt(tok, blocks):
 
 
 @torch.no_grad()
-def greedy_answers(model, tok, prompts, device, n_new=8, bs=100, autocast=False):
+def block_segments(tok, blocks):
+    """model.pic_masks' seg of a prompt: block i's tokens are i, the last block (the query tail) -1."""
+    seg = []
+    for i, b in enumerate(blocks):
+        seg += [i if i < len(blocks) - 1 else -1] * len(tok.encode(b, add_special_tokens=False).ids)
+    return seg
+
+
+def greedy_answers(model, tok, prompts, device, n_new=8, bs=100, autocast=False, pic=False):
+    """pic: run the prompts as hypic composes cached blocks (model.pic_masks, no seam) instead of in full."""
     stop = {tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")}
     outs = []
     for s in range(0, len(prompts), bs):
         chunk = [encode_prompt(tok, p["blocks"]) for p in prompts[s: s + bs]]
         L = torch.tensor([len(c) for c in chunk], device=device)
         ids = torch.zeros(len(chunk), int(L.max()) + n_new, dtype=torch.int64, device=device)
+        seg = torch.full(ids.shape, -1, dtype=torch.int64, device=device)
         for i, c in enumerate(chunk):
             ids[i, : len(c)] = torch.tensor(c)
+            if pic:
+                seg[i, : len(c)] = torch.tensor(block_segments(tok, prompts[s + i]["blocks"]))
         gen = []
         for t in range(n_new):
             upto = int(L.max()) + t
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
-                h = model.hidden(ids[:, :upto])
+                h = model.hidden(ids[:, :upto], seg[:, :upto] if pic else None)
             pos = L - 1 + t
             logits = model.lm_head(h[torch.arange(len(chunk), device=device), pos].float())
             nxt = logits.float().argmax(-1)
@@ -151,8 +175,8 @@ def greedy_answers(model, tok, prompts, device, n_new=8, bs=100, autocast=False)
     return outs
 
 
-def exact_match(model, tok, prompts, device, autocast=False, n_new=8):
-    outs = greedy_answers(model, tok, prompts, device, autocast=autocast, n_new=n_new)
+def exact_match(model, tok, prompts, device, autocast=False, n_new=8, pic=False):
+    outs = greedy_answers(model, tok, prompts, device, autocast=autocast, n_new=n_new, pic=pic)
     return sum(o[1] == p["answer"].strip() for o, p in zip(outs, prompts)) / max(1, len(prompts)), outs
 
 
@@ -191,7 +215,7 @@ RECIPES = {
     "qa": {},
     "long_memory": dict(init_hf=SHIPPED, long_heads=1, lr=2e-3, warmup=50, ramp=0.0, train_seconds=360,
                         batch=128, max_q=6, val_count=240, test_count=600, eval_every=60, hf_check=32,
-                        keep_fp32=False),
+                        max_new=14, keep_fp32=False),
     "tool_agent": dict(init_hf=SHIPPED, lr=2e-3, warmup=50, train_seconds=360, batch=64, lm_weight=0.1,
                        val_count=100, test_count=200, eval_every=60, max_new=72, hf_check=4, keep_fp32=False),
 }
@@ -339,6 +363,10 @@ def main():
     ap.add_argument("--test-count", type=int, default=500)
     ap.add_argument("--max-new", type=int, default=8, help="greedy tokens per validation prompt")
     ap.add_argument("--hf-check", type=int, default=64, help="prompts greedy-decoded by transformers at the end")
+    ap.add_argument("--pic-frac", type=float, default=0.0,
+                    help="share of training rows run as hypic composes cached blocks (isolated blocks, composed "
+                         "linear states, model.pic_masks) instead of full recompute: trains the model to answer "
+                         "the same from cached blocks")
     ap.add_argument("--gdn-init", default="short", choices=["short", "long"],
                     help="GDN decay init (model.Qwen3Next); the shipped model used short")
     ap.add_argument("--cfg", default="{}", help="JSON overrides for model.qwen3_next_config kwargs")
@@ -405,7 +433,8 @@ def main():
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=device.type == "cuda")
 
     progress = mp.Value("d", 0.0, lock=False)
-    ds = Stream(tok_path, args.batch, args.max_q, args.ramp, progress, args.seed, args.doc_style, args.recipe)
+    ds = Stream(tok_path, args.batch, args.max_q, args.ramp, progress, args.seed, args.doc_style, args.recipe,
+                args.pic_frac)
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers, pin_memory=device.type == "cuda",
                                      prefetch_factor=4 if args.workers else None, persistent_workers=False)
     val = val_sets(args.recipe, args.val_seed, args.val_count)
@@ -427,13 +456,14 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         tw = time.time()
-        ids, typ = next(it)
+        ids, typ, seg = next(it)
         data_wait += time.time() - tw
         ids = ids.to(device, non_blocking=True)
         typ = typ.to(device, non_blocking=True)
         inp, tgt, tt = ids[:, :-1], ids[:, 1:], typ[:, 1:]
+        seg = seg[:, :-1].to(device, non_blocking=True).long() if args.pic_frac > 0 else None
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=autocast):
-            logits = model(inp)
+            logits = model(inp, seg)
         ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="none")
         ce = ce.view_as(tgt)
         am, lm = (tt == ANS), (tt == LM)
@@ -466,6 +496,11 @@ def main():
             model.train()
             log(f"step {step} t={now - t0:.0f}s val EM (seed {args.val_seed}, {len(val)} prompts, bf16) = {em:.3f} "
                 f"{em_by_type(val, outs)}")
+            if args.pic_frac > 0:
+                model.eval()
+                em, outs = exact_match(model, tok, val, device, autocast=autocast, n_new=args.max_new, pic=True)
+                model.train()
+                log(f"step {step} val EM composed as hypic (no seam) = {em:.3f} {em_by_type(val, outs)}")
             last_eval = time.time()
         if now - last_ckpt > 90:
             save_ckpt(model, args.out, log)
@@ -491,6 +526,11 @@ def main():
         result[f"em_{name}_seed{seed}_by_type"] = em_by_type(prompts, outs)
         log(f"final EM {name} seed {seed} ({count} prompts, fp32, exported weights) = {em:.4f} "
             f"{em_by_type(prompts, outs)}")
+        if args.pic_frac > 0:
+            em_p, outs_p = exact_match(model, tok, prompts, device, autocast=False, n_new=args.max_new, pic=True)
+            result[f"em_{name}_seed{seed}_fp32_composed"] = em_p
+            result[f"em_{name}_seed{seed}_by_type_composed"] = em_by_type(prompts, outs_p)
+            log(f"final EM {name} seed {seed} composed as hypic (no seam) = {em_p:.4f} {em_by_type(prompts, outs_p)}")
         if name == "test":
             wrong = [(p["answer"], o[1]) for o, p in zip(outs, prompts) if o[1] != p["answer"].strip()][:10]
             log(f"some misses (answer, got): {wrong}")
