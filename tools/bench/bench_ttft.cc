@@ -39,9 +39,19 @@
 //     full mode recomputes the growing prompt. (Reply ids come from each mode's own greedy decode and may
 //     differ between modes; their lengths do not.)
 //
+//   "state": how far the composed state is from full recompute, layer by layer (the paper's "composed
+//     state vs full recompute"). For each of the --requests measured requests of the rag workload: full
+//     mode on a fresh engine gives the reference state after the prompt; hypic, naive and noseam each run
+//     on a fresh engine the request with its chunks in reverse order first (every chunk becomes a content
+//     entry, while only system + tools match as a chain), then the request itself, whose chunks are thus
+//     all composed. The states after the prompt are compared per layer: linear layers by
+//     ||S - S_full|| / ||S_full|| over every head, attention layers by the same over their K and V rows
+//     (matched by position); and the first-token distributions by KL and top-1 agreement. Reported as
+//     the mean over requests.
+//
 // TTFT is run()'s wall time ending after a device sync (PromptResult::ttft_ms).
 // Usage:
-//   hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|all] [--requests 8] [--repeats 3]
+//   hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|tiers|state|all] [--requests 8] [--repeats 3]
 //                    [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)
 //                    [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
 //                    [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]
@@ -81,7 +91,7 @@ const std::vector<CacheMode> kMainModes = {CacheMode::Full, CacheMode::Prefix, C
 
 struct Args {
   std::string config, model, device = "cuda";
-  bool rag = true, cold = true, agent = true, tiers = false;
+  bool rag = true, cold = true, agent = true, tiers = false, state = false;
   std::string tier_format = "fp32";
   std::vector<CacheMode> modes = kMainModes;  // of the rag case
   int requests = 8, warmup = 8, pool = 48, chunks_min = 8, chunks_max = 16, repeats = 3;
@@ -110,7 +120,7 @@ Args parse(int argc, char** argv) {
   app.add_option("--model", a.model, "model directory (its weights)")->excludes(config);
   app.add_option("--device", a.device, "device")->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--case", cases, "which cases (all: rag, cold, agent)")
-      ->check(CLI::IsMember({"rag", "cold", "agent", "tiers", "all"}));
+      ->check(CLI::IsMember({"rag", "cold", "agent", "tiers", "state", "all"}));
   app.add_option("--tier-format", a.tier_format, "tiers case: record format below the device")
       ->check(CLI::IsMember({"fp32", "bf16", "compact"}));
   app.add_option("--mode", mode, "modes of the rag case")
@@ -137,6 +147,7 @@ Args parse(int argc, char** argv) {
   a.cold = cases == "cold" || cases == "all";
   a.agent = cases == "agent" || cases == "all";
   a.tiers = cases == "tiers";
+  a.state = cases == "state";
   a.modes = mode == "all" ? kMainModes : std::vector<CacheMode>{parse_mode(mode)};
   if (a.config.empty() == a.model.empty()) usage("give --config CONFIG.json (random weights, CUDA) or --model DIR");
   if (!a.config.empty() && a.device != "cuda") usage("random weights (--config) are generated on the GPU: --device cuda");
@@ -541,6 +552,108 @@ void tiers_case(const Args& a, Backend& backend, const EngineOptions& base, cons
 
 }  // namespace
 
+// ||a - b||^2 and ||b||^2 accumulated in double.
+void add_diff(const std::vector<float>& a, const std::vector<float>& b, double& diff2, double& ref2) {
+  if (a.size() != b.size()) throw std::runtime_error("state: arrays of different sizes");
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    diff2 += d * d;
+    ref2 += static_cast<double>(b[i]) * b[i];
+  }
+}
+
+// Per layer: the relative distance of `s` from the reference `ref` (linear: S; attention: K and V rows
+// matched by position).
+std::vector<double> layer_errors(const ModelConfig& cfg, const SequenceState& s, const SequenceState& ref) {
+  std::vector<double> out;
+  for (size_t l = 0; l < ref.layers.size(); ++l) {
+    double diff2 = 0, ref2 = 0;
+    if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
+      add_diff(s.layers[l].lin.S, ref.layers[l].lin.S, diff2, ref2);
+    } else {
+      const AttentionLayerState &x = s.layers[l].attn, &y = ref.layers[l].attn;
+      if (x.rows() != y.rows()) throw std::runtime_error("state: K/V rows differ at layer " + std::to_string(l));
+      const size_t w = y.rows() ? y.k.size() / static_cast<size_t>(y.rows()) : 0;
+      std::vector<size_t> at(static_cast<size_t>(y.rows()));
+      for (int64_t i = 0; i < y.rows(); ++i) at[static_cast<size_t>(y.pos[i])] = static_cast<size_t>(i);
+      for (int64_t i = 0; i < x.rows(); ++i) {
+        const size_t j = at.at(static_cast<size_t>(x.pos[i]));
+        for (size_t c = 0; c < w; ++c) {
+          const double dk = static_cast<double>(x.k[i * w + c]) - y.k[j * w + c];
+          const double dv = static_cast<double>(x.v[i * w + c]) - y.v[j * w + c];
+          diff2 += dk * dk + dv * dv;
+          ref2 += static_cast<double>(y.k[j * w + c]) * y.k[j * w + c] + static_cast<double>(y.v[j * w + c]) * y.v[j * w + c];
+        }
+      }
+    }
+    out.push_back(ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2));
+  }
+  return out;
+}
+
+// KL(p_ref || p) of the softmax of two logit vectors.
+double kl_of(const std::vector<float>& ref, const std::vector<float>& x) {
+  auto log_softmax = [](const std::vector<float>& v) {
+    const double m = *std::max_element(v.begin(), v.end());
+    double z = 0;
+    for (float f : v) z += std::exp(f - m);
+    std::vector<double> o(v.size());
+    for (size_t i = 0; i < v.size(); ++i) o[i] = v[i] - m - std::log(z);
+    return o;
+  };
+  const auto lp = log_softmax(ref), lq = log_softmax(x);
+  double kl = 0;
+  for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+  return std::max(0.0, kl);
+}
+
+void state_case(const Args& a, Backend& backend, const EngineOptions& opt, const std::vector<Request>& reqs) {
+  const ModelConfig& cfg = backend.config();
+  const std::vector<CacheMode> modes = {CacheMode::Hypic, CacheMode::Naive, CacheMode::NoSeam};
+  const size_t L = static_cast<size_t>(cfg.num_layers), nm = modes.size();
+  std::vector<std::vector<double>> err(nm, std::vector<double>(L, 0.0));
+  std::vector<double> kl(nm, 0.0), top1(nm, 0.0), composed(nm, 0.0);
+  for (int i = 0; i < a.requests; ++i) {
+    const Request& req = reqs[a.warmup + i];
+    Request reversed = req;  // system, tools, chunks reversed, the same question
+    std::reverse(reversed.begin() + 2, reversed.end() - 1);
+    std::unique_ptr<SequenceState> ref;
+    std::vector<float> ref_logits;
+    {
+      Engine full(backend, CacheMode::Full, opt);
+      PromptResult r = full.run(req);
+      ref = backend.to_host(*r.state);
+      ref_logits = std::move(r.logits);
+    }
+    for (size_t mi = 0; mi < nm; ++mi) {
+      Engine engine(backend, modes[mi], opt);
+      engine.run(reversed);
+      PromptResult r = engine.run(req);
+      int64_t hits = 0;
+      for (const auto& b : r.blocks) hits += b.hit ? 1 : 0;
+      composed[mi] += static_cast<double>(hits) / static_cast<double>(r.blocks.size()) / a.requests;
+      const auto e = layer_errors(cfg, *backend.to_host(*r.state), *ref);
+      for (size_t l = 0; l < L; ++l) err[mi][l] += e[l] / a.requests;
+      kl[mi] += kl_of(ref_logits, r.logits) / a.requests;
+      top1[mi] += (argmax(r.logits) == argmax(ref_logits) ? 1.0 : 0.0) / a.requests;
+      if (!a.quiet) std::fprintf(stderr, "[%s] state request %d: %lld prompt tokens, layer 0 error %.3g, last layer %.3g\n",
+                                 mode_name(modes[mi]), a.warmup + i, static_cast<long long>(r.prompt_tokens), e[0], e[L - 1]);
+    }
+  }
+  std::printf(",\n  \"state\": {\"requests\": %d, \"modes\": [", a.requests);
+  for (size_t mi = 0; mi < nm; ++mi) {
+    std::printf("%s\n    {\"mode\": \"%s\", \"block_hit_rate\": %.3f, \"first_token_kl\": %.4g, \"top1_agree\": %.3f, "
+                "\"error_by_layer\": [", mi ? "," : "", mode_name(modes[mi]), composed[mi], kl[mi], top1[mi]);
+    print_list(err[mi], "%.4g");
+    std::printf("]}");
+  }
+  std::printf("\n  ], \"layer_kinds\": [");
+  for (size_t l = 0; l < L; ++l)
+    std::printf("%s\"%s\"", l ? ", " : "", cfg.layer_kinds[l] == LayerKind::LinearAttention ? "linear" : "attention");
+  std::printf("]}");
+  std::fflush(stdout);
+}
+
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
@@ -570,7 +683,7 @@ int main(int argc, char** argv) {
     std::printf("{\n  \"model\": \"%s\", \"device\": \"%s\",\n  \"weight_bytes\": %zu, \"load_seconds\": %.1f",
                 what.c_str(), device_name(backend->device()), weight_bytes, load_s);
     std::vector<Request> reqs;
-    if (a.rag || a.cold || a.tiers) {
+    if (a.rag || a.cold || a.tiers || a.state) {
       reqs = make_workload(a, V);
       double mean_prompt = 0;
       for (int r = a.warmup; r < a.warmup + a.requests; ++r)
@@ -588,6 +701,7 @@ int main(int argc, char** argv) {
     if (a.cold) cold_case(a, *backend, opt, reqs);
     if (a.agent) agent_case(a, *backend, opt);
     if (a.tiers) tiers_case(a, *backend, opt, reqs);
+    if (a.state) state_case(a, *backend, opt, reqs);
     std::printf("\n}\n");
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -2,12 +2,15 @@
 """docs/paper_table.md's tables and plot from the JSON that tools/bench/paper_table.sh writes (one
 hypic_bench_ttft report per workload and case).
 
-    python3 tools/bench/paper_table.py RUN_DIR [--png docs/paper_table.png]
+    python3 tools/bench/paper_table.py RUN_DIR [--png docs/paper_table.png] [--state-png docs/paper_state.png]
 
 Prints the markdown tables on stdout: warm TTFT p50/p90 per workload and mode with computed tokens and
 block hit rate, the hypic-vs-prefix and hypic-vs-full ratios of p50, and the cold request's TTFT per mode
 with hypic's ratio to full (the cost of building every block's cache entry: isolated prefills, transfer
-operators, seams). --png draws warm p50 TTFT per workload and mode (needs matplotlib)."""
+operators, seams), and the composed state's distance from full recompute (the state case: relative error
+at layer 0, averaged over the linear and over the attention layers, at the last layer; first-token KL and
+top-1 agreement). --png draws warm p50 TTFT per workload and mode, --state-png the state error by layer
+(both need matplotlib)."""
 import argparse
 import json
 import os
@@ -31,6 +34,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir")
     ap.add_argument("--png", default="")
+    ap.add_argument("--state-png", default="")
     args = ap.parse_args()
 
     warm = {}
@@ -73,6 +77,48 @@ def main():
         r = rep["cold"]["ratio_to_full"]["hypic"]
         print(f"| {label} | {modes['full']['ttft_ms']['p50']:.1f} | {modes['prefix']['ttft_ms']['p50']:.1f} | "
               f"{modes['hypic']['ttft_ms']['p50']:.1f} | {r['mean']:.3f}, {r['max']:.3f} |")
+
+    states = {n: load(args.run_dir, n, "state") for n, _ in WORKLOADS}
+    states = {n: r["state"] for n, r in states.items() if r is not None}
+    if states:
+        print()
+        print("| workload | mode | error at layer 0 | mean over linear layers | mean over attention layers | "
+              "last layer | first-token KL | top-1 agree |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name, label in WORKLOADS:
+            if name not in states:
+                continue
+            kinds = states[name]["layer_kinds"]
+            for m in states[name]["modes"]:
+                e = m["error_by_layer"]
+                lin = [x for x, k in zip(e, kinds) if k == "linear"]
+                att = [x for x, k in zip(e, kinds) if k == "attention"]
+                print(f"| {label} | {m['mode']} | {e[0]:.2g} | {sum(lin) / len(lin):.3g} | {sum(att) / len(att):.3g} | "
+                      f"{e[-1]:.3g} | {m['first_token_kl']:.2g} | {m['top1_agree']:.2f} |")
+
+    if args.state_png and states:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(8, 4.2), dpi=120)
+        styles = {"hypic": "-", "noseam": "--", "naive": ":"}
+        for name, _ in WORKLOADS:
+            if name not in states:
+                continue
+            for m in states[name]["modes"]:
+                ax.plot(range(len(m["error_by_layer"])), m["error_by_layer"], styles.get(m["mode"], "-"),
+                        label=f"{m['mode']}, {name}", linewidth=1.2)
+        kinds = next(iter(states.values()))["layer_kinds"]
+        for l, k in enumerate(kinds):
+            if k == "attention":
+                ax.axvline(l, color="grey", alpha=0.2, linewidth=3)
+        ax.set_yscale("log")
+        ax.set_xlabel("layer (grey: full attention)")
+        ax.set_ylabel("relative error vs full recompute")
+        ax.set_title("Composed state by layer, Qwen3.5-35B-A3B shape, bf16 (random weights)")
+        ax.legend(fontsize=6, ncol=3)
+        fig.tight_layout()
+        fig.savefig(args.state_png)
 
     if args.png and warm:
         import matplotlib
