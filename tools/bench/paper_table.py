@@ -30,6 +30,14 @@ def load(run_dir, name, case):
         return json.load(f)
 
 
+def reports(run_dir, case):
+    """(name, label, report, {mode: its entry}) for every workload that has a report of `case`."""
+    for name, label in WORKLOADS:
+        rep = load(run_dir, name, case)
+        if rep is not None:
+            yield name, label, rep, {m["mode"]: m for m in rep[case]["modes"]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir")
@@ -40,11 +48,7 @@ def main():
     warm = {}
     print("| workload | prompt tokens (mean) | mode | TTFT p50 ms | TTFT p90 ms | computed tokens (mean) | block hit rate |")
     print("|---|---|---|---|---|---|---|")
-    for name, label in WORKLOADS:
-        rep = load(args.run_dir, name, "rag")
-        if rep is None:
-            continue
-        modes = {m["mode"]: m for m in rep["rag"]["modes"]}
+    for name, label, rep, modes in reports(args.run_dir, "rag"):
         warm[name] = modes
         for mode in MODES:
             if mode not in modes:
@@ -69,11 +73,7 @@ def main():
     print()
     print("| workload | cold TTFT p50 ms: full | prefix | hypic | hypic / full (mean, max over requests) |")
     print("|---|---|---|---|---|")
-    for name, label in WORKLOADS:
-        rep = load(args.run_dir, name, "cold")
-        if rep is None:
-            continue
-        modes = {m["mode"]: m for m in rep["cold"]["modes"]}
+    for name, label, rep, modes in reports(args.run_dir, "cold"):
         r = rep["cold"]["ratio_to_full"]["hypic"]
         print(f"| {label} | {modes['full']['ttft_ms']['p50']:.1f} | {modes['prefix']['ttft_ms']['p50']:.1f} | "
               f"{modes['hypic']['ttft_ms']['p50']:.1f} | {r['mean']:.3f}, {r['max']:.3f} |")
