@@ -4,12 +4,14 @@
 # and prints libFuzzer's final stats; a crash, timeout, OOM or sanitizer report leaves its reproducer
 # in OUTDIR/<target>/ and a non-zero status in the summary.
 # Usage: tests/fuzz/run_long.sh BIN_DIR SECONDS OUTDIR [target=workers ...]
-#   BIN_DIR holds the *_fuzz binaries (a clang -DHYPIC_FUZZ=ON build); default workers: 2 per target.
+#   BIN_DIR holds the *_fuzz binaries (a clang -DHYPIC_FUZZ=ON build); default workers: 2 per target
+#   (target=0 leaves a target out).
 #   FUZZ_RESUME=DIR (optional): a folder with one subfolder per target (the OUTDIR/corpus/<target> of an
 #   earlier run) whose inputs join the seeds, so a campaign can continue over several runs.
 #   OUTDIR/corpus/<target> receives the union of the workers' corpora at the end.
 set -uo pipefail
 bin=${1:?usage: run_long.sh BIN_DIR SECONDS OUTDIR [target=workers ...]}
+bin=$(cd "$bin" && pwd)  # the workers run in their own folders
 secs=${2:?seconds}
 out=${3:?outdir}
 shift 3
@@ -33,12 +35,14 @@ for n in "${!workers[@]}"; do
 done
 wait "${pids[@]}"
 for n in "${!workers[@]}"; do
+  [ "${workers[$n]}" -gt 0 ] || continue
   c=${n%_fuzz}
   mkdir -p "$out/corpus/$c"
   for d in "$out/$n"/w*; do cp -n "$d/corpus/"* "$out/corpus/$c/" 2>/dev/null; done
 done
 printf '%-24s %8s %14s %8s %10s %s\n' target workers executions exec/s corpus status
 for n in $(printf '%s\n' "${!workers[@]}" | sort); do
+  [ "${workers[$n]}" -gt 0 ] || continue  # target=0 on the command line: not run
   execs=0 rate=0 units=0 st=""
   for d in "$out/$n"/w*; do
     e=$(sed -n 's/^stat::number_of_executed_units: *//p' "$d/log.txt" | tail -1)
