@@ -129,6 +129,15 @@ int main(int argc, char** argv) {
                           0.0625f, out.as<bf16>(), st);
       }, iters, st);
       emit("attention_prefill", T, "causal", ms, flops);
+      // The stitch's shape: the last 256 positions' queries (seams and question) over all T cached keys.
+      constexpr int64_t Tq = 256;
+      const AttentionShape ss{Tq, T, 16, 2, 256};
+      const double flops_s = 4.0 * double(Tq) * double(T) * 16 * 256;
+      const double ms_s = time_ms([&] {
+        attention_prefill(ss, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>() + (T - Tq), pos.as<int64_t>(),
+                          0.0625f, out.as<bf16>(), st);
+      }, iters, st);
+      emit("attention_prefill", T, "stitch", ms_s, flops_s);
     }
     // Lightning attention, one layer of Ring-flash-linear-2.0: 32 heads of 128, per-head decay (the slopes
     // -(8 / H)(1 - l / L) h of a middle layer, l / L = 1/2; bench_linear_peers.py uses the same).

@@ -4,7 +4,10 @@
   - flash-linear-attention's chunk_gated_delta_rule (the fla-core wheel), one GDN layer of
     Qwen3.5-35B-A3B: 16 q/k heads expanded to 32 v heads, dims 128; with and without the second call
     that a non-fused transfer build would need (v = 0, initial state = I per head column block);
-  - torch scaled_dot_product_attention with the flash backend, causal, 16 q heads, 2 kv heads, dim 256.
+  - torch scaled_dot_product_attention, 16 q heads, 2 kv heads, dim 256, with the backend torch picks by
+    default (on the H200: cuDNN, what a user gets), cuDNN and FA2 ("flash") forced: causal prefill over T
+    fresh tokens, and the stitch's shape (the last 256 positions' queries over all T keys, causal aligned
+    to the end: hypic_bench_kernels' "stitch" variant).
 
 Usage: python3 tools/bench/bench_peers.py [--tokens 8192,32768] [--iters 20]
 """
@@ -62,17 +65,33 @@ def bench_gdn(T, iters):
     return ms, ms_t
 
 
-def bench_sdpa(T, iters):
+SDPA_BACKENDS = ("default", "cudnn", "flash")
+
+
+def bench_sdpa(T, iters, backend, Tq=None):
+    """ms of one call; Tq: queries at the last Tq positions over all T keys (causal, aligned to the end)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
+
     dev, bf = "cuda", torch.bfloat16
     Hq, Hkv, D = 16, 2, 256
-    q = torch.randn(1, Hq, T, D, device=dev, dtype=bf)
+    nq = T if Tq is None else Tq
+    q = torch.randn(1, Hq, nq, D, device=dev, dtype=bf)
     k = torch.randn(1, Hkv, T, D, device=dev, dtype=bf).repeat_interleave(Hq // Hkv, dim=1)
     v = torch.randn(1, Hkv, T, D, device=dev, dtype=bf).repeat_interleave(Hq // Hkv, dim=1)
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    mask = None if Tq is None else causal_lower_right(nq, T)
+    forced = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}.get(backend)
+
+    def call():
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     def run():
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if forced is None:
+            return call()
+        with sdpa_kernel(forced):
+            return call()
 
     return time_ms(run, iters)
 
@@ -91,10 +110,15 @@ def main():
                         "ms": round(ms_t, 4)})
         except Exception as e:  # report and keep going: the attention peer is independent
             res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "error": repr(e)})
-        ms = bench_sdpa(T, a.iters)
-        flops = 4.0 * T * T / 2 * 16 * 256
-        res.append({"op": "torch_sdpa_flash", "tokens": T, "variant": "causal", "ms": round(ms, 4),
-                    "tflops": round(flops / (ms * 1e-3) / 1e12, 1)})
+        for backend in SDPA_BACKENDS:
+            for variant, Tq, flops in (("causal", None, 4.0 * T * T / 2 * 16 * 256),
+                                       ("stitch", 256, 4.0 * 256 * T * 16 * 256)):
+                try:
+                    ms = bench_sdpa(T, a.iters, backend, Tq)
+                    res.append({"op": f"torch_sdpa_{backend}", "tokens": T, "variant": variant, "ms": round(ms, 4),
+                                "tflops": round(flops / (ms * 1e-3) / 1e12, 1)})
+                except Exception as e:  # a backend that refuses the shape: reported, the rest goes on
+                    res.append({"op": f"torch_sdpa_{backend}", "tokens": T, "variant": variant, "error": repr(e)})
     print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": res}, indent=1))
 
 
