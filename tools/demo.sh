@@ -4,7 +4,8 @@
 # documents; every document is its own cached segment and recurs across questions in new orders.
 # Where the models of tools/train's long_memory and tool_agent recipes are installed
 # (examples/models/hypic-qa-long, examples/models/hypic-agent-tiny), the cache modes are compared on
-# the long-memory model (multi-hop and update questions, where naive composition must lose) and a
+# the long-memory model (multi-hop and update questions, whose answers need two blocks or their order;
+# on this model naive composition still answers them, docs/quality.md says why) and a
 # tool loop runs; without them the demo shows the QA model only.
 # It takes about a minute on two cores; tests/tools/demo_test.sh runs it as it is and checks every answer
 # against the expected ones it prints (HYPIC, when set, is the hypic binary to use).
@@ -24,7 +25,7 @@ $HYPIC run examples/templates/qa_docs.yaml --vars examples/templates/qa_docs.var
 
 echo
 if [ -f "$LONG/model.safetensors" ]; then
-  # The long-memory model's questions need state carried across blocks: multi-hop (two documents) and
+  # The long-memory model's questions need more than one block: multi-hop (two documents) and
   # updates (a later document restates a fact; the order of the documents decides the answer). A few
   # of each keep the demo short; docs/quality.md has all 200 of each type in every mode.
   echo "== 2. Cache modes side by side on 6 multi-hop and 6 update questions (hypic eval-pic)"
