@@ -30,6 +30,21 @@ struct AttentionShape {
 void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
                        const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream);
 
+// Split form for few query rows over many keys (the stitch's seams and question over every cached key):
+// the key tiles of each 128-row query tile are cut into `splits` ranges, one block each, and a combine pass
+// merges their partial softmaxes. Same arguments as attention_prefill, plus
+//   splits: 1..kMaxPrefillSplits (attention_prefill_splits(s, SMs) picks about two blocks per SM, at least
+//           4 key tiles per split; 1 is attention_prefill itself);
+//   workspace: attention_prefill_workspace_bytes(s, splits) bytes of device memory (none for 1 split),
+//           fp32 [Tq * Hq, splits, padded d + 2].
+// Not yet run on a GPU; nothing calls it yet (hypic_bench_kernels' "stitch split" and the harness test do).
+constexpr int64_t kMaxPrefillSplits = 64;
+int64_t attention_prefill_splits(const AttentionShape& s, int sm_count);
+size_t attention_prefill_workspace_bytes(const AttentionShape& s, int64_t splits);
+void attention_prefill_split(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
+                             const int64_t* q_pos, const int64_t* k_pos, float scale, int64_t splits, void* workspace,
+                             bf16* out, cudaStream_t stream);
+
 // Decode form for few query rows (split over the keys, flash-decoding style, then a combine pass).
 // Same arguments; workspace: attention_decode_workspace_bytes(s) bytes of device memory.
 // keys_dev (optional, device int32): only the first min(*keys_dev, s.Tk) keys are read. s.Tk is then the

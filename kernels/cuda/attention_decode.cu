@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_combine.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 
@@ -190,24 +191,6 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, i
   }
 }
 
-__global__ void combine_kernel(AttentionShape s, int64_t splits, int D, const float* __restrict__ part_o,
-                               const float* __restrict__ part_ml, bf16* __restrict__ out) {
-  const int64_t row = blockIdx.x;  // i * Hq + h
-  const float* ml = part_ml + row * splits * 2;
-  float M = -INFINITY;
-  for (int64_t sp = 0; sp < splits; ++sp) M = fmaxf(M, ml[sp * 2]);
-  float L = 0.0f;
-  for (int64_t sp = 0; sp < splits; ++sp)
-    if (ml[sp * 2] != -INFINITY) L += ml[sp * 2 + 1] * exp2f(ml[sp * 2] - M);
-  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-  for (int c = threadIdx.x; c < s.d; c += blockDim.x) {
-    float o = 0.0f;
-    for (int64_t sp = 0; sp < splits; ++sp)
-      if (ml[sp * 2] != -INFINITY) o += part_o[(row * splits + sp) * D + c] * exp2f(ml[sp * 2] - M);
-    out[row * s.d + c] = __float2bfloat16_rn(o * inv);
-  }
-}
-
 int padded_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
 }  // namespace
@@ -250,7 +233,7 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
   }
 #undef HYPIC_DECODE_LAUNCH
   HYPIC_CUDA_LAUNCH_CHECK();
-  combine_kernel<<<unsigned(s.Tq * s.Hq), 128, 0, stream>>>(s, splits, D, part_o, part_ml, out);
+  detail::split_combine_kernel<<<unsigned(s.Tq * s.Hq), 128, 0, stream>>>(splits, s.d, D, part_o, part_ml, out);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 }  // namespace

@@ -11,9 +11,16 @@
 // (skipped), fully visible (no mask) or mixed (per-element int64 mask); with causal prefill only the
 // tiles on the diagonal are mixed. Blocks run latest query tiles first (they carry the most keys),
 // and the query heads sharing a kv head are adjacent in the launch order (K/V reuse in L2).
+//
+// Split form (attention_prefill_split): the key tiles of each (query tile, head) are cut into `splits`
+// consecutive ranges, one block each, adjacent in the launch order; a block writes its rows'
+// unnormalised output and (max, sum) instead of the normalised rows, and the combine pass of
+// attention_combine.cuh merges them. For few query rows over many keys (the stitch) the plain form has
+// too few blocks to fill the GPU.
 #include <climits>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_combine.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/mma.cuh"
 
@@ -77,11 +84,14 @@ __device__ __forceinline__ void load_tile_async(bf16* dst, int ld_dst, const bf1
   }
 }
 
-template <int D>
+// SPLIT: the split form (a key range per block, partials out); the plain form is compiled without it.
+template <int D, bool SPLIT>
 __global__ void __launch_bounds__(kThreads, D <= 64 ? 2 : 1)
     attention_prefill_kernel(AttentionShape s, const bf16* __restrict__ q, const bf16* __restrict__ k,
                              const bf16* __restrict__ v, const int64_t* __restrict__ q_pos,
-                             const int64_t* __restrict__ k_pos, float scale_log2, bf16* __restrict__ out) {
+                             const int64_t* __restrict__ k_pos, float scale_log2, bf16* __restrict__ out,
+                             int64_t splits_arg, float* __restrict__ part_o, float* __restrict__ part_ml) {
+  const int64_t splits = SPLIT ? splits_arg : 1;
   using SM = Smem<D>;
   constexpr int kLd = SM::kLd;
   constexpr int kNt = D / 8;  // n8 tiles of the output
@@ -97,8 +107,9 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 2 : 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   // Launch order: latest query tile first; the heads of one kv head side by side.
   const int64_t n_mt = (s.Tq + kBM - 1) / kBM;
-  const int64_t h = int64_t(blockIdx.x) % s.Hq, kh = h / (s.Hq / s.Hkv);
-  const int64_t m0 = (n_mt - 1 - int64_t(blockIdx.x) / s.Hq) * kBM;
+  const int64_t split = int64_t(blockIdx.x) % splits, bid = int64_t(blockIdx.x) / splits;
+  const int64_t h = bid % s.Hq, kh = h / (s.Hq / s.Hkv);
+  const int64_t m0 = (n_mt - 1 - bid / s.Hq) * kBM;
   const int d = int(s.d);
   const int rows = int(s.Tq - m0 < kBM ? s.Tq - m0 : kBM);
   const int64_t q_ld = s.Hq * d, kv_ld = s.Hkv * d;
@@ -127,13 +138,20 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 2 : 1)
   for (int i = 0; i < kNt; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 
+  // This block's key tiles: [t_lo, t_hi) (all of them unless split).
   const int64_t n_tiles = (s.Tk + kBN - 1) / kBN;
+  int64_t t_lo = 0, t_hi = n_tiles;
+  if constexpr (SPLIT) {
+    const int64_t per_split = (n_tiles + splits - 1) / splits;
+    t_lo = split * per_split < n_tiles ? split * per_split : n_tiles;
+    t_hi = t_lo + per_split < n_tiles ? t_lo + per_split : n_tiles;
+  }
   const bf16* kbase = k + kh * d;
   const bf16* vbase = v + kh * d;
   auto rows_of = [&](int64_t tile) { return int(s.Tk - tile * kBN < kBN ? s.Tk - tile * kBN : kBN); };
 
-  for (int64_t c0 = 0; c0 < n_tiles; c0 += kChunk) {
-    const int nc = int(n_tiles - c0 < kChunk ? n_tiles - c0 : kChunk);
+  for (int64_t c0 = t_lo; c0 < t_hi; c0 += kChunk) {
+    const int nc = int(t_hi - c0 < kChunk ? t_hi - c0 : kChunk);
     // Classify the chunk's tiles: min / max key position (a partial tile never counts as fully visible).
     __syncthreads();  // the previous chunk's list and bounds are no longer read
 #pragma unroll 4
@@ -288,6 +306,24 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 2 : 1)
     l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
     l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
   }
+  if constexpr (SPLIT) {  // the unnormalised rows and their (max, sum) for the combine pass
+    const int64_t ld = D;
+    const int64_t row_lo = (m0 + r_lo) * s.Hq + h, row_hi = (m0 + r_hi) * s.Hq + h;
+    float* o_lo = part_o + (row_lo * splits + split) * ld;
+    float* o_hi = part_o + (row_hi * splits + split) * ld;
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+      const int c = nt * 8 + 2 * t;
+      if (c >= d) continue;
+      if (r_lo < rows) *reinterpret_cast<float2*>(o_lo + c) = make_float2(o[nt][0], o[nt][1]);
+      if (r_hi < rows) *reinterpret_cast<float2*>(o_hi + c) = make_float2(o[nt][2], o[nt][3]);
+    }
+    if (t == 0) {
+      if (r_lo < rows) *reinterpret_cast<float2*>(part_ml + (row_lo * splits + split) * 2) = make_float2(m_lo, l_lo);
+      if (r_hi < rows) *reinterpret_cast<float2*>(part_ml + (row_hi * splits + split) * 2) = make_float2(m_hi, l_hi);
+    }
+    return;
+  }
   const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
   bf16* stage = Qs + warp * 16 * kLd;
 #pragma unroll
@@ -309,35 +345,77 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 2 : 1)
 
 template <int D>
 void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
-            const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream) {
+            const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream, int64_t splits = 1,
+            float* part_o = nullptr, float* part_ml = nullptr) {
   const size_t smem = Smem<D>::bytes;
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(smem)));
-  const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq;
+  auto* kernel = splits > 1 ? attention_prefill_kernel<D, true> : attention_prefill_kernel<D, false>;
+  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq * splits;
   HYPIC_CUDA_REQUIRE(blocks <= INT_MAX, "attention_prefill: too many query rows x heads");
-  attention_prefill_kernel<D><<<unsigned(blocks), kThreads, smem, stream>>>(s, q, k, v, q_pos, k_pos,
-                                                                          scale * 1.4426950408889634f, out);
+  kernel<<<unsigned(blocks), kThreads, smem, stream>>>(s, q, k, v, q_pos, k_pos, scale * 1.4426950408889634f, out,
+                                                       splits, part_o, part_ml);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
+int padded_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-}  // namespace
-
-void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
-                       const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream) {
+void check_shape(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const bf16* out) {
   HYPIC_CUDA_REQUIRE(s.Hq > 0 && s.Hkv > 0 && s.Hq % s.Hkv == 0, "attention_prefill: Hq must be a positive multiple of Hkv");
   HYPIC_CUDA_REQUIRE(s.d > 0 && s.d % 8 == 0 && s.d <= 256, "attention_prefill: head dim must be a multiple of 8, <= 256");
   HYPIC_CUDA_REQUIRE(s.Tq >= 0 && s.Tk >= 0, "attention_prefill: negative length");
   HYPIC_CUDA_REQUIRE(aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out),
                      "attention_prefill: q, k, v and out must be 16-byte aligned");
-  if (s.Tq == 0) return;
+}
+
+void dispatch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
+              const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream, int64_t splits, float* part_o,
+              float* part_ml) {
   if (s.d <= 64)
-    launch<64>(s, q, k, v, q_pos, k_pos, scale, out, stream);
+    launch<64>(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
   else if (s.d <= 128)
-    launch<128>(s, q, k, v, q_pos, k_pos, scale, out, stream);
+    launch<128>(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
   else
-    launch<256>(s, q, k, v, q_pos, k_pos, scale, out, stream);
+    launch<256>(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
+}
+
+}  // namespace
+
+void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
+                       const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream) {
+  check_shape(s, q, k, v, out);
+  if (s.Tq == 0) return;
+  dispatch(s, q, k, v, q_pos, k_pos, scale, out, stream, 1, nullptr, nullptr);
+}
+
+int64_t attention_prefill_splits(const AttentionShape& s, int sm_count) {
+  const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq, tiles = (s.Tk + kBN - 1) / kBN;
+  if (blocks <= 0 || blocks >= sm_count) return 1;
+  int64_t n = (2 * int64_t(sm_count) + blocks - 1) / blocks;  // about two blocks per SM
+  const int64_t by_tiles = tiles / 4;  // at least 4 key tiles per split, or the combine costs more than it saves
+  n = n < by_tiles ? n : by_tiles;
+  return n < 1 ? 1 : (n > kMaxPrefillSplits ? kMaxPrefillSplits : n);
+}
+
+size_t attention_prefill_workspace_bytes(const AttentionShape& s, int64_t splits) {
+  return splits <= 1 ? 0 : sizeof(float) * size_t(s.Tq * s.Hq * splits) * size_t(padded_dim(s.d) + 2);
+}
+
+void attention_prefill_split(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
+                             const int64_t* q_pos, const int64_t* k_pos, float scale, int64_t splits, void* workspace,
+                             bf16* out, cudaStream_t stream) {
+  check_shape(s, q, k, v, out);
+  HYPIC_CUDA_REQUIRE(splits >= 1 && splits <= kMaxPrefillSplits, "attention_prefill_split: splits out of range");
+  HYPIC_CUDA_REQUIRE(splits == 1 || workspace != nullptr, "attention_prefill_split: no workspace");
+  if (s.Tq == 0) return;
+  if (splits == 1) return dispatch(s, q, k, v, q_pos, k_pos, scale, out, stream, 1, nullptr, nullptr);
+  const int64_t ld = padded_dim(s.d);
+  float* part_o = static_cast<float*>(workspace);
+  float* part_ml = part_o + s.Tq * s.Hq * splits * ld;
+  dispatch(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
+  detail::split_combine_kernel<<<unsigned(s.Tq * s.Hq), 128, 0, stream>>>(splits, s.d, ld, part_o, part_ml, out);
+  HYPIC_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace hypic::cuda

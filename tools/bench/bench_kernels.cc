@@ -138,6 +138,14 @@ int main(int argc, char** argv) {
                           0.0625f, out.as<bf16>(), st);
       }, iters, st);
       emit("attention_prefill", T, "stitch", ms_s, flops_s);
+      // The same in the split form (keys cut over blocks, then a combine pass).
+      const int64_t splits = attention_prefill_splits(ss, prop.multiProcessorCount);
+      DeviceBuffer ws(pool, std::max<size_t>(16, attention_prefill_workspace_bytes(ss, splits)));
+      const double ms_sp = time_ms([&] {
+        attention_prefill_split(ss, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>() + (T - Tq),
+                                pos.as<int64_t>(), 0.0625f, splits, ws.get(), out.as<bf16>(), st);
+      }, iters, st);
+      emit("attention_prefill", T, ("stitch split " + std::to_string(splits)).c_str(), ms_sp, flops_s);
     }
     // Lightning attention, one layer of Ring-flash-linear-2.0: 32 heads of 128, per-head decay (the slopes
     // -(8 / H)(1 - l / L) h of a middle layer, l / L = 1/2; bench_linear_peers.py uses the same).

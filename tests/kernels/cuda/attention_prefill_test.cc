@@ -1,7 +1,9 @@
 // attention_prefill against the CPU reference on the position patterns the kernel treats differently:
 // causal fresh tokens (tiles fully visible / mixed on the diagonal / skipped), a cached prefix,
 // shuffled keys with duplicate and out-of-range query positions (every tile mixed), padded head dims,
-// partial query and key tiles, more key tiles than one classification chunk, and no keys at all.
+// partial query and key tiles, more key tiles than one classification chunk, and no keys at all; and the
+// split form (attention_prefill_split) on the stitch's shape, with more splits than key tiles, shuffled
+// keys and rows that see nothing.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -52,6 +54,60 @@ void check(DevicePool& pool, const Case& c, uint32_t seed) {
     if (std::any_of(c.k_pos.begin(), c.k_pos.end(), [&](int64_t p) { return p <= c.q_pos[i]; })) continue;
     for (int64_t x = 0; x < c.Hq * c.d; ++x) ASSERT_EQ(got[i * c.Hq * c.d + x], 0.0f) << c.name << " row " << i;
   }
+}
+
+// The split form against the same CPU reference, for each split count.
+void check_split(DevicePool& pool, const Case& c, uint32_t seed, std::initializer_list<int64_t> split_counts) {
+  Stream st;
+  const auto q = randn_bf16(c.Tq * c.Hq * c.d, seed, c.q_scale), k = randn_bf16(c.Tk * c.Hkv * c.d, seed + 1),
+             v = randn_bf16(c.Tk * c.Hkv * c.d, seed + 2);
+  const float scale = 1.0f / std::sqrt(float(c.d));
+  std::vector<float> ref(c.Tq * c.Hq * c.d);
+  cpu::attention({c.Tq, c.Tk, c.Hq, c.Hkv, c.d, c.d}, q.data(), k.data(), v.data(), c.q_pos.data(), c.k_pos.data(),
+                 scale, ref.data());
+  auto dq = to_device_bf16(pool, q), dk = to_device_bf16(pool, k), dv = to_device_bf16(pool, v);
+  DevArray<int64_t> dqp(pool, c.q_pos), dkp(pool, c.k_pos);
+  const AttentionShape s{c.Tq, c.Tk, c.Hq, c.Hkv, c.d};
+  for (const int64_t splits : split_counts) {
+    DevArray<bf16> dout(pool, ref.size());
+    DevArray<char> ws(pool, std::max<size_t>(16, attention_prefill_workspace_bytes(s, splits)));
+    HYPIC_CUDA_CHECK(cudaMemset(ws.get(), 0x7f, std::max<size_t>(16, attention_prefill_workspace_bytes(s, splits))));
+    attention_prefill_split(s, dq.get(), dk.get(), dv.get(), dqp.get(), dkp.get(), scale, splits, ws.get(), dout.get(),
+                            st);
+    const auto got = from_device_bf16(dout);
+    HYPIC_EXPECT_ERR_LT(rel_err(got, ref), kTolAttn) << c.name << ", " << splits << " splits";
+    for (int64_t i = 0; i < c.Tq; ++i) {
+      if (std::any_of(c.k_pos.begin(), c.k_pos.end(), [&](int64_t p) { return p <= c.q_pos[i]; })) continue;
+      for (int64_t x = 0; x < c.Hq * c.d; ++x)
+        ASSERT_EQ(got[i * c.Hq * c.d + x], 0.0f) << c.name << ", " << splits << " splits, row " << i;
+    }
+  }
+}
+
+TEST_F(CudaOps, AttentionPrefillSplitStitchShape) {
+  // The stitch: the last 200 positions' queries over 3000 keys (47 key tiles), Qwen3.5 heads; the split
+  // count the heuristic picks on an H200 and others, up to more splits than key tiles (empty splits).
+  const int64_t Tk = 3000, Tq = 200;
+  const AttentionShape s{Tq, Tk, 16, 2, 256};
+  EXPECT_EQ(attention_prefill_splits(s, 132), 9);  // 32 blocks -> ~2 per SM, capped by 47 / 4 = 11 tiles
+  EXPECT_EQ(attention_prefill_splits({2048, Tk, 16, 2, 256}, 132), 1);  // 256 blocks fill the GPU already
+  check_split(pool, {"stitch d256", Tq, Tk, 16, 2, 256, iota_from(Tq, Tk - Tq), iota_from(Tk, 0)}, 90,
+              {1, 2, 9, 11, 64});
+  check_split(pool, {"stitch d96", 70, 900, 6, 3, 96, iota_from(70, 830), iota_from(900, 0)}, 91, {3, 20});
+}
+
+TEST_F(CudaOps, AttentionPrefillSplitShuffledKeys) {
+  // Keys out of order (two cached segments and fresh rows), queries that see nothing, duplicates.
+  std::mt19937 rng(11);
+  const int64_t Tk = 1500, Tq = 150;
+  std::vector<int64_t> kp = iota_from(Tk, 100);
+  std::shuffle(kp.begin(), kp.end(), rng);
+  std::vector<int64_t> qp(Tq);
+  std::uniform_int_distribution<int64_t> pick(90, 100 + Tk + 5);
+  for (auto& p : qp) p = pick(rng);
+  qp[0] = 99;  // sees nothing
+  qp[1] = qp[2];
+  check_split(pool, {"split shuffled", Tq, Tk, 4, 2, 128, qp, kp}, 92, {2, 5, 17});
 }
 
 TEST_F(CudaOps, AttentionPrefillCausalFresh) {
