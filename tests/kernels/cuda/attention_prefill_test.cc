@@ -6,6 +6,8 @@
 // keys and rows that see nothing.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <string>
 #include <numeric>
 #include <random>
 
@@ -34,30 +36,13 @@ std::vector<int64_t> iota_from(int64_t n, int64_t first) {
   return p;
 }
 
-void check(DevicePool& pool, const Case& c, uint32_t seed) {
-  Stream st;
-  const auto q = randn_bf16(c.Tq * c.Hq * c.d, seed, c.q_scale), k = randn_bf16(c.Tk * c.Hkv * c.d, seed + 1),
-             v = randn_bf16(c.Tk * c.Hkv * c.d, seed + 2);
-  const float scale = 1.0f / std::sqrt(float(c.d));
-  std::vector<float> ref(c.Tq * c.Hq * c.d);
-  cpu::attention({c.Tq, c.Tk, c.Hq, c.Hkv, c.d, c.d}, q.data(), k.data(), v.data(), c.q_pos.data(), c.k_pos.data(),
-                 scale, ref.data());
-  auto dq = to_device_bf16(pool, q), dk = to_device_bf16(pool, k), dv = to_device_bf16(pool, v);
-  DevArray<int64_t> dqp(pool, c.q_pos), dkp(pool, c.k_pos);
-  DevArray<bf16> dout(pool, ref.size());
-  attention_prefill({c.Tq, c.Tk, c.Hq, c.Hkv, c.d}, dq.get(), dk.get(), dv.get(), dqp.get(), dkp.get(), scale,
-                    dout.get(), st);
-  const auto got = from_device_bf16(dout);
-  HYPIC_EXPECT_ERR_LT(rel_err(got, ref), kTolAttn) << c.name;
-  // Rows that see no key must be exactly zero (the relative error above could hide a small leak).
-  for (int64_t i = 0; i < c.Tq; ++i) {
-    if (std::any_of(c.k_pos.begin(), c.k_pos.end(), [&](int64_t p) { return p <= c.q_pos[i]; })) continue;
-    for (int64_t x = 0; x < c.Hq * c.d; ++x) ASSERT_EQ(got[i * c.Hq * c.d + x], 0.0f) << c.name << " row " << i;
-  }
-}
+// One kernel launch on the case's device buffers: (shape, q, k, v, q_pos, k_pos, scale, out, stream).
+using Launch = std::function<void(const AttentionShape&, const bf16*, const bf16*, const bf16*, const int64_t*,
+                                  const int64_t*, float, bf16*, cudaStream_t)>;
 
-// The split form against the same CPU reference, for each split count.
-void check_split(DevicePool& pool, const Case& c, uint32_t seed, std::initializer_list<int64_t> split_counts) {
+// Each launch against the CPU reference of the same inputs (named by `what`).
+void check_launches(DevicePool& pool, const Case& c, uint32_t seed,
+                    const std::vector<std::pair<std::string, Launch>>& launches) {
   Stream st;
   const auto q = randn_bf16(c.Tq * c.Hq * c.d, seed, c.q_scale), k = randn_bf16(c.Tk * c.Hkv * c.d, seed + 1),
              v = randn_bf16(c.Tk * c.Hkv * c.d, seed + 2);
@@ -67,21 +52,38 @@ void check_split(DevicePool& pool, const Case& c, uint32_t seed, std::initialize
                  scale, ref.data());
   auto dq = to_device_bf16(pool, q), dk = to_device_bf16(pool, k), dv = to_device_bf16(pool, v);
   DevArray<int64_t> dqp(pool, c.q_pos), dkp(pool, c.k_pos);
-  const AttentionShape s{c.Tq, c.Tk, c.Hq, c.Hkv, c.d};
-  for (const int64_t splits : split_counts) {
+  for (const auto& [what, launch] : launches) {
     DevArray<bf16> dout(pool, ref.size());
-    DevArray<char> ws(pool, std::max<size_t>(16, attention_prefill_workspace_bytes(s, splits)));
-    HYPIC_CUDA_CHECK(cudaMemset(ws.get(), 0x7f, std::max<size_t>(16, attention_prefill_workspace_bytes(s, splits))));
-    attention_prefill_split(s, dq.get(), dk.get(), dv.get(), dqp.get(), dkp.get(), scale, splits, ws.get(), dout.get(),
-                            st);
+    launch({c.Tq, c.Tk, c.Hq, c.Hkv, c.d}, dq.get(), dk.get(), dv.get(), dqp.get(), dkp.get(), scale, dout.get(), st);
     const auto got = from_device_bf16(dout);
-    HYPIC_EXPECT_ERR_LT(rel_err(got, ref), kTolAttn) << c.name << ", " << splits << " splits";
+    HYPIC_EXPECT_ERR_LT(rel_err(got, ref), kTolAttn) << c.name << what;
+    // Rows that see no key must be exactly zero (the relative error above could hide a small leak).
     for (int64_t i = 0; i < c.Tq; ++i) {
       if (std::any_of(c.k_pos.begin(), c.k_pos.end(), [&](int64_t p) { return p <= c.q_pos[i]; })) continue;
       for (int64_t x = 0; x < c.Hq * c.d; ++x)
-        ASSERT_EQ(got[i * c.Hq * c.d + x], 0.0f) << c.name << ", " << splits << " splits, row " << i;
+        ASSERT_EQ(got[i * c.Hq * c.d + x], 0.0f) << c.name << what << " row " << i;
     }
   }
+}
+
+void check(DevicePool& pool, const Case& c, uint32_t seed) {
+  check_launches(pool, c, seed, {{"", [](auto&&... a) { attention_prefill(a...); }}});
+}
+
+// The split form for each split count, its workspace filled with garbage first.
+void check_split(DevicePool& pool, const Case& c, uint32_t seed, std::initializer_list<int64_t> split_counts) {
+  std::vector<std::pair<std::string, Launch>> launches;
+  for (const int64_t splits : split_counts)
+    launches.emplace_back(", " + std::to_string(splits) + " splits",
+                          [&pool, splits](const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
+                                          const int64_t* qp, const int64_t* kp, float scale, bf16* out, cudaStream_t st) {
+                            const size_t bytes = std::max<size_t>(16, attention_prefill_workspace_bytes(s, splits));
+                            DevArray<char> ws(pool, bytes);
+                            HYPIC_CUDA_CHECK(cudaMemsetAsync(ws.get(), 0x7f, bytes, st));
+                            attention_prefill_split(s, q, k, v, qp, kp, scale, splits, ws.get(), out, st);
+                            HYPIC_CUDA_CHECK(cudaStreamSynchronize(st));  // before the workspace goes
+                          });
+  check_launches(pool, c, seed, launches);
 }
 
 TEST_F(CudaOps, AttentionPrefillSplitStitchShape) {
