@@ -76,6 +76,7 @@
 #include "kernels/cuda/check.h"
 #include "runtime/cuda/cuda_backend.h"
 #endif
+#include "kernels/sampling.h"
 #include "runtime/backends.h"
 #include "runtime/engine.h"
 #include "runtime/error.h"
@@ -550,8 +551,6 @@ void tiers_case(const Args& a, Backend& backend, const EngineOptions& base, cons
   std::fflush(stdout);
 }
 
-}  // namespace
-
 // ||a - b||^2 and ||b||^2 accumulated in double.
 void add_diff(const std::vector<float>& a, const std::vector<float>& b, double& diff2, double& ref2) {
   if (a.size() != b.size()) throw std::runtime_error("state: arrays of different sizes");
@@ -591,22 +590,6 @@ std::vector<double> layer_errors(const ModelConfig& cfg, const SequenceState& s,
   return out;
 }
 
-// KL(p_ref || p) of the softmax of two logit vectors.
-double kl_of(const std::vector<float>& ref, const std::vector<float>& x) {
-  auto log_softmax = [](const std::vector<float>& v) {
-    const double m = *std::max_element(v.begin(), v.end());
-    double z = 0;
-    for (float f : v) z += std::exp(f - m);
-    std::vector<double> o(v.size());
-    for (size_t i = 0; i < v.size(); ++i) o[i] = v[i] - m - std::log(z);
-    return o;
-  };
-  const auto lp = log_softmax(ref), lq = log_softmax(x);
-  double kl = 0;
-  for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
-  return std::max(0.0, kl);
-}
-
 void state_case(const Args& a, Backend& backend, const EngineOptions& opt, const std::vector<Request>& reqs) {
   const ModelConfig& cfg = backend.config();
   const std::vector<CacheMode> modes = {CacheMode::Hypic, CacheMode::Naive, CacheMode::NoSeam};
@@ -634,7 +617,8 @@ void state_case(const Args& a, Backend& backend, const EngineOptions& opt, const
       composed[mi] += static_cast<double>(hits) / static_cast<double>(r.blocks.size()) / a.requests;
       const auto e = layer_errors(cfg, *backend.to_host(*r.state), *ref);
       for (size_t l = 0; l < L; ++l) err[mi][l] += e[l] / a.requests;
-      kl[mi] += kl_of(ref_logits, r.logits) / a.requests;
+      kl[mi] += cpu::kl_divergence(ref_logits.data(), r.logits.data(), static_cast<int64_t>(ref_logits.size())) /
+                a.requests;
       top1[mi] += (argmax(r.logits) == argmax(ref_logits) ? 1.0 : 0.0) / a.requests;
       if (!a.quiet) std::fprintf(stderr, "[%s] state request %d: %lld prompt tokens, layer 0 error %.3g, last layer %.3g\n",
                                  mode_name(modes[mi]), a.warmup + i, static_cast<long long>(r.prompt_tokens), e[0], e[L - 1]);
@@ -653,6 +637,8 @@ void state_case(const Args& a, Backend& backend, const EngineOptions& opt, const
   std::printf("]}");
   std::fflush(stdout);
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);

@@ -60,8 +60,11 @@ class BatchMaker:
             self.renderers = {f: agent_task.FastRenderer(f) for f in agent_task.FORMATS}
 
     def sequence(self, rng, progress):
+        """(pieces, cached blocks): the sequence's (text, kind) pieces, of which the first `cached blocks`
+        are the blocks hypic would cache (0 for agent episodes)."""
         if self.recipe == "tool_agent":  # replies end with <|im_end|> in their text: no extra one (REPLY)
-            return [(t, REPLY if is_reply else LM) for t, is_reply in self.agent_task.train_episode(rng, self.renderers)]
+            episode = self.agent_task.train_episode(rng, self.renderers)
+            return [(t, REPLY if is_reply else LM) for t, is_reply in episode], 0
         max_docs = min(8, 2 + int(6 * progress / self.ramp)) if self.ramp > 0 else 8
         n_docs = rng.randint(1 if progress < 0.1 else 2, max_docs)
         if self.recipe == "long_memory":
@@ -69,21 +72,22 @@ class BatchMaker:
         else:
             blocks, turns = task.train_sample(rng, n_docs, rng.randint(1, self.max_q), self.doc_style)
         pieces = [(b, IGNORE if i == 0 else LM) for i, b in enumerate(blocks)]
-        self.n_blocks = len(blocks)
         for j, (tail, ans) in enumerate(turns):
             if j:
                 pieces.append((task.FOLLOWUP_HEAD, IGNORE))
             pieces.append((tail, LM))
             pieces.append((ans, ANS))
-        return pieces
+        return pieces, len(blocks)
 
     def make(self, rng, progress):
         seqs, blocks = [], []
         for _ in range(self.batch):
-            self.n_blocks = 0
-            seqs.append(self.sequence(rng, progress))
-            # --pic-frac: this row runs as hypic composes it (model.pic_masks), the others as full recompute
-            blocks.append(self.n_blocks if self.n_blocks and rng.random() < self.pic_frac else 0)
+            pieces, n_blocks = self.sequence(rng, progress)
+            seqs.append(pieces)
+            # --pic-frac: this row runs as hypic composes it (model.pic_masks), the others as full recompute;
+            # no draw without it, so the data of runs without --pic-frac stay what they were
+            pic = self.pic_frac > 0 and n_blocks > 0 and rng.random() < self.pic_frac
+            blocks.append(n_blocks if pic else 0)
         flat = [p for s in seqs for p in s]
         enc = self.tok.encode_batch([t for t, _ in flat], add_special_tokens=False)
         ids_l, typ_l, seg_l, k = [], [], [], 0
@@ -117,13 +121,13 @@ class BatchMaker:
 class Stream(torch.utils.data.IterableDataset):
     def __init__(self, tok_path, batch, max_q, ramp, progress, seed, doc_style, recipe, pic_frac=0.0):
         self.args = (tok_path, batch, max_q, ramp, doc_style, recipe, pic_frac)
-        self.progress, self.seed = progress, seed
+        self.progress, self.seed, self.recipe = progress, seed, recipe
 
     def __iter__(self):
         wi = torch.utils.data.get_worker_info()
         wid = wi.id if wi else 0
         bm = BatchMaker(*self.args)
-        rng = random.Random(task.TRAIN_SEED_BASE + self.seed * 1000 + wid + RECIPE_SEED_OFFSET[self.args[5]])
+        rng = random.Random(task.TRAIN_SEED_BASE + self.seed * 1000 + wid + RECIPE_SEED_OFFSET[self.recipe])
         while True:
             yield bm.make(rng, self.progress.value)
 
