@@ -12,6 +12,7 @@
 #include "kernels/delta_rule.h"
 #include "kernels/gemm.h"
 #include "kernels/kda.h"
+#include "kernels/moe_route.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
 #include "kernels/transfer_operator.h"
@@ -503,49 +504,16 @@ void CpuBackend::ffn(int layer, Rows& rr) {
   for (int64_t i = 0; i < T * D; ++i) out[i] += beta * y[i];
 }
 
-// Ring's router: sigmoid scores; the choice adds the expert bias, keeps the topk_group groups with the
-// largest top-2 sums (the other groups' choice scores become 0, as in the reference) and takes the top-k;
-// the weights are the chosen experts' unbiased scores, renormalised and scaled.
+// Ring's and Kimi's router (kernels/moe_route.h), as per-expert row lists.
 void CpuBackend::route_group_topk(const MoeWeights& M, const float* logits, int64_t T,
                                   std::vector<std::vector<std::pair<int64_t, float>>>& by_expert) const {
-  const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, G = cfg_.n_group, per = E / G;
-  std::vector<float> score(E), choice(E), group(G);
-  std::vector<int> order(std::max(E, G));
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t e = 0; e < E; ++e) {
-      score[e] = cpu::sigmoid(logits[t * E + e]);
-      choice[e] = score[e] + M.expert_bias[e];
-    }
-    if (G > 1) {
-      for (int64_t j = 0; j < G; ++j) {
-        float a = -INFINITY, b = -INFINITY;  // the group's two largest
-        for (int64_t e = j * per; e < (j + 1) * per; ++e) {
-          if (choice[e] > a) {
-            b = a;
-            a = choice[e];
-          } else if (choice[e] > b) {
-            b = choice[e];
-          }
-        }
-        group[j] = a + b;
-      }
-      std::iota(order.begin(), order.begin() + G, 0);
-      std::sort(order.begin(), order.begin() + G,
-                [&](int a, int b) { return group[a] > group[b] || (group[a] == group[b] && a < b); });
-      for (int64_t j = cfg_.topk_group; j < G; ++j)
-        std::fill_n(choice.begin() + order[j] * per, per, cfg_.router_mask_inf ? -INFINITY : 0.0f);
-    }
-    std::iota(order.begin(), order.begin() + E, 0);
-    std::partial_sort(order.begin(), order.begin() + K, order.begin() + E,
-                      [&](int a, int b) { return choice[a] > choice[b] || (choice[a] == choice[b] && a < b); });
-    float sum = 0;
-    for (int64_t j = 0; j < K; ++j) sum += score[order[j]];
-    for (int64_t j = 0; j < K; ++j) {
-      const bool renorm = cfg_.norm_topk_prob && (K > 1 || cfg_.router_mask_inf);
-      const float w = renorm ? score[order[j]] / sum : score[order[j]];
-      by_expert[order[j]].push_back({t, w * cfg_.routed_scaling_factor});
-    }
-  }
+  const int64_t K = cfg_.experts_per_tok;
+  std::vector<int32_t> ids(T * K);
+  std::vector<float> w(T * K);
+  const bool renorm = cfg_.norm_topk_prob && (K > 1 || cfg_.router_mask_inf);
+  cpu::moe_route_sigmoid_group(logits, M.expert_bias.data(), T, cfg_.num_experts, K, cfg_.n_group, cfg_.topk_group,
+                               cfg_.router_mask_inf, renorm, cfg_.routed_scaling_factor, ids.data(), w.data());
+  for (int64_t i = 0; i < T * K; ++i) by_expert[ids[i]].push_back({i / K, w[i]});
 }
 
 std::vector<float> CpuBackend::logits(Rows& rr, std::span<const int64_t> rows) {

@@ -375,6 +375,7 @@ void ModelConfig::minimax_from_json(ModelConfig& c, const json& t, const std::st
   if (t.contains("sliding_window") && !t["sliding_window"].is_null())
     throw ModelError(where + ": 'sliding_window' is not supported for minimax");
   c.zero_centred_norms = false;
+  c.attn_qk_norm = false;
   c.linear_kind = LinearKind::Lightning;
   c.lightning_style = LightningStyle::MiniMax;
   c.linear_rope = false;
@@ -651,11 +652,13 @@ std::vector<float> ModelConfig::lightning_log_decay(int64_t layer) const {
 }
 
 void ModelConfig::check_cuda_supported() const {
-  if (linear_kind != LinearKind::GatedDeltaNet || mla)
-    throw ModelError("model family '" + text_model_type + "' is not supported by the CUDA backend yet (its " +
-                     (linear_kind == LinearKind::Kda ? "KDA linear layers and MLA attention have"
-                                                     : "lightning linear layers have") +
-                     " CPU kernels only); run it with --device cpu");
+  const std::string who = "model family '" + text_model_type + "' on the CUDA backend: ";
+  if (linear_kind != LinearKind::GatedDeltaNet && lin_k_dim > 128)
+    throw ModelError(who + "linear-layer head dim " + std::to_string(lin_k_dim) +
+                     " is above the lightning / KDA kernels' 128; run it with --device cpu");
+  if (head_dim % 8 != 0 || head_dim > 256)
+    throw ModelError(who + "attention head dim " + std::to_string(head_dim) +
+                     " is not a multiple of 8 up to 256 (the attention kernels' rows); run it with --device cpu");
 }
 
 }  // namespace hypic

@@ -52,6 +52,7 @@ struct ModelConfig {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   bool attn_output_gate = true;
+  bool attn_qk_norm = true;  // RMSNorm on q and k per head (MiniMax has none)
   double rope_theta = 10000.0;
   int64_t rotary_dim = 0;  // 0: no RoPE (Kimi's MLA)
   // Multi-head latent attention (Kimi-Linear, without RoPE): keys [k_nope (per head) | k_rope (shared)] of
@@ -107,8 +108,8 @@ struct ModelConfig {
   int64_t lin_transfer_numel() const;
   // The lightning decay log(lambda_h) of linear layer `layer`, per head (Hv values).
   std::vector<float> lightning_log_decay(int64_t layer) const;
-  // The CUDA backend has kernels for the Gated DeltaNet families only: throws ModelError naming the
-  // family for another one (loading it there would run kernels of the wrong recurrence or attention).
+  // Throws ModelError naming the setting when the CUDA kernels cannot run this shape (linear-layer head
+  // dims above 128 for lightning and KDA, attention head dims above 256 or not a multiple of 8).
   void check_cuda_supported() const;
   // Throws InvalidArgument when a sequence of `length` tokens does not fit the model's context.
   void check_length(int64_t length) const;

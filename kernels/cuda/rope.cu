@@ -154,7 +154,7 @@ void rope_shift_table(int64_t rot_dim, int64_t delta, double theta, float* cos_o
 void kv_append_ranges(const KvRange* ranges, const float* tables, int64_t n_ranges, int64_t first_row,
                       int64_t total_rows, bf16* K, bf16* V, int64_t* pos, int64_t heads, int64_t head_dim,
                       int64_t rot_dim, cudaStream_t stream) {
-  check(head_dim, rot_dim, "kv_append_ranges");
+  if (rot_dim != 0) check(head_dim, rot_dim, "kv_append_ranges");  // 0: keys without RoPE, copied as they are
   if (n_ranges <= 0 || total_rows <= 0) return;
   HYPIC_CUDA_REQUIRE(total_rows < (int64_t{1} << 31), "kv_append_ranges: too many rows for one call");
   kv_append_ranges_kernel<<<unsigned(total_rows), 128, 0, stream>>>(ranges, tables, int(n_ranges), first_row, K, V,

@@ -32,7 +32,8 @@ void rope_shift_table(int64_t rot_dim, int64_t delta, double theta, float* cos_o
 // K/V (each [rows, heads, head_dim] bf16), its keys re-rotated as rope_shift does with the table
 // tables[i] = (cos [rot_dim / 2], sin [rot_dim / 2]) of rope_shift_table (identity when rotate is 0), and
 // sets pos[row + j] = pos0 + j. ranges: [n_ranges] on the device, rows ascending and disjoint; tables:
-// [n_ranges, 2, rot_dim / 2] fp32 on the device; total_rows: the sum of the ranges' n.
+// [n_ranges, 2, rot_dim / 2] fp32 on the device; total_rows: the sum of the ranges' n. rot_dim 0: keys
+// without RoPE (Kimi's MLA), copied as they are whatever the rotate.
 struct KvRange {
   const bf16* k;
   const bf16* v;

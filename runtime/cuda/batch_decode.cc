@@ -144,7 +144,7 @@ void CudaModel::record_batch_step(BatchStep& b, StepProfile* prof) {
 
 CudaModel::BatchStep* CudaModel::enqueue_batch_step(std::span<const int> ids,
                                                     std::span<CudaSequenceState* const> states) {
-  if (!batch_on_) return nullptr;
+  if (!batch_on_ || !qwen_layers()) return nullptr;  // the other families: a lane per sequence
   const int64_t N = static_cast<int64_t>(states.size()), V = cfg_.vocab_size;
   const int64_t row = cfg_.num_kv_heads * cfg_.head_dim;
   HYPIC_ASSERT(static_cast<int64_t>(ids.size()) == N && N > 0, "decode_batch: one token per sequence");

@@ -15,10 +15,14 @@ struct CudaActivations {
   cuda::DeviceBuffer ids, pos;  // int32 [T], int64 [T] (global positions)
   cuda::DeviceBuffer h;         // fp32 [T, D]: the residual stream
   cuda::DeviceBuffer x;         // bf16 [T, D]: the normed input of a sublayer
-  // Gated DeltaNet.
-  cuda::DeviceBuffer qkv, conv, z, ba, q, k, v, g, beta, o, gdn_ws;
+  // Linear layers (Gated DeltaNet; lightning and KDA use the same names: qkv the projection before the
+  // conv, q / k / v the recurrence's inputs, g the decay (KDA: [T, H, dk]), z the output gate's input,
+  // o the recurrence's output, gdn_ws the chunked kernel's workspace; lowr KDA's low-rank gate input).
+  cuda::DeviceBuffer qkv, conv, z, ba, q, k, v, g, beta, o, gdn_ws, lowr;
   // Attention.
   cuda::DeviceBuffer qg, aq, kn, vn, att;  // kn, vn: this pass's keys (normed, rotated) and values
+  // MLA: the latent [c | k_rope] rows, the normed c, the decompressed k_nope | v, the per-head gate.
+  cuda::DeviceBuffer lat, latc, kvb, hgate;
   // Dense MLP.
   cuda::DeviceBuffer gu;
   // MoE.

@@ -5,6 +5,8 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/engine_state_ops.h"
+#include "kernels/cuda/family_glue.h"
+#include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/packed_expand.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/transfer_operator.h"
@@ -40,7 +42,8 @@ struct CudaRows : Rows {
 CudaActivations& acts(Rows& r) { return static_cast<CudaRows&>(r).a; }
 
 cuda::TransferShape transfer_shape(const ModelConfig& c) {
-  return {cuda::TransferKind::Dense, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim};
+  const auto kind = c.linear_kind == LinearKind::Lightning ? cuda::TransferKind::Scalar : cuda::TransferKind::Dense;
+  return {kind, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim};
 }
 
 size_t state_bytes(const ModelConfig& c) { return sizeof(float) * c.lin_v_heads * c.lin_k_dim * c.lin_v_dim; }
@@ -116,7 +119,7 @@ void CudaBackend::linear_isolated(int layer, Rows& r, std::span<const IsolatedBl
   std::vector<CudaModel::IsolatedBlock> blocks;
   for (const IsolatedBlock& b : items)
     blocks.push_back({b.row0, b.seam, b.n, b.T, b.body, b.full, static_cast<cuda::bf16*>(b.conv_tail)});
-  m_->linear_isolated(layer, acts(r), blocks);
+  if (!m_->linear_isolated(layer, acts(r), blocks)) Backend::linear_isolated(layer, r, items);
 }
 void CudaBackend::linear_chain(int layer, Rows& r, State& st, std::span<const ChainStep> steps, Composition how) {
   std::vector<CudaModel::ChainStep> chain;
@@ -191,24 +194,47 @@ void CudaBackend::load_linear(int layer, State& s, const float* S, const void* c
 
 void CudaBackend::compose_linear(int layer, State& s, const float* T, const float* body, Composition how,
                                  int64_t rotate) {
-  // Only families without RoPE in their linear layers reach this backend (check_cuda_supported).
-  HYPIC_ASSERT(!config().linear_rope || rotate == 0, "compose_linear: state re-rotation is not on CUDA");
+  const ModelConfig& c = config();
   CudaLinearLayerState& st = cuda_state(s).lin[layer];
   cudaStream_t cs = m_->stream();
   const int64_t n = static_cast<int64_t>(st.S.bytes() / sizeof(float));
+  const bool scalar = transfer_shape(c).kind == cuda::TransferKind::Scalar;
+  if (c.linear_rope && rotate != 0) {
+    // The body's keys were rotated at local positions: move them (Ring, whose operator is a scalar, so the
+    // scratch state is free to hold the moved body).
+    HYPIC_ASSERT(scalar, "compose_linear: re-rotation with a dense operator");
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(scratch_.get(), body, st.S.bytes(), cudaMemcpyDeviceToDevice, cs));
+    cuda::rope_shift_state(scratch_.as<float>(), c.lin_v_heads, c.lin_k_dim, c.lin_v_dim, c.rotary_dim, rotate,
+                           c.rope_theta, cs);
+    body = scratch_.as<float>();
+  }
   if (how == Composition::NaiveSum) {
     cuda::add_scaled(st.S.as<float>(), st.S.as<float>(), 1.0f, body, n, cs);
     return;
   }
+  if (scalar) {
+    cuda::scalar_transfer_apply(st.S.as<float>(), T, body, c.lin_v_heads, c.lin_k_dim * c.lin_v_dim, cs);
+    return;
+  }
   // The dense product may not write its own input: through the scratch state, then back.
-  cuda::transfer_apply(transfer_shape(config()), T, st.S.as<float>(), body, scratch_.as<float>(), cs);
+  cuda::transfer_apply(transfer_shape(c), T, st.S.as<float>(), body, scratch_.as<float>(), cs);
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(st.S.get(), scratch_.get(), st.S.bytes(), cudaMemcpyDeviceToDevice, cs));
 }
 
 void CudaBackend::empty_body(float* T, float* body) {
   cudaStream_t cs = m_->stream();
-  cuda::identity_operators(T, config().lin_v_heads, config().lin_k_dim, cs);
+  if (transfer_shape(config()).kind == cuda::TransferKind::Scalar)
+    cuda::fill_uniform(T, config().lin_v_heads, 1.0f, 1.0f, 0, cs);
+  else
+    cuda::identity_operators(T, config().lin_v_heads, config().lin_k_dim, cs);
   HYPIC_CUDA_CHECK(cudaMemsetAsync(body, 0, state_bytes(config()), cs));
+}
+
+void CudaBackend::shift_linear_state(float* S, int64_t delta) {
+  const ModelConfig& c = config();
+  if (c.linear_rope && delta != 0)
+    cuda::rope_shift_state(S, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim, c.rotary_dim, delta, c.rope_theta,
+                           m_->stream());
 }
 
 void CudaBackend::append_kv(int layer, State& s, const void* k, const void* v, int64_t n,
@@ -220,7 +246,7 @@ void CudaBackend::append_kv(int layer, State& s, const void* k, const void* v, i
   const int64_t row = c.num_kv_heads * c.head_dim, r0 = kv.rows;
   cudaStream_t cs = m_->stream();
   kv.append(k, v, pos.data(), n, row, cs);
-  if (rotate)
+  if (rotate && c.rotary_dim > 0)
     cuda::rope_shift(kv.k.as<cuda::bf16>() + r0 * row, n, c.num_kv_heads, c.head_dim, c.rotary_dim, rotate,
                      c.rope_theta, cs);
 }
@@ -252,7 +278,7 @@ void CudaBackend::save_kv(int layer, const State& s, int64_t row, int64_t n, voi
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(kd, kv.k.as<cuda::bf16>() + row * rw, rb * n, cudaMemcpyDeviceToDevice, cs));
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(static_cast<cuda::bf16*>(v) + at * rw, kv.v.as<cuda::bf16>() + row * rw, rb * n,
                                    cudaMemcpyDeviceToDevice, cs));
-  if (rotate) cuda::rope_shift(kd, n, c.num_kv_heads, c.head_dim, c.rotary_dim, rotate, c.rope_theta, cs);
+  if (rotate && c.rotary_dim > 0) cuda::rope_shift(kd, n, c.num_kv_heads, c.head_dim, c.rotary_dim, rotate, c.rope_theta, cs);
 }
 
 int64_t CudaBackend::kv_rows(int layer, const State& s) const { return cuda_state(s).attn[layer].rows; }

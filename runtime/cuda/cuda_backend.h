@@ -64,6 +64,7 @@ class CudaBackend : public Backend {
   void compose_linear(int layer, State& st, const float* T, const float* body, Composition how,
                       int64_t rotate) override;
   void empty_body(float* T, float* body) override;
+  void shift_linear_state(float* S, int64_t delta) override;
   void append_kv(int layer, State& st, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,
                  int64_t rotate) override;
   void append_kv_ranges(int layer, State& st, std::span<const KvAppend> items) override;

@@ -15,7 +15,10 @@
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/engine_state_ops.h"
+#include "kernels/cuda/family_glue.h"
+#include "kernels/cuda/kda.h"
 #include "kernels/cuda/kv_cache.h"
+#include "kernels/cuda/lightning.h"
 #include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_small.h"
@@ -142,21 +145,40 @@ CudaActivations CudaModel::activations(int64_t T) {
   if (any_lin) {
     const int64_t C = cfg_.lin_conv_dim(), vd = cfg_.lin_value_dim(), Hv = cfg_.lin_v_heads,
                   kd = cfg_.lin_key_dim();
+    const cuda::GdnShape all{T, 1, cfg_.lin_v_heads, cfg_.lin_k_heads, cfg_.lin_k_dim, cfg_.lin_v_dim};
     s.qkv = buf(sizeof(bf16) * t * C);
-    s.conv = buf(sizeof(bf16) * t * C);
     s.z = buf(sizeof(bf16) * t * vd);
-    s.ba = buf(sizeof(float) * t * 2 * Hv);
     s.q = buf(sizeof(bf16) * t * kd);
     s.k = buf(sizeof(bf16) * t * kd);
     s.v = buf(sizeof(bf16) * t * vd);
-    s.g = buf(sizeof(float) * t * Hv);
-    s.beta = buf(sizeof(float) * t * Hv);
     s.o = buf(sizeof(bf16) * t * vd);
-    // Sized for all rows: any piece of them may run chunked (long pieces, or with a transfer operator).
-    s.gdn_ws = buf(cuda::gdn_chunked_workspace_bytes(
-        {T, 1, cfg_.lin_v_heads, cfg_.lin_k_heads, cfg_.lin_k_dim, cfg_.lin_v_dim}));
+    if (cfg_.linear_kind == LinearKind::GatedDeltaNet) {
+      s.conv = buf(sizeof(bf16) * t * C);
+      s.ba = buf(sizeof(float) * t * 2 * Hv);
+      s.g = buf(sizeof(float) * t * Hv);
+      s.beta = buf(sizeof(float) * t * Hv);
+      // Sized for all rows: any piece of them may run chunked (long pieces, or with a transfer operator).
+      s.gdn_ws = buf(cuda::gdn_chunked_workspace_bytes(all));
+    } else if (cfg_.linear_kind == LinearKind::Kda) {
+      s.conv = buf(sizeof(bf16) * t * C);
+      s.g = buf(sizeof(float) * t * kd);  // a decay per key channel
+      s.beta = buf(sizeof(float) * t * Hv);
+      if (cfg_.kda_low_rank_gates) s.lowr = buf(sizeof(bf16) * t * cfg_.lin_k_dim);
+      s.gdn_ws = buf(cuda::kda_chunked_workspace_bytes(all));
+    }  // lightning: no conv, gates or workspace
   }
-  if (any_attn) {
+  if (any_attn && cfg_.mla) {
+    const int64_t H = cfg_.num_heads, qd = H * cfg_.head_dim, R = cfg_.kv_lora_rank;
+    s.qg = buf(sizeof(bf16) * t * qd);  // the query projection, then o_proj's input
+    s.aq = buf(sizeof(bf16) * t * qd);  // the queries in the engine's row layout
+    s.kn = buf(sizeof(bf16) * t * qd);
+    s.vn = buf(sizeof(bf16) * t * qd);
+    s.att = buf(sizeof(bf16) * t * qd);
+    s.lat = buf(sizeof(bf16) * t * (R + cfg_.qk_rope_dim));
+    s.latc = buf(sizeof(bf16) * t * R);
+    s.kvb = buf(sizeof(bf16) * t * H * (cfg_.qk_nope_dim + cfg_.v_head_dim));
+    if (cfg_.mla_head_gate) s.hgate = buf(sizeof(float) * t * H);
+  } else if (any_attn) {
     const int64_t qd = cfg_.num_heads * cfg_.head_dim;
     s.qg = buf(sizeof(bf16) * t * qd * (cfg_.attn_output_gate ? 2 : 1));
     if (cfg_.attn_output_gate) s.aq = buf(sizeof(bf16) * t * qd);
@@ -205,13 +227,24 @@ void CudaModel::embed(std::span<const int> ids, std::span<const int64_t> pos, Cu
 }
 
 void CudaModel::input_norm(int layer, CudaActivations& a) {
-  cuda::rmsnorm(a.hp(), a.xp(), a.T, cfg_.hidden_size, w_.layers[layer].input_norm, cfg_.rms_norm_eps, true,
-                stream_);
+  const float* w = w_.layers[layer].input_norm;
+  if (cfg_.residual_from_norm) {  // MiniMax: the mixer's output is added to alpha * norm(h), not to h
+    const float alpha = cfg_.layer_kinds[layer] == LayerKind::LinearAttention ? cfg_.linear_alpha : cfg_.full_alpha;
+    cuda::rmsnorm_into_residual(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms,
+                                alpha, stream_);
+    return;
+  }
+  cuda::rmsnorm(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms, stream_);
 }
 
 void CudaModel::post_norm(int layer, CudaActivations& a) {
-  cuda::rmsnorm(a.hp(), a.xp(), a.T, cfg_.hidden_size, w_.layers[layer].post_norm, cfg_.rms_norm_eps, true,
-                stream_);
+  const float* w = w_.layers[layer].post_norm;
+  if (cfg_.residual_from_norm) {
+    cuda::rmsnorm_into_residual(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms,
+                                cfg_.mlp_alpha, stream_);
+    return;
+  }
+  cuda::rmsnorm(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms, stream_);
 }
 
 std::vector<float> CudaModel::logits(CudaActivations& a, int64_t row0, int64_t rows) {
@@ -219,7 +252,7 @@ std::vector<float> CudaModel::logits(CudaActivations& a, int64_t row0, int64_t r
   HYPIC_ASSERT(rows >= 1 && row0 >= 0 && row0 + rows <= a.T, "logits: rows out of range");
   cudaStream_t cs = stream_;
   // The normed rows go to the front of x (x is free once the last layer ran).
-  cuda::rmsnorm(a.hp() + row0 * D, a.xp(), rows, D, w_.final_norm, cfg_.rms_norm_eps, true, cs);
+  cuda::rmsnorm(a.hp() + row0 * D, a.xp(), rows, D, w_.final_norm, cfg_.rms_norm_eps, cfg_.zero_centred_norms, cs);
   DeviceBuffer out_dev(pool_, sizeof(float) * rows * V);
   gemm(a.xp(), rows, D, w_.lm_head, out_dev.get(), DType::F32);
   std::vector<float> out(static_cast<size_t>(rows * V));
@@ -229,6 +262,8 @@ std::vector<float> CudaModel::logits(CudaActivations& a, int64_t row0, int64_t r
 }
 
 void CudaModel::linear_project(int layer, CudaActivations& s) {
+  if (cfg_.linear_kind == LinearKind::Lightning) return lightning_project(layer, s);
+  if (cfg_.linear_kind == LinearKind::Kda) return kda_project(layer, s);
   const DeviceGdn& G = w_.layers[layer].lin;
   const int64_t T = s.T, Hv = cfg_.lin_v_heads, D = cfg_.hidden_size;
   gemm(s.xp(), T, D, G.qkv, s.qkv.get(), DType::BF16);
@@ -240,20 +275,32 @@ void CudaModel::linear_project(int layer, CudaActivations& s) {
 void CudaModel::linear_recur(int layer, CudaActivations& s, int64_t row0, int64_t n, CudaLinearLayerState& st,
                              float* transfer) {
   HYPIC_ASSERT(row0 >= 0 && n > 0 && row0 + n <= s.T, "linear_recur: rows out of range");
-  const DeviceGdn& G = w_.layers[layer].lin;
+  if (cfg_.linear_kind == LinearKind::Lightning) return lightning_recur(layer, s, row0, n, st, transfer);
+  const bool kda = cfg_.linear_kind == LinearKind::Kda;
+  const bf16* conv_w = kda ? w_.layers[layer].kda.conv_w : w_.layers[layer].lin.conv_w;
   const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
   const int64_t C = cfg_.lin_conv_dim(), vd = cfg_.lin_value_dim(), kd = cfg_.lin_key_dim();
   cudaStream_t cs = stream_;
   bf16* conv = s.conv.as<bf16>() + row0 * C;
   bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;
-  const float *g = s.g.as<float>() + row0 * Hv, *beta = s.beta.as<float>() + row0 * Hv;
+  const float* beta = s.beta.as<float>() + row0 * Hv;
   bf16* o = s.o.as<bf16>() + row0 * vd;
-  cuda::causal_conv1d_silu(s.qkv.as<bf16>() + row0 * C, n, C, G.conv_w, cfg_.conv_kernel, st.conv_tail.as<bf16>(),
-                           conv, cs);
+  cuda::causal_conv1d_silu(s.qkv.as<bf16>() + row0 * C, n, C, conv_w, cfg_.conv_kernel, st.conv_tail.as<bf16>(), conv,
+                           cs);
   cuda::gdn_split_qkv(conv, n, Hk, dk, Hv, dv, 1.0f / std::sqrt(static_cast<float>(dk)), 1e-6f, q, k, v, cs);
   const cuda::GdnShape shape{n, 1, Hv, Hk, dk, dv};
-  // Only the chunked kernel builds the transfer operator.
-  if (n >= kChunkedMinTokens || transfer)
+  // Only the chunked kernels build the transfer operator.
+  const bool chunked = n >= kChunkedMinTokens || transfer;
+  if (kda) {  // the decay per key channel: g is [rows, Hv, dk]
+    const float* g = s.g.as<float>() + row0 * kd;
+    if (chunked)
+      cuda::kda_chunked_prefill(shape, q, k, v, g, beta, nullptr, n, st.S.as<float>(), o, transfer, s.gdn_ws.get(), cs);
+    else
+      cuda::kda_recurrent(shape, q, k, v, g, beta, st.S.as<float>(), o, cs);
+    return;
+  }
+  const float* g = s.g.as<float>() + row0 * Hv;
+  if (chunked)
     cuda::gdn_chunked_prefill(shape, q, k, v, g, beta, nullptr, n, st.S.as<float>(), o, transfer, s.gdn_ws.get(), cs);
   else
     cuda::gdn_recurrent(shape, q, k, v, g, beta, st.S.as<float>(), o, cs);
@@ -267,11 +314,102 @@ void CudaModel::linear_body(int layer, CudaActivations& s, int64_t row0, int64_t
   cudaStream_t cs = stream_;
   // q, k, v of these rows are still in the activations: the conv ran once, with the true context.
   const bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;
-  const float *g = s.g.as<float>() + row0 * Hv, *beta = s.beta.as<float>() + row0 * Hv;
-  cuda::identity_operators(T, Hv, dk, cs);
+  const float* beta = cfg_.linear_kind == LinearKind::Lightning ? nullptr : s.beta.as<float>() + row0 * Hv;
+  const cuda::GdnShape shape{n, 1, Hv, Hk, dk, dv};
   HYPIC_CUDA_CHECK(cudaMemsetAsync(body, 0, sizeof(float) * Hv * dk * dv, cs));
-  cuda::gdn_chunked_prefill({n, 1, Hv, Hk, dk, dv}, q, k, v, g, beta, nullptr, n, body, nullptr, T, s.gdn_ws.get(),
-                            cs);
+  if (cfg_.linear_kind == LinearKind::Lightning) {  // T = lambda^n per head, a number each
+    const float* log_decay = w_.layers[layer].lightning.log_decay;
+    cuda::fill_uniform(T, Hv, 1.0f, 1.0f, 0, cs);
+    cuda::scalar_transfer_extend(T, log_decay, Hv, n, cs);
+    cuda::lightning_chunked_prefill(shape, q, k, v, log_decay, nullptr, n, body, nullptr, cs);
+    return;
+  }
+  cuda::identity_operators(T, Hv, dk, cs);
+  if (cfg_.linear_kind == LinearKind::Kda) {
+    cuda::kda_chunked_prefill(shape, q, k, v, s.g.as<float>() + row0 * kd, beta, nullptr, n, body, nullptr, T,
+                              s.gdn_ws.get(), cs);
+    return;
+  }
+  cuda::gdn_chunked_prefill(shape, q, k, v, s.g.as<float>() + row0 * Hv, beta, nullptr, n, body, nullptr, T,
+                            s.gdn_ws.get(), cs);
+}
+
+// Lightning (Ring, MiniMax): q | k | v from one projection, split into the recurrence's inputs here with
+// everything position-dependent done (Ring: q/k RMSNorm, RoPE at the rows' positions, q scaled by
+// hd^-1/2; MiniMax: SiLU), so that the recurrence only reads rows.
+void CudaModel::lightning_project(int layer, CudaActivations& s) {
+  const DeviceLightning& L = w_.layers[layer].lightning;
+  const int64_t T = s.T, D = cfg_.hidden_size, H = cfg_.lin_v_heads, hd = cfg_.lin_k_dim, W = H * hd;
+  cudaStream_t cs = stream_;
+  bf16* qkv = s.qkv.as<bf16>();
+  gemm(s.xp(), T, D, L.qkv, qkv, DType::BF16);
+  gemm(s.xp(), T, D, L.gate, s.z.get(), DType::BF16);
+  if (cfg_.lightning_style == LightningStyle::MiniMax) cuda::silu_inplace(qkv, T * 3 * W, cs);
+  bf16 *q = s.q.as<bf16>(), *k = s.k.as<bf16>(), *v = s.v.as<bf16>();
+  const size_t row = sizeof(bf16) * W;
+  HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(q, row, qkv, 3 * row, row, T, cudaMemcpyDeviceToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(k, row, qkv + W, 3 * row, row, T, cudaMemcpyDeviceToDevice, cs));
+  HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(v, row, qkv + 2 * W, 3 * row, row, T, cudaMemcpyDeviceToDevice, cs));
+  if (cfg_.lightning_style != LightningStyle::Ring) return;
+  cuda::rmsnorm(q, q, T * H, hd, L.q_norm, cfg_.rms_norm_eps, false, cs);
+  cuda::rmsnorm(k, k, T * H, hd, L.k_norm, cfg_.rms_norm_eps, false, cs);
+  if (cfg_.rotary_dim > 0) {
+    cuda::rope_apply(q, T, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+    cuda::rope_apply(k, T, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+  }
+  cuda::scale_bf16(q, 1.0f / std::sqrt(static_cast<float>(hd)), T * W, cs);
+}
+
+void CudaModel::lightning_recur(int layer, CudaActivations& s, int64_t row0, int64_t n, CudaLinearLayerState& st,
+                                float* transfer) {
+  const DeviceLightning& L = w_.layers[layer].lightning;
+  const int64_t H = cfg_.lin_v_heads, hd = cfg_.lin_k_dim, W = H * hd;
+  cudaStream_t cs = stream_;
+  const bf16 *q = s.q.as<bf16>() + row0 * W, *k = s.k.as<bf16>() + row0 * W, *v = s.v.as<bf16>() + row0 * W;
+  bf16* o = s.o.as<bf16>() + row0 * W;
+  const cuda::GdnShape shape{n, 1, H, H, hd, hd};
+  if (n >= kChunkedMinTokens)
+    cuda::lightning_chunked_prefill(shape, q, k, v, L.log_decay, nullptr, n, st.S.as<float>(), o, cs);
+  else
+    cuda::lightning_recurrent(shape, q, k, v, L.log_decay, st.S.as<float>(), o, cs);
+  if (transfer) cuda::scalar_transfer_extend(transfer, L.log_decay, H, n, cs);
+}
+
+void CudaModel::lightning_output(int layer, CudaActivations& s) {
+  const DeviceLightning& L = w_.layers[layer].lightning;
+  const int64_t T = s.T, W = cfg_.lin_v_heads * cfg_.lin_k_dim;
+  bf16* o = s.o.as<bf16>();
+  const float beta = cfg_.residual_from_norm ? cfg_.linear_beta : 1.0f;  // out(beta o) = beta out(o)
+  cuda::group_rmsnorm_gate(o, s.z.as<bf16>(), T, W, cfg_.group_norm_size, L.g_norm, cfg_.rms_norm_eps, beta, stream_);
+  gemm(o, T, W, L.out, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
+}
+
+// KDA (Kimi, Ring-2.5): pre-conv q | k | v in qkv (the conv and the split are linear_recur's, shared with
+// Gated DeltaNet), the per-channel log decay in g [T, H, dk], beta, and the output gate's input in z.
+void CudaModel::kda_project(int layer, CudaActivations& s) {
+  const DeviceKda& K = w_.layers[layer].kda;
+  const int64_t T = s.T, D = cfg_.hidden_size, H = cfg_.lin_v_heads, dk = cfg_.lin_k_dim;
+  gemm(s.xp(), T, D, K.qkv, s.qkv.get(), DType::BF16);
+  // Gate inputs b(a x) (low rank) or b x; the forget gate in fp32, as the GDN gates.
+  auto gate_input = [&](const DeviceLinear& a, const DeviceLinear& b, void* out, DType t) {
+    if (!a.w) return gemm(s.xp(), T, D, b, out, t);
+    gemm(s.xp(), T, D, a, s.lowr.get(), DType::BF16);
+    gemm(s.lowr.as<bf16>(), T, dk, b, out, t);
+  };
+  gate_input(K.f_a, K.f_b, s.g.get(), DType::F32);
+  gemm(s.xp(), T, D, K.b, s.beta.get(), DType::F32);
+  cuda::kda_gates(s.g.as<float>(), s.beta.as<float>(), T, H, dk, K.A_log, K.dt_bias, cfg_.kda_gate_lower_bound, stream_);
+  gate_input(K.g_a, K.g_b, s.z.get(), DType::BF16);
+}
+
+// KDA's output: per head RMSNorm (weight [dk]) times sigmoid of the output gate, then o_proj.
+void CudaModel::kda_output(int layer, CudaActivations& s) {
+  const DeviceKda& K = w_.layers[layer].kda;
+  const int64_t T = s.T, H = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, W = H * dk;
+  bf16* o = s.o.as<bf16>();
+  cuda::rmsnorm(o, o, T * H, dk, K.o_norm, cfg_.rms_norm_eps, false, stream_);
+  cuda::sigmoid_mul(o, W, s.z.as<bf16>(), W, T, W, stream_);
+  gemm(o, T, W, K.out, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
 namespace {
@@ -302,8 +440,9 @@ T* at(const DeviceBuffer& b, size_t offset) {
 }
 }  // namespace
 
-void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector<IsolatedBlock>& blocks) {
-  if (blocks.empty()) return;
+bool CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector<IsolatedBlock>& blocks) {
+  if (cfg_.linear_kind != LinearKind::GatedDeltaNet) return false;
+  if (blocks.empty()) return true;
   const DeviceGdn& G = w_.layers[layer].lin;
   const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
   const int64_t C = cfg_.lin_conv_dim(), vd = cfg_.lin_value_dim(), kd = cfg_.lin_key_dim();
@@ -354,11 +493,13 @@ void CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector
   cuda::gdn_chunked_prefill_with_bodies(all, q, k, v, g, beta, cu_dev, longest, at<int32_t>(args, o_lead),
                                         states.as<float>(), s.o.as<bf16>() + r0 * vd, nullptr, ops.as<float>(),
                                         ws.get(), cs, to);
+  return true;
 }
 
 bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState& st,
                              const std::vector<ChainStep>& steps, bool naive) {
   using K = ChainStep::Kind;
+  if (cfg_.linear_kind != LinearKind::GatedDeltaNet) return false;  // packed kernels for the delta rule only
   // Which steps are batched: every Rows step follows a Compose (or opens the chain).
   int64_t m = 0, composes = 0;
   K prev = K::Save;  // the last Rows / Compose seen; Save: none yet
@@ -447,6 +588,8 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
 }
 
 void CudaModel::linear_output(int layer, CudaActivations& s) {
+  if (cfg_.linear_kind == LinearKind::Lightning) return lightning_output(layer, s);
+  if (cfg_.linear_kind == LinearKind::Kda) return kda_output(layer, s);
   const DeviceGdn& G = w_.layers[layer].lin;
   const int64_t T = s.T, Hv = cfg_.lin_v_heads, dv = cfg_.lin_v_dim, vd = cfg_.lin_value_dim();
   bf16* o = s.o.as<bf16>();
@@ -455,6 +598,7 @@ void CudaModel::linear_output(int layer, CudaActivations& s) {
 }
 
 void CudaModel::attention_project(int layer, CudaActivations& s) {
+  if (cfg_.mla) return mla_project(layer, s);
   const int64_t T = s.T;
   const DeviceAttention& A = w_.layers[layer].attn;
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, D = cfg_.hidden_size;
@@ -472,10 +616,52 @@ void CudaModel::attention_project(int layer, CudaActivations& s) {
   bf16 *kn = s.kn.as<bf16>(), *vn = s.vn.as<bf16>();
   gemm(s.xp(), T, D, A.k, kn, DType::BF16);
   gemm(s.xp(), T, D, A.v, vn, DType::BF16);
-  cuda::rmsnorm(q, q, T * H, hd, A.q_norm, cfg_.rms_norm_eps, true, cs);
-  cuda::rmsnorm(kn, kn, T * Hkv, hd, A.k_norm, cfg_.rms_norm_eps, true, cs);
-  cuda::rope_apply(q, T, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
-  cuda::rope_apply(kn, T, Hkv, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+  if (A.q_norm) {  // MiniMax has no q/k norm
+    cuda::rmsnorm(q, q, T * H, hd, A.q_norm, cfg_.rms_norm_eps, cfg_.zero_centred_norms, cs);
+    cuda::rmsnorm(kn, kn, T * Hkv, hd, A.k_norm, cfg_.rms_norm_eps, cfg_.zero_centred_norms, cs);
+  }
+  if (cfg_.rotary_dim > 0) {
+    cuda::rope_apply(q, T, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+    cuda::rope_apply(kn, T, Hkv, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+  }
+}
+
+// MLA (Kimi: no RoPE; Ring-2.5: RoPE on the rope part), rows as the CPU backend lays them out: queries
+// [q_rope | q_nope] and keys [k_rope | k_nope_h] per head, the rope part de-interleaved to halves where it
+// is rotated, values [v_h | 0] padded to the key head dim.
+void CudaModel::mla_project(int layer, CudaActivations& s) {
+  const DeviceAttention& A = w_.layers[layer].attn;
+  const DeviceMla& M = w_.layers[layer].mla;
+  const int64_t T = s.T, D = cfg_.hidden_size, H = cfg_.num_heads, hd = cfg_.head_dim, R = cfg_.kv_lora_rank;
+  const int64_t nope = cfg_.qk_nope_dim, rope = cfg_.qk_rope_dim, dv = cfg_.v_head_dim, rot = cfg_.rotary_dim;
+  cudaStream_t cs = stream_;
+  const bool deint = rot > 0;  // without RoPE (Kimi, whose rope dim may be odd) kept in order
+  gemm(s.xp(), T, D, A.q, s.qg.get(), DType::BF16);
+  bf16* q = s.aq.as<bf16>();
+  cuda::mla_queries(s.qg.as<bf16>(), T, H, nope, rope, deint, q, cs);
+  bf16 *lat = s.lat.as<bf16>(), *c = s.latc.as<bf16>();
+  gemm(s.xp(), T, D, M.kv_a, lat, DType::BF16);
+  HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(c, sizeof(bf16) * R, lat, sizeof(bf16) * (R + rope), sizeof(bf16) * R, T,
+                                     cudaMemcpyDeviceToDevice, cs));
+  // kv_a_layernorm is built with the RMSNorm's default eps (1e-6), not rms_norm_eps.
+  cuda::rmsnorm(c, c, T, R, M.kv_norm, 1e-6f, false, cs);
+  gemm(c, T, R, M.kv_b, s.kvb.get(), DType::BF16);
+  bf16 *kn = s.kn.as<bf16>(), *vn = s.vn.as<bf16>();
+  cuda::mla_keys_values(lat, R + rope, R, s.kvb.as<bf16>(), T, H, nope, rope, dv, deint, kn, vn, cs);
+  if (rot > 0) {
+    cuda::rope_apply(q, T, H, hd, rot, s.posp(), cfg_.rope_theta, cs);
+    cuda::rope_apply(kn, T, H, hd, rot, s.posp(), cfg_.rope_theta, cs);
+  }
+  if (cfg_.mla_head_gate) gemm(s.xp(), T, D, M.head_gate, s.hgate.get(), DType::F32);
+}
+
+const bf16* CudaModel::queries(const CudaActivations& s) const {
+  return (cfg_.attn_output_gate || cfg_.mla ? s.aq : s.qg).as<bf16>();
+}
+
+bool CudaModel::qwen_layers() const {
+  return cfg_.linear_kind == LinearKind::GatedDeltaNet && !cfg_.mla && !cfg_.residual_from_norm &&
+         cfg_.router == RouterKind::SoftmaxTopK && cfg_.attn_qk_norm && cfg_.zero_centred_norms;
 }
 
 void CudaModel::attention_core(int layer, CudaActivations& s, int64_t row0, int64_t n, CudaAttentionLayerState& kv) {
@@ -483,7 +669,7 @@ void CudaModel::attention_core(int layer, CudaActivations& s, int64_t row0, int6
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, row = Hkv * hd;
   cudaStream_t cs = stream_;
   kv.append(s.kn.as<bf16>() + row0 * row, s.vn.as<bf16>() + row0 * row, s.posp() + row0, n, row, cs);
-  const bf16* q = (cfg_.attn_output_gate ? s.aq.as<bf16>() : s.qg.as<bf16>()) + row0 * H * hd;
+  const bf16* q = queries(s) + row0 * H * hd;
   bf16* att = s.att.as<bf16>() + row0 * H * hd;
   const int64_t* qpos = s.posp() + row0;
   const cuda::AttentionShape shape{n, kv.rows, H, Hkv, hd};
@@ -501,7 +687,7 @@ void CudaModel::attention_isolated(int layer, CudaActivations& s, const std::vec
   if (items.empty()) return;
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, row = Hkv * hd;
   cudaStream_t cs = stream_;
-  const bf16* q0 = cfg_.attn_output_gate ? s.aq.as<bf16>() : s.qg.as<bf16>();
+  const bf16* q0 = queries(s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<const void*> src_k, src_v;
   std::vector<void*> dst_k, dst_v;
@@ -548,7 +734,7 @@ void CudaModel::append_kv_ranges(CudaAttentionLayerState& kv, const std::vector<
     items.push_back({r.k, r.v, r.pos0, row, r.n, r.rotate});
     row += r.n;
     tables.resize(tables.size() + 2 * half);
-    if (r.rotate) cuda::rope_shift_table(cfg_.rotary_dim, r.rotate, cfg_.rope_theta, tables.data() + tables.size() - 2 * half,
+    if (r.rotate && cfg_.rotary_dim > 0) cuda::rope_shift_table(cfg_.rotary_dim, r.rotate, cfg_.rope_theta, tables.data() + tables.size() - 2 * half,
                                          tables.data() + tables.size() - half);
   }
   if (items.empty()) return;
@@ -565,9 +751,21 @@ void CudaModel::append_kv_ranges(CudaAttentionLayerState& kv, const std::vector<
 
 void CudaModel::attention_output(int layer, CudaActivations& s) {
   const int64_t T = s.T, H = cfg_.num_heads, hd = cfg_.head_dim;
+  cudaStream_t cs = stream_;
   bf16* att = s.att.as<bf16>();
-  if (cfg_.attn_output_gate) cuda::sigmoid_mul(att, hd, s.qg.as<bf16>() + hd, 2 * hd, T * H, hd, stream_);
-  gemm(att, T, H * hd, w_.layers[layer].attn.o, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
+  if (cfg_.attn_output_gate) cuda::sigmoid_mul(att, hd, s.qg.as<bf16>() + hd, 2 * hd, T * H, hd, cs);
+  if (cfg_.mla_head_gate) cuda::head_sigmoid_scale(att, s.hgate.as<float>(), T * H, hd, cs);
+  if (cfg_.residual_from_norm) cuda::scale_bf16(att, cfg_.full_beta, T * H * hd, cs);
+  const bf16* in = att;
+  int64_t width = H * hd;
+  if (cfg_.mla && cfg_.v_head_dim < hd) {  // drop the values' padding: rows [H, dv] for o_proj (qg is free now)
+    const int64_t dv = cfg_.v_head_dim;
+    HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(s.qg.get(), sizeof(bf16) * dv, att, sizeof(bf16) * hd, sizeof(bf16) * dv, T * H,
+                                       cudaMemcpyDeviceToDevice, cs));
+    in = s.qg.as<bf16>();
+    width = H * dv;
+  }
+  gemm(in, T, width, w_.layers[layer].attn.o, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
 void CudaModel::ffn(int layer, CudaActivations& s) {
@@ -586,7 +784,14 @@ void CudaModel::ffn(int layer, CudaActivations& s) {
   const DeviceMoe& M = L.moe_w;
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size;
   gemm(s.xp(), T, D, M.router, s.router.get(), DType::F32);
-  cuda::moe_route(s.router.as<float>(), T, E, K, cfg_.norm_topk_prob, s.sel.as<int32_t>(), s.wts.as<float>(), cs);
+  if (cfg_.router == RouterKind::SigmoidGroupTopK) {
+    const bool renorm = cfg_.norm_topk_prob && (K > 1 || cfg_.router_mask_inf);
+    cuda::moe_route_sigmoid_group(s.router.as<float>(), M.expert_bias, T, E, K, cfg_.n_group, cfg_.topk_group,
+                                  cfg_.router_mask_inf, renorm, cfg_.routed_scaling_factor, s.sel.as<int32_t>(),
+                                  s.wts.as<float>(), cs);
+  } else {
+    cuda::moe_route(s.router.as<float>(), T, E, K, cfg_.norm_topk_prob, s.sel.as<int32_t>(), s.wts.as<float>(), cs);
+  }
   if (active_profile_) active_profile_->mark("ffn_router", cs);
   bf16* y = s.y.as<bf16>();
   if (small_moe(T)) {
@@ -609,6 +814,8 @@ void CudaModel::ffn(int layer, CudaActivations& s) {
     moe_grouped(layer, s, y);
   }
   if (active_profile_) active_profile_->mark("ffn_experts", cs);
+  const float beta = cfg_.residual_from_norm ? cfg_.mlp_beta : 1.0f;  // MiniMax's factor on the MoE output
+  cuda::scale_bf16(y, beta, T * D, cs);
   if (!M.has_shared) {
     cuda::residual_add(s.hp(), y, nullptr, nullptr, T, D, cs);
     return;
@@ -618,8 +825,13 @@ void CudaModel::ffn(int layer, CudaActivations& s) {
   gemm(s.xp(), T, D, M.shared.gate_up, sgu, DType::BF16);
   cuda::swiglu(sgu, 2 * Is, sgu + Is, 2 * Is, sgu, 2 * Is, T, Is, cs);
   gemm(sgu, T, 2 * Is, M.shared.down, s.sh.get(), DType::BF16);
-  gemm(s.xp(), T, D, M.shared_gate, s.sg.get(), DType::F32);
-  cuda::residual_add(s.hp(), y, s.sh.as<bf16>(), s.sg.as<float>(), T, D, cs);
+  cuda::scale_bf16(s.sh.as<bf16>(), beta, T * D, cs);
+  const float* gate = nullptr;  // Ring and Kimi add the shared expert ungated
+  if (M.shared_gate.w) {
+    gemm(s.xp(), T, D, M.shared_gate, s.sg.get(), DType::F32);
+    gate = s.sg.as<float>();
+  }
+  cuda::residual_add(s.hp(), y, s.sh.as<bf16>(), gate, T, D, cs);
 }
 
 void CudaModel::moe_grouped(int layer, CudaActivations& s, bf16* y) {
@@ -638,7 +850,7 @@ void CudaModel::moe_grouped(int layer, CudaActivations& s, bf16* y) {
 }
 
 std::vector<float> CudaModel::decode_step(int id, CudaSequenceState& st) {
-  if (!graphs_on_) return {};
+  if (!graphs_on_ || !qwen_layers()) return {};  // the other families take the launched step
   const int64_t V = cfg_.vocab_size, row = cfg_.num_kv_heads * cfg_.head_dim;
   if (id < 0 || id >= V)
     throw InvalidArgument("token id " + std::to_string(id) + " at index 0 is outside the vocabulary [0, " +

@@ -1,4 +1,5 @@
-// The Qwen3-Next / Qwen3.5 hybrid decoder's layers on one CUDA device: the same steps as the CPU backend
+// The hybrid decoders' layers on one CUDA device (Qwen3-Next / Qwen3.5, Ring-linear, MiniMax, Kimi-Linear,
+// Ring-2.5): the same steps as the CPU backend
 // (runtime/cpu_backend.h) with bf16 weights and activations, fp32 accumulation, an fp32 residual
 // stream, fp32 recurrent states and a bf16 KV cache (kernels/cuda).
 //
@@ -49,6 +50,9 @@ class CudaModel {
   // buffers move (a KV cache that outgrew its capacity); the graphs of the last few sequences are kept.
   // Results equal the launched path's up to the order of the attention sums.
   void set_decode_graphs(bool on);
+  // Qwen3-Next / Qwen3.5 layers: the families the captured decode step and the batched decode know (the
+  // others take the launched step, a lane per sequence).
+  bool qwen_layers() const;
   bool decode_graphs() const { return graphs_on_; }
   // How many times the decode graph was captured (a capture that fails turns graphs off, logged once).
   int64_t decode_graph_captures() const { return graph_captures_; }
@@ -84,20 +88,21 @@ class CudaModel {
   //     [row0_i, row0_i + seam_i + n_i), each from a zero state): one conv per block, then ONE packed
   //     (variable-length) chunked call over all blocks for the outputs and the states after the blocks
   //     that also walks every body (the rows after the seam) for its T and S(body | 0), sharing the
-  //     forward's chunk preparation. Writes each block's T, body, full state and conv tail.
+  //     forward's chunk preparation. Writes each block's T, body, full state and conv tail. Returns false
+  //     (nothing done) for lightning and KDA layers: the engine then runs the blocks one by one.
   struct IsolatedBlock {
     int64_t row0, seam, n;
     float *T, *body, *full;
     cuda::bf16* conv_tail;
   };
-  void linear_isolated(int layer, CudaActivations& a, const std::vector<IsolatedBlock>& blocks);
+  bool linear_isolated(int layer, CudaActivations& a, const std::vector<IsolatedBlock>& blocks);
   //   linear_chain: a lane's linear layer as ordered steps (Backend::ChainStep): Rows, Compose (a cached
   //     body), Save. Every Rows step becomes one packed sequence: one varlen conv (each from the conv tail
   //     before it), one chunked call from zero for each sequence's (T, S(rows | 0)), ONE launch carrying the
   //     state through the chain's affine maps S <- T S + B (recording each sequence's start state), and one
   //     chunked call from those start states for the outputs. ~8 launches per layer however many blocks
   //     the lane composes. Returns false (nothing done) for a chain it does not batch: two Rows steps with
-  //     no Compose between them, or a plain run of rows.
+  //     no Compose between them, a plain run of rows, or a lightning / KDA layer.
   struct ChainStep {
     enum class Kind { Rows, Compose, Save, Load } kind;
     int64_t row0, n;
@@ -161,6 +166,16 @@ class CudaModel {
 
  private:
   CudaModel(ModelConfig cfg, std::string fingerprint);
+  // The steps of the other families' layers (same contracts as the public steps they serve).
+  void lightning_project(int layer, CudaActivations& a);
+  void lightning_recur(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaLinearLayerState& st,
+                       float* transfer);
+  void lightning_output(int layer, CudaActivations& a);
+  void kda_project(int layer, CudaActivations& a);
+  void kda_output(int layer, CudaActivations& a);
+  void mla_project(int layer, CudaActivations& a);
+  // Where attention_project leaves the queries ([T, H, hd] rows).
+  const cuda::bf16* queries(const CudaActivations& a) const;
   // y = x W^T into a bf16 or fp32 buffer (rows of x `ldx` apart).
   void gemm(const cuda::bf16* x, int64_t T, int64_t ldx, const DeviceLinear& w, void* y, DType yt,
             bool accumulate = false);

@@ -44,7 +44,38 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& cfg, bool tie_lm_head) 
     L.moe = cfg.layer_is_moe[i];
     L.input_norm = d.alloc_f32(D);
     L.post_norm = d.alloc_f32(D);
-    if (L.kind == LayerKind::LinearAttention) {
+    if (L.kind == LayerKind::LinearAttention && cfg.linear_kind == LinearKind::Lightning) {
+      const int64_t H = cfg.lin_v_heads, hd = cfg.lin_k_dim, W = H * hd;
+      DeviceLightning& g = L.lightning;
+      g.qkv = d.alloc_linear(3 * W, D);
+      g.gate = d.alloc_linear(W, D);
+      g.out = d.alloc_linear(D, W);
+      if (cfg.lightning_style == LightningStyle::Ring) {
+        g.q_norm = d.alloc_f32(hd);
+        g.k_norm = d.alloc_f32(hd);
+      }
+      g.g_norm = d.alloc_f32(W);
+      g.log_decay = d.alloc_f32(H);
+    } else if (L.kind == LayerKind::LinearAttention && cfg.linear_kind == LinearKind::Kda) {
+      const int64_t H = cfg.lin_v_heads, dk = cfg.lin_k_dim, W = H * dk;
+      DeviceKda& g = L.kda;
+      g.qkv = d.alloc_linear(3 * W, D);
+      if (cfg.kda_low_rank_gates) {
+        g.f_a = d.alloc_linear(dk, D);
+        g.f_b = d.alloc_linear(W, dk);
+        g.g_a = d.alloc_linear(dk, D);
+        g.g_b = d.alloc_linear(W, dk);
+      } else {
+        g.f_b = d.alloc_linear(W, D);
+        g.g_b = d.alloc_linear(W, D);
+      }
+      g.b = d.alloc_linear(H, D);
+      g.out = d.alloc_linear(D, W);
+      g.conv_w = d.alloc_bf16(static_cast<size_t>(3 * W * cfg.conv_kernel));
+      g.A_log = d.alloc_f32(H);
+      g.dt_bias = d.alloc_f32(W);
+      g.o_norm = d.alloc_f32(dk);
+    } else if (L.kind == LayerKind::LinearAttention) {
       const int64_t Hv = cfg.lin_v_heads, vd = cfg.lin_value_dim(), C = cfg.lin_conv_dim();
       L.lin.qkv = d.alloc_linear(C, D);
       L.lin.z = d.alloc_linear(vd, D);
@@ -54,19 +85,30 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& cfg, bool tie_lm_head) 
       L.lin.A_log = d.alloc_f32(Hv);
       L.lin.dt_bias = d.alloc_f32(Hv);
       L.lin.norm_w = d.alloc_f32(cfg.lin_v_dim);
+    } else if (cfg.mla) {
+      const int64_t H = cfg.num_heads, R = cfg.kv_lora_rank;
+      L.attn.q = d.alloc_linear(H * cfg.head_dim, D);
+      L.attn.o = d.alloc_linear(D, H * cfg.v_head_dim);
+      L.mla.kv_a = d.alloc_linear(R + cfg.qk_rope_dim, D);
+      L.mla.kv_norm = d.alloc_f32(R);
+      L.mla.kv_b = d.alloc_linear(H * (cfg.qk_nope_dim + cfg.v_head_dim), R);
+      if (cfg.mla_head_gate) L.mla.head_gate = d.alloc_linear(H, D);
     } else {
       const int64_t qd = cfg.num_heads * cfg.head_dim, kvd = cfg.num_kv_heads * cfg.head_dim;
       L.attn.q = d.alloc_linear(qd * (cfg.attn_output_gate ? 2 : 1), D);
       L.attn.k = d.alloc_linear(kvd, D);
       L.attn.v = d.alloc_linear(kvd, D);
       L.attn.o = d.alloc_linear(D, qd);
-      L.attn.q_norm = d.alloc_f32(cfg.head_dim);
-      L.attn.k_norm = d.alloc_f32(cfg.head_dim);
+      if (cfg.attn_qk_norm) {
+        L.attn.q_norm = d.alloc_f32(cfg.head_dim);
+        L.attn.k_norm = d.alloc_f32(cfg.head_dim);
+      }
     }
     if (L.moe) {
       const int64_t E = cfg.num_experts, I = cfg.moe_intermediate_size, Is = cfg.shared_expert_intermediate_size;
       DeviceMoe& m = L.moe_w;
       m.router = d.alloc_linear(E, D);
+      if (cfg.router == RouterKind::SigmoidGroupTopK) m.expert_bias = d.alloc_f32(E);
       m.gate_up = d.alloc_bf16(static_cast<size_t>(E * 2 * I * D));
       m.down = d.alloc_bf16(static_cast<size_t>(E * D * I));
       for (int64_t e = 0; e < E; ++e) {
@@ -76,7 +118,7 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& cfg, bool tie_lm_head) 
       if (Is > 0) {
         m.has_shared = true;
         m.shared = {d.alloc_linear(2 * Is, D), d.alloc_linear(D, Is)};
-        m.shared_gate = d.alloc_linear(1, D);
+        if (cfg.shared_expert_gate) m.shared_gate = d.alloc_linear(1, D);
       }
     } else {
       L.mlp = {d.alloc_linear(2 * cfg.intermediate_size, D), d.alloc_linear(D, cfg.intermediate_size)};
@@ -150,7 +192,37 @@ DeviceWeights DeviceWeights::upload(const ModelConfig& cfg, const ModelWeights& 
     DeviceLayer& L = d.layers[i];
     u.vec(s.input_norm, L.input_norm);
     u.vec(s.post_norm, L.post_norm);
-    if (L.kind == LayerKind::LinearAttention) {
+    if (L.kind == LayerKind::LinearAttention && cfg.linear_kind == LinearKind::Lightning) {
+      const LightningWeights& g = s.lightning;
+      u.linear(g.qkv, L.lightning.qkv.w);
+      u.linear(g.gate, L.lightning.gate.w);
+      u.linear(g.out, L.lightning.out.w);
+      if (L.lightning.q_norm) {
+        u.vec(g.q_norm, L.lightning.q_norm);
+        u.vec(g.k_norm, L.lightning.k_norm);
+      }
+      u.vec(g.g_norm, L.lightning.g_norm);
+      u.vec(g.log_decay, L.lightning.log_decay);
+    } else if (L.kind == LayerKind::LinearAttention && cfg.linear_kind == LinearKind::Kda) {
+      const KdaWeights& g = s.kda;
+      DeviceKda& k = L.kda;
+      const int64_t W = g.q.out * g.q.in;
+      u.linear(g.q, k.qkv.w);
+      u.linear(g.k, k.qkv.w + W);
+      u.linear(g.v, k.qkv.w + 2 * W);
+      if (k.f_a.w) {
+        u.linear(g.f_a, k.f_a.w);
+        u.linear(g.g_a, k.g_a.w);
+      }
+      u.linear(g.f_b, k.f_b.w);
+      u.linear(g.g_b, k.g_b.w);
+      u.linear(g.b, k.b.w);
+      u.linear(g.out, k.out.w);
+      u.vec_bf16(g.conv_w, k.conv_w);
+      u.vec(g.A_log, k.A_log);
+      u.vec(g.dt_bias, k.dt_bias);
+      u.vec(g.o_norm, k.o_norm);
+    } else if (L.kind == LayerKind::LinearAttention) {
       u.linear(s.lin.in_qkv, L.lin.qkv.w);
       u.linear(s.lin.in_z, L.lin.z.w);
       u.linear(s.lin.in_b, L.lin.ba.w);
@@ -160,17 +232,27 @@ DeviceWeights DeviceWeights::upload(const ModelConfig& cfg, const ModelWeights& 
       u.vec(s.lin.A_log, L.lin.A_log);
       u.vec(s.lin.dt_bias, L.lin.dt_bias);
       u.vec(s.lin.norm_w, L.lin.norm_w);
+    } else if (cfg.mla) {
+      u.linear(s.attn.q, L.attn.q.w);
+      u.linear(s.attn.o, L.attn.o.w);
+      u.linear(s.mla.kv_a, L.mla.kv_a.w);
+      u.vec(s.mla.kv_norm, L.mla.kv_norm);
+      u.linear(s.mla.kv_b, L.mla.kv_b.w);
+      if (L.mla.head_gate.w) u.linear(s.mla.head_gate, L.mla.head_gate.w);
     } else {
       u.linear(s.attn.q, L.attn.q.w);
       u.linear(s.attn.k, L.attn.k.w);
       u.linear(s.attn.v, L.attn.v.w);
       u.linear(s.attn.o, L.attn.o.w);
-      u.vec(s.attn.q_norm, L.attn.q_norm);
-      u.vec(s.attn.k_norm, L.attn.k_norm);
+      if (L.attn.q_norm) {
+        u.vec(s.attn.q_norm, L.attn.q_norm);
+        u.vec(s.attn.k_norm, L.attn.k_norm);
+      }
     }
     if (L.moe) {
       const MoeWeights& m = s.moe_w;
       u.linear(m.router, L.moe_w.router.w);
+      if (L.moe_w.expert_bias) u.vec(m.expert_bias, L.moe_w.expert_bias);
       const int64_t D = cfg.hidden_size, I = cfg.moe_intermediate_size;
       for (size_t e = 0; e < m.experts.size(); ++e) {
         u.gate_up(m.experts[e], L.moe_w.gate_up + e * 2 * I * D);
@@ -179,7 +261,7 @@ DeviceWeights DeviceWeights::upload(const ModelConfig& cfg, const ModelWeights& 
       if (m.has_shared) {
         u.gate_up(m.shared, L.moe_w.shared.gate_up.w);
         u.linear(m.shared.down, L.moe_w.shared.down.w);
-        u.linear(m.shared_gate, L.moe_w.shared_gate.w);
+        if (L.moe_w.shared_gate.w) u.linear(m.shared_gate, L.moe_w.shared_gate.w);
       }
     } else {
       u.gate_up(s.mlp, L.mlp.gate_up.w);
@@ -227,13 +309,45 @@ DeviceWeights DeviceWeights::random(const ModelConfig& cfg, uint64_t seed, cudaS
   const float resid = 1.0f / std::sqrt(2.0f * static_cast<float>(cfg.num_layers));
   f.matrix(d.embed.w, d.embed.numel(), 3);  // fan-in 3: entries U(-1, 1), an O(1) hidden state
   if (d.lm_head.w != d.embed.w) f.matrix(d.lm_head);
-  f.constant(d.final_norm, D, 0.0f);
+  const float unit = cfg.zero_centred_norms ? 0.0f : 1.0f;  // a norm weight of scale 1
+  f.constant(d.final_norm, D, unit);
   std::mt19937_64 rng(seed);
   for (int64_t i = 0; i < cfg.num_layers; ++i) {
     DeviceLayer& L = d.layers[i];
-    f.constant(L.input_norm, D, 0.0f);
-    f.constant(L.post_norm, D, 0.0f);
-    if (L.kind == LayerKind::LinearAttention) {
+    f.constant(L.input_norm, D, unit);
+    f.constant(L.post_norm, D, unit);
+    if (L.kind == LayerKind::LinearAttention && cfg.linear_kind == LinearKind::Lightning) {
+      DeviceLightning& g = L.lightning;
+      f.matrix(g.qkv);
+      f.matrix(g.gate);
+      f.matrix(g.out, resid);
+      if (g.q_norm) {
+        f.constant(g.q_norm, cfg.lin_k_dim, 1.0f);
+        f.constant(g.k_norm, cfg.lin_k_dim, 1.0f);
+      }
+      f.constant(g.g_norm, cfg.lin_v_heads * cfg.lin_k_dim, 1.0f);
+      f.host(g.log_decay, cfg.lightning_log_decay(i));  // the decay is the config's, not a weight
+    } else if (L.kind == LayerKind::LinearAttention && cfg.linear_kind == LinearKind::Kda) {
+      DeviceKda& g = L.kda;
+      const int64_t H = cfg.lin_v_heads, W = H * cfg.lin_k_dim;
+      f.matrix(g.qkv);
+      if (g.f_a.w) {
+        f.matrix(g.f_a);
+        f.matrix(g.g_a);
+      }
+      f.matrix(g.f_b);
+      f.matrix(g.g_b);
+      f.matrix(g.b);
+      f.matrix(g.out, resid);
+      f.matrix(g.conv_w, static_cast<size_t>(3 * W * cfg.conv_kernel), cfg.conv_kernel);
+      // A ~ U[1, 16] as for Gated DeltaNet; dt_bias 0 (the gate's offset comes from f).
+      std::uniform_real_distribution<float> a(1.0f, 16.0f);
+      std::vector<float> A_log(H);
+      for (auto& x : A_log) x = std::log(a(rng));
+      f.host(g.A_log, A_log);
+      f.constant(g.dt_bias, W, 0.0f);
+      f.constant(g.o_norm, cfg.lin_k_dim, 1.0f);
+    } else if (L.kind == LayerKind::LinearAttention) {
       f.matrix(L.lin.qkv);
       f.matrix(L.lin.z);
       f.matrix(L.lin.ba);
@@ -250,24 +364,34 @@ DeviceWeights DeviceWeights::random(const ModelConfig& cfg, uint64_t seed, cudaS
       f.host(L.lin.A_log, A_log);
       f.host(L.lin.dt_bias, dt_bias);
       f.constant(L.lin.norm_w, cfg.lin_v_dim, 1.0f);
+    } else if (cfg.mla) {
+      f.matrix(L.attn.q);
+      f.matrix(L.attn.o, resid);
+      f.matrix(L.mla.kv_a);
+      f.constant(L.mla.kv_norm, cfg.kv_lora_rank, 1.0f);
+      f.matrix(L.mla.kv_b);
+      if (L.mla.head_gate.w) f.matrix(L.mla.head_gate);
     } else {
       f.matrix(L.attn.q);
       f.matrix(L.attn.k);
       f.matrix(L.attn.v);
       f.matrix(L.attn.o, resid);
-      f.constant(L.attn.q_norm, cfg.head_dim, 0.0f);
-      f.constant(L.attn.k_norm, cfg.head_dim, 0.0f);
+      if (L.attn.q_norm) {
+        f.constant(L.attn.q_norm, cfg.head_dim, unit);
+        f.constant(L.attn.k_norm, cfg.head_dim, unit);
+      }
     }
     if (L.moe) {
       const int64_t E = cfg.num_experts, I = cfg.moe_intermediate_size;
       DeviceMoe& m = L.moe_w;
       f.matrix(m.router);
+      if (m.expert_bias) f.constant(m.expert_bias, E, 0.0f);
       f.matrix(m.gate_up, static_cast<size_t>(E * 2 * I * D), D);
       f.matrix(m.down, static_cast<size_t>(E * D * I), I, resid);
       if (m.has_shared) {
         f.matrix(m.shared.gate_up);
         f.matrix(m.shared.down, resid);
-        f.matrix(m.shared_gate);
+        if (m.shared_gate.w) f.matrix(m.shared_gate);
       }
     } else {
       f.matrix(L.mlp.gate_up);

@@ -2,6 +2,7 @@
 // arranged for the CUDA forward pass:
 //   GDN: in_qkv [conv_dim, D], in_z [value_dim, D], in_ba [2*Hv, D] (b rows, then a rows: one fp32 GEMM);
 //   attention: q [H*hd*(gate ? 2 : 1), D] as stored (per head: query, then gate), k, v, o;
+//   lightning, KDA and MLA layers: see their structs;
 //   dense MLP and shared expert: gate_up [2I, D] (gate rows first, one GEMM), down [D, I];
 //   MoE experts: one [E, 2I, D] gate_up block and one [E, D, I] down block, with host arrays of per-expert
 //   pointers for the grouped GEMM.
@@ -34,10 +35,37 @@ struct DeviceGdn {
   float* norm_w = nullptr;       // [dv]
 };
 
+// Lightning attention (Ring, MiniMax): qkv [3 * H * hd, D] rows q | k | v, gate [H * hd, D], out [D, H * hd].
+struct DeviceLightning {
+  DeviceLinear qkv, gate, out;
+  float* q_norm = nullptr;     // [hd] (Ring; null for MiniMax)
+  float* k_norm = nullptr;     // [hd]
+  float* g_norm = nullptr;     // [H * hd]
+  float* log_decay = nullptr;  // [H] log(lambda_h) of this layer
+};
+
+// Kimi Delta Attention: qkv [3 * H * dk, D] (the three projections stacked: the conv's channels q | k | v);
+// the forget and output gates low rank (f_a [dk, D], f_b [H * dk, dk]) or full rank (f_a empty, f_b
+// [H * dk, D]); b [H, D]; out [D, H * dk].
+struct DeviceKda {
+  DeviceLinear qkv, f_a, f_b, b, g_a, g_b, out;
+  cuda::bf16* conv_w = nullptr;  // [3 * H * dk, K]
+  float* A_log = nullptr;        // [H]
+  float* dt_bias = nullptr;      // [H * dk]
+  float* o_norm = nullptr;       // [dk]
+};
+
 struct DeviceAttention {
   DeviceLinear q, k, v, o;
-  float* q_norm = nullptr;  // [hd]
+  float* q_norm = nullptr;  // [hd] (null: no q/k norm, MiniMax)
   float* k_norm = nullptr;  // [hd]
+};
+
+// Multi-head latent attention (Kimi, Ring-2.5), next to DeviceAttention's q [H * (nope + rope), D] and o
+// [D, H * dv]: kv_a [R + rope, D], kv_norm [R], kv_b [H * (nope + dv), R], head_gate [H, D] (Ring-2.5).
+struct DeviceMla {
+  DeviceLinear kv_a, kv_b, head_gate;
+  float* kv_norm = nullptr;
 };
 
 struct DeviceMlp {
@@ -47,6 +75,7 @@ struct DeviceMlp {
 
 struct DeviceMoe {
   DeviceLinear router;                    // [E, D]
+  float* expert_bias = nullptr;           // [E] (sigmoid group-limited routers)
   cuda::bf16* gate_up = nullptr;          // [E, 2I, D]
   cuda::bf16* down = nullptr;             // [E, D, I]
   std::vector<const cuda::bf16*> gate_up_ptrs, down_ptrs;  // host arrays: expert e's matrix
@@ -61,7 +90,10 @@ struct DeviceLayer {
   float* input_norm = nullptr;  // [D]
   float* post_norm = nullptr;   // [D]
   DeviceGdn lin;
+  DeviceLightning lightning;
+  DeviceKda kda;
   DeviceAttention attn;
+  DeviceMla mla;
   DeviceMlp mlp;
   DeviceMoe moe_w;
 };

@@ -95,12 +95,28 @@ Counts count(const ModelConfig& c) {
   const double H = c.num_heads, Hkv = c.num_kv_heads, hd = c.head_dim, chunk = 64;
   double nonexpert = 0, expert_active = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (c.layer_kinds[l] == LayerKind::LinearAttention) {
+    const double W = Hv * dk;  // lightning / KDA: one width for q, k, v and the output
+    if (c.layer_kinds[l] == LayerKind::LinearAttention && c.linear_kind == LinearKind::Lightning) {
+      nonexpert += D * 4 * W + W * D;  // q | k | v, the gate, the output
+      n.state_bytes += 4 * Hv * dk * dv;
+      // Per token and head: Q S0 and K^T V (2 dk dv), in-chunk QK^T (C dk) and P V (C dv).
+      n.gdn_flops_per_token += 2 * Hv * (2 * dk * dv + chunk * dk + chunk * dv);
+    } else if (c.layer_kinds[l] == LayerKind::LinearAttention && c.linear_kind == LinearKind::Kda) {
+      const double gates = c.kda_low_rank_gates ? 2 * (D * dk + dk * W) : 2 * D * W;
+      nonexpert += D * 3 * W + gates + D * Hv + W * D;
+      n.state_bytes += 4 * Hv * dk * dv + 2 * (c.conv_kernel - 1) * 3 * W;
+      n.gdn_flops_per_token += 2 * Hv * (3 * dk * dv + 3 * chunk * dk + 2 * chunk * dv);  // as the delta rule
+    } else if (c.layer_kinds[l] == LayerKind::LinearAttention) {
       nonexpert += D * (2 * Hk * dk + 2 * Hv * dv + 2 * Hv) + Hv * dv * D;
       n.state_bytes += 4 * Hv * dk * dv + 2 * (c.conv_kernel - 1) * (2 * Hk * dk + Hv * dv);
       // Per token and value head: Q S0, W S0, K^T Vn (3 dk dv MACs); in-chunk QK^T, KK^T, A K (3 C dk);
       // in-chunk P Vn and A V (2 C dv).
       n.gdn_flops_per_token += 2 * Hv * (3 * dk * dv + 3 * chunk * dk + 2 * chunk * dv);
+    } else if (c.mla) {  // q, the latent and its decompression, o, the per-head gate; keys and values cached per head
+      const double R = c.kv_lora_rank, nope = c.qk_nope_dim, rope = c.qk_rope_dim, vdim = c.v_head_dim;
+      nonexpert += D * H * hd + D * (R + rope) + R * H * (nope + vdim) + H * vdim * D + (c.mla_head_gate ? D * H : 0);
+      n.kv_bytes_per_row += 2 * 2 * H * hd;
+      n.attn_flops_per_qk_pair += 2 * 2 * H * hd;
     } else {
       nonexpert += D * (H * hd * (c.attn_output_gate ? 2 : 1) + 2 * Hkv * hd) + H * hd * D;
       n.kv_bytes_per_row += 2 * 2 * Hkv * hd;
@@ -108,7 +124,7 @@ Counts count(const ModelConfig& c) {
     }
     if (c.layer_is_moe[l]) {
       nonexpert += c.num_experts * D + 3 * D * c.shared_expert_intermediate_size +
-                   (c.shared_expert_intermediate_size > 0 ? D : 0);
+                   (c.shared_expert_intermediate_size > 0 && c.shared_expert_gate ? D : 0);
       expert_active += c.experts_per_tok * 3 * D * c.moe_intermediate_size;
       n.expert_bytes_per_layer = 2 * 3 * D * c.moe_intermediate_size;
       ++n.moe_layers;
