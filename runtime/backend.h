@@ -207,6 +207,15 @@ class Backend {
   // Waits for the device's queued work (a no-op on the CPU).
   virtual void sync() {}
 
+  // Results that do not depend on how a sequence is split into passes (a reused prefix, a prompt fed in
+  // pieces), at a cost in speed: CUDA then runs every linear-layer span without a transfer operator on the
+  // recurrent kernels, whose arithmetic is token by token whatever the split (the chunked kernels' bf16
+  // tiles round differently at other chunk boundaries, and at a router's near-tied token that alone can
+  // flip an expert), and attention on the one-block-per-query-tile prefill kernel for any row count. The
+  // MoE's kernels still depend on the pass's row count (a few-row path and grouped GEMMs). The CPU's fp32
+  // results agree across splits to ~1e-6: a no-op there.
+  virtual void set_split_invariant(bool on) {}
+
   // ---- raw copies between this backend's memory and host memory (the cache tiers below it) ----
   // Both return once the copy is complete (CUDA: ordered after the work queued on the model's stream).
   virtual void copy_to_host(const void* src, void* host_dst, size_t bytes) = 0;

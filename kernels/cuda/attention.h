@@ -37,7 +37,8 @@ void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, co
 //           4 key tiles per split; 1 is attention_prefill itself);
 //   workspace: attention_prefill_workspace_bytes(s, splits) bytes of device memory (none for 1 split),
 //           fp32 [Tq * Hq, splits, padded d + 2].
-// Not yet run on a GPU; nothing calls it yet (hypic_bench_kernels' "stitch split" and the harness test do).
+// CudaModel::attention_core calls it for every prefill-sized pass (a split count of 1 where the query tiles
+// alone fill the device). On the H200, 256 queries over 8k / 32k cached keys: 0.54 -> 0.23 ms, 2.12 -> 0.83 ms.
 constexpr int64_t kMaxPrefillSplits = 64;
 int64_t attention_prefill_splits(const AttentionShape& s, int sm_count);
 size_t attention_prefill_workspace_bytes(const AttentionShape& s, int64_t splits);

@@ -296,6 +296,8 @@ CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(m_->stream());
 }
 
+void CudaBackend::set_split_invariant(bool on) { m_->set_split_invariant(on); }
+
 void CudaBackend::sync() {
   HYPIC_CUDA_CHECK(cudaStreamSynchronize(m_->stream()));
   // Every queued expansion waited for its copy: the host buffers are free.

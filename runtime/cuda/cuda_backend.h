@@ -74,6 +74,7 @@ class CudaBackend : public Backend {
   int64_t kv_rows(int layer, const State& st) const override;
   void reserve_kv(State& st, int64_t rows) override;
   void sync() override;
+  void set_split_invariant(bool on) override;
   std::unique_ptr<SequenceState> to_host(const State& s) override;
   std::vector<float> to_host(const void* data, size_t n, DType t) override;
   void copy_to_host(const void* src, void* host_dst, size_t bytes) override;

@@ -74,6 +74,11 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint)
     : cfg_(std::move(cfg)), fingerprint_(std::move(fingerprint)) {
   const char* env = std::getenv("HYPIC_CUDA_GRAPHS");
   graphs_on_ = !(env && std::strcmp(env, "0") == 0);
+  int device = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&device));
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+  const char* inv = std::getenv("HYPIC_CUDA_SPLIT_INVARIANT");
+  split_invariant_ = inv && std::strcmp(inv, "1") == 0;
   const char* batch = std::getenv("HYPIC_CUDA_BATCH_DECODE");
   batch_on_ = !(batch && std::strcmp(batch, "0") == 0);
 }
@@ -290,7 +295,7 @@ void CudaModel::linear_recur(int layer, CudaActivations& s, int64_t row0, int64_
   cuda::gdn_split_qkv(conv, n, Hk, dk, Hv, dv, 1.0f / std::sqrt(static_cast<float>(dk)), 1e-6f, q, k, v, cs);
   const cuda::GdnShape shape{n, 1, Hv, Hk, dk, dv};
   // Only the chunked kernels build the transfer operator.
-  const bool chunked = n >= kChunkedMinTokens || transfer;
+  const bool chunked = (n >= kChunkedMinTokens && !split_invariant_) || transfer;
   if (kda) {  // the decay per key channel: g is [rows, Hv, dk]
     const float* g = s.g.as<float>() + row0 * kd;
     if (chunked)
@@ -368,7 +373,7 @@ void CudaModel::lightning_recur(int layer, CudaActivations& s, int64_t row0, int
   const bf16 *q = s.q.as<bf16>() + row0 * W, *k = s.k.as<bf16>() + row0 * W, *v = s.v.as<bf16>() + row0 * W;
   bf16* o = s.o.as<bf16>() + row0 * W;
   const cuda::GdnShape shape{n, 1, H, H, hd, hd};
-  if (n >= kChunkedMinTokens)
+  if (n >= kChunkedMinTokens && !split_invariant_)
     cuda::lightning_chunked_prefill(shape, q, k, v, L.log_decay, nullptr, n, st.S.as<float>(), o, cs);
   else
     cuda::lightning_recurrent(shape, q, k, v, L.log_decay, st.S.as<float>(), o, cs);
@@ -499,7 +504,8 @@ bool CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector
 bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState& st,
                              const std::vector<ChainStep>& steps, bool naive) {
   using K = ChainStep::Kind;
-  if (cfg_.linear_kind != LinearKind::GatedDeltaNet) return false;  // packed kernels for the delta rule only
+  // Packed chunked kernels for the delta rule only; split-invariant runs take the steps one by one.
+  if (cfg_.linear_kind != LinearKind::GatedDeltaNet || split_invariant_) return false;
   // Which steps are batched: every Rows step follows a Compose (or opens the chain).
   int64_t m = 0, composes = 0;
   K prev = K::Save;  // the last Rows / Compose seen; Save: none yet
@@ -674,12 +680,19 @@ void CudaModel::attention_core(int layer, CudaActivations& s, int64_t row0, int6
   const int64_t* qpos = s.posp() + row0;
   const cuda::AttentionShape shape{n, kv.rows, H, Hkv, hd};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  if (n <= kDecodeMaxRows) {
+  if (n <= kDecodeMaxRows && !split_invariant_) {
     DeviceBuffer ws(pool_, cuda::attention_decode_workspace_bytes(shape));
     cuda::attention_decode(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), qpos, kv.pos.as<int64_t>(), scale, att,
                            ws.get(), cs);
   } else {
-    cuda::attention_prefill(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), qpos, kv.pos.as<int64_t>(), scale, att, cs);
+    // Few query tiles over many keys (the stitch's seams and question over every cached key): the keys of
+    // each tile cut over several blocks so that the SMs fill, then one combine pass.
+    // Split-invariant runs keep one block per query tile: a row's sum then runs over the same key tiles in
+    // the same order however many rows share the pass.
+    const int64_t splits = split_invariant_ ? 1 : cuda::attention_prefill_splits(shape, sm_count_);
+    DeviceBuffer ws(pool_, std::max<size_t>(cuda::attention_prefill_workspace_bytes(shape, splits), 1));
+    cuda::attention_prefill_split(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), qpos, kv.pos.as<int64_t>(), scale,
+                                  splits, ws.get(), att, cs);
   }
 }
 

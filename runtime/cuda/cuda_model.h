@@ -50,6 +50,10 @@ class CudaModel {
   // buffers move (a KV cache that outgrew its capacity); the graphs of the last few sequences are kept.
   // Results equal the launched path's up to the order of the attention sums.
   void set_decode_graphs(bool on);
+  // Linear-layer spans without a transfer operator on the recurrent kernels (Backend::set_split_invariant;
+  // HYPIC_CUDA_SPLIT_INVARIANT=1 in the environment turns it on at load).
+  void set_split_invariant(bool on) { split_invariant_ = on; }
+  bool split_invariant() const { return split_invariant_; }
   // Qwen3-Next / Qwen3.5 layers: the families the captured decode step and the batched decode know (the
   // others take the launched step, a lane per sequence).
   bool qwen_layers() const;
@@ -207,6 +211,8 @@ class CudaModel {
   DeviceWeights w_;
   std::vector<int32_t> counts_host_;  // MoE group sizes (host)
   bool graphs_on_ = true;
+  bool split_invariant_ = false;
+  int sm_count_ = 1;
   int64_t graph_captures_ = 0;
   std::vector<std::unique_ptr<DecodeGraph>> graphs_;
   bool batch_on_ = true;

@@ -58,7 +58,11 @@ inline void expect_close(const Agreement& g, const Tolerance& t, const std::stri
   EXPECT_GE(g.top1, t.top1) << what;
 }
 
-// The bounds of a fixture model directory: logit range, one-run and two-run tolerances.
+// The bounds of a fixture model directory: logit range, one-, two- and three-run tolerances. Each statistic
+// is the worse of transformers' two bf16 measurements on the fixture (bf16_reference.json: the 47-token
+// short golden, and "long", the 300 tokens the long prefills use; the short one alone where the file has
+// no "long"): on these random models the error is set by routing flips at near-tied tokens, which a
+// longer run meets more of, not by the length of the prompt under test.
 struct Bounds {
   float range = 1;
   Tolerance one{}, two{}, three{};
@@ -70,8 +74,10 @@ inline Bounds load_bounds(const std::string& dir) {
   const auto ref = nlohmann::json::parse(in);
   Bounds b;
   b.range = ref["logit_range"].get<float>();
-  const float mx = ref["max_rel"].get<float>(), mean = ref["mean_rel"].get<float>();
-  const double top1 = ref["top1"].get<double>();
+  const auto& lr = ref.contains("long") ? ref["long"] : ref;
+  const float mx = std::max(ref["max_rel"].get<float>(), lr["max_rel"].get<float>());
+  const float mean = std::max(ref["mean_rel"].get<float>(), lr["mean_rel"].get<float>());
+  const double top1 = std::min(ref["top1"].get<double>(), lr["top1"].get<double>());
   b.one = {1.25f * mx, 1.25f * mean, top1 - 0.10};
   b.two = {2.0f * mx, 2.0f * mean, top1 - 0.15};
   b.three = {2.5f * mx, 3.0f * mean, top1 - 0.20};

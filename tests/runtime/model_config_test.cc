@@ -396,3 +396,26 @@ TEST(BailingHybridConfig, ScheduleRopeAndGates) {
 }
 }  // namespace
 }  // namespace hypic
+
+namespace hypic {
+namespace {
+
+// The benches' production shapes (tools/bench/configs): each parses as the family it names and fits the
+// CUDA kernels (hypic_bench_model and hypic_bench_ttft run them with random weights on the H200).
+TEST(BenchConfigs, EveryConfigLoadsAndRunsOnCuda) {
+  const std::string dir = std::string(HYPIC_SOURCE_DIR) + "/tools/bench/configs/";
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"qwen3_5_35b_a3b.json", "qwen3_5_moe_text"},      {"ring_mini_linear_2_0.json", "bailing_moe_linear"},
+      {"minimax_text_01_8_layers.json", "minimax"},      {"kimi_linear_48b_a3b.json", "kimi_linear"},
+      {"bailing_hybrid_48b_shape.json", "bailing_hybrid"}};
+  for (const auto& [file, family] : want) {
+    const ModelConfig c = ModelConfig::load(dir + file);
+    EXPECT_EQ(c.text_model_type, family) << file;
+    EXPECT_NO_THROW(c.check_cuda_supported()) << file;
+    EXPECT_GT(c.num_linear_layers(), 0) << file;
+    EXPECT_LT(c.num_linear_layers(), c.num_layers) << file;  // hybrid: some full attention
+  }
+}
+
+}  // namespace
+}  // namespace hypic

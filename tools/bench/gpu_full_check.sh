@@ -11,6 +11,8 @@
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
 #   tools/bench/gpu_full_check.sh admission  # `hypic serve`'s decode stalls by --prefill-chunk (serve_admission.sh)
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
+#   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
+#                                           # tests, whole-model and RAG TTFT benches at their production shapes
 # Run from the repository root with .deps carried (and .whl for the peers). Binaries come from
 # .gpubin/gpubin.tar.xz when it was carried (tools/bench/pack_gpu_binaries.sh built them elsewhere),
 # otherwise they are built here into build-gpu. Results also go to $OUT when set.
@@ -177,6 +179,26 @@ if [ "$stage" = linear ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > /dev/null 2>&1
     PYTHONPATH=/tmp/site python3 tools/bench/bench_linear_peers.py --tokens 8192,32768 --iters 20 \
       | tee "$O/bench_linear_peers.json"
+  fi
+fi
+if [ "$stage" = families ]; then
+  run_test cuda_family_glue_test
+  run_test cuda_model_test
+  run_test engine_model_test '*Lightning*cuda*:*Kda*cuda*:*CudaBackendFamilies*'
+  run_test cuda_attention_prefill_test
+  for cfg in ${FAMILY_CONFIGS-ring_mini_linear_2_0 minimax_text_01_8_layers kimi_linear_48b_a3b bailing_hybrid_48b_shape}; do
+    step "model $cfg"
+    "$(bin hypic_bench_model)" --config tools/bench/configs/$cfg.json --random-weights --prefill 8192 --decode 32 \
+      > "$O/bench_model_$cfg.json" 2> "$O/bench_model_$cfg.err"; echo "model $cfg: exit $?"
+    grep -E '"tokens_per_s"|"ms_per_token"' "$O/bench_model_$cfg.json" | head -3
+    step "ttft $cfg"
+    "$(bin hypic_bench_ttft)" --config tools/bench/configs/$cfg.json --case rag --requests ${FAMILY_REQUESTS:-6} --quiet \
+      > "$O/bench_ttft_$cfg.json" 2> "$O/bench_ttft_$cfg.err"; echo "ttft $cfg: exit $?"
+  done
+  if [ -n "${FAMILY_CONFIGS-x}" ]; then  # FAMILY_CONFIGS= (empty): the tests only
+    step "bench attention"
+    "$(bin hypic_bench_kernels)" --only attention --tokens 8192,32768 --iters 20 > "$O/bench_attention.json" 2>&1
+    echo "bench attention: exit $?"
   fi
 fi
 if [ "$stage" = admission ]; then
