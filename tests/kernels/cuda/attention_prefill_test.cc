@@ -112,6 +112,14 @@ TEST_F(CudaOps, AttentionPrefillSplitShuffledKeys) {
   check_split(pool, {"split shuffled", Tq, Tk, 4, 2, 128, qp, kp}, 92, {2, 5, 17});
 }
 
+TEST_F(CudaOps, AttentionPrefillSplitCausalSmallHeads) {
+  // The fixture models' heads (d 32 in the 64-wide instantiation): a causal pass over 600 tokens (early
+  // query tiles see nothing in the later splits) and a stitch-like tail, as the engine runs them.
+  check_split(pool, {"split causal d32", 600, 600, 4, 2, 32, iota_from(600, 0), iota_from(600, 0)}, 93, {2, 3, 5});
+  check_split(pool, {"split stitch d32", 40, 640, 4, 2, 32, iota_from(40, 600), iota_from(640, 0)}, 94, {2, 4});
+  check_split(pool, {"split causal d64", 600, 600, 4, 2, 64, iota_from(600, 0), iota_from(600, 0)}, 95, {2});
+}
+
 TEST_F(CudaOps, AttentionPrefillCausalFresh) {
   // Qwen3.5 head layout; Tq = Tk not a multiple of the 128-row query tile nor the 64-key tile.
   const int64_t T = 777;
