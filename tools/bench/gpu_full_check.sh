@@ -15,11 +15,12 @@
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
 # Run from the repository root with .deps carried (and .whl for the peers). Binaries come from
 # .gpubin/gpubin.tar.xz when it was carried (tools/bench/pack_gpu_binaries.sh built them elsewhere),
-# otherwise they are built here into build-gpu. Results also go to $OUT when set.
+# otherwise they are built here into build-gpu. Results also go to $OUT when set; with ARCHIVE=1 they go
+# to one archive, $OUT/logs.tgz, instead (the device tool brings back only a few files per call).
 set -uo pipefail
 stage=${1:?usage: gpu_full_check.sh test|bench|ttft|all}
 export NCCL_NVLS_ENABLE=0
-O=${OUT:-/tmp/hypic-gpu-out}
+if [ "${ARCHIVE:-0}" = 1 ] && [ -n "${OUT:-}" ]; then O=/tmp/hypic-gpu-out; else O=${OUT:-/tmp/hypic-gpu-out}; fi
 mkdir -p "$O"
 D=$PWD/.deps R=$PWD/.deps/root
 L=$R/usr/lib/x86_64-linux-gnu
@@ -221,3 +222,4 @@ if { [ "$stage" = bench ] || [ "$stage" = all ]; } && ls .whl/*.whl > /dev/null 
 fi
 wait_fuzz
 step done
+if [ "${ARCHIVE:-0}" = 1 ] && [ -n "${OUT:-}" ]; then tar czf "$OUT/logs.tgz" -C "$O" .; fi
