@@ -690,7 +690,8 @@ void CudaModel::attention_core(int layer, CudaActivations& s, int64_t row0, int6
     // Split-invariant runs keep one block per query tile: a row's sum then runs over the same key tiles in
     // the same order however many rows share the pass.
     const int64_t splits = split_invariant_ ? 1 : cuda::attention_prefill_splits(shape, sm_count_);
-    DeviceBuffer ws(pool_, std::max<size_t>(cuda::attention_prefill_workspace_bytes(shape, splits), 1));
+    DeviceBuffer ws;  // none for one split
+    if (splits > 1) ws = DeviceBuffer(pool_, cuda::attention_prefill_workspace_bytes(shape, splits));
     cuda::attention_prefill_split(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), qpos, kv.pos.as<int64_t>(), scale,
                                   splits, ws.get(), att, cs);
   }

@@ -206,10 +206,10 @@ DeviceWeights DeviceWeights::upload(const ModelConfig& cfg, const ModelWeights& 
     } else if (L.kind == LayerKind::LinearAttention && cfg.linear_kind == LinearKind::Kda) {
       const KdaWeights& g = s.kda;
       DeviceKda& k = L.kda;
-      const int64_t W = g.q.out * g.q.in;
+      const int64_t per = g.q.out * g.q.in;  // elements of each of the three stacked matrices
       u.linear(g.q, k.qkv.w);
-      u.linear(g.k, k.qkv.w + W);
-      u.linear(g.v, k.qkv.w + 2 * W);
+      u.linear(g.k, k.qkv.w + per);
+      u.linear(g.v, k.qkv.w + 2 * per);
       if (k.f_a.w) {
         u.linear(g.f_a, k.f_a.w);
         u.linear(g.g_a, k.g_a.w);
