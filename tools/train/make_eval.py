@@ -31,11 +31,14 @@ def main():
     ap.add_argument("--pool", type=int, default=40)
     ap.add_argument("--min-docs", type=int, default=2)
     ap.add_argument("--max-docs", type=int, default=8)
+    ap.add_argument("--moved-homes", action="store_true",
+                    help="--task long: every multi-hop bridge stated twice, the later document wins (task.py)")
     ap.add_argument("--format", default="qwen3", choices=["qwen3", "qwen3.5"], help="--task agent: chat format")
     ap.add_argument("--out", default="-")
     args = ap.parse_args()
     if args.task == "long":
-        prompts = task.long_eval_prompts(args.seed, args.count, args.pool, args.min_docs, args.max_docs)
+        prompts = task.long_eval_prompts(args.seed, args.count, args.pool, args.min_docs, args.max_docs,
+                                         args.moved_homes)
     elif args.task == "qa":
         prompts = task.eval_prompts(args.seed, args.count, args.pool, args.min_docs, args.max_docs)
     else:

@@ -191,6 +191,14 @@ def train_sample(rng: random.Random, n_docs: int, n_questions: int, doc_style: s
 # composed without the transfer operator keeps both values; a multi-hop answer needs two facts from two
 # blocks at once. The answer of an update question depends on the order of the documents, so the same
 # documents in another order have another answer.
+#
+# moved_homes (make_eval.py / train.py --moved-homes; the third training run's task, tools/train/README.md):
+# X's home is stated in two documents ("X lives in Y." and, in another, "X lives in Z."), the later one in
+# the prompt is where X lives now, and each home has a value somewhere: the multi-hop bridge is itself an
+# update ("Where does X live?" becomes an update question), so a multi-hop answer needs three facts from up
+# to four blocks and the order of two of them. With attention that carries almost no position signal
+# (train.py --partial-rotary 0.03125: 2 of 64 dims), "which home is the later one" is known to a cached
+# block only through the ordered linear state, which is what the transfer operator composes.
 # ----------------------------------------------------------------------------------------------------------
 
 LONG_TYPES = ("single", "multihop", "update")
@@ -220,14 +228,15 @@ def _distinct_values(rng: random.Random, n: int):
 
 
 def long_documents(rng: random.Random, namer: Namer, n_docs: int, n_chain: int, n_update: int, n_single: int,
-                   home_prob: float = HOME_PROB):
+                   home_prob: float = HOME_PROB, moved_homes: bool = False):
     """Documents of the long-memory task. Returns (texts, items); an item is (type, question, docs, values):
-    docs the document indices it needs, values its answer (one value, or for an update the value stated in
-    docs[0] and in docs[1]). Two-document items need n_docs >= 2."""
+    docs the document indices it needs (may repeat), values its answer (one value; for an update and a
+    multi-hop question two: the answer when docs[0] is the later of docs[0] and docs[1], and when docs[1]
+    is). Two-document items need n_docs >= 2."""
     sents = [[] for _ in range(n_docs)]
     items = []
     two = n_docs >= 2
-    for _ in range(n_chain if two else 0):
+    for _ in range(n_chain if two and not moved_homes else 0):
         person, place, attr = namer(), namer(), rng.choice(NUM_ATTRS)
         (value,) = _distinct_values(rng, 1)
         i, j = rng.sample(range(n_docs), 2)
@@ -236,6 +245,21 @@ def long_documents(rng: random.Random, namer: Namer, n_docs: int, n_chain: int, 
         items.append(("multihop", multihop_question(attr, person), (i, j), (multihop_answer(place, value),)))
         items.append(("single", question_text(PLACE_REL, person), (i,), (place,)))
         items.append(("single", question_text(attr, place), (j,), (value,)))
+    for _ in range(n_chain if two and moved_homes else 0):
+        person, attr = namer(), rng.choice(NUM_ATTRS)
+        homes = (namer(), namer())
+        values = _distinct_values(rng, 2)
+        i, j = rng.sample(range(n_docs), 2)  # the two statements of X's home
+        sents[i].append(fact_sentence(PLACE_REL, person, homes[0]))
+        sents[j].append(fact_sentence(PLACE_REL, person, homes[1]))
+        k, m = rng.randrange(n_docs), rng.randrange(n_docs)  # each home's value, in any document
+        sents[k].append(fact_sentence(attr, homes[0], values[0]))
+        sents[m].append(fact_sentence(attr, homes[1], values[1]))
+        items.append(("multihop", multihop_question(attr, person), (i, j, k, m),
+                      (multihop_answer(homes[0], values[0]), multihop_answer(homes[1], values[1]))))
+        items.append(("update", question_text(PLACE_REL, person), (i, j), homes))
+        items.append(("single", question_text(attr, homes[0]), (k,), (values[0],)))
+        items.append(("single", question_text(attr, homes[1]), (m,), (values[1],)))
     for _ in range(n_update if two else 0):
         subj, attr = namer(), rng.choice(NUM_ATTRS)
         v1, v2 = _distinct_values(rng, 2)
@@ -263,12 +287,13 @@ def long_documents(rng: random.Random, namer: Namer, n_docs: int, n_chain: int, 
 def long_answer(item, order) -> str:
     """The answer of an item when its documents stand in `order` (document indices in prompt order)."""
     kind, _, docs, values = item
-    if kind != "update":
+    if len(values) == 1:
         return values[0]
     return values[0] if order.index(docs[0]) > order.index(docs[1]) else values[1]
 
 
-def long_eval_prompts(seed: int, count: int, pool: int = 40, min_docs: int = 2, max_docs: int = 8):
+def long_eval_prompts(seed: int, count: int, pool: int = 40, min_docs: int = 2, max_docs: int = 8,
+                      moved_homes: bool = False):
     """The long-memory evaluation: documents drawn from a per-seed pool of `pool` documents (recurring in new
     orders and combinations), question types in turn (single, multihop, update). Yields
     {"blocks": [...], "answer": "...", "type": "..."}."""
@@ -278,11 +303,12 @@ def long_eval_prompts(seed: int, count: int, pool: int = 40, min_docs: int = 2, 
         raise ValueError("need pool >= max_docs and min_docs >= 2")
     rng = random.Random(seed)
     namer = Namer(rng)
-    texts, items = long_documents(rng, namer, pool, n_chain=pool * 3 // 10, n_update=pool // 4, n_single=pool * 3 // 4)
+    texts, items = long_documents(rng, namer, pool, n_chain=pool * 3 // 10, n_update=pool // 4, n_single=pool * 3 // 4,
+                                  moved_homes=moved_homes)
     by_type = {t: [it for it in items if it[0] == t] for t in LONG_TYPES}
     for k in range(count):
         item = rng.choice(by_type[LONG_TYPES[k % len(LONG_TYPES)]])
-        need = list(item[2])
+        need = list(dict.fromkeys(item[2]))
         n = rng.randint(max(min_docs, len(need)), max_docs)
         rest = [d for d in range(pool) if d not in need]
         order = need + rng.sample(rest, n - len(need))
@@ -296,14 +322,14 @@ def long_eval_prompts(seed: int, count: int, pool: int = 40, min_docs: int = 2, 
 LONG_TRAIN_TYPE_WEIGHTS = {"single": 1, "multihop": 2, "update": 1}
 
 
-def long_train_sample(rng: random.Random, n_docs: int, n_questions: int):
+def long_train_sample(rng: random.Random, n_docs: int, n_questions: int, moved_homes: bool = False):
     """One training sequence of the long-memory task: blocks (system + fresh documents in index order) and
     question turns (tail, answer), the question types equally likely where the documents allow."""
     namer = Namer(rng)
     two = n_docs >= 2
     texts, items = long_documents(rng, namer, n_docs, n_chain=rng.randint(1, max(1, n_docs // 2)) if two else 0,
                                   n_update=rng.randint(1, max(1, n_docs // 3)) if two else 0,
-                                  n_single=rng.randint(1, n_docs), home_prob=TRAIN_HOME_PROB)
+                                  n_single=rng.randint(1, n_docs), home_prob=TRAIN_HOME_PROB, moved_homes=moved_homes)
     by_type = {t: [it for it in items if it[0] == t] for t in LONG_TYPES}
     kinds = [t for t in LONG_TYPES if by_type[t]]
     order = list(range(n_docs))

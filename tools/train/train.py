@@ -49,8 +49,8 @@ REPLY = 3  # answer tokens whose text already ends with <|im_end|> (tool_agent);
 
 class BatchMaker:
     def __init__(self, tok_path: str, batch: int, max_q: int, ramp: float, doc_style: str = "v2", recipe: str = "qa",
-                 pic_frac: float = 0.0):
-        self.doc_style, self.recipe, self.pic_frac = doc_style, recipe, pic_frac
+                 pic_frac: float = 0.0, moved_homes: bool = False):
+        self.doc_style, self.recipe, self.pic_frac, self.moved_homes = doc_style, recipe, pic_frac, moved_homes
         self.tok = Tokenizer.from_file(tok_path)
         self.im_end = self.tok.token_to_id("<|im_end|>")
         self.batch, self.max_q, self.ramp = batch, max_q, ramp
@@ -68,7 +68,7 @@ class BatchMaker:
         max_docs = min(8, 2 + int(6 * progress / self.ramp)) if self.ramp > 0 else 8
         n_docs = rng.randint(1 if progress < 0.1 else 2, max_docs)
         if self.recipe == "long_memory":
-            blocks, turns = task.long_train_sample(rng, max(2, n_docs), rng.randint(1, self.max_q))
+            blocks, turns = task.long_train_sample(rng, max(2, n_docs), rng.randint(1, self.max_q), self.moved_homes)
         else:
             blocks, turns = task.train_sample(rng, n_docs, rng.randint(1, self.max_q), self.doc_style)
         pieces = [(b, IGNORE if i == 0 else LM) for i, b in enumerate(blocks)]
@@ -119,8 +119,9 @@ class BatchMaker:
 
 
 class Stream(torch.utils.data.IterableDataset):
-    def __init__(self, tok_path, batch, max_q, ramp, progress, seed, doc_style, recipe, pic_frac=0.0):
-        self.args = (tok_path, batch, max_q, ramp, doc_style, recipe, pic_frac)
+    def __init__(self, tok_path, batch, max_q, ramp, progress, seed, doc_style, recipe, pic_frac=0.0,
+                 moved_homes=False):
+        self.args = (tok_path, batch, max_q, ramp, doc_style, recipe, pic_frac, moved_homes)
         self.progress, self.seed, self.recipe = progress, seed, recipe
 
     def __iter__(self):
@@ -314,10 +315,10 @@ def grow_long_heads(model, add_key_heads: int = 1, seed: int = 0):
     return new
 
 
-def val_sets(recipe, seed, count):
+def val_sets(recipe, seed, count, moved_homes=False):
     """The validation/test prompts of a recipe ({"blocks", "answer", "type"?})."""
     if recipe == "long_memory":
-        return list(task.long_eval_prompts(seed, count))
+        return list(task.long_eval_prompts(seed, count, moved_homes=moved_homes))
     if recipe == "tool_agent":
         import agent_task
         return [p for f in agent_task.FORMATS for p in agent_task.first_reply_prompts(seed, count // 2, f)]
@@ -373,6 +374,11 @@ def main():
                          "the same from cached blocks")
     ap.add_argument("--gdn-init", default="short", choices=["short", "long"],
                     help="GDN decay init (model.Qwen3Next); the shipped model used short")
+    ap.add_argument("--moved-homes", action="store_true",
+                    help="long_memory: the multi-hop bridge is itself an update (task.py, moved_homes)")
+    ap.add_argument("--partial-rotary", type=float, default=0.0,
+                    help="set the attention's partial_rotary_factor (also of an --init-hf model): 2/64 leaves the "
+                         "attention almost no position signal, so block order must come from the linear state")
     ap.add_argument("--cfg", default="{}", help="JSON overrides for model.qwen3_next_config kwargs")
     ap.add_argument("--keep-fp32", type=int, default=1,
                     help="1: keep the fp32 training checkpoint (ckpt_fp32_*) at the end; 0: delete it after the "
@@ -421,6 +427,11 @@ def main():
                                   bos=tok.token_to_id("<|endoftext|>"), eos=tok.token_to_id("<|im_end|>"),
                                   **json.loads(args.cfg))
         model = M.Qwen3Next(cfg, gdn_init=args.gdn_init)
+    if args.partial_rotary:
+        model.c["partial_rotary_factor"] = args.partial_rotary
+        cfg = model.c
+        log(f"partial_rotary_factor set to {args.partial_rotary} "
+            f"({int(cfg['head_dim'] * args.partial_rotary)} rotary dims of {cfg['head_dim']})")
     if args.init:
         load_ckpt(model, args.init)
         log(f"resumed from {args.init}")
@@ -438,10 +449,10 @@ def main():
 
     progress = mp.Value("d", 0.0, lock=False)
     ds = Stream(tok_path, args.batch, args.max_q, args.ramp, progress, args.seed, args.doc_style, args.recipe,
-                args.pic_frac)
+                args.pic_frac, args.moved_homes)
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers, pin_memory=device.type == "cuda",
                                      prefetch_factor=4 if args.workers else None, persistent_workers=False)
-    val = val_sets(args.recipe, args.val_seed, args.val_count)
+    val = val_sets(args.recipe, args.val_seed, args.val_count, args.moved_homes)
     autocast = device.type == "cuda"
 
     t0 = time.time()
@@ -524,7 +535,7 @@ def main():
         shutil.copy(os.path.join(args.tokenizer, f), os.path.join(hf, f))
     result = {"steps": step, "train_seconds": args.train_seconds, "params": n_params, "args": vars(args)}
     for name, seed, count in [("val", args.val_seed, args.val_count), ("test", args.test_seed, args.test_count)]:
-        prompts = val_sets(args.recipe, seed, count)
+        prompts = val_sets(args.recipe, seed, count, args.moved_homes)
         em, outs = exact_match(model, tok, prompts, device, autocast=False, n_new=args.max_new)
         result[f"em_{name}_seed{seed}_fp32"] = em
         result[f"em_{name}_seed{seed}_by_type"] = em_by_type(prompts, outs)
