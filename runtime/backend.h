@@ -81,6 +81,16 @@ class Backend {
   // cold request allocates nothing once the process has served one: an empty state, and its return.
   std::unique_ptr<State> scratch_state();
   void return_scratch_state(std::unique_ptr<State> s);
+  // Another backend over the same weights (no second copy of them) with its own queue and scratch (CUDA:
+  // its own stream, cuBLAS handle and buffer pool), so that two host threads can run passes on the two at
+  // once (runtime/cold_scatter.h). null where there is none. Each of the two stays one caller at a time.
+  virtual std::unique_ptr<Backend> worker() { return nullptr; }
+  // Whether arrays in memory `other` allocated can be read and written by this backend as they are (the
+  // same address space: both on the host, or both on one CUDA device), once `other` finished its work.
+  virtual bool shares_memory_with(const Backend& other) const { return &other == this; }
+  // Copies `bytes` bytes between arrays this backend can address (its own memory or that of a backend it
+  // shares memory with), ordered after the work queued here; complete by the next sync().
+  virtual void copy_shared(const void* src, void* dst, size_t bytes);
 
   // ---- one pass (rows are tokens; every step adds its sublayer output to the residual stream) ----
   virtual std::unique_ptr<Rows> rows(int64_t T) = 0;

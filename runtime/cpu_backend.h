@@ -29,6 +29,9 @@ class CpuBackend : public Backend {
   DType kv_dtype() const override { return DType::F32; }
 
   std::unique_ptr<Memory> allocate(size_t bytes) override;
+  // A CpuBackend over the same mapped weights.
+  std::unique_ptr<Backend> worker() override { return std::make_unique<CpuBackend>(cfg_, w_); }
+  bool shares_memory_with(const Backend& other) const override { return other.device() == Device::Cpu; }
   std::unique_ptr<State> new_state() override;
   std::unique_ptr<State> clone(const State& s) override;
   void reset(State& s) override;

@@ -662,10 +662,7 @@ std::unique_ptr<PromptJob> Engine::begin(const std::vector<PromptBlock>& blocks,
   if (mode_ == CacheMode::Full) {
     plan_full(*w, blocks);
   } else {
-    KeyContext keys = keys_;
-    // The namespace enters every content key (and through them every chain key) as part of its context.
-    if (!key_namespace.empty()) keys.model_fingerprint += "\x1fnamespace:" + sha256_hex(key_namespace);
-    plan_cached(*w, blocks, live, keys);
+    plan_cached(*w, blocks, live, keys_for(key_namespace));
   }
   w->count_rows();
   return std::unique_ptr<PromptJob>(new PromptJob(std::move(w)));
@@ -863,6 +860,13 @@ void Engine::plan_cached(PromptJob::Work& work, const std::vector<PromptBlock>& 
 }
 
 
+KeyContext Engine::keys_for(const std::string& key_namespace) const {
+  KeyContext keys = keys_;
+  // The namespace enters every content key (and through them every chain key) as part of its context.
+  if (!key_namespace.empty()) keys.model_fingerprint += "\x1fnamespace:" + sha256_hex(key_namespace);
+  return keys;
+}
+
 std::shared_ptr<SegmentEntry> Engine::prefill_segment(std::span<const int> tokens, const State* context) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) throw InvalidArgument("cannot cache an empty block");
@@ -882,6 +886,38 @@ std::shared_ptr<SegmentEntry> Engine::prefill_segment(std::span<const int> token
   execute(plan);
   backend_.sync();
   return e;
+}
+
+std::vector<std::shared_ptr<SegmentEntry>> Engine::prefill_segments(const std::vector<std::vector<int>>& blocks) {
+  std::vector<std::shared_ptr<SegmentEntry>> out;
+  if (blocks.empty()) return out;
+  Plan plan;
+  std::vector<std::unique_ptr<State>> states;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const std::vector<int>& toks = blocks[i];
+    const int64_t n = static_cast<int64_t>(toks.size());
+    if (n == 0) throw InvalidArgument("cannot cache an empty block (block " + std::to_string(i) + ")");
+    backend_.config().check_length(n);
+    const int64_t V = backend_.config().vocab_size;
+    for (int t : toks)
+      if (t < 0 || t >= V)
+        throw InvalidArgument("token id " + std::to_string(t) + " in block " + std::to_string(i) +
+                              " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    const int64_t w = std::min<int64_t>(keys_.seam_width, n);
+    out.push_back(std::make_shared<SegmentEntry>(SegmentEntry::allocate(backend_, toks, w)));
+    states.push_back(backend_.scratch_state());
+    Lane lane;
+    lane.st = states.back().get();
+    lane.add_rows(std::span<const int>(toks).first(w), 0);
+    lane.add_rows(std::span<const int>(toks).subspan(w), w, out.back().get());
+    lane.isolated = true;
+    plan.lanes.push_back(std::move(lane));
+  }
+  plan.finalize();
+  execute(plan);  // no logit rows: the entries are the result
+  backend_.sync();
+  for (auto& st : states) backend_.return_scratch_state(std::move(st));
+  return out;
 }
 
 PromptResult Engine::stitch(std::unique_ptr<State> base, const std::vector<const SegmentEntry*>& segments,

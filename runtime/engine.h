@@ -172,6 +172,10 @@ class Engine {
   // (a copy of it is continued; keys are moved back to local positions): stitching entries built under
   // their true prefixes reproduces a full prefill.
   std::shared_ptr<SegmentEntry> prefill_segment(std::span<const int> tokens, const State* context = nullptr);
+  // The entries of several blocks prefilled in isolation in ONE pass (a lane per block, as run() builds
+  // its missing blocks): entry i is blocks[i]'s, as prefill_segment(blocks[i]) makes it. The store is not
+  // touched (runtime/cold_scatter.h places such passes on several backends and stores the results).
+  std::vector<std::shared_ptr<SegmentEntry>> prefill_segments(const std::vector<std::vector<int>>& blocks);
   // The stitch pass alone: `segments` composed in order after `base` (taken), then the query.
   PromptResult stitch(std::unique_ptr<State> base, const std::vector<const SegmentEntry*>& segments,
                       std::span<const int> query, Composition how = Composition::Transfer);
@@ -183,6 +187,9 @@ class Engine {
   EntryTiers* tiers() { return tiers_.get(); }
   int64_t seam_width() const { return keys_.seam_width; }
   const KeyContext& keys() const { return keys_; }
+  // The key context of requests in `key_namespace` (run()'s third argument): content_key(keys_for(ns),
+  // tokens) is the key under which run() looks a block up.
+  KeyContext keys_for(const std::string& key_namespace) const;
 
  private:
   friend class PromptJob;

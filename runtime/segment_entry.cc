@@ -1,5 +1,6 @@
 #include "runtime/segment_entry.h"
 
+#include <cstring>
 #include <numeric>
 
 #include "runtime/error.h"
@@ -88,6 +89,8 @@ void Backend::attention_isolated(int layer, Rows& r, std::span<const IsolatedAtt
     save_kv(layer, *a.st, at, a.n, a.k, a.v, 0, 0);
   }
 }
+
+void Backend::copy_shared(const void* src, void* dst, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 std::unique_ptr<State> Backend::scratch_state() {
   std::unique_ptr<State> s;

@@ -88,6 +88,17 @@ std::unique_ptr<Memory> CudaBackend::allocate(size_t bytes) {
   return std::make_unique<DeviceBlock>(bytes, m_->stream());
 }
 
+std::unique_ptr<Backend> CudaBackend::worker() { return std::make_unique<CudaBackend>(m_->sibling()); }
+
+bool CudaBackend::shares_memory_with(const Backend& other) const {
+  const auto* o = dynamic_cast<const CudaBackend*>(&other);
+  return o && o->m_->device() == m_->device();
+}
+
+void CudaBackend::copy_shared(const void* src, void* dst, size_t bytes) {
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, m_->stream()));
+}
+
 std::unique_ptr<State> CudaBackend::new_state() {
   return std::make_unique<CudaSequenceState>(CudaSequenceState::empty_for(config()));
 }

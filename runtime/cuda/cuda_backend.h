@@ -34,6 +34,10 @@ class CudaBackend : public Backend {
   DType kv_dtype() const override { return DType::BF16; }
 
   std::unique_ptr<Memory> allocate(size_t bytes) override;
+  // A CudaBackend over a sibling model (CudaModel::sibling: the same device weights, its own stream).
+  std::unique_ptr<Backend> worker() override;
+  bool shares_memory_with(const Backend& other) const override;
+  void copy_shared(const void* src, void* dst, size_t bytes) override;
   std::unique_ptr<State> new_state() override;
   std::unique_ptr<State> clone(const State& s) override;
   void reset(State& s) override;

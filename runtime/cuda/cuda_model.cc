@@ -70,13 +70,15 @@ struct CudaModel::DecodeGraph {
   }
 };
 
-CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint)
-    : cfg_(std::move(cfg)), fingerprint_(std::move(fingerprint)) {
+CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<DeviceWeights> shared)
+    : cfg_(std::move(cfg)),
+      fingerprint_(std::move(fingerprint)),
+      shared_w_(shared ? std::move(shared) : std::make_shared<DeviceWeights>()),
+      w_(*shared_w_) {
   const char* env = std::getenv("HYPIC_CUDA_GRAPHS");
   graphs_on_ = !(env && std::strcmp(env, "0") == 0);
-  int device = 0;
-  HYPIC_CUDA_CHECK(cudaGetDevice(&device));
-  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+  HYPIC_CUDA_CHECK(cudaGetDevice(&device_));
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
   const char* inv = std::getenv("HYPIC_CUDA_SPLIT_INVARIANT");
   split_invariant_ = inv && std::strcmp(inv, "1") == 0;
   const char* batch = std::getenv("HYPIC_CUDA_BATCH_DECODE");
@@ -84,6 +86,14 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint)
 }
 
 CudaModel::~CudaModel() = default;
+
+std::unique_ptr<CudaModel> CudaModel::sibling() const {
+  std::unique_ptr<CudaModel> m(new CudaModel(cfg_, fingerprint_, shared_w_));
+  m->graphs_on_ = graphs_on_;
+  m->split_invariant_ = split_invariant_;
+  m->batch_on_ = batch_on_;
+  return m;
+}
 
 void CudaModel::set_decode_graphs(bool on) {
   graphs_on_ = on;

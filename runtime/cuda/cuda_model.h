@@ -37,6 +37,12 @@ class CudaModel {
   // timing production shapes without a checkpoint.
   static std::unique_ptr<CudaModel> random(const ModelConfig& cfg, uint64_t seed);
   ~CudaModel();
+  // A model over the same device weights (not copied) with its own stream, cuBLAS handle, scratch pool and
+  // graphs, for passes run concurrently from another host thread (Backend::worker). The weights live as
+  // long as either model.
+  std::unique_ptr<CudaModel> sibling() const;
+  // The CUDA device the model's weights are on.
+  int device() const { return device_; }
 
   const ModelConfig& config() const { return cfg_; }
   const std::string& fingerprint() const { return fingerprint_; }
@@ -169,7 +175,8 @@ class CudaModel {
   std::map<std::string, double> decode_profile(bool reset);
 
  private:
-  CudaModel(ModelConfig cfg, std::string fingerprint);
+  // `shared`: a sibling's weights (null: new, empty ones).
+  CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<DeviceWeights> shared = nullptr);
   // The steps of the other families' layers (same contracts as the public steps they serve).
   void lightning_project(int layer, CudaActivations& a);
   void lightning_recur(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaLinearLayerState& st,
@@ -208,7 +215,9 @@ class CudaModel {
   cuda::Blas blas_;
   cuda::DevicePool pool_;  // per-forward scratch, reused across calls
   cuda::UploadRing upload_;  // small per-call arguments (offsets, pointer arrays) to the device
-  DeviceWeights w_;
+  std::shared_ptr<DeviceWeights> shared_w_;  // shared with siblings
+  DeviceWeights& w_;
+  int device_ = 0;
   std::vector<int32_t> counts_host_;  // MoE group sizes (host)
   bool graphs_on_ = true;
   bool split_invariant_ = false;
