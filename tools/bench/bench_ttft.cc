@@ -39,6 +39,17 @@
 //     full mode recomputes the growing prompt. (Reply ids come from each mode's own greedy decode and may
 //     differ between modes; their lengths do not.)
 //
+//   "scatter": the cold path over several workers (runtime/cold_scatter.h). One cold request of about
+//     --scatter-tokens tokens: a system block and ten documents of uneven sizes, long and short ones in
+//     turn (fractions 0.30, 0.02, 0.20, 0.03, 0.12, 0.04, 0.10, 0.05, 0.08, 0.06 of the rest, in prompt
+//     order: round robin over two workers stacks the long ones on one), and the question. Measured on a
+//     fresh engine per run (median of --repeats): the one-pass cold run (every missing block an isolated
+//     lane of the stitch's pass, run()'s own cold path), and for each worker count of --workers and both
+//     placements (lpt, round-robin): ColdScatter::prefill_missing on that many workers (the engine's
+//     backend and Backend::worker() siblings: CUDA streams of the one device, or CPU threads), then run(),
+//     which finds every block. Reports the scatter phase (and each worker's pass), the stitch, their sum,
+//     and the scatter phase's scaling against one worker: t(1) / (W t(W)).
+//
 //   "state": how far the composed state is from full recompute, layer by layer (the paper's "composed
 //     state vs full recompute"). For each of the --requests measured requests of the rag workload: full
 //     mode on a fresh engine gives the reference state after the prompt; hypic, naive and noseam each run
@@ -51,11 +62,12 @@
 //
 // TTFT is run()'s wall time ending after a device sync (PromptResult::ttft_ms).
 // Usage:
-//   hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|tiers|state|all] [--requests 8] [--repeats 3]
+//   hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|tiers|state|scatter|all] [--requests 8] [--repeats 3]
 //                    [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)
 //                    [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
 //                    [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]
 //                    [--turns 8] [--reply-tokens 32] [--tool-tokens 64] [--tier-format fp32|bf16|compact]
+//                    [--scatter-tokens 32768] [--workers 1,2,4]
 //                    [--quiet]   (--help lists them all)
 #include <algorithm>
 #include <chrono>
@@ -78,6 +90,7 @@
 #endif
 #include "kernels/sampling.h"
 #include "runtime/backends.h"
+#include "runtime/cold_scatter.h"
 #include "runtime/engine.h"
 #include "runtime/error.h"
 #include "runtime/model_config.h"
@@ -92,7 +105,9 @@ const std::vector<CacheMode> kMainModes = {CacheMode::Full, CacheMode::Prefix, C
 
 struct Args {
   std::string config, model, device = "cuda";
-  bool rag = true, cold = true, agent = true, tiers = false, state = false;
+  bool rag = true, cold = true, agent = true, tiers = false, state = false, scatter = false;
+  int64_t scatter_tokens = 32768;
+  std::vector<int> workers = {1, 2, 4};
   std::string tier_format = "fp32";
   std::vector<CacheMode> modes = kMainModes;  // of the rag case
   int requests = 8, warmup = 8, pool = 48, chunks_min = 8, chunks_max = 16, repeats = 3;
@@ -121,7 +136,7 @@ Args parse(int argc, char** argv) {
   app.add_option("--model", a.model, "model directory (its weights)")->excludes(config);
   app.add_option("--device", a.device, "device")->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--case", cases, "which cases (all: rag, cold, agent)")
-      ->check(CLI::IsMember({"rag", "cold", "agent", "tiers", "state", "all"}));
+      ->check(CLI::IsMember({"rag", "cold", "agent", "tiers", "state", "scatter", "all"}));
   app.add_option("--tier-format", a.tier_format, "tiers case: record format below the device")
       ->check(CLI::IsMember({"fp32", "bf16", "compact"}));
   app.add_option("--mode", mode, "modes of the rag case")
@@ -142,6 +157,11 @@ Args parse(int argc, char** argv) {
   tools::add_int(app, "--turns", a.turns, "agent case: turns", 1, 1 << 16);
   tools::add_int<int64_t>(app, "--reply-tokens", a.reply_tokens, "agent case: tokens decoded per turn", 1, 1 << 20);
   tools::add_int<int64_t>(app, "--tool-tokens", a.tool_tokens, "agent case: tokens per tool result", 1, 1 << 24);
+  tools::add_int<int64_t>(app, "--scatter-tokens", a.scatter_tokens, "scatter case: tokens of the cold request", 64,
+                          int64_t{1} << 24);
+  app.add_option("--workers", a.workers, "scatter case: worker counts (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
   app.add_flag("--quiet", a.quiet, "no progress lines on stderr");
   tools::parse_or_exit(app, argc, argv);
   a.rag = cases == "rag" || cases == "all";
@@ -149,6 +169,7 @@ Args parse(int argc, char** argv) {
   a.agent = cases == "agent" || cases == "all";
   a.tiers = cases == "tiers";
   a.state = cases == "state";
+  a.scatter = cases == "scatter";
   a.modes = mode == "all" ? kMainModes : std::vector<CacheMode>{parse_mode(mode)};
   if (a.config.empty() == a.model.empty()) usage("give --config CONFIG.json (random weights, CUDA) or --model DIR");
   if (!a.config.empty() && a.device != "cuda") usage("random weights (--config) are generated on the GPU: --device cuda");
@@ -638,6 +659,105 @@ void state_case(const Args& a, Backend& backend, const EngineOptions& opt, const
   std::fflush(stdout);
 }
 
+
+void scatter_case(const Args& a, Backend& backend, const EngineOptions& opt) {
+  const int64_t V = backend.config().vocab_size;
+  std::mt19937_64 rng(a.seed * 7919 + 17);
+  const std::vector<double> share = {0.30, 0.02, 0.20, 0.03, 0.12, 0.04, 0.10, 0.05, 0.08, 0.06};
+  const int64_t docs = std::max<int64_t>(a.scatter_tokens - a.system - a.question, 64);
+  std::vector<PromptBlock> req;
+  req.push_back({random_ids(a.system, V, rng), BlockCache::Cache});
+  for (double f : share)
+    req.push_back({random_ids(std::max<int64_t>(16, static_cast<int64_t>(f * static_cast<double>(docs))), V, rng),
+                   BlockCache::Cache});
+  req.push_back({random_ids(a.question, V, rng), BlockCache::Cache});
+  int64_t prompt = 0;
+  for (auto& b : req) prompt += static_cast<int64_t>(b.tokens.size());
+
+  int max_workers = 1;
+  for (int w : a.workers) max_workers = std::max(max_workers, w);
+  std::vector<std::unique_ptr<Backend>> siblings;
+  for (int i = 1; i < max_workers; ++i) {
+    siblings.push_back(backend.worker());
+    if (!siblings.back()) throw InvalidArgument("this backend has no workers (Backend::worker)");
+  }
+  auto workers_of = [&](int W) {
+    std::vector<Backend*> w = {&backend};
+    for (int i = 1; i < W; ++i) w.push_back(siblings[static_cast<size_t>(i - 1)].get());
+    return w;
+  };
+  struct Run {
+    double scatter = 0, gather = 0, stitch = 0, total = 0;
+    std::vector<double> worker;
+    std::vector<int64_t> worker_tokens;
+    int64_t makespan_cost = 0, computed = 0;
+  };
+  auto one_run = [&](int W, Placement how) {
+    Engine engine(backend, CacheMode::Hypic, opt);
+    Run r;
+    if (W == 0) {  // run()'s own cold path
+      const PromptResult res = engine.run(req);
+      r.stitch = r.total = res.ttft_ms;
+      r.computed = res.computed_tokens;
+      return r;
+    }
+    ColdScatter scatter(engine, workers_of(W), how);
+    const ScatterReport rep = scatter.prefill_missing(req);
+    const PromptResult res = engine.run(req);
+    r.scatter = rep.scatter_ms;
+    r.gather = rep.gather_ms;
+    r.stitch = res.ttft_ms;
+    r.total = rep.scatter_ms + res.ttft_ms;
+    r.worker = rep.worker_ms;
+    r.worker_tokens = rep.worker_tokens;
+    r.makespan_cost = rep.makespan_cost;
+    r.computed = res.computed_tokens;
+    return r;
+  };
+  // Warm-up: every worker's kernels and scratch pool at this request's sizes.
+  one_run(0, Placement::Lpt);
+  for (int W : a.workers) one_run(W, Placement::Lpt);
+  backend.sync();
+
+  auto median_run = [&](int W, Placement how) {
+    std::vector<Run> runs;
+    for (int rep = 0; rep < a.repeats; ++rep) runs.push_back(one_run(W, how));
+    std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.total < y.total; });
+    const Run& m = runs[runs.size() / 2];
+    if (!a.quiet)
+      std::fprintf(stderr, "[scatter] %s workers %d: scatter %.1f ms (gather %.1f) + stitch %.1f ms = %.1f ms\n",
+                   W ? placement_name(how) : "one-pass", W, m.scatter, m.gather, m.stitch, m.total);
+    return m;
+  };
+  const Run base = median_run(0, Placement::Lpt);
+  std::printf(",\n  \"scatter\": {\"prompt_tokens\": %lld, \"blocks\": [", static_cast<long long>(prompt));
+  for (size_t i = 0; i + 1 < req.size(); ++i) std::printf("%s%zu", i ? ", " : "", req[i].tokens.size());
+  std::printf("], \"repeats\": %d,\n    \"one_pass\": {\"ttft_ms\": %.2f, \"computed_tokens\": %lld},\n    \"runs\": [",
+              a.repeats, base.total, static_cast<long long>(base.computed));
+  bool first = true;
+  for (Placement how : {Placement::Lpt, Placement::RoundRobin}) {
+    double t1 = 0;
+    for (int W : a.workers) {
+      const Run r = median_run(W, how);
+      if (W == 1) t1 = r.scatter;
+      std::printf("%s\n      {\"placement\": \"%s\", \"workers\": %d, \"scatter_ms\": %.2f, \"gather_ms\": %.2f, "
+                  "\"stitch_ms\": %.2f, \"ttft_ms\": %.2f, \"stitch_computed_tokens\": %lld, \"makespan_cost\": %lld, "
+                  "\"scaling\": %s, \"worker_ms\": [",
+                  first ? "" : ",", placement_name(how), W, r.scatter, r.gather, r.stitch, r.total,
+                  static_cast<long long>(r.computed), static_cast<long long>(r.makespan_cost),
+                  t1 > 0 ? std::to_string(t1 / (W * r.scatter)).c_str() : "null");
+      first = false;
+      for (size_t i = 0; i < r.worker.size(); ++i) std::printf("%s%.1f", i ? ", " : "", r.worker[i]);
+      std::printf("], \"worker_tokens\": [");
+      for (size_t i = 0; i < r.worker_tokens.size(); ++i)
+        std::printf("%s%lld", i ? ", " : "", static_cast<long long>(r.worker_tokens[i]));
+      std::printf("]}");
+    }
+  }
+  std::printf("\n    ]\n  }");
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -688,6 +808,7 @@ int main(int argc, char** argv) {
     if (a.agent) agent_case(a, *backend, opt);
     if (a.tiers) tiers_case(a, *backend, opt, reqs);
     if (a.state) state_case(a, *backend, opt, reqs);
+    if (a.scatter) scatter_case(a, *backend, opt);
     std::printf("\n}\n");
   } catch (const std::exception& e) {
     std::fflush(stdout);
