@@ -25,6 +25,7 @@
 
 namespace hypic {
 
+class Communicator;
 class SequenceState;
 
 enum class Device { Cpu, Cuda };
@@ -213,6 +214,12 @@ class Backend {
   // Makes room for `rows` K/V rows in every attention layer of `st` at once (growing a device cache in
   // the middle of a pass costs a reallocation and a synchronisation per layer).
   virtual void reserve_kv(State& st, int64_t rows) {}
+
+  // Makes this backend one rank of a tensor-parallel group (runtime/tensor_parallel.h): its weights are
+  // the rank's slice of every layer (shard_weights), and the outputs of every mixer and feed-forward are
+  // summed over the group (comm) before they join the residual stream. InvalidArgument where the backend
+  // has no such path.
+  virtual void set_communicator(std::shared_ptr<Communicator> comm);
 
   // Waits for the device's queued work (a no-op on the CPU).
   virtual void sync() {}

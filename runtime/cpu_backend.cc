@@ -196,7 +196,39 @@ void CpuBackend::linear_recur(int layer, Rows& rr, int64_t row0, int64_t T, Stat
   if (transfer) cpu::delta_rule_transfer(T, Hv, dk, k.data(), gate, beta, transfer);
 }
 
+void CpuBackend::set_communicator(std::shared_ptr<Communicator> comm) {
+  if (comm && comm->size() > 1 &&
+      (cfg_.linear_kind != LinearKind::GatedDeltaNet || cfg_.mla || cfg_.residual_from_norm))
+    throw InvalidArgument("tensor parallelism covers the Qwen3-Next / Qwen3.5 layers, not " + cfg_.text_model_type);
+  comm_ = std::move(comm);
+}
+
+void CpuBackend::reduce_into_residual(Rows& rr, const std::function<void()>& step) {
+  CpuRows& r = rows_of(rr);
+  std::vector<float> partial(r.h.size(), 0.0f);
+  std::swap(r.h, partial);  // the step adds onto zeros
+  step();
+  std::swap(r.h, partial);
+  comm_->all_reduce_sum(partial.data(), partial.size());
+  for (size_t i = 0; i < partial.size(); ++i) r.h[i] += partial[i];
+}
+
 void CpuBackend::linear_output(int layer, Rows& rr) {
+  if (comm_ && comm_->size() > 1) return reduce_into_residual(rr, [&] { linear_output_local(layer, rr); });
+  linear_output_local(layer, rr);
+}
+
+void CpuBackend::attention_output(int layer, Rows& rr) {
+  if (comm_ && comm_->size() > 1) return reduce_into_residual(rr, [&] { attention_output_local(layer, rr); });
+  attention_output_local(layer, rr);
+}
+
+void CpuBackend::ffn(int layer, Rows& rr) {
+  if (comm_ && comm_->size() > 1) return reduce_into_residual(rr, [&] { ffn_local(layer, rr); });
+  ffn_local(layer, rr);
+}
+
+void CpuBackend::linear_output_local(int layer, Rows& rr) {
   if (cfg_.linear_kind == LinearKind::Lightning) return lightning_output(layer, rr);
   if (cfg_.linear_kind == LinearKind::Kda) return kda_output(layer, rr);
   CpuRows& r = rows_of(rr);
@@ -411,7 +443,7 @@ void CpuBackend::attention_core(int layer, Rows& rr, int64_t row0, int64_t n, St
                  1.0f / std::sqrt(static_cast<float>(hd)), r.att.data() + row0 * H * hd);
 }
 
-void CpuBackend::attention_output(int layer, Rows& rr) {
+void CpuBackend::attention_output_local(int layer, Rows& rr) {
   CpuRows& r = rows_of(rr);
   if (cfg_.attn_output_gate)
     for (size_t i = 0; i < r.att.size(); ++i) r.att[i] *= cpu::sigmoid(r.gate[i]);
@@ -438,7 +470,7 @@ void CpuBackend::mlp(const MlpWeights& m, int64_t I, const float* x, int64_t T, 
   apply(m.down, g.data(), T, out, accumulate);
 }
 
-void CpuBackend::ffn(int layer, Rows& rr) {
+void CpuBackend::ffn_local(int layer, Rows& rr) {
   CpuRows& r = rows_of(rr);
   const LayerWeights& L = w_.layers[layer];
   const int64_t T = r.T, D = cfg_.hidden_size;

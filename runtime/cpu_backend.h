@@ -5,11 +5,13 @@
 // SwiGLU or sparse MoE with shared expert, final norm and LM head. Sequence states are SequenceState
 // (runtime/sequence_state.h).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "runtime/backend.h"
 #include "runtime/model_config.h"
+#include "runtime/communicator.h"
 #include "runtime/model_weights.h"
 #include "runtime/sequence_state.h"
 
@@ -65,8 +67,15 @@ class CpuBackend : public Backend {
   std::vector<float> to_host(const void* data, size_t n, DType t) override;
   void copy_to_host(const void* src, void* host_dst, size_t bytes) override;
   void copy_from_host(const void* host_src, void* dst, size_t bytes) override;
+  void set_communicator(std::shared_ptr<Communicator> comm) override;
 
  private:
+  // A sublayer's output step under tensor parallelism: `step` accumulates onto zeros (this rank's partial
+  // output), the partials are summed over the group, and the sum joins the residual stream.
+  void reduce_into_residual(Rows& r, const std::function<void()>& step);
+  void linear_output_local(int layer, Rows& r);
+  void attention_output_local(int layer, Rows& r);
+  void ffn_local(int layer, Rows& r);
   void lightning_project(int layer, Rows& r);
   void lightning_recur(int layer, Rows& r, int64_t row0, int64_t n, State& st, float* transfer);
   void lightning_output(int layer, Rows& r);
@@ -79,6 +88,7 @@ class CpuBackend : public Backend {
 
   ModelConfig cfg_;
   ModelWeights w_;
+  std::shared_ptr<Communicator> comm_;  // set: this backend is one rank of a tensor-parallel group
 };
 
 }  // namespace hypic

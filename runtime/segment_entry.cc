@@ -90,6 +90,10 @@ void Backend::attention_isolated(int layer, Rows& r, std::span<const IsolatedAtt
   }
 }
 
+void Backend::set_communicator(std::shared_ptr<Communicator>) {
+  throw InvalidArgument(std::string("the ") + device_name(device()) + " backend has no tensor-parallel path");
+}
+
 void Backend::copy_shared(const void* src, void* dst, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 std::unique_ptr<State> Backend::scratch_state() {

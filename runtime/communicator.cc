@@ -1,0 +1,45 @@
+#include "runtime/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace hypic {
+
+struct ThreadCommunicator::Shared {
+  explicit Shared(int n) : ranks(n), ptrs(static_cast<size_t>(n)), sizes(static_cast<size_t>(n)), sync(n) {}
+  int ranks;
+  std::vector<float*> ptrs;   // each rank's buffer of the current call
+  std::vector<size_t> sizes;  // and its length (checked equal)
+  std::barrier<> sync;
+};
+
+std::vector<std::shared_ptr<Communicator>> ThreadCommunicator::group(int ranks) {
+  if (ranks < 1) throw InvalidArgument("a communicator group needs at least one rank, got " + std::to_string(ranks));
+  auto s = std::make_shared<Shared>(ranks);
+  std::vector<std::shared_ptr<Communicator>> out;
+  for (int r = 0; r < ranks; ++r) out.push_back(std::make_shared<ThreadCommunicator>(s, r));
+  return out;
+}
+
+int ThreadCommunicator::size() const { return s_->ranks; }
+
+void ThreadCommunicator::all_reduce_sum(float* data, size_t n) {
+  if (s_->ranks == 1) return;
+  const size_t me = static_cast<size_t>(rank_);
+  s_->ptrs[me] = data;
+  s_->sizes[me] = n;
+  s_->sync.arrive_and_wait();  // every rank's buffer is published
+  HYPIC_ASSERT(std::all_of(s_->sizes.begin(), s_->sizes.end(), [&](size_t m) { return m == n; }),
+               "ranks reduce buffers of different sizes");
+  sum_.assign(s_->ptrs[0], s_->ptrs[0] + n);
+  for (int r = 1; r < s_->ranks; ++r) {
+    const float* in = s_->ptrs[static_cast<size_t>(r)];
+    for (size_t i = 0; i < n; ++i) sum_[i] += in[i];
+  }
+  s_->sync.arrive_and_wait();  // every rank has read every buffer
+  std::memcpy(data, sum_.data(), n * sizeof(float));
+}
+
+}  // namespace hypic
