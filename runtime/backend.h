@@ -220,6 +220,9 @@ class Backend {
   // summed over the group (comm) before they join the residual stream. InvalidArgument where the backend
   // has no such path.
   virtual void set_communicator(std::shared_ptr<Communicator> comm);
+  // Prepares the calling thread to use this backend (CUDA: makes its device the thread's current one).
+  // Called by whoever drives a backend from a thread of its own (tensor-parallel ranks, scatter workers).
+  virtual void bind_thread() {}
 
   // Waits for the device's queued work (a no-op on the CPU).
   virtual void sync() {}

@@ -25,6 +25,14 @@ bool cuda_device_present() {
 #endif
 }
 
+int cuda_device_count() {
+#ifdef HYPIC_WITH_CUDA
+  int n = 0;
+  if (cuda::device_available() && cudaGetDeviceCount(&n) == cudaSuccess) return n;
+#endif
+  return 0;
+}
+
 Device resolve_device(const std::string& name) {
   if (name == "cpu") return Device::Cpu;
   if (name == "auto") return cuda_built() && cuda_device_present() ? Device::Cuda : Device::Cpu;

@@ -14,6 +14,8 @@ namespace hypic {
 // Whether this build has the CUDA backend, and whether a CUDA device can be used now.
 bool cuda_built();
 bool cuda_device_present();
+// CUDA devices usable now (0 without the backend).
+int cuda_device_count();
 
 // "cpu", "cuda" or "auto" (CUDA where the build has it and a device is present, else the CPU).
 // Throws InvalidArgument for another name, and for "cuda" without the backend or a device.

@@ -161,6 +161,7 @@ ScatterReport ColdScatter::prefill_missing(const std::vector<PromptBlock>& block
     if (mine[w].empty()) return;
     const auto tw = std::chrono::steady_clock::now();
     try {
+      workers_[w]->bind_thread();
       std::vector<std::vector<int>> toks;
       for (size_t j : mine[w]) toks.push_back(blocks[jobs[j].block].tokens);
       Engine& e = worker_engines_[w] ? *worker_engines_[w] : engine_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/backend.h"
 #include "runtime/error.h"
 
 namespace hypic {
@@ -40,6 +41,14 @@ void ThreadCommunicator::all_reduce_sum(float* data, size_t n) {
   }
   s_->sync.arrive_and_wait();  // every rank has read every buffer
   std::memcpy(data, sum_.data(), n * sizeof(float));
+}
+
+void StagedCommunicator::all_reduce_sum(float* data, size_t n) {
+  if (size() == 1) return;
+  staged_.resize(n);
+  b_.copy_to_host(data, staged_.data(), n * sizeof(float));
+  host_->all_reduce_sum(staged_.data(), n);
+  b_.copy_from_host(staged_.data(), data, n * sizeof(float));
 }
 
 }  // namespace hypic

@@ -45,4 +45,25 @@ class ThreadCommunicator : public Communicator {
   std::vector<float> sum_;  // this rank's result before it replaces data
 };
 
+class Backend;
+
+// A rank whose buffers live in a backend's memory (a CUDA device) reduced through a host communicator:
+// the buffer is copied to the host, reduced there, and copied back (Backend::copy_to_host /
+// copy_from_host, each complete on return). Slow (two copies and a synchronisation per reduction); for
+// several ranks on one device, where NCCL cannot run (it needs a GPU per rank), to check the
+// tensor-parallel path on one GPU.
+class StagedCommunicator : public Communicator {
+ public:
+  StagedCommunicator(Backend& backend, std::shared_ptr<Communicator> host)
+      : b_(backend), host_(std::move(host)) {}
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  void all_reduce_sum(float* data, size_t n) override;
+
+ private:
+  Backend& b_;
+  std::shared_ptr<Communicator> host_;
+  std::vector<float> staged_;
+};
+
 }  // namespace hypic

@@ -1,5 +1,6 @@
 #include "runtime/tensor_parallel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -8,6 +9,11 @@
 #include "runtime/backends.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/error.h"
+#ifdef HYPIC_WITH_CUDA
+#include "kernels/cuda/check.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/nccl_communicator.h"
+#endif
 
 namespace hypic {
 namespace {
@@ -157,21 +163,81 @@ ModelWeights shard_weights(const ModelConfig& cfg, const ModelWeights& w, int ra
 
 // ---- the group ----
 
-std::unique_ptr<TensorParallelGroup> TensorParallelGroup::open(const std::string& dir, int ranks, Device device) {
-  if (device != Device::Cpu)
-    throw InvalidArgument("tensor parallelism runs on CPU ranks in this build; its CUDA ranks are not built yet");
+namespace {
+
+std::vector<int> rank_devices(int ranks, std::vector<int> devices) {
+  if (devices.empty())
+    for (int r = 0; r < ranks; ++r) devices.push_back(r);
+  if (static_cast<int>(devices.size()) != ranks)
+    throw InvalidArgument(std::to_string(devices.size()) + " CUDA devices given for " + std::to_string(ranks) + " ranks");
+  return devices;
+}
+
+bool distinct(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  return std::adjacent_find(v.begin(), v.end()) == v.end();
+}
+
+}  // namespace
+
+std::unique_ptr<TensorParallelGroup> TensorParallelGroup::open(const std::string& dir, int ranks, Device device,
+                                                               std::vector<int> cuda_devices) {
   const ModelConfig cfg = ModelConfig::load(dir + "/config.json");
   check_tensor_parallel(cfg, ranks);
+  if (device == Device::Cuda) {
+    if (!cuda_built()) throw InvalidArgument("device 'cuda': this hypic was built without the CUDA backend");
+    cfg.check_cuda_supported();
+  }
+  const std::vector<int> devs = device == Device::Cuda ? rank_devices(ranks, cuda_devices) : std::vector<int>{};
   const ModelWeights w = ModelWeights::load(cfg, dir);
   std::unique_ptr<TensorParallelGroup> g(new TensorParallelGroup());
   g->device_ = device;
-  auto comms = ThreadCommunicator::group(ranks);
   for (int r = 0; r < ranks; ++r) {
-    auto b = std::make_unique<CpuBackend>(shard_config(cfg, r, ranks), shard_weights(cfg, w, r, ranks));
-    b->set_communicator(comms[static_cast<size_t>(r)]);
-    g->backends_.push_back(std::move(b));
+    const ModelConfig c = shard_config(cfg, r, ranks);
+    ModelWeights s = shard_weights(cfg, w, r, ranks);
+    if (device == Device::Cpu) {
+      g->backends_.push_back(std::make_unique<CpuBackend>(c, std::move(s)));
+    } else {
+#ifdef HYPIC_WITH_CUDA
+      HYPIC_CUDA_CHECK(cudaSetDevice(devs[static_cast<size_t>(r)]));
+      g->backends_.push_back(std::make_unique<CudaBackend>(CudaModel::upload(c, s)));
+#endif
+    }
   }
+  g->connect(devs);
   return g;
+}
+
+std::unique_ptr<TensorParallelGroup> TensorParallelGroup::random(const ModelConfig& cfg, int ranks, uint64_t seed,
+                                                                 std::vector<int> cuda_devices) {
+  check_tensor_parallel(cfg, ranks);
+  if (!cuda_built()) throw InvalidArgument("random weights are generated on the GPU: this build has no CUDA backend");
+  const std::vector<int> devs = rank_devices(ranks, cuda_devices);
+  std::unique_ptr<TensorParallelGroup> g(new TensorParallelGroup());
+  g->device_ = Device::Cuda;
+  for (int r = 0; r < ranks; ++r) {
+#ifdef HYPIC_WITH_CUDA
+    HYPIC_CUDA_CHECK(cudaSetDevice(devs[static_cast<size_t>(r)]));
+    g->backends_.push_back(std::make_unique<CudaBackend>(CudaModel::random(shard_config(cfg, r, ranks), seed + r)));
+#endif
+  }
+  g->connect(devs);
+  return g;
+}
+
+void TensorParallelGroup::connect(const std::vector<int>& devices) {
+  std::vector<std::shared_ptr<Communicator>> comms;
+  if (device_ == Device::Cpu) {
+    comms = ThreadCommunicator::group(ranks());
+  } else if (distinct(devices)) {
+#ifdef HYPIC_WITH_CUDA
+    comms = NcclCommunicator::group(devices);
+#endif
+  } else {
+    for (auto& c : ThreadCommunicator::group(ranks()))
+      comms.push_back(std::make_shared<StagedCommunicator>(*backends_[comms.size()], c));
+  }
+  for (int r = 0; r < ranks(); ++r) backends_[static_cast<size_t>(r)]->set_communicator(comms[static_cast<size_t>(r)]);
 }
 
 TensorParallelGroup::~TensorParallelGroup() = default;
@@ -180,6 +246,7 @@ void TensorParallelGroup::each(const std::function<void(int)>& f) {
   std::vector<std::exception_ptr> failed(backends_.size());
   auto one = [&](int r) {
     try {
+      backends_[static_cast<size_t>(r)]->bind_thread();
       f(r);
     } catch (...) {
       failed[static_cast<size_t>(r)] = std::current_exception();

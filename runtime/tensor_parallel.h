@@ -34,12 +34,19 @@ ModelConfig shard_config(const ModelConfig& cfg, int rank, int ranks);
 ModelWeights shard_weights(const ModelConfig& cfg, const ModelWeights& w, int rank, int ranks);
 
 // R rank backends with their communicators: CPU ranks over threads (ThreadCommunicator), or in CUDA builds
-// one GPU per rank (NcclCommunicator, devices 0..R-1).
+// rank r on CUDA device cuda_devices[r] (default 0..R-1): NCCL (NcclCommunicator) when the devices are
+// distinct, else the ranks share devices through host staging (StagedCommunicator: slow, for checking
+// the tensor-parallel path on one GPU).
 class TensorParallelGroup {
  public:
   // Loads the model directory once and builds the ranks' slices. InvalidArgument for ranks < 1, a model
-  // that does not split (check_tensor_parallel), or more CUDA ranks than devices.
-  static std::unique_ptr<TensorParallelGroup> open(const std::string& dir, int ranks, Device device);
+  // that does not split (check_tensor_parallel), a device list of another length, or a missing device.
+  static std::unique_ptr<TensorParallelGroup> open(const std::string& dir, int ranks, Device device,
+                                                   std::vector<int> cuda_devices = {});
+  // Random weights of cfg's per-rank shape on each rank (CUDA only; for timing shapes that do not fit one
+  // GPU, e.g. Qwen3.5-122B-A10B over 2+ GPUs). Rank r's weights are drawn from seed + r.
+  static std::unique_ptr<TensorParallelGroup> random(const ModelConfig& cfg, int ranks, uint64_t seed,
+                                                     std::vector<int> cuda_devices = {});
   ~TensorParallelGroup();
 
   int ranks() const { return static_cast<int>(backends_.size()); }
@@ -50,6 +57,8 @@ class TensorParallelGroup {
 
  private:
   TensorParallelGroup() = default;
+  // Gives every rank its communicator (see the class comment).
+  void connect(const std::vector<int>& cuda_devices);
   Device device_ = Device::Cpu;
   std::vector<std::unique_ptr<Backend>> backends_;
 };

@@ -1,5 +1,7 @@
 #include "runtime/cuda/cuda_backend.h"
 
+#include "runtime/cuda/nccl_communicator.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -95,6 +97,16 @@ bool CudaBackend::shares_memory_with(const Backend& other) const {
   return o && o->m_->device() == m_->device();
 }
 
+void CudaBackend::set_communicator(std::shared_ptr<Communicator> comm) {
+  const ModelConfig& c = m_->config();
+  if (comm && comm->size() > 1 && (c.linear_kind != LinearKind::GatedDeltaNet || c.mla || c.residual_from_norm))
+    throw InvalidArgument("tensor parallelism covers the Qwen3-Next / Qwen3.5 layers, not " + c.text_model_type);
+  if (auto* n = dynamic_cast<NcclCommunicator*>(comm.get())) n->set_stream(m_->stream());
+  m_->set_communicator(std::move(comm));
+}
+
+void CudaBackend::bind_thread() { HYPIC_CUDA_CHECK(cudaSetDevice(m_->device())); }
+
 void CudaBackend::copy_shared(const void* src, void* dst, size_t bytes) {
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, m_->stream()));
 }
@@ -161,9 +173,13 @@ std::vector<float> CudaBackend::logits(Rows& r, std::span<const int64_t> rows) {
   return out;
 }
 
-std::vector<float> CudaBackend::decode_step(int id, State& st) { return m_->decode_step(id, cuda_state(st)); }
+std::vector<float> CudaBackend::decode_step(int id, State& st) {
+  if (m_->tensor_parallel()) return {};  // the captured step does not reduce over the ranks
+  return m_->decode_step(id, cuda_state(st));
+}
 
 std::vector<float> CudaBackend::decode_batch(std::span<State* const> states, std::span<const int> ids) {
+  if (m_->tensor_parallel()) return {};
   std::vector<CudaSequenceState*> cs;
   for (State* s : states) cs.push_back(&cuda_state(*s));
   return m_->decode_batch(ids, cs);
@@ -172,6 +188,7 @@ std::vector<float> CudaBackend::decode_batch(std::span<State* const> states, std
 bool CudaBackend::decode_batch_drawn(std::span<State* const> states, std::span<const int> ids,
                                      std::span<const TokenDraw* const> draws, std::span<int> sampled,
                                      std::vector<std::vector<float>>& logits) {
+  if (m_->tensor_parallel()) return false;
   std::vector<CudaSequenceState*> cs;
   for (State* s : states) cs.push_back(&cuda_state(*s));
   std::vector<cuda::RowDraw> rows(states.size());

@@ -38,6 +38,10 @@ class CudaBackend : public Backend {
   std::unique_ptr<Backend> worker() override;
   bool shares_memory_with(const Backend& other) const override;
   void copy_shared(const void* src, void* dst, size_t bytes) override;
+  // NcclCommunicator: bound to the model's stream; another communicator (StagedCommunicator) is called
+  // from the host between the steps.
+  void set_communicator(std::shared_ptr<Communicator> comm) override;
+  void bind_thread() override;
   std::unique_ptr<State> new_state() override;
   std::unique_ptr<State> clone(const State& s) override;
   void reset(State& s) override;

@@ -603,7 +603,42 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
   return true;
 }
 
+void CudaModel::set_communicator(std::shared_ptr<Communicator> comm) {
+  comm_ = std::move(comm);
+  if (tensor_parallel()) {
+    set_decode_graphs(false);
+    batch_on_ = false;
+  }
+}
+
+template <class Step>
+void CudaModel::reduced(CudaActivations& a, Step&& step) {
+  const size_t n = static_cast<size_t>(a.T * cfg_.hidden_size);
+  cuda::DeviceBuffer partial(pool_, n * sizeof(float));
+  HYPIC_CUDA_CHECK(cudaMemsetAsync(partial.get(), 0, n * sizeof(float), stream_));
+  std::swap(a.h, partial);  // the step adds onto zeros
+  step();
+  std::swap(a.h, partial);
+  comm_->all_reduce_sum(partial.as<float>(), n);
+  cuda::add_scaled(a.hp(), a.hp(), 1.0f, partial.as<float>(), static_cast<int64_t>(n), stream_);
+}
+
 void CudaModel::linear_output(int layer, CudaActivations& s) {
+  if (tensor_parallel()) return reduced(s, [&] { linear_output_local(layer, s); });
+  linear_output_local(layer, s);
+}
+
+void CudaModel::attention_output(int layer, CudaActivations& s) {
+  if (tensor_parallel()) return reduced(s, [&] { attention_output_local(layer, s); });
+  attention_output_local(layer, s);
+}
+
+void CudaModel::ffn(int layer, CudaActivations& s) {
+  if (tensor_parallel()) return reduced(s, [&] { ffn_local(layer, s); });
+  ffn_local(layer, s);
+}
+
+void CudaModel::linear_output_local(int layer, CudaActivations& s) {
   if (cfg_.linear_kind == LinearKind::Lightning) return lightning_output(layer, s);
   if (cfg_.linear_kind == LinearKind::Kda) return kda_output(layer, s);
   const DeviceGdn& G = w_.layers[layer].lin;
@@ -773,7 +808,7 @@ void CudaModel::append_kv_ranges(CudaAttentionLayerState& kv, const std::vector<
   kv.rows = row;
 }
 
-void CudaModel::attention_output(int layer, CudaActivations& s) {
+void CudaModel::attention_output_local(int layer, CudaActivations& s) {
   const int64_t T = s.T, H = cfg_.num_heads, hd = cfg_.head_dim;
   cudaStream_t cs = stream_;
   bf16* att = s.att.as<bf16>();
@@ -792,7 +827,7 @@ void CudaModel::attention_output(int layer, CudaActivations& s) {
   gemm(in, T, width, w_.layers[layer].attn.o, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
-void CudaModel::ffn(int layer, CudaActivations& s) {
+void CudaModel::ffn_local(int layer, CudaActivations& s) {
   const int64_t T = s.T;
   const DeviceLayer& L = w_.layers[layer];
   const int64_t D = cfg_.hidden_size;

@@ -21,6 +21,7 @@
 #include "runtime/cuda/cuda_activations.h"
 #include "runtime/cuda/cuda_sequence_state.h"
 #include "runtime/cuda/device_weights.h"
+#include "runtime/communicator.h"
 #include "runtime/model_config.h"
 #include "runtime/model_weights.h"
 
@@ -43,6 +44,11 @@ class CudaModel {
   std::unique_ptr<CudaModel> sibling() const;
   // The CUDA device the model's weights are on.
   int device() const { return device_; }
+  // One rank of a tensor-parallel group (Backend::set_communicator): every mixer's and feed-forward's
+  // output is summed over the group before it joins the residual stream; the captured decode graphs and
+  // the batched decode step are turned off (their steps do not reduce).
+  void set_communicator(std::shared_ptr<Communicator> comm);
+  bool tensor_parallel() const { return comm_ && comm_->size() > 1; }
 
   const ModelConfig& config() const { return cfg_; }
   const std::string& fingerprint() const { return fingerprint_; }
@@ -175,6 +181,12 @@ class CudaModel {
   std::map<std::string, double> decode_profile(bool reset);
 
  private:
+  // Runs an output step onto zeros, sums its partial over the group, adds the sum to the residual.
+  template <class Step>
+  void reduced(CudaActivations& a, Step&& step);
+  void linear_output_local(int layer, CudaActivations& a);
+  void attention_output_local(int layer, CudaActivations& a);
+  void ffn_local(int layer, CudaActivations& a);
   // `shared`: a sibling's weights (null: new, empty ones).
   CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<DeviceWeights> shared = nullptr);
   // The steps of the other families' layers (same contracts as the public steps they serve).
@@ -218,6 +230,7 @@ class CudaModel {
   std::shared_ptr<DeviceWeights> shared_w_;  // shared with siblings
   DeviceWeights& w_;
   int device_ = 0;
+  std::shared_ptr<Communicator> comm_;
   std::vector<int32_t> counts_host_;  // MoE group sizes (host)
   bool graphs_on_ = true;
   bool split_invariant_ = false;

@@ -1,7 +1,8 @@
 // Tensor parallelism (runtime/tensor_parallel.h) on the CPU fixture models with 2 ranks over threads: the
 // sharded forward equals the one-rank forward (full recompute: logits and greedy continuation), the
 // engine's cached modes give the same results with 2 ranks as with one over a sequence of misses and hits
-// in new orders, and shapes or families that do not split are refused by name.
+// in new orders, and shapes or families that do not split are refused by name. On CUDA (where present):
+// two ranks against one on the same device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "runtime/error.h"
 #include "runtime/model_config.h"
 #include "runtime/tensor_parallel.h"
+#include "tests/runtime/bf16_agreement.h"
 #include "tests/runtime/token_blocks.h"
 
 namespace hypic {
@@ -88,6 +90,46 @@ TEST_P(TensorParallelTest, CachedModesMatchOneRank) {
         for (int r = 0; r < 2; ++r)
           EXPECT_EQ(tp.engine(r).store().stats().entries, eng.store().stats().entries) << what << " rank " << r;
       }
+    }
+  }
+}
+
+// CUDA ranks: NCCL over two GPUs where there are two, else both ranks on GPU 0 through host staging
+// (the same sharded kernels and reduction points; only the transport differs). Against one rank on the
+// same device, within the fixture's bf16 two-run bounds (the partial sums round in another order).
+TEST_P(TensorParallelTest, CudaRanksMatchOneCudaRank) {
+  if (!(cuda_built() && cuda_device_present())) GTEST_SKIP() << "no CUDA backend or device";
+  const std::vector<int> devices = cuda_device_count() >= 2 ? std::vector<int>{0, 1} : std::vector<int>{0, 0};
+  auto one = open_backend(dir_, Device::Cuda);
+  auto group = TensorParallelGroup::open(dir_, 2, Device::Cuda, devices);
+  const auto bounds = testing_bf16::load_bounds(dir_);
+  const int64_t V = one->config().vocab_size;
+  const std::vector<std::vector<PromptBlock>> prompts = {
+      cacheable_blocks({block(30, 1), block(21, 2), block(17, 3), block(6, 4)}),
+      cacheable_blocks({block(30, 1), block(17, 3), block(21, 2), block(5, 5)}),
+  };
+  for (CacheMode mode : {CacheMode::Full, CacheMode::Hypic}) {
+    Engine eng(*one, mode, {});
+    TensorParallelEngine tp(*group, mode, {});
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      PromptResult ref = eng.run(prompts[i]);
+      TensorParallelEngine::States st;
+      PromptResult got = tp.run(prompts[i], st);
+      const std::string what = GetParam() + " cuda " + (devices[1] ? "nccl " : "staged ") + mode_name(mode) +
+                               " prompt " + std::to_string(i);
+      EXPECT_EQ(got.computed_tokens, ref.computed_tokens) << what;
+      std::vector<float> a = got.logits, b = ref.logits;
+      // and three decode steps from the same token on both
+      const int next = static_cast<int>(std::max_element(b.begin(), b.end()) - b.begin());
+      for (int k = 0; k < 3; ++k) {
+        const int one_id[1] = {next};
+        const std::vector<float> x = tp.forward(one_id, st), y = eng.forward(one_id, *ref.state);
+        a.insert(a.end(), x.begin(), x.end());
+        b.insert(b.end(), y.begin(), y.end());
+      }
+      const auto t = bounds.two;
+      testing_bf16::expect_close(testing_bf16::compare(a.data(), b.data(), static_cast<int64_t>(a.size()) / V, V, bounds.range),
+                                 {t.max_rel, t.mean_rel, 0.0}, what);
     }
   }
 }
