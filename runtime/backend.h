@@ -92,6 +92,10 @@ class Backend {
   // Copies `bytes` bytes between arrays this backend can address (its own memory or that of a backend it
   // shares memory with), ordered after the work queued here; complete by the next sync().
   virtual void copy_shared(const void* src, void* dst, size_t bytes);
+  // Copies `bytes` bytes from `src` in `from`'s memory to `dst` in this backend's memory directly (CUDA:
+  // a peer copy between two devices), ordered after the work queued here, complete by the next sync(),
+  // once `from` finished its work. false: no direct path (nothing done; copy through host memory).
+  virtual bool copy_from_peer(const Backend& from, const void* src, void* dst, size_t bytes) { return false; }
 
   // ---- one pass (rows are tokens; every step adds its sublayer output to the residual stream) ----
   virtual std::unique_ptr<Rows> rows(int64_t T) = 0;

@@ -59,4 +59,42 @@ std::unique_ptr<Backend> random_backend(const ModelConfig& cfg, uint64_t seed, D
   throw InvalidArgument("random weights are generated on the GPU: use the CUDA device");
 }
 
+namespace {
+
+// Makes `cuda_device` current for the upload, and the previous device current again afterwards.
+template <class Make>
+std::unique_ptr<Backend> on_device(int cuda_device, Make make) {
+  const int n = cuda_device_count();
+  if (cuda_device < 0 || cuda_device >= n)
+    throw InvalidArgument("CUDA device " + std::to_string(cuda_device) + " is not present (" + std::to_string(n) +
+                          " found)");
+#ifdef HYPIC_WITH_CUDA
+  int before = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&before));
+  HYPIC_CUDA_CHECK(cudaSetDevice(cuda_device));
+  std::unique_ptr<Backend> b;
+  try {
+    b = make();
+  } catch (...) {
+    cudaSetDevice(before);
+    throw;
+  }
+  HYPIC_CUDA_CHECK(cudaSetDevice(before));
+  return b;
+#else
+  (void)make;
+  throw InvalidArgument("this hypic was built without the CUDA backend");
+#endif
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> open_backend_on(const std::string& model_dir, int cuda_device) {
+  return on_device(cuda_device, [&] { return open_backend(model_dir, Device::Cuda); });
+}
+
+std::unique_ptr<Backend> random_backend_on(const ModelConfig& cfg, uint64_t seed, int cuda_device) {
+  return on_device(cuda_device, [&] { return random_backend(cfg, seed, Device::Cuda); });
+}
+
 }  // namespace hypic

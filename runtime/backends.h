@@ -25,5 +25,9 @@ Device resolve_device(const std::string& name);
 std::unique_ptr<Backend> open_backend(const std::string& model_dir, Device device);
 // A model of cfg's shape with random weights (timing production shapes without a checkpoint): CUDA only.
 std::unique_ptr<Backend> random_backend(const ModelConfig& cfg, uint64_t seed, Device device);
+// The same on CUDA device `cuda_device` (a replica for the cold scatter's workers on several GPUs; the same
+// seed gives the same weights and fingerprint on every device). InvalidArgument for a missing device.
+std::unique_ptr<Backend> open_backend_on(const std::string& model_dir, int cuda_device);
+std::unique_ptr<Backend> random_backend_on(const ModelConfig& cfg, uint64_t seed, int cuda_device);
 
 }  // namespace hypic

@@ -197,7 +197,7 @@ ScatterReport ColdScatter::prefill_missing(const std::vector<PromptBlock>& block
       HYPIC_ASSERT(copy->mem && e->mem && copy->mem->bytes() == e->mem->bytes(), "entry layouts differ across workers");
       if (main.shares_memory_with(from)) {
         main.copy_shared(e->mem->data(), copy->mem->data(), e->mem->bytes());
-      } else {
+      } else if (!main.copy_from_peer(from, e->mem->data(), copy->mem->data(), e->mem->bytes())) {
         host.resize(e->mem->bytes());
         from.copy_to_host(e->mem->data(), host.data(), host.size());
         main.copy_from_host(host.data(), copy->mem->data(), host.size());

@@ -3,8 +3,9 @@
 // same time from one host thread per worker, and their entries are stored in the engine's store, so that
 // the engine's run() then finds every block and only stitches. Workers are backends over the same weights
 // (Backend::worker(): on one GPU, CUDA streams of one device; on the CPU, threads over the same mapped
-// checkpoint). Entries computed where the engine's backend can address them are moved over by one device
-// copy; others through host memory.
+// checkpoint), or replicas of the model on other GPUs (open_backend_on / random_backend_on). Entries are
+// moved into the engine's backend memory by one device copy (the same device), a peer copy (another
+// GPU) or through host memory.
 //
 // One request's missing blocks are independent (each is a prefill from a zero state at local positions),
 // so the scatter changes where they run, not what they are: the stored entries are those run() would

@@ -105,6 +105,13 @@ void CudaBackend::set_communicator(std::shared_ptr<Communicator> comm) {
   m_->set_communicator(std::move(comm));
 }
 
+bool CudaBackend::copy_from_peer(const Backend& from, const void* src, void* dst, size_t bytes) {
+  const auto* o = dynamic_cast<const CudaBackend*>(&from);
+  if (!o) return false;
+  HYPIC_CUDA_CHECK(cudaMemcpyPeerAsync(dst, m_->device(), src, o->m_->device(), bytes, m_->stream()));
+  return true;
+}
+
 void CudaBackend::bind_thread() { HYPIC_CUDA_CHECK(cudaSetDevice(m_->device())); }
 
 void CudaBackend::copy_shared(const void* src, void* dst, size_t bytes) {

@@ -38,6 +38,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<Backend> worker() override;
   bool shares_memory_with(const Backend& other) const override;
   void copy_shared(const void* src, void* dst, size_t bytes) override;
+  bool copy_from_peer(const Backend& from, const void* src, void* dst, size_t bytes) override;
   // NcclCommunicator: bound to the model's stream; another communicator (StagedCommunicator) is called
   // from the host between the steps.
   void set_communicator(std::shared_ptr<Communicator> comm) override;

@@ -46,7 +46,8 @@
 //     fresh engine per run (median of --repeats): the one-pass cold run (every missing block an isolated
 //     lane of the stitch's pass, run()'s own cold path), and for each worker count of --workers and both
 //     placements (lpt, round-robin): ColdScatter::prefill_missing on that many workers (the engine's
-//     backend and Backend::worker() siblings: CUDA streams of the one device, or CPU threads), then run(),
+//     backend and Backend::worker() siblings: CUDA streams of the one device, or CPU threads; with
+//     --scatter-devices, replicas of the model on those GPUs, gathered by peer copies), then run(),
 //     which finds every block. Reports the scatter phase (and each worker's pass), the stitch, their sum,
 //     and the scatter phase's scaling against one worker: t(1) / (W t(W)).
 //
@@ -67,7 +68,7 @@
 //                    [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
 //                    [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]
 //                    [--turns 8] [--reply-tokens 32] [--tool-tokens 64] [--tier-format fp32|bf16|compact]
-//                    [--scatter-tokens 32768] [--workers 1,2,4]
+//                    [--scatter-tokens 32768] [--workers 1,2,4] [--scatter-devices 0,1,2,3]
 //                    [--quiet]   (--help lists them all)
 #include <algorithm>
 #include <chrono>
@@ -108,6 +109,7 @@ struct Args {
   bool rag = true, cold = true, agent = true, tiers = false, state = false, scatter = false;
   int64_t scatter_tokens = 32768;
   std::vector<int> workers = {1, 2, 4};
+  std::vector<int> scatter_devices;  // worker i on CUDA device scatter_devices[i] (replicas); empty: streams
   std::string tier_format = "fp32";
   std::vector<CacheMode> modes = kMainModes;  // of the rag case
   int requests = 8, warmup = 8, pool = 48, chunks_min = 8, chunks_max = 16, repeats = 3;
@@ -162,6 +164,11 @@ Args parse(int argc, char** argv) {
   app.add_option("--workers", a.workers, "scatter case: worker counts (comma-separated)")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  app.add_option("--scatter-devices", a.scatter_devices,
+                 "scatter case: the CUDA device of each worker, the first the engine's (0); workers on other devices "
+                 "are replicas of the model (default: CUDA streams of device 0)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1023));
   app.add_flag("--quiet", a.quiet, "no progress lines on stderr");
   tools::parse_or_exit(app, argc, argv);
   a.rag = cases == "rag" || cases == "all";
@@ -661,6 +668,8 @@ void state_case(const Args& a, Backend& backend, const EngineOptions& opt, const
 
 
 void scatter_case(const Args& a, Backend& backend, const EngineOptions& opt) {
+  if (!a.scatter_devices.empty() && a.scatter_devices[0] != 0)
+    throw InvalidArgument("--scatter-devices: the first worker is the engine's backend, on device 0");
   const int64_t V = backend.config().vocab_size;
   std::mt19937_64 rng(a.seed * 7919 + 17);
   const std::vector<double> share = {0.30, 0.02, 0.20, 0.03, 0.12, 0.04, 0.10, 0.05, 0.08, 0.06};
@@ -676,9 +685,20 @@ void scatter_case(const Args& a, Backend& backend, const EngineOptions& opt) {
 
   int max_workers = 1;
   for (int w : a.workers) max_workers = std::max(max_workers, w);
+  if (!a.scatter_devices.empty() && static_cast<int>(a.scatter_devices.size()) < max_workers)
+    throw InvalidArgument("--scatter-devices names fewer devices than the largest --workers count");
   std::vector<std::unique_ptr<Backend>> siblings;
   for (int i = 1; i < max_workers; ++i) {
-    siblings.push_back(backend.worker());
+    const int dev = a.scatter_devices.empty() ? 0 : a.scatter_devices[static_cast<size_t>(i)];
+    if (dev == 0) {
+      siblings.push_back(backend.worker());
+    } else if (!a.model.empty()) {
+      siblings.push_back(open_backend_on(a.model, dev));
+    } else {
+      std::string path = a.config;
+      if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "config.json").string();
+      siblings.push_back(random_backend_on(ModelConfig::load(path), a.seed, dev));
+    }
     if (!siblings.back()) throw InvalidArgument("this backend has no workers (Backend::worker)");
   }
   auto workers_of = [&](int W) {
@@ -730,7 +750,10 @@ void scatter_case(const Args& a, Backend& backend, const EngineOptions& opt) {
     return m;
   };
   const Run base = median_run(0, Placement::Lpt);
-  std::printf(",\n  \"scatter\": {\"prompt_tokens\": %lld, \"blocks\": [", static_cast<long long>(prompt));
+  std::printf(",\n  \"scatter\": {\"prompt_tokens\": %lld, \"worker_devices\": [", static_cast<long long>(prompt));
+  for (int i = 0; i < max_workers; ++i)
+    std::printf("%s%d", i ? ", " : "", a.scatter_devices.empty() ? 0 : a.scatter_devices[static_cast<size_t>(i)]);
+  std::printf("], \"blocks\": [");
   for (size_t i = 0; i + 1 < req.size(); ++i) std::printf("%s%zu", i ? ", " : "", req[i].tokens.size());
   std::printf("], \"repeats\": %d,\n    \"one_pass\": {\"ttft_ms\": %.2f, \"computed_tokens\": %lld},\n    \"runs\": [",
               a.repeats, base.total, static_cast<long long>(base.computed));
