@@ -13,6 +13,10 @@
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 #   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
+#   tools/bench/gpu_full_check.sh multigpu  # every GPU of the machine (issue 20): tensor-parallel tests (NCCL
+#                                           # between GPUs 0 and 1), TP prefill/decode/RAG at 1, 2, 4, 8 ranks,
+#                                           # the cold scatter over 1..N GPUs, LPT and round robin
+#                                           # (TP_CONFIG: a config that splits; default the 35B-A3B shape)
 # Run from the repository root with .deps carried (and .whl for the peers). Binaries come from
 # .gpubin/gpubin.tar.xz when it was carried (tools/bench/pack_gpu_binaries.sh built them elsewhere),
 # otherwise they are built here into build-gpu. Results also go to $OUT when set; with ARCHIVE=1 they go
@@ -201,6 +205,26 @@ if [ "$stage" = families ]; then
     "$(bin hypic_bench_kernels)" --only attention --tokens 8192,32768 --iters 20 > "$O/bench_attention.json" 2>&1
     echo "bench attention: exit $?"
   fi
+fi
+if [ "$stage" = multigpu ]; then
+  ngpu=$(nvidia-smi -L | wc -l)
+  echo "GPUs: $ngpu"
+  run_test tensor_parallel_model_test
+  run_test cold_scatter_model_test '*cuda*'
+  cfg=${TP_CONFIG:-tools/bench/configs/qwen3_5_35b_a3b.json}
+  for tp in 1 2 4 8; do
+    [ "$tp" -le "$ngpu" ] || continue
+    step "tp $tp"
+    "$(bin hypic_bench_tp)" --config "$cfg" --tp $tp --prefill 8192 --decode 32 --requests 8 --warmup 4 \
+      > "$O/bench_tp$tp.json" 2> "$O/bench_tp$tp.err"; echo "tp $tp: exit $?"
+    grep -E '"tokens_per_s"|"p50"' "$O/bench_tp$tp.json" | head -6
+  done
+  devs=$(seq -s, 0 $((ngpu - 1)))
+  ws=1; for w in 2 4 8; do [ "$w" -le "$ngpu" ] && ws="$ws,$w"; done
+  step "scatter over GPUs $devs (workers $ws)"
+  "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case scatter --scatter-tokens 32768 \
+    --workers $ws --scatter-devices $devs --repeats 3 > "$O/bench_scatter_gpus.json" 2> "$O/bench_scatter_gpus.err"
+  echo "scatter: exit $?"; grep "\[scatter\]" "$O/bench_scatter_gpus.err"
 fi
 if [ "$stage" = admission ]; then
   # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS
