@@ -1,19 +1,52 @@
 #include "runtime/communicator.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
 #include "runtime/backend.h"
 #include "runtime/error.h"
 
 namespace hypic {
 
+// A barrier that an aborted rank can break (std::barrier cannot release its waiters).
+class AbortableBarrier {
+ public:
+  explicit AbortableBarrier(int n) : n_(n) {}
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> g(mu_);
+    if (aborted_) throw DeviceError("a tensor-parallel rank failed: the group was aborted");
+    const uint64_t gen = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(g, [&] { return generation_ != gen || aborted_; });
+    if (generation_ == gen) throw DeviceError("a tensor-parallel rank failed: the group was aborted");
+  }
+  void abort() {
+    std::lock_guard<std::mutex> g(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_, arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
+};
+
 struct ThreadCommunicator::Shared {
   explicit Shared(int n) : ranks(n), ptrs(static_cast<size_t>(n)), sizes(static_cast<size_t>(n)), sync(n) {}
   int ranks;
   std::vector<float*> ptrs;   // each rank's buffer of the current call
   std::vector<size_t> sizes;  // and its length (checked equal)
-  std::barrier<> sync;
+  AbortableBarrier sync;
 };
 
 std::vector<std::shared_ptr<Communicator>> ThreadCommunicator::group(int ranks) {
@@ -25,6 +58,8 @@ std::vector<std::shared_ptr<Communicator>> ThreadCommunicator::group(int ranks) 
 }
 
 int ThreadCommunicator::size() const { return s_->ranks; }
+
+void ThreadCommunicator::abort() { s_->sync.abort(); }
 
 void ThreadCommunicator::all_reduce_sum(float* data, size_t n) {
   if (s_->ranks == 1) return;

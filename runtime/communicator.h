@@ -7,7 +7,6 @@
 // and in CUDA builds NcclCommunicator (runtime/cuda/nccl_communicator.h: one GPU per rank, NCCL's
 // all-reduce on the rank's stream).
 #pragma once
-#include <barrier>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -21,8 +20,11 @@ class Communicator {
   virtual int size() const = 0;
   // data[0, n) (fp32, in the memory of this rank's backend) becomes the sum over the ranks of their
   // data[0, n). Every rank calls it with the same n, in the same order of calls. The result is the same
-  // on every rank, bit for bit.
+  // on every rank, bit for bit. DeviceError once the group was aborted.
   virtual void all_reduce_sum(float* data, size_t n) = 0;
+  // A rank that fails between collectives calls this, so that the other ranks' pending and later
+  // reductions throw DeviceError instead of waiting for it forever. The group cannot be used afterwards.
+  virtual void abort() = 0;
 };
 
 // The ranks of one process as host threads over host buffers. Each rank sums every rank's buffer in rank
@@ -35,6 +37,7 @@ class ThreadCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override;
   void all_reduce_sum(float* data, size_t n) override;
+  void abort() override;
 
   struct Shared;
   ThreadCommunicator(std::shared_ptr<Shared> s, int rank) : s_(std::move(s)), rank_(rank) {}
@@ -59,6 +62,7 @@ class StagedCommunicator : public Communicator {
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
   void all_reduce_sum(float* data, size_t n) override;
+  void abort() override { host_->abort(); }
 
  private:
   Backend& b_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <thread>
 
 #include "kernels/dtype.h"
@@ -238,18 +239,26 @@ void TensorParallelGroup::connect(const std::vector<int>& devices) {
       comms.push_back(std::make_shared<StagedCommunicator>(*backends_[comms.size()], c));
   }
   for (int r = 0; r < ranks(); ++r) backends_[static_cast<size_t>(r)]->set_communicator(comms[static_cast<size_t>(r)]);
+  comms_ = std::move(comms);
 }
 
 TensorParallelGroup::~TensorParallelGroup() = default;
 
 void TensorParallelGroup::each(const std::function<void(int)>& f) {
+  if (aborted_) throw DeviceError("the tensor-parallel group was aborted after a rank failed: open a new one");
   std::vector<std::exception_ptr> failed(backends_.size());
+  std::mutex abort_mu;
   auto one = [&](int r) {
     try {
       backends_[static_cast<size_t>(r)]->bind_thread();
       f(r);
     } catch (...) {
       failed[static_cast<size_t>(r)] = std::current_exception();
+      std::lock_guard<std::mutex> g(abort_mu);
+      if (!aborted_ && ranks() > 1) {
+        aborted_ = true;
+        for (auto& c : comms_) c->abort();  // the other ranks' reductions now throw instead of waiting
+      }
     }
   };
   std::vector<std::thread> threads;
@@ -268,7 +277,28 @@ TensorParallelEngine::TensorParallelEngine(TensorParallelGroup& group, CacheMode
 
 TensorParallelEngine::~TensorParallelEngine() = default;
 
+namespace {
+
+// Engine::begin's and Engine::forward's checks, made once before the ranks start: a request they refuse
+// must not fail on some ranks between collectives.
+void check_ids(const Backend& b, std::span<const int> ids, const std::string& where) {
+  const int64_t V = b.config().vocab_size;
+  for (size_t t = 0; t < ids.size(); ++t)
+    if (ids[t] < 0 || ids[t] >= V)
+      throw InvalidArgument("token id " + std::to_string(ids[t]) + " at index " + std::to_string(t) + " of " + where +
+                            " is outside the vocabulary [0, " + std::to_string(V) + ")");
+}
+
+}  // namespace
+
 PromptResult TensorParallelEngine::run(const std::vector<PromptBlock>& blocks, States& states) {
+  check_prompt(blocks);
+  int64_t total = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    check_ids(g_.rank(0), blocks[i].tokens, "block " + std::to_string(i));
+    total += static_cast<int64_t>(blocks[i].tokens.size());
+  }
+  g_.rank(0).config().check_length(total);
   std::vector<PromptResult> res(engines_.size());
   g_.each([&](int r) { res[static_cast<size_t>(r)] = engines_[static_cast<size_t>(r)]->run(blocks); });
   states.state.clear();
@@ -278,6 +308,9 @@ PromptResult TensorParallelEngine::run(const std::vector<PromptBlock>& blocks, S
 
 std::vector<float> TensorParallelEngine::forward(std::span<const int> ids, States& states) {
   HYPIC_ASSERT(states.state.size() == engines_.size(), "a state per rank");
+  if (ids.empty()) throw InvalidArgument("forward: no tokens");
+  check_ids(g_.rank(0), ids, "the tokens");
+  g_.rank(0).config().check_length(states.state[0]->length + static_cast<int64_t>(ids.size()));
   std::vector<std::vector<float>> out(engines_.size());
   g_.each([&](int r) {
     out[static_cast<size_t>(r)] = engines_[static_cast<size_t>(r)]->forward(ids, *states.state[static_cast<size_t>(r)]);

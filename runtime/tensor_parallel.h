@@ -52,8 +52,12 @@ class TensorParallelGroup {
   int ranks() const { return static_cast<int>(backends_.size()); }
   Backend& rank(int r) { return *backends_[static_cast<size_t>(r)]; }
   // Runs f(r) for every rank at once, rank 0 on the calling thread (on CUDA each thread on its rank's
-  // device), and rethrows the first failure.
+  // device), and rethrows the first failure. A rank that fails aborts the group's communicators, so the
+  // others stop at their next reduction instead of waiting forever; the group is unusable afterwards
+  // (DeviceError from every later call: open a new one). Check inputs before calling (TensorParallelEngine
+  // does), so that a bad request is refused without breaking the group.
   void each(const std::function<void(int)>& f);
+  bool aborted() const { return aborted_; }
 
  private:
   TensorParallelGroup() = default;
@@ -61,6 +65,8 @@ class TensorParallelGroup {
   void connect(const std::vector<int>& cuda_devices);
   Device device_ = Device::Cpu;
   std::vector<std::unique_ptr<Backend>> backends_;
+  std::vector<std::shared_ptr<Communicator>> comms_;
+  bool aborted_ = false;
 };
 
 // An engine per rank driven in lockstep: every call runs on all ranks at once and returns rank 0's view.
@@ -74,8 +80,9 @@ class TensorParallelEngine {
     std::vector<std::unique_ptr<State>> state;
   };
   // Engine::run on every rank: the logits and counts are rank 0's; `states` receives every rank's state.
+  // The prompt is checked first, on the calling thread (InvalidArgument, the group intact).
   PromptResult run(const std::vector<PromptBlock>& blocks, States& states);
-  // Engine::forward on every rank.
+  // Engine::forward on every rank (its checks first, likewise).
   std::vector<float> forward(std::span<const int> ids, States& states);
   // Greedy decode of n tokens after `first` (the logits of the prompt's last token).
   std::vector<int> greedy_decode(const std::vector<float>& first, States& states, int n);

@@ -16,6 +16,7 @@ struct NcclCommunicator::Api {
   decltype(&ncclCommInitAll) init_all = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
   decltype(&ncclCommDestroy) destroy = nullptr;
+  decltype(&ncclCommAbort) abort = nullptr;
   decltype(&ncclGetErrorString) error = nullptr;
 
   static std::shared_ptr<const Api> open() {
@@ -30,6 +31,7 @@ struct NcclCommunicator::Api {
     a->init_all = reinterpret_cast<decltype(init_all)>(sym("ncclCommInitAll"));
     a->all_reduce = reinterpret_cast<decltype(all_reduce)>(sym("ncclAllReduce"));
     a->destroy = reinterpret_cast<decltype(destroy)>(sym("ncclCommDestroy"));
+    a->abort = reinterpret_cast<decltype(abort)>(sym("ncclCommAbort"));
     a->error = reinterpret_cast<decltype(error)>(sym("ncclGetErrorString"));
     return a;
   }
@@ -59,11 +61,17 @@ std::vector<std::shared_ptr<Communicator>> NcclCommunicator::group(const std::ve
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_) api_->destroy(static_cast<ncclComm_t>(comm_));
+  if (comm_ && !aborted_) api_->destroy(static_cast<ncclComm_t>(comm_));
+}
+
+void NcclCommunicator::abort() {
+  if (comm_ && !aborted_) api_->abort(static_cast<ncclComm_t>(comm_));
+  aborted_ = true;
 }
 
 void NcclCommunicator::all_reduce_sum(float* data, size_t n) {
   if (size_ == 1) return;
+  if (aborted_) throw DeviceError("a tensor-parallel rank failed: the NCCL group was aborted");
   api_->check(api_->all_reduce(data, data, n, ncclFloat32, ncclSum, static_cast<ncclComm_t>(comm_), stream_),
               "ncclAllReduce");
 }

@@ -24,6 +24,8 @@ class NcclCommunicator : public Communicator {
   int size() const override { return size_; }
   // Queued on the bound stream (set_stream); returns without waiting.
   void all_reduce_sum(float* data, size_t n) override;
+  // ncclCommAbort on this rank's communicator (the others' pending collectives then fail).
+  void abort() override;
   // The stream the rank's model queues its work on (CudaBackend::set_communicator sets it).
   void set_stream(cudaStream_t s) { stream_ = s; }
 
@@ -36,6 +38,7 @@ class NcclCommunicator : public Communicator {
   void* comm_;  // ncclComm_t
   int rank_, size_;
   cudaStream_t stream_ = nullptr;
+  bool aborted_ = false;
 };
 
 }  // namespace hypic

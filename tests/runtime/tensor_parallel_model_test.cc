@@ -5,6 +5,7 @@
 // two ranks against one on the same device.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <thread>
 
@@ -134,6 +135,34 @@ TEST_P(TensorParallelTest, CudaRanksMatchOneCudaRank) {
   }
 }
 
+TEST_P(TensorParallelTest, BadRequestsAreRefusedAndAFailedRankAbortsTheGroup) {
+  TensorParallelEngine tp(*group_, CacheMode::Hypic, {});
+  TensorParallelEngine::States st;
+  std::vector<PromptBlock> bad = cacheable_blocks({block(20, 1), block(6, 2)});
+  bad[0].tokens[4] = static_cast<int>(one_->config().vocab_size);
+  EXPECT_THROW(tp.run(bad, st), InvalidArgument);
+  EXPECT_THROW(tp.run({}, st), InvalidArgument);
+  EXPECT_FALSE(group_->aborted()) << "a refused request must leave the group usable";
+  const std::vector<PromptBlock> good = cacheable_blocks({block(20, 1), block(6, 2)});
+  PromptResult r = tp.run(good, st);
+  const std::vector<int> bad_id = {static_cast<int>(one_->config().vocab_size)};
+  EXPECT_THROW(tp.forward(bad_id, st), InvalidArgument);
+  EXPECT_FALSE(group_->aborted());
+
+  // Rank 1 fails outside any reduction while rank 0 runs a pass: rank 0 must stop, not wait forever.
+  try {
+    group_->each([&](int rank) {
+      if (rank == 1) throw IoError("injected failure on rank 1");
+      tp.engine(0).run(cacheable_blocks({block(33, 9), block(5, 3)}));
+    });
+    ADD_FAILURE() << "a failed rank was not reported";
+  } catch (const Error& e) {
+    SUCCEED() << e.what();
+  }
+  EXPECT_TRUE(group_->aborted());
+  EXPECT_THROW(tp.run(good, st), DeviceError);
+}
+
 INSTANTIATE_TEST_SUITE_P(Qwen, TensorParallelTest, ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe"));
 
 TEST(TensorParallel, RefusesWhatDoesNotSplit) {
@@ -188,6 +217,18 @@ TEST(ThreadCommunicator, SumsInRankOrderOnEveryRank) {
     EXPECT_EQ(comms[0]->size(), R);
   }
   EXPECT_THROW(ThreadCommunicator::group(0), InvalidArgument);
+}
+
+TEST(ThreadCommunicator, AbortReleasesAWaitingRank) {
+  auto comms = ThreadCommunicator::group(2);
+  std::vector<float> d(16, 1.0f);
+  std::thread other([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    comms[1]->abort();  // rank 1 fails instead of reducing
+  });
+  EXPECT_THROW(comms[0]->all_reduce_sum(d.data(), d.size()), DeviceError);
+  other.join();
+  EXPECT_THROW(comms[1]->all_reduce_sum(d.data(), d.size()), DeviceError) << "the group stays aborted";
 }
 
 }  // namespace
