@@ -193,6 +193,10 @@ std::unique_ptr<TensorParallelGroup> TensorParallelGroup::open(const std::string
   const ModelWeights w = ModelWeights::load(cfg, dir);
   std::unique_ptr<TensorParallelGroup> g(new TensorParallelGroup());
   g->device_ = device;
+#ifdef HYPIC_WITH_CUDA
+  int before = 0;
+  if (device == Device::Cuda) HYPIC_CUDA_CHECK(cudaGetDevice(&before));
+#endif
   for (int r = 0; r < ranks; ++r) {
     const ModelConfig c = shard_config(cfg, r, ranks);
     ModelWeights s = shard_weights(cfg, w, r, ranks);
@@ -205,6 +209,9 @@ std::unique_ptr<TensorParallelGroup> TensorParallelGroup::open(const std::string
 #endif
     }
   }
+#ifdef HYPIC_WITH_CUDA
+  if (device == Device::Cuda) HYPIC_CUDA_CHECK(cudaSetDevice(before));  // the caller's device again
+#endif
   g->connect(devs);
   return g;
 }
@@ -216,12 +223,15 @@ std::unique_ptr<TensorParallelGroup> TensorParallelGroup::random(const ModelConf
   const std::vector<int> devs = rank_devices(ranks, cuda_devices);
   std::unique_ptr<TensorParallelGroup> g(new TensorParallelGroup());
   g->device_ = Device::Cuda;
-  for (int r = 0; r < ranks; ++r) {
 #ifdef HYPIC_WITH_CUDA
+  int before = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&before));
+  for (int r = 0; r < ranks; ++r) {
     HYPIC_CUDA_CHECK(cudaSetDevice(devs[static_cast<size_t>(r)]));
     g->backends_.push_back(std::make_unique<CudaBackend>(CudaModel::random(shard_config(cfg, r, ranks), seed + r)));
-#endif
   }
+  HYPIC_CUDA_CHECK(cudaSetDevice(before));  // the caller's device again
+#endif
   g->connect(devs);
   return g;
 }

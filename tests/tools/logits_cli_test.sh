@@ -8,11 +8,15 @@ for m in qwen3_next_moe qwen3_5_dense qwen3_5_moe; do
   python3 -c "import json,sys; g=json.load(open('$F/$m/golden.json')); json.dump(g['input_ids'], open('$tmp/ids.json','w'))"
   "$HYPIC" logits --model "$F/$m" --ids-file "$tmp/ids.json" > "$tmp/logits.json"
   "$HYPIC" generate --model "$F/$m" --ids-file "$tmp/ids.json" --max-new-tokens 12 > "$tmp/gen.json"
-  python3 - "$F/$m/golden.json" "$tmp/logits.json" "$tmp/gen.json" <<'PY'
+  # the same model split over two ranks (CPU threads)
+  "$HYPIC" generate --model "$F/$m" --ids-file "$tmp/ids.json" --max-new-tokens 12 --tensor-parallel 2 > "$tmp/gen_tp.json"
+  python3 - "$F/$m/golden.json" "$tmp/logits.json" "$tmp/gen.json" "$tmp/gen_tp.json" <<'PY'
 import json, sys
 g = json.load(open(sys.argv[1])); out = json.load(open(sys.argv[2])); gen = json.load(open(sys.argv[3]))
+tp = json.load(open(sys.argv[4]))
 assert out["argmax"] == g["argmax"], (out["argmax"], g["argmax"])
 assert gen == g["greedy_ids"], (gen, g["greedy_ids"])
+assert tp == g["greedy_ids"], ("tensor-parallel", tp, g["greedy_ids"])
 PY
 done
 M="$F/qwen3_5_dense"
@@ -37,6 +41,8 @@ p = sys.argv[1]; b = bytearray(open(p, "rb").read())
 i = b.find(b"model.norm.weight"); b[i:i+17] = b"model.norm.xeight"; open(p, "wb").write(b)
 PY
 expect_fail "lacks tensor 'model.norm.weight'" "$HYPIC" logits --model "$tmp/missing" --ids-file "$tmp/ids.json"
+expect_fail "does not divide over 3" "$HYPIC" generate --model "$M" --ids-file "$tmp/ids.json" --tensor-parallel 3
+expect_fail "covers the Qwen3-Next" "$HYPIC" generate --model "$F/minimax" --ids-file "$tmp/ids.json" --tensor-parallel 2
 expect_fail "unknown option --modle" "$HYPIC" logits --modle "$M" --ids-file "$tmp/ids.json"
 
 # eval-pic: a malformed prompts line is named by file:line; an unknown mode is refused.

@@ -1,13 +1,19 @@
 // `hypic generate` (options: the registration at the end).
-// Greedy decoding; prints the new ids as a JSON array.
+// Greedy decoding; prints the new ids as a JSON array. --tensor-parallel N splits the model over N ranks
+// (runtime/tensor_parallel.h: CPU threads, or CUDA devices --tp-devices, NCCL between distinct GPUs); the
+// ids are the same as on one rank up to float rounding.
 #include <algorithm>
+#include <functional>
+#include <span>
 #include <iostream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/backends.h"
 #include "runtime/engine.h"
 #include "runtime/error.h"
+#include "runtime/tensor_parallel.h"
 #include "tools/hypic/cli_args.h"
 #include "tools/hypic/open_model.h"
 
@@ -18,14 +24,56 @@ struct Options {
   ModelOptions model;
   std::string ids_file;
   long long max_new_tokens = 16, stop_at_eos = -1;
+  int tensor_parallel = 1;
+  std::vector<int> tp_devices;
 };
 
+std::vector<int> greedy(const std::function<std::vector<float>(std::span<const int>)>& forward,
+                        const std::vector<int>& ids, long long n, long long eos) {
+  std::vector<int> out;
+  if (n <= 0) return out;
+  std::vector<float> logits = forward(ids);
+  for (long long i = 0; i < n; ++i) {
+    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(next);
+    if (next == eos || i + 1 == n) break;
+    const int one[1] = {next};
+    logits = forward(one);
+  }
+  return out;
+}
+
+int run_tensor_parallel(const Options& o, const std::vector<int>& ids) {
+  const Device device = resolve_device(o.model.device);
+  std::unique_ptr<TensorParallelGroup> g;
+  if (o.model.random_weights) {
+    std::string path = o.model.model;
+    if (path.size() < 5 || path.substr(path.size() - 5) != ".json") path += "/config.json";
+    g = TensorParallelGroup::random(ModelConfig::load(path), o.tensor_parallel, o.model.seed, o.tp_devices);
+  } else {
+    g = TensorParallelGroup::open(o.model.model, o.tensor_parallel, device, o.tp_devices);
+  }
+  TensorParallelEngine engine(*g, CacheMode::Full, {});
+  TensorParallelEngine::States states;
+  bool started = false;
+  const std::vector<int> out = greedy(
+      [&](std::span<const int> t) {
+        if (started) return engine.forward(t, states);
+        started = true;
+        return engine.run(cacheable_blocks({std::vector<int>(t.begin(), t.end())}), states).logits;
+      },
+      ids, o.max_new_tokens, o.stop_at_eos);
+  std::cout << nlohmann::json(out).dump() << "\n";
+  return 0;
+}
+
 int run(const Options& o) {
+  const std::vector<int> ids = read_ids_json(o.ids_file);
+  if (ids.empty()) throw InvalidArgument("ids file '" + o.ids_file + "' holds no token ids");
+  if (o.tensor_parallel > 1 || !o.tp_devices.empty()) return run_tensor_parallel(o, ids);
   auto model = open_model(o.model);
   Engine engine(*model, CacheMode::Full, {});
   auto state = model->new_state();
-  const std::vector<int> ids = read_ids_json(o.ids_file);
-  if (ids.empty()) throw InvalidArgument("ids file '" + o.ids_file + "' holds no token ids");
   const long long n = o.max_new_tokens, eos = o.stop_at_eos;
   std::vector<int> out;
   if (n > 0) {
@@ -49,6 +97,11 @@ Registrar reg("generate", "greedy generation from token ids", [](CLI::App& app) 
   hypic::tools::add_int(app, "--max-new-tokens", o->max_new_tokens, "tokens to generate", 0LL, 1LL << 24);
   hypic::tools::add_int(app, "--stop-at-eos", o->stop_at_eos, "stop after generating this id (-1: never)", -1LL,
                         0x7fffffffLL);
+  hypic::tools::add_int(app, "--tensor-parallel", o->tensor_parallel,
+                        "split the model over this many ranks (Qwen3-Next / Qwen3.5 layers)", 1, 64);
+  app.add_option("--tp-devices", o->tp_devices, "CUDA device of each rank (comma-separated; default 0..N-1)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1023));
   return [o] { return run(*o); };
 });
 
