@@ -105,14 +105,8 @@ ScatterReport ColdScatter::prefill_missing(const std::vector<PromptBlock>& block
   const auto ms_since = [](std::chrono::steady_clock::time_point a) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
   };
-  check_prompt(blocks);
   Backend& main = engine_.backend();
-  const int64_t V = main.config().vocab_size;
-  for (size_t i = 0; i + 1 < blocks.size(); ++i)
-    for (int t : blocks[i].tokens)
-      if (t < 0 || t >= V)
-        throw InvalidArgument("token id " + std::to_string(t) + " in block " + std::to_string(i) +
-                              " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  check_prompt_for(main.config(), blocks);
 
   // The missing blocks, each once.
   const KeyContext keys = engine_.keys_for(key_namespace);

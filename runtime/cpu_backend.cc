@@ -205,7 +205,8 @@ void CpuBackend::set_communicator(std::shared_ptr<Communicator> comm) {
 
 void CpuBackend::reduce_into_residual(Rows& rr, const std::function<void()>& step) {
   CpuRows& r = rows_of(rr);
-  std::vector<float> partial(r.h.size(), 0.0f);
+  std::vector<float>& partial = tp_partial_;  // kept across calls: no allocation per sublayer
+  partial.assign(r.h.size(), 0.0f);
   std::swap(r.h, partial);  // the step adds onto zeros
   step();
   std::swap(r.h, partial);

@@ -89,6 +89,7 @@ class CpuBackend : public Backend {
   ModelConfig cfg_;
   ModelWeights w_;
   std::shared_ptr<Communicator> comm_;  // set: this backend is one rank of a tensor-parallel group
+  std::vector<float> tp_partial_;       // reduce_into_residual's partial output
 };
 
 }  // namespace hypic

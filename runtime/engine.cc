@@ -37,6 +37,35 @@ void check_prompt(const std::vector<PromptBlock>& blocks) {
     if (blocks[i].tokens.empty()) throw InvalidArgument("block " + std::to_string(i) + " is empty");
 }
 
+void check_token_ids(const ModelConfig& cfg, std::span<const int> ids, const std::string& where) {
+  for (size_t t = 0; t < ids.size(); ++t)
+    if (ids[t] < 0 || ids[t] >= cfg.vocab_size)
+      throw InvalidArgument("token id " + std::to_string(ids[t]) + " at index " + std::to_string(t) + " of " + where +
+                            " is outside the vocabulary [0, " + std::to_string(cfg.vocab_size) + ")");
+}
+
+void check_prompt_for(const ModelConfig& cfg, const std::vector<PromptBlock>& blocks) {
+  check_prompt(blocks);
+  int64_t total = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    check_token_ids(cfg, blocks[i].tokens, "block " + std::to_string(i));
+    total += static_cast<int64_t>(blocks[i].tokens.size());
+  }
+  cfg.check_length(total);
+}
+
+std::vector<int> greedy_tokens(std::vector<float> logits, int64_t n, int64_t eos,
+                               const std::function<std::vector<float>(int)>& step) {
+  std::vector<int> out;
+  for (int64_t i = 0; i < n; ++i) {
+    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(next);
+    if (next == eos || i + 1 == n) break;
+    logits = step(next);
+  }
+  return out;
+}
+
 std::vector<PromptBlock> cacheable_blocks(const std::vector<std::vector<int>>& blocks) {
   std::vector<PromptBlock> b;
   for (auto& t : blocks) b.push_back({t, BlockCache::Cache});
@@ -642,15 +671,8 @@ PromptResult Engine::run(const std::vector<PromptBlock>& blocks, LiveSequence* l
 
 std::unique_ptr<PromptJob> Engine::begin(const std::vector<PromptBlock>& blocks, LiveSequence* live,
                                          const std::string& key_namespace) {
-  check_prompt(blocks);
   // Every id is checked before any state is touched: a refused prompt leaves a live sequence intact.
-  const int64_t V = backend_.config().vocab_size;
-  for (size_t i = 0; i < blocks.size(); ++i)
-    for (size_t t = 0; t < blocks[i].tokens.size(); ++t)
-      if (blocks[i].tokens[t] < 0 || blocks[i].tokens[t] >= V)
-        throw InvalidArgument("token id " + std::to_string(blocks[i].tokens[t]) + " at index " + std::to_string(t) +
-                              " of block " + std::to_string(i) + " is outside the vocabulary [0, " +
-                              std::to_string(V) + ")");
+  check_prompt_for(backend_.config(), blocks);
   auto w = std::make_unique<PromptJob::Work>(*this);
   w->t0 = std::chrono::steady_clock::now();
   if (prof_) {
@@ -898,11 +920,7 @@ std::vector<std::shared_ptr<SegmentEntry>> Engine::prefill_segments(const std::v
     const int64_t n = static_cast<int64_t>(toks.size());
     if (n == 0) throw InvalidArgument("cannot cache an empty block (block " + std::to_string(i) + ")");
     backend_.config().check_length(n);
-    const int64_t V = backend_.config().vocab_size;
-    for (int t : toks)
-      if (t < 0 || t >= V)
-        throw InvalidArgument("token id " + std::to_string(t) + " in block " + std::to_string(i) +
-                              " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    check_token_ids(backend_.config(), toks, "block " + std::to_string(i));
     const int64_t w = std::min<int64_t>(keys_.seam_width, n);
     out.push_back(std::make_shared<SegmentEntry>(SegmentEntry::allocate(backend_, toks, w)));
     states.push_back(backend_.scratch_state());
@@ -948,16 +966,10 @@ PromptResult Engine::stitch(std::unique_ptr<State> base, const std::vector<const
 }
 
 std::vector<int> Engine::greedy_decode(PromptResult& r, int n) {
-  std::vector<int> out;
-  std::vector<float> logits = r.logits;
-  for (int i = 0; i < n; ++i) {
-    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(next);
-    if (i + 1 == n) break;
+  return greedy_tokens(r.logits, n, -1, [&](int next) {
     const int one[1] = {next};
-    logits = forward(one, *r.state);
-  }
-  return out;
+    return forward(one, *r.state);
+  });
 }
 
 }  // namespace hypic

@@ -10,6 +10,7 @@
 // the one layer loop), so a cold request costs about one prefill. A prompt may also run in steps of a
 // token budget (Engine::begin, PromptJob), so a server can decode other sequences between them.
 #pragma once
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -85,6 +86,14 @@ struct LiveSequence {
 
 // Throws InvalidArgument unless the prompt has a non-empty query tail and no empty block.
 void check_prompt(const std::vector<PromptBlock>& blocks);
+// Throws InvalidArgument for an id outside [0, cfg.vocab_size), naming its index and `where`.
+void check_token_ids(const ModelConfig& cfg, std::span<const int> ids, const std::string& where);
+// What a run refuses before it touches any state: check_prompt, every block's ids, the prompt's length.
+void check_prompt_for(const ModelConfig& cfg, const std::vector<PromptBlock>& blocks);
+// Greedy continuation: the arg-max of `first`, then n - 1 more, each the arg-max of step(previous token);
+// stops after `eos` when eos >= 0.
+std::vector<int> greedy_tokens(std::vector<float> first, int64_t n, int64_t eos,
+                               const std::function<std::vector<float>(int)>& step);
 // Token lists as blocks, every block but the query cacheable.
 std::vector<PromptBlock> cacheable_blocks(const std::vector<std::vector<int>>& blocks);
 std::vector<int> prompt_tokens(const std::vector<PromptBlock>& blocks);

@@ -287,28 +287,10 @@ TensorParallelEngine::TensorParallelEngine(TensorParallelGroup& group, CacheMode
 
 TensorParallelEngine::~TensorParallelEngine() = default;
 
-namespace {
-
-// Engine::begin's and Engine::forward's checks, made once before the ranks start: a request they refuse
-// must not fail on some ranks between collectives.
-void check_ids(const Backend& b, std::span<const int> ids, const std::string& where) {
-  const int64_t V = b.config().vocab_size;
-  for (size_t t = 0; t < ids.size(); ++t)
-    if (ids[t] < 0 || ids[t] >= V)
-      throw InvalidArgument("token id " + std::to_string(ids[t]) + " at index " + std::to_string(t) + " of " + where +
-                            " is outside the vocabulary [0, " + std::to_string(V) + ")");
-}
-
-}  // namespace
-
+// Engine::begin's and Engine::forward's checks are made once here, before the ranks start: a request they
+// refuse must not fail on some ranks between collectives.
 PromptResult TensorParallelEngine::run(const std::vector<PromptBlock>& blocks, States& states) {
-  check_prompt(blocks);
-  int64_t total = 0;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    check_ids(g_.rank(0), blocks[i].tokens, "block " + std::to_string(i));
-    total += static_cast<int64_t>(blocks[i].tokens.size());
-  }
-  g_.rank(0).config().check_length(total);
+  check_prompt_for(g_.rank(0).config(), blocks);
   std::vector<PromptResult> res(engines_.size());
   g_.each([&](int r) { res[static_cast<size_t>(r)] = engines_[static_cast<size_t>(r)]->run(blocks); });
   states.state.clear();
@@ -319,7 +301,7 @@ PromptResult TensorParallelEngine::run(const std::vector<PromptBlock>& blocks, S
 std::vector<float> TensorParallelEngine::forward(std::span<const int> ids, States& states) {
   HYPIC_ASSERT(states.state.size() == engines_.size(), "a state per rank");
   if (ids.empty()) throw InvalidArgument("forward: no tokens");
-  check_ids(g_.rank(0), ids, "the tokens");
+  check_token_ids(g_.rank(0).config(), ids, "the tokens");
   g_.rank(0).config().check_length(states.state[0]->length + static_cast<int64_t>(ids.size()));
   std::vector<std::vector<float>> out(engines_.size());
   g_.each([&](int r) {
@@ -329,16 +311,10 @@ std::vector<float> TensorParallelEngine::forward(std::span<const int> ids, State
 }
 
 std::vector<int> TensorParallelEngine::greedy_decode(const std::vector<float>& first, States& states, int n) {
-  std::vector<int> out;
-  std::vector<float> logits = first;
-  for (int i = 0; i < n; ++i) {
-    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(next);
-    if (i + 1 == n) break;
+  return greedy_tokens(first, n, -1, [&](int next) {
     const int one[1] = {next};
-    logits = forward(one, states);
-  }
-  return out;
+    return forward(one, states);
+  });
 }
 
 }  // namespace hypic

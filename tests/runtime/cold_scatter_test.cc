@@ -54,7 +54,9 @@ TEST(PlaceBlocks, RandomSetsKeepTheBounds) {
       EXPECT_EQ(load, p.load);
       EXPECT_GE(p.makespan(), std::max(longest, (total + W - 1) / W));
       // Greedy list scheduling never exceeds the mean load plus the longest job.
-      if (how == Placement::Lpt) EXPECT_LE(p.makespan(), total / W + longest);
+      if (how == Placement::Lpt) {
+        EXPECT_LE(p.makespan(), total / W + longest);
+      }
     }
   }
 }

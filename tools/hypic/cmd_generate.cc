@@ -2,9 +2,6 @@
 // Greedy decoding; prints the new ids as a JSON array. --tensor-parallel N splits the model over N ranks
 // (runtime/tensor_parallel.h: CPU threads, or CUDA devices --tp-devices, NCCL between distinct GPUs); the
 // ids are the same as on one rank up to float rounding.
-#include <algorithm>
-#include <functional>
-#include <span>
 #include <iostream>
 #include <memory>
 
@@ -28,21 +25,6 @@ struct Options {
   std::vector<int> tp_devices;
 };
 
-std::vector<int> greedy(const std::function<std::vector<float>(std::span<const int>)>& forward,
-                        const std::vector<int>& ids, long long n, long long eos) {
-  std::vector<int> out;
-  if (n <= 0) return out;
-  std::vector<float> logits = forward(ids);
-  for (long long i = 0; i < n; ++i) {
-    const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(next);
-    if (next == eos || i + 1 == n) break;
-    const int one[1] = {next};
-    logits = forward(one);
-  }
-  return out;
-}
-
 int run_tensor_parallel(const Options& o, const std::vector<int>& ids) {
   const Device device = resolve_device(o.model.device);
   std::unique_ptr<TensorParallelGroup> g;
@@ -55,14 +37,13 @@ int run_tensor_parallel(const Options& o, const std::vector<int>& ids) {
   }
   TensorParallelEngine engine(*g, CacheMode::Full, {});
   TensorParallelEngine::States states;
-  bool started = false;
-  const std::vector<int> out = greedy(
-      [&](std::span<const int> t) {
-        if (started) return engine.forward(t, states);
-        started = true;
-        return engine.run(cacheable_blocks({std::vector<int>(t.begin(), t.end())}), states).logits;
-      },
-      ids, o.max_new_tokens, o.stop_at_eos);
+  std::vector<int> out;
+  if (o.max_new_tokens > 0)
+    out = greedy_tokens(engine.run(cacheable_blocks({ids}), states).logits, o.max_new_tokens, o.stop_at_eos,
+                        [&](int next) {
+                          const int one[1] = {next};
+                          return engine.forward(one, states);
+                        });
   std::cout << nlohmann::json(out).dump() << "\n";
   return 0;
 }
@@ -74,18 +55,12 @@ int run(const Options& o) {
   auto model = open_model(o.model);
   Engine engine(*model, CacheMode::Full, {});
   auto state = model->new_state();
-  const long long n = o.max_new_tokens, eos = o.stop_at_eos;
   std::vector<int> out;
-  if (n > 0) {
-    std::vector<float> logits = engine.forward(ids, *state);
-    for (long long i = 0; i < n; ++i) {
-      const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      out.push_back(next);
-      if (next == eos || i + 1 == n) break;
+  if (o.max_new_tokens > 0)
+    out = greedy_tokens(engine.forward(ids, *state), o.max_new_tokens, o.stop_at_eos, [&](int next) {
       const int one[1] = {next};
-      logits = engine.forward(one, *state);
-    }
-  }
+      return engine.forward(one, *state);
+    });
   std::cout << nlohmann::json(out).dump() << "\n";
   return 0;
 }
