@@ -21,6 +21,7 @@ __global__ void swiglu_kernel(const bf16* gate, int64_t lg, const bf16* __restri
 
 __global__ void sigmoid_mul_kernel(bf16* x, int64_t lx, const bf16* __restrict__ gate, int64_t lg, int64_t rows,
                                    int64_t n) {
+  detail::pdl_trigger();  // a programmatically launched successor (cuda::gemv) may start
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * n) return;
   const int64_t r = i / n, c = i % n;

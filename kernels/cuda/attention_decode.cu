@@ -19,10 +19,21 @@ constexpr int kWarps = 4;
 constexpr int kGroup = 4;
 constexpr int kKeysPerSplit = 128;
 constexpr int kMaxSplits = 128;
+static_assert(kMaxSplits <= detail::kCombineMaxSplits, "the combine pass holds every split's weight");
 constexpr int kMaxD = 256;
 
+// The grouped walk (below) takes a block per kv head instead of per query head, so its splits are
+// shorter to keep as many blocks.
+constexpr int kGqaKeysPerSplit = 64, kGqaGroup = 2;
+
+bool gqa_shape(const AttentionShape& s) {
+  const int64_t g = s.Hkv > 0 ? s.Hq / s.Hkv : 0;
+  return (g == 2 || g == 4 || g == 8) && (s.d == 128 || s.d == 256);
+}
+
 int64_t num_splits(const AttentionShape& s) {
-  int64_t n = (s.Tk + kKeysPerSplit - 1) / kKeysPerSplit;
+  const int64_t keys = gqa_shape(s) ? kGqaKeysPerSplit : kKeysPerSplit;
+  int64_t n = (s.Tk + keys - 1) / keys;
   return n < 1 ? 1 : (n > kMaxSplits ? kMaxSplits : n);
 }
 
@@ -191,6 +202,130 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, i
   }
 }
 
+// Grouped-query decode: one block per (split, kv head, query row) computes all G query heads that share
+// the kv head, so each key and value row is loaded once for the group instead of once per query head
+// (the per-head kernel read the cache G times over, from L2 at best). Each warp walks kGqaGroup keys per
+// round with all their loads issued first, holding G heads' queries, sums and softmax state.
+template <int D, int G>
+__global__ void __launch_bounds__(kWarps * 32) decode_gqa_kernel(AttentionShape s, int64_t splits,
+                                                                 const bf16* __restrict__ q, const bf16* k_in,
+                                                                 const bf16* v_in, const int64_t* __restrict__ q_pos,
+                                                                 const int64_t* k_pos_in,
+                                                                 const int32_t* __restrict__ keys_dev,
+                                                                 const KvSlot* __restrict__ slots, float scale_log2,
+                                                                 float* __restrict__ part_o,
+                                                                 float* __restrict__ part_ml) {
+  constexpr int E = D / 32, KG = kGqaGroup;
+  __shared__ float wm[kWarps][G], wl[kWarps][G];
+  __shared__ float wo[kWarps][G][D];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t sp = blockIdx.x, kh = blockIdx.y, i = blockIdx.z;
+  const int64_t per = (s.Tk + splits - 1) / splits, j_begin = sp * per;
+  int64_t Tk = keys_dev && int64_t(*keys_dev) < s.Tk ? int64_t(*keys_dev) : s.Tk;
+  const bf16 *k = k_in, *v = v_in;
+  const int64_t* k_pos = k_pos_in;
+  if (slots) {
+    const KvSlot& sl = slots[i];
+    k = sl.k;
+    v = sl.v;
+    k_pos = sl.pos;
+    Tk = int64_t(sl.rows) < Tk ? int64_t(sl.rows) : Tk;
+  }
+  const int64_t j_end = j_begin + per < Tk ? j_begin + per : Tk;
+  const int64_t qp = q_pos[i];
+  float qr[G][E], acc[G][E], m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float qf[E];
+    load_row<E>(q + (i * s.Hq + kh * G + g) * D + lane * E, qf);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      qr[g][e] = qf[e] * scale_log2;
+      acc[g][e] = 0.0f;
+    }
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+  }
+  for (int64_t j0 = j_begin + int64_t(warp) * KG; j0 < j_end; j0 += int64_t(kWarps) * KG) {
+    float kf[KG][E], vf[KG][E];
+    bool vis[KG];
+#pragma unroll
+    for (int kk = 0; kk < KG; ++kk) {
+      const int64_t j = j0 + kk;
+      const int64_t jj = j < j_end ? j : j0;  // a valid row (its result is dropped)
+      vis[kk] = j < j_end && k_pos[jj] <= qp;
+      load_row<E>(k + (jj * s.Hkv + kh) * D + lane * E, kf[kk]);
+      load_row<E>(v + (jj * s.Hkv + kh) * D + lane * E, vf[kk]);
+    }
+    float dot[G][KG];
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int kk = 0; kk < KG; ++kk) {
+        float d = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E; ++e) d = fmaf(qr[g][e], kf[kk][e], d);
+        dot[g][kk] = d;
+      }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int kk = 0; kk < KG; ++kk) dot[g][kk] += __shfl_xor_sync(0xffffffffu, dot[g][kk], off);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = m[g];
+#pragma unroll
+      for (int kk = 0; kk < KG; ++kk)
+        if (vis[kk]) mx = fmaxf(mx, dot[g][kk]);
+      if (mx == -INFINITY) continue;  // nothing visible yet
+      const float alpha = exp2f(m[g] - mx);
+      l[g] *= alpha;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[g][e] *= alpha;
+#pragma unroll
+      for (int kk = 0; kk < KG; ++kk) {
+        const float p = vis[kk] ? exp2f(dot[g][kk] - mx) : 0.0f;
+        l[g] += p;
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[g][e] = fmaf(p, vf[kk][e], acc[g][e]);
+      }
+      m[g] = mx;
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (lane == 0) {
+      wm[warp][g] = m[g];
+      wl[warp][g] = l[g];
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) wo[warp][g][lane * E + e] = acc[g][e];
+  }
+  __syncthreads();
+  for (int g = 0; g < G; ++g) {
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wm[w][g]);
+    const int64_t base = (i * s.Hq + kh * G + g) * splits + sp;
+    for (int c = threadIdx.x; c < D; c += blockDim.x) {
+      float o = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w)
+        if (wm[w][g] != -INFINITY) o += wo[w][g][c] * exp2f(wm[w][g] - M);
+      part_o[base * D + c] = o;
+    }
+    if (threadIdx.x == 0) {
+      float L = 0.0f;
+      for (int w = 0; w < kWarps; ++w)
+        if (wm[w][g] != -INFINITY) L += wl[w][g] * exp2f(wm[w][g] - M);
+      part_ml[base * 2] = M;
+      part_ml[base * 2 + 1] = L;
+    }
+  }
+}
+
 int padded_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
 }  // namespace
@@ -218,6 +353,28 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
   // The vectorised walk needs whole 16-byte rows: d equal to its padded size and aligned caches (slots'
   // caches are whole device allocations).
   const bool vec = s.d == D && (slots || ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) & 15) == 0);
+  if (vec && gqa_shape(s)) {
+    const dim3 ggrid(unsigned(splits), unsigned(s.Hkv), unsigned(s.Tq));
+    const int64_t G = s.Hq / s.Hkv;
+#define HYPIC_GQA_LAUNCH(DIM, GG)                                                                              \
+  decode_gqa_kernel<DIM, GG><<<ggrid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, \
+                                                                sl2, part_o, part_ml)
+    if (D == 256) {
+      if (G == 8) HYPIC_GQA_LAUNCH(256, 8);
+      else if (G == 4) HYPIC_GQA_LAUNCH(256, 4);
+      else HYPIC_GQA_LAUNCH(256, 2);
+    } else {
+      if (G == 8) HYPIC_GQA_LAUNCH(128, 8);
+      else if (G == 4) HYPIC_GQA_LAUNCH(128, 4);
+      else HYPIC_GQA_LAUNCH(128, 2);
+    }
+#undef HYPIC_GQA_LAUNCH
+    HYPIC_CUDA_LAUNCH_CHECK();
+    detail::split_combine_kernel<<<detail::split_combine_grid(s.Tq * s.Hq, s.d), detail::kCombineThreads, 0, stream>>>(
+        splits, s.d, D, part_o, part_ml, out);
+    HYPIC_CUDA_LAUNCH_CHECK();
+    return;
+  }
 #define HYPIC_DECODE_LAUNCH(DIM, VEC)                                                                             \
   decode_kernel<DIM, VEC><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, sl2, \
                                                             part_o, part_ml)
@@ -233,7 +390,8 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
   }
 #undef HYPIC_DECODE_LAUNCH
   HYPIC_CUDA_LAUNCH_CHECK();
-  detail::split_combine_kernel<<<unsigned(s.Tq * s.Hq), 128, 0, stream>>>(splits, s.d, D, part_o, part_ml, out);
+  detail::split_combine_kernel<<<detail::split_combine_grid(s.Tq * s.Hq, s.d), detail::kCombineThreads, 0, stream>>>(
+      splits, s.d, D, part_o, part_ml, out);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 }  // namespace

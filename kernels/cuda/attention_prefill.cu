@@ -402,6 +402,8 @@ size_t attention_prefill_workspace_bytes(const AttentionShape& s, int64_t splits
   return splits <= 1 ? 0 : sizeof(float) * size_t(s.Tq * s.Hq * splits) * size_t(padded_dim(s.d) + 2);
 }
 
+static_assert(kMaxPrefillSplits <= detail::kCombineMaxSplits, "the combine pass holds every split's weight");
+
 void attention_prefill_split(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
                              const int64_t* q_pos, const int64_t* k_pos, float scale, int64_t splits, void* workspace,
                              bf16* out, cudaStream_t stream) {
@@ -414,7 +416,8 @@ void attention_prefill_split(const AttentionShape& s, const bf16* q, const bf16*
   float* part_o = static_cast<float*>(workspace);
   float* part_ml = part_o + s.Tq * s.Hq * splits * ld;
   dispatch(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
-  detail::split_combine_kernel<<<unsigned(s.Tq * s.Hq), 128, 0, stream>>>(splits, s.d, ld, part_o, part_ml, out);
+  detail::split_combine_kernel<<<detail::split_combine_grid(s.Tq * s.Hq, s.d), detail::kCombineThreads, 0, stream>>>(
+      splits, s.d, ld, part_o, part_ml, out);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

@@ -32,6 +32,22 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// Programmatic dependent launch (sm_90): a kernel launched with the programmatic-serialization attribute
+// may start while its predecessor runs; it must call pdl_wait() before it reads anything the predecessor
+// writes, or writes anything (work before it: only reads of constant data such as weights). A kernel calls
+// pdl_trigger() to let such a successor start early (without it the successor starts at its end). Both
+// are no-ops for kernels launched the ordinary way.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 }  // namespace hypic::cuda::detail

@@ -12,6 +12,7 @@ using detail::blocks_for;
 
 __global__ void embed_kernel(const bf16* __restrict__ table, const int32_t* __restrict__ ids, int64_t T, int64_t D,
                              float* __restrict__ h) {
+  detail::pdl_trigger();  // a programmatically launched successor (cuda::gemv) may start
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * D) return;
   const int64_t t = i / D, d = i % D;
@@ -62,6 +63,61 @@ __global__ void gdn_split_kernel(const bf16* __restrict__ conv, int Hk, int dk, 
   const bf16* vs = row + 2 * key_dim;
   bf16* vd = v + t * value_dim;
   for (int64_t i = threadIdx.x; i < value_dim; i += blockDim.x) vd[i] = vs[i];
+}
+
+// Block (x, row): x < 2*Hk is one q or k head (its channels' conv, then its l2 norm as gdn_split_kernel
+// forms it: one warp, lane-strided, the butterfly); the later blocks 128 value channels each.
+constexpr int kPrepThreads = 128, kPrepMaxK = 8, kPrepMaxDk = 1024;
+
+__global__ void __launch_bounds__(kPrepThreads)
+    conv_split_rows_kernel(const bf16* __restrict__ qkv, int Hk, int dk, int Hv, int dv, const bf16* __restrict__ w,
+                           int K, bf16* tail1, bf16* const* __restrict__ tails, float q_scale, float eps,
+                           bf16* __restrict__ q, bf16* __restrict__ k, bf16* __restrict__ v) {
+  __shared__ float cv[kPrepMaxDk];
+  __shared__ float scale;
+  const int64_t row = blockIdx.y, key_dim = int64_t(Hk) * dk, C = 2 * key_dim + int64_t(Hv) * dv;
+  const int P = K - 1;
+  bf16* tail = tails ? tails[row] : tail1;
+  const bf16* x = qkv + row * C;
+  // conv + SiLU of channel c, its tail advanced; the value rounded to bf16 as the conv's output is.
+  auto conv = [&](int64_t c) {
+    float win[kPrepMaxK];
+#pragma unroll
+    for (int m = 0; m < kPrepMaxK - 1; ++m) win[m] = m < P ? __bfloat162float(tail[int64_t(m) * C + c]) : 0.0f;
+    const bf16 xin = x[c];
+    float acc = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kPrepMaxK; ++m) {
+      if (m >= K) break;
+      const float in = m < P ? win[m] : __bfloat162float(xin);
+      acc += __bfloat162float(w[c * K + m]) * in;
+    }
+#pragma unroll
+    for (int m = 0; m < kPrepMaxK - 1; ++m) {
+      if (m >= P) break;
+      tail[int64_t(m) * C + c] = m + 1 < P ? __float2bfloat16_rn(win[m + 1]) : xin;
+    }
+    return __bfloat162float(__float2bfloat16_rn(detail::silu_f(acc)));
+  };
+  if (blockIdx.x < 2 * Hk) {
+    const bool is_q = blockIdx.x < Hk;
+    const int head = is_q ? blockIdx.x : blockIdx.x - Hk;
+    const int64_t c0 = (is_q ? 0 : key_dim) + int64_t(head) * dk;
+    for (int i = threadIdx.x; i < dk; i += kPrepThreads) cv[i] = conv(c0 + i);
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      float ss = 0.0f;
+      for (int i = threadIdx.x; i < dk; i += 32) ss += cv[i] * cv[i];
+      ss = detail::warp_sum(ss);
+      if (threadIdx.x == 0) scale = (is_q ? q_scale : 1.0f) / sqrtf(ss + eps);
+    }
+    __syncthreads();
+    bf16* dst = (is_q ? q : k) + (row * Hk + head) * dk;
+    for (int i = threadIdx.x; i < dk; i += kPrepThreads) dst[i] = __float2bfloat16_rn(cv[i] * scale);
+    return;
+  }
+  const int64_t i = int64_t(blockIdx.x - 2 * Hk) * kPrepThreads + threadIdx.x;
+  if (i < int64_t(Hv) * dv) v[row * Hv * dv + i] = __float2bfloat16_rn(conv(2 * key_dim + i));
 }
 
 template <class S>
@@ -129,6 +185,19 @@ void gdn_split_qkv(const bf16* conv, int64_t T, int64_t Hk, int64_t dk, int64_t 
                      "gdn_split_qkv: bad shape");
   if (T == 0) return;
   gdn_split_kernel<<<unsigned(T), 256, 0, stream>>>(conv, int(Hk), int(dk), int(Hv), int(dv), q_scale, eps, q, k, v);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void gdn_conv_split_rows(const bf16* qkv, int64_t N, int64_t Hk, int64_t dk, int64_t Hv, int64_t dv,
+                         const bf16* conv_w, int64_t K, bf16* tail, bf16* const* tails, float q_scale, float eps,
+                         bf16* q, bf16* k, bf16* v, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(Hk > 0 && Hv > 0 && dk > 0 && dk <= kPrepMaxDk && dv > 0 && K >= 2 && K <= kPrepMaxK &&
+                         N >= 0 && N <= 65535 && (tails || (tail && N <= 1)),
+                     "gdn_conv_split_rows: bad shape (dk <= 1024, 2 <= K <= 8, a tail per row)");
+  if (N == 0) return;
+  const dim3 grid(unsigned(2 * Hk + (Hv * dv + kPrepThreads - 1) / kPrepThreads), unsigned(N));
+  conv_split_rows_kernel<<<grid, kPrepThreads, 0, stream>>>(qkv, int(Hk), int(dk), int(Hv), int(dv), conv_w, int(K),
+                                                           tail, tails, q_scale, eps, q, k, v);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

@@ -36,6 +36,15 @@ void gdn_gates(const float* ba, int64_t T, int64_t H, const float* A_log, const 
 void gdn_split_qkv(const bf16* conv, int64_t T, int64_t Hk, int64_t dk, int64_t Hv, int64_t dv, float q_scale,
                    float eps, bf16* q, bf16* k, bf16* v, cudaStream_t stream);
 
+// One token per row of a Gated DeltaNet layer, from its qkv projection to the delta rule's inputs in one
+// launch: causal_conv1d_silu of the row over its own tail (the tail advanced by the row), then
+// gdn_split_qkv, bit for bit those ops. qkv: [N, C] bf16, C = 2*Hk*dk + Hv*dv; conv_w: [C, K] bf16;
+// row i's tail ([K-1, C] bf16, oldest first, in/out) is tails[i] (a device array of N pointers) or, when
+// tails is null, `tail` (N = 1); q, k, v as gdn_split_qkv writes them. 2 <= K <= 8, dk <= 1024.
+void gdn_conv_split_rows(const bf16* qkv, int64_t N, int64_t Hk, int64_t dk, int64_t Hv, int64_t dv,
+                         const bf16* conv_w, int64_t K, bf16* tail, bf16* const* tails, float q_scale, float eps,
+                         bf16* q, bf16* k, bf16* v, cudaStream_t stream);
+
 // dst[i] = bf16(src[i]) for n elements of type t (F32, F16 or BF16; round to nearest even).
 // Throws UnsupportedShape for another type.
 void convert_to_bf16(const void* src, DType t, int64_t n, bf16* dst, cudaStream_t stream);

@@ -30,6 +30,30 @@ __device__ __forceinline__ float dot_partial(const __nv_bfloat16* __restrict__ w
   return acc;
 }
 
+// dot_partial of two weight rows against the same v, their loads interleaved.
+__device__ __forceinline__ void dot_partial_pair(const __nv_bfloat16* __restrict__ wa,
+                                                 const __nv_bfloat16* __restrict__ wb, const __nv_bfloat16* v, int n,
+                                                 int lane, float& a_out, float& b_out) {
+  float a = 0.0f, b = 0.0f;
+#pragma unroll 4
+  for (int c = lane * 8; c < n; c += 256) {
+    const uint4 av = __ldcs(reinterpret_cast<const uint4*>(wa + c));
+    const uint4 bv = __ldcs(reinterpret_cast<const uint4*>(wb + c));
+    const uint4 xv = *reinterpret_cast<const uint4*>(v + c);
+    const __nv_bfloat162* a2 = reinterpret_cast<const __nv_bfloat162*>(&av);
+    const __nv_bfloat162* b2 = reinterpret_cast<const __nv_bfloat162*>(&bv);
+    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 fa = __bfloat1622float2(a2[j]), fb = __bfloat1622float2(b2[j]), fx = __bfloat1622float2(x2[j]);
+      a = fmaf(fa.x, fx.x, fmaf(fa.y, fx.y, a));
+      b = fmaf(fb.x, fx.x, fmaf(fb.y, fx.y, b));
+    }
+  }
+  a_out = a;
+  b_out = b;
+}
+
 // Block = (16 rows of I, one routed row r = t*K + k); x_t staged in shared memory.
 __global__ void __launch_bounds__(kThreads) gate_up_kernel(const __nv_bfloat16* __restrict__ x, int64_t ldx, int D,
                                                            const int32_t* __restrict__ ids, int K,
@@ -38,6 +62,15 @@ __global__ void __launch_bounds__(kThreads) gate_up_kernel(const __nv_bfloat16* 
   extern __shared__ uint4 smem_u4[];
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem_u4);
   const int64_t r = blockIdx.y, t = r / K;
+  // One token: the first 2 KB of this warp's gate and up rows head for L2 while x is staged.
+  if (gridDim.y == unsigned(K)) {
+    const int i = blockIdx.x * kRowsPerBlock + threadIdx.x / 32 * kRowsPerWarp, lane = threadIdx.x % 32;
+    if (i < I && lane < 16 && lane * 64 < D) {
+      const __nv_bfloat16* G0 = gate_up + (int64_t(ids[r]) * 2 * I + i) * D + lane * 64;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(G0));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(G0 + int64_t(I) * D));
+    }
+  }
   for (int c = threadIdx.x * 8; c < D; c += kThreads * 8)
     *reinterpret_cast<uint4*>(xs + c) = *reinterpret_cast<const uint4*>(x + t * ldx + c);
   __syncthreads();
@@ -47,35 +80,76 @@ __global__ void __launch_bounds__(kThreads) gate_up_kernel(const __nv_bfloat16* 
   for (int j = 0; j < kRowsPerWarp; ++j) {
     const int i = blockIdx.x * kRowsPerBlock + warp * kRowsPerWarp + j;
     if (i >= I) break;
-    const float g = detail::warp_sum(dot_partial(G + int64_t(i) * D, xs, D, lane));
-    const float u = detail::warp_sum(dot_partial(G + int64_t(I + i) * D, xs, D, lane));
+    // The gate and up rows in one loop, so both rows' loads are in flight together (the sums are
+    // formed in the same order as two separate passes would).
+    float g, u;
+    dot_partial_pair(G + int64_t(i) * D, G + int64_t(I + i) * D, xs, D, lane, g, u);
+    g = detail::warp_sum(g);
+    u = detail::warp_sum(u);
     if (lane == 0) act[r * I + i] = __float2bfloat16_rn(detail::silu_f(g) * u);
   }
 }
 
-// Block = (16 output features, one token); the token's K activation rows staged in shared memory.
+// Block = (8 output features, one token); the token's K activation rows staged in shared memory, with
+// its experts' matrix bases and weights, so the loads of several experts' rows can be in flight together
+// (read from global inside the loop, each expert id was a dependent load before its weights).
+constexpr int kMaxDownK = 32, kDownPreload = 16;
+
 __global__ void __launch_bounds__(kThreads) down_kernel(const __nv_bfloat16* __restrict__ act, int K, int I,
                                                         const int32_t* __restrict__ ids,
                                                         const float* __restrict__ weights,
                                                         const __nv_bfloat16* __restrict__ down, int D,
                                                         __nv_bfloat16* __restrict__ y) {
+  detail::pdl_trigger();  // a programmatically launched successor (cuda::gemv) may start
   extern __shared__ uint4 smem_u4[];
   __nv_bfloat16* as = reinterpret_cast<__nv_bfloat16*>(smem_u4);
+  __shared__ const __nv_bfloat16* base[kMaxDownK];
+  __shared__ float wk[kMaxDownK];
   const int64_t t = blockIdx.y;
   const int KI = K * I;
   for (int c = threadIdx.x * 8; c < KI; c += kThreads * 8)
     *reinterpret_cast<uint4*>(as + c) = *reinterpret_cast<const uint4*>(act + t * KI + c);
+  if (threadIdx.x < K) {
+    base[threadIdx.x] = down + int64_t(ids[t * K + threadIdx.x]) * D * I;
+    wk[threadIdx.x] = weights[t * K + threadIdx.x];
+  }
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
   for (int j = 0; j < kRowsPerWarp; ++j) {
     const int n = blockIdx.x * kRowsPerBlock + warp * kRowsPerWarp + j;
     if (n >= D) break;
-    float acc = 0.0f;
-#pragma unroll 4
-    for (int k = 0; k < K; ++k) {
-      const __nv_bfloat16* W = down + (int64_t(ids[t * K + k]) * D + n) * I;
-      acc += weights[t * K + k] * dot_partial(W, as + int64_t(k) * I, I, lane);
+    float acc = 0.0f, partial = 0.0f;
+    const int per = I / 256;  // 16-byte pieces per lane and expert row
+    // One token (decode): latency-bound, so every piece is loaded up front; more tokens re-read shared
+    // experts' rows and are better served by the plain loop's occupancy.
+    if (gridDim.y == 1 && I % 256 == 0 && K * per <= kDownPreload) {
+      // Every piece of the row over all K experts loaded before the first is used (the same sums, in the
+      // same order, as dot_partial per expert).
+      uint4 wv[kDownPreload];
+#pragma unroll
+      for (int q = 0; q < kDownPreload; ++q)
+        if (q < K * per)
+          wv[q] = __ldcs(reinterpret_cast<const uint4*>(base[q / per] + int64_t(n) * I + (q % per) * 256 + lane * 8));
+#pragma unroll
+      for (int q = 0; q < kDownPreload; q += 1) {
+        if (q >= K * per) break;
+        const int k = q / per, c = (q % per) * 256 + lane * 8;
+        const uint4 xv = *reinterpret_cast<const uint4*>(as + int64_t(k) * I + c);
+        const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[q]);
+        const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+        float part = q % per == 0 ? 0.0f : partial;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 a = __bfloat1622float2(w2[e]), b = __bfloat1622float2(x2[e]);
+          part = fmaf(a.x, b.x, fmaf(a.y, b.y, part));
+        }
+        partial = part;
+        if (q % per == per - 1) acc += wk[k] * partial;
+      }
+    } else {
+#pragma unroll 8
+      for (int k = 0; k < K; ++k) acc += wk[k] * dot_partial(base[k] + int64_t(n) * I, as + int64_t(k) * I, I, lane);
     }
     acc = detail::warp_sum(acc);
     if (lane == 0) y[t * D + n] = __float2bfloat16_rn(acc);
@@ -202,7 +276,8 @@ void moe_small_down_combine(const bf16* act, int64_t T, int64_t K, int64_t I, co
   if (T <= 0) return;
   HYPIC_CUDA_REQUIRE(I % 8 == 0 && K > 0 && D > 0 && reinterpret_cast<uintptr_t>(act) % 16 == 0,
                      "moe_small_down_combine: I must be a multiple of 8, act 16-byte aligned");
-  HYPIC_CUDA_REQUIRE(K * I <= kMaxActElems && T <= 65535, "moe_small_down_combine: K*I or T too large");
+  HYPIC_CUDA_REQUIRE(K * I <= kMaxActElems && K <= kMaxDownK && T <= 65535,
+                     "moe_small_down_combine: K*I, K or T too large");
   const dim3 grid(unsigned((D + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(T));
   down_kernel<<<grid, kThreads, size_t(K * I) * 2, stream>>>(act, int(K), int(I), ids, weights, down, int(D), y);
   HYPIC_CUDA_CHECK(cudaGetLastError());

@@ -72,6 +72,7 @@ void launch_rmsnorm(const TIn* x, bf16* y, int64_t rows, int64_t dim, const floa
 
 __global__ void rmsnorm_gated_kernel(const bf16* o, const bf16* __restrict__ z, bf16* y, int64_t rows, int dim,
                                      const float* __restrict__ w, float eps) {
+  detail::pdl_trigger();  // a programmatically launched successor (cuda::gemv) may start
   const int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) return;

@@ -54,6 +54,45 @@ __global__ void rope_apply_kernel(bf16* x, int64_t rows, int heads, int head_dim
   v[d + half] = __float2bfloat16_rn(b * cs + a * sn);
 }
 
+// One warp per (row, head) of the queries then the keys: the norm as rmsnorm_kernel sums it (lane-strided,
+// then the butterfly), the rounded row kept in shared memory, then the rotation as rope_apply_kernel does.
+constexpr int kQkWarps = 4, kQkMaxDim = 1023;
+
+__global__ void __launch_bounds__(kQkWarps * 32)
+    qk_norm_rope_kernel(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t T, int H, int Hkv, int hd,
+                        const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps, bool zc,
+                        int half, const int64_t* __restrict__ pos, Table f) {
+  __shared__ float buf[kQkWarps][kQkMaxDim + 1];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t item = int64_t(blockIdx.x) * kQkWarps + warp, per_row = H + Hkv;
+  if (item >= T * per_row) return;
+  const int64_t t = item / per_row;
+  const int j = int(item % per_row);
+  const bool is_q = j < H;
+  const bf16* src = is_q ? q_src + (t * H + j) * q_stride : k + (t * Hkv + (j - H)) * hd;
+  bf16* dst = is_q ? q + (t * H + j) * hd : k + (t * Hkv + (j - H)) * hd;
+  const float* w = is_q ? q_norm : k_norm;
+  float ss = 0;
+  for (int i = lane; i < hd; i += 32) {
+    const float v = __bfloat162float(src[i]);
+    ss += v * v;
+  }
+  const float inv = rsqrtf(detail::warp_sum(ss) / hd + eps);
+  float* b = buf[warp];
+  for (int i = lane; i < hd; i += 32)
+    b[i] = __bfloat162float(__float2bfloat16_rn(__bfloat162float(src[i]) * inv * (zc ? 1.0f + w[i] : w[i])));
+  __syncwarp();
+  const float p = static_cast<float>(pos[t]);
+  for (int d = lane; d < half; d += 32) {
+    float sn, cs;
+    sincosf(p * f.a[d], &sn, &cs);
+    const float a = b[d], c = b[d + half];
+    dst[d] = __float2bfloat16_rn(a * cs - c * sn);
+    dst[d + half] = __float2bfloat16_rn(c * cs + a * sn);
+  }
+  for (int i = 2 * half + lane; i < hd; i += 32) dst[i] = __float2bfloat16_rn(b[i]);
+}
+
 __global__ void rope_shift_kernel(bf16* x, int64_t rowheads, int head_dim, int half, Table t) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rowheads * half) return;
@@ -129,6 +168,20 @@ void rope_apply(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t 
   rope_apply_kernel<<<detail::blocks_for(n, 256), 256, 0, stream>>>(x, rows, int(heads), int(head_dim),
                                                                     int(rot_dim / 2), positions,
                                                                     inv_freq_table(rot_dim, theta));
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void qk_norm_rope(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t T, int64_t H, int64_t Hkv,
+                  int64_t head_dim, const float* q_norm, const float* k_norm, float eps, bool zero_centred,
+                  int64_t rot_dim, const int64_t* positions, double theta, cudaStream_t stream) {
+  check(head_dim, rot_dim, "qk_norm_rope");
+  HYPIC_CUDA_REQUIRE(head_dim <= kQkMaxDim && q_stride >= head_dim && q_norm && k_norm && H > 0 && Hkv > 0 && T >= 0,
+                     "qk_norm_rope: head_dim must be below 1024, the norms given");
+  const int64_t items = T * (H + Hkv);
+  if (items == 0) return;
+  qk_norm_rope_kernel<<<detail::blocks_for(items, kQkWarps), kQkWarps * 32, 0, stream>>>(
+      q_src, q_stride, q, k, T, int(H), int(Hkv), int(head_dim), q_norm, k_norm, eps, zero_centred, int(rot_dim / 2),
+      positions, inv_freq_table(rot_dim, theta));
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

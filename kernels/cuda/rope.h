@@ -15,6 +15,15 @@ namespace hypic::cuda {
 void rope_apply(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot_dim, const int64_t* positions,
                 double theta, cudaStream_t stream);
 
+// The attention inputs of T rows in one launch: query heads read from q_src (row t's head j at
+// q_src + (t * H + j) * q_stride: 2 * head_dim where the projection interleaves each query with its gate),
+// RMS-normed with q_norm and rotated as rope_apply does, written to q [T, H, head_dim]; the key heads k
+// [T, Hkv, head_dim] normed with k_norm and rotated in place. Bit for bit cuda::rmsnorm then rope_apply
+// (head_dim < 1024; q_norm / k_norm [head_dim] fp32, (1 + w) when zero_centred).
+void qk_norm_rope(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t T, int64_t H, int64_t Hkv,
+                  int64_t head_dim, const float* q_norm, const float* k_norm, float eps, bool zero_centred,
+                  int64_t rot_dim, const int64_t* positions, double theta, cudaStream_t stream);
+
 // Re-rotates cached keys by `delta` positions (R(a + delta) = R(delta) R(a)); x as in rope_apply.
 void rope_shift(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot_dim, int64_t delta, double theta,
                 cudaStream_t stream);

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/types.h"
+#include "runtime/error.h"
 
 namespace hypic {
 
@@ -29,8 +30,15 @@ struct CudaActivations {
   cuda::DeviceBuffer router, sel, wts, plan_ws, xs, egu, eact, ys, y, sgu, sh, sg;
   cuda::DeviceBuffer moe_list;  // int32 [min(E, T*K)]: the routed experts (expert-major path)
 
+  // One-row passes (decode) defer a sublayer's input norm into the products that read it (cuda::gemv
+  // norms h itself): the norm weights wait here until then, and x is not written before.
+  const float* norm_pending = nullptr;
+
   float* hp() const { return h.as<float>(); }
-  cuda::bf16* xp() const { return x.as<cuda::bf16>(); }
+  cuda::bf16* xp() const {
+    HYPIC_ASSERT(norm_pending == nullptr, "the normed input was read before its deferred norm ran");
+    return x.as<cuda::bf16>();
+  }
   const int64_t* posp() const { return pos.as<int64_t>(); }
 };
 

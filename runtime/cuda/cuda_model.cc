@@ -16,6 +16,7 @@
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/engine_state_ops.h"
 #include "kernels/cuda/family_glue.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kda.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/lightning.h"
@@ -83,6 +84,8 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<D
   split_invariant_ = inv && std::strcmp(inv, "1") == 0;
   const char* batch = std::getenv("HYPIC_CUDA_BATCH_DECODE");
   batch_on_ = !(batch && std::strcmp(batch, "0") == 0);
+  const char* fusion = std::getenv("HYPIC_CUDA_DECODE_FUSION");
+  fusion_on_ = !(fusion && std::strcmp(fusion, "0") == 0);
 }
 
 CudaModel::~CudaModel() = default;
@@ -137,6 +140,16 @@ std::unique_ptr<CudaModel> CudaModel::random(const ModelConfig& cfg, uint64_t se
 
 void CudaModel::gemm(const bf16* x, int64_t T, int64_t ldx, const DeviceLinear& w, void* y, DType yt,
                      bool accumulate) {
+  // One row: a pass over the weights, which cuda::gemv streams at a higher rate than cuBLAS's kernels for
+  // these shapes (and in one launch where cuBLASLt may take two).
+  if (T == 1 && fusion_on_ && !split_invariant_ && w.in % 8 == 0 && w.in <= cuda::kGemvMaxK &&
+      reinterpret_cast<uintptr_t>(x) % 16 == 0 && (!accumulate || yt == DType::F32)) {
+    cuda::GemvInput in;
+    in.x = x;
+    const cuda::GemvTarget t{w.w, w.out, y, yt, accumulate ? cuda::GemvEpilogue::Add : cuda::GemvEpilogue::Store};
+    cuda::gemv(in, w.in, &t, 1, stream_);
+    return;
+  }
   cuda::gemm_xwt(blas_, x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate, stream_);
 }
 
@@ -243,10 +256,15 @@ void CudaModel::embed(std::span<const int> ids, std::span<const int64_t> pos, Cu
 
 void CudaModel::input_norm(int layer, CudaActivations& a) {
   const float* w = w_.layers[layer].input_norm;
+  run_pending_norm(a);
   if (cfg_.residual_from_norm) {  // MiniMax: the mixer's output is added to alpha * norm(h), not to h
     const float alpha = cfg_.layer_kinds[layer] == LayerKind::LinearAttention ? cfg_.linear_alpha : cfg_.full_alpha;
     cuda::rmsnorm_into_residual(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms,
                                 alpha, stream_);
+    return;
+  }
+  if (one_row(a)) {
+    a.norm_pending = w;
     return;
   }
   cuda::rmsnorm(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms, stream_);
@@ -254,12 +272,57 @@ void CudaModel::input_norm(int layer, CudaActivations& a) {
 
 void CudaModel::post_norm(int layer, CudaActivations& a) {
   const float* w = w_.layers[layer].post_norm;
+  run_pending_norm(a);
   if (cfg_.residual_from_norm) {
     cuda::rmsnorm_into_residual(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms,
                                 cfg_.mlp_alpha, stream_);
     return;
   }
+  if (one_row(a)) {
+    a.norm_pending = w;
+    return;
+  }
   cuda::rmsnorm(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms, stream_);
+}
+
+void CudaModel::final_logits(CudaActivations& a, float* logits) {
+  const int64_t D = cfg_.hidden_size;
+  if (one_row(a)) {  // the final norm in the LM head's product
+    a.norm_pending = w_.final_norm;
+    const cuda::GemvTarget t{w_.lm_head.w, w_.lm_head.out, logits, DType::F32};
+    cuda::gemv(gemv_input(a), D, &t, 1, stream_);
+    return;
+  }
+  cuda::rmsnorm(a.hp(), a.xp(), a.T, D, w_.final_norm, cfg_.rms_norm_eps, cfg_.zero_centred_norms, stream_);
+  gemm(a.xp(), a.T, D, w_.lm_head, logits, DType::F32);
+}
+
+bool CudaModel::one_row(const CudaActivations& a) const {
+  const int64_t D = cfg_.hidden_size;
+  return fusion_on_ && a.T == 1 && !tensor_parallel() && !split_invariant_ && !cfg_.residual_from_norm && D >= 1024 &&
+         D <= 4096 && D % 8 == 0;
+}
+
+void CudaModel::run_pending_norm(CudaActivations& a) {
+  if (!a.norm_pending) return;
+  const float* w = a.norm_pending;
+  a.norm_pending = nullptr;
+  cuda::rmsnorm(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms, stream_);
+}
+
+cuda::GemvInput CudaModel::gemv_input(CudaActivations& a) {
+  cuda::GemvInput in;
+  if (!a.norm_pending) {
+    in.x = a.xp();
+    return in;
+  }
+  in.h = a.hp();
+  in.norm_w = a.norm_pending;
+  in.eps = cfg_.rms_norm_eps;
+  in.zero_centred = cfg_.zero_centred_norms;
+  a.norm_pending = nullptr;
+  in.x_out = a.xp();
+  return in;
 }
 
 std::vector<float> CudaModel::logits(CudaActivations& a, int64_t row0, int64_t rows) {
@@ -277,10 +340,23 @@ std::vector<float> CudaModel::logits(CudaActivations& a, int64_t row0, int64_t r
 }
 
 void CudaModel::linear_project(int layer, CudaActivations& s) {
+  if (cfg_.linear_kind != LinearKind::GatedDeltaNet) run_pending_norm(s);
   if (cfg_.linear_kind == LinearKind::Lightning) return lightning_project(layer, s);
   if (cfg_.linear_kind == LinearKind::Kda) return kda_project(layer, s);
   const DeviceGdn& G = w_.layers[layer].lin;
   const int64_t T = s.T, Hv = cfg_.lin_v_heads, D = cfg_.hidden_size;
+  if (s.norm_pending) {  // one row: the norm and the three products in one launch
+    // (the gates straight from the b / a products: ba itself is not kept)
+    cuda::GemvTarget t[3] = {{G.qkv.w, G.qkv.out, s.qkv.get(), DType::BF16},
+                             {G.z.w, G.z.out, s.z.get(), DType::BF16},
+                             {G.ba.w, G.ba.out, s.beta.get(), DType::F32, cuda::GemvEpilogue::GdnGates}};
+    t[2].a_log = G.A_log;
+    t[2].dt_bias = G.dt_bias;
+    t[2].g_out = s.g.as<float>();
+    HYPIC_ASSERT(G.ba.out == 2 * Hv, "linear_project: the ba projection has 2 rows per value head");
+    cuda::gemv(gemv_input(s), D, t, 3, stream_);
+    return;
+  }
   gemm(s.xp(), T, D, G.qkv, s.qkv.get(), DType::BF16);
   gemm(s.xp(), T, D, G.z, s.z.get(), DType::BF16);
   gemm(s.xp(), T, D, G.ba, s.ba.get(), DType::F32);  // fp32: the gates are sensitive to rounding of a
@@ -300,9 +376,15 @@ void CudaModel::linear_recur(int layer, CudaActivations& s, int64_t row0, int64_
   bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;
   const float* beta = s.beta.as<float>() + row0 * Hv;
   bf16* o = s.o.as<bf16>() + row0 * vd;
-  cuda::causal_conv1d_silu(s.qkv.as<bf16>() + row0 * C, n, C, conv_w, cfg_.conv_kernel, st.conv_tail.as<bf16>(), conv,
-                           cs);
-  cuda::gdn_split_qkv(conv, n, Hk, dk, Hv, dv, 1.0f / std::sqrt(static_cast<float>(dk)), 1e-6f, q, k, v, cs);
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  if (n == 1 && fusion_on_ && !split_invariant_ && dk <= 1024) {  // one token: conv and split in one launch
+    cuda::gdn_conv_split_rows(s.qkv.as<bf16>() + row0 * C, 1, Hk, dk, Hv, dv, conv_w, cfg_.conv_kernel,
+                              st.conv_tail.as<bf16>(), nullptr, q_scale, 1e-6f, q, k, v, cs);
+  } else {
+    cuda::causal_conv1d_silu(s.qkv.as<bf16>() + row0 * C, n, C, conv_w, cfg_.conv_kernel, st.conv_tail.as<bf16>(),
+                             conv, cs);
+    cuda::gdn_split_qkv(conv, n, Hk, dk, Hv, dv, q_scale, 1e-6f, q, k, v, cs);
+  }
   const cuda::GdnShape shape{n, 1, Hv, Hk, dk, dv};
   // Only the chunked kernels build the transfer operator.
   const bool chunked = (n >= kChunkedMinTokens && !split_invariant_) || transfer;
@@ -648,25 +730,43 @@ void CudaModel::linear_output_local(int layer, CudaActivations& s) {
   gemm(o, T, vd, G.out, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
+void CudaModel::attention_qkv(int layer, CudaActivations& s, bf16* kn, bf16* vn) {
+  const DeviceAttention& A = w_.layers[layer].attn;
+  const int64_t T = s.T, D = cfg_.hidden_size;
+  if (s.norm_pending) {  // one row: the norm and the three products in one launch
+    const cuda::GemvTarget t[3] = {{A.q.w, A.q.out, s.qg.get(), DType::BF16},
+                                   {A.k.w, A.k.out, kn, DType::BF16},
+                                   {A.v.w, A.v.out, vn, DType::BF16}};
+    cuda::gemv(gemv_input(s), D, t, 3, stream_);
+    return;
+  }
+  gemm(s.xp(), T, D, A.q, s.qg.get(), DType::BF16);
+  gemm(s.xp(), T, D, A.k, kn, DType::BF16);
+  gemm(s.xp(), T, D, A.v, vn, DType::BF16);
+}
+
 void CudaModel::attention_project(int layer, CudaActivations& s) {
+  if (cfg_.mla) run_pending_norm(s);
   if (cfg_.mla) return mla_project(layer, s);
   const int64_t T = s.T;
   const DeviceAttention& A = w_.layers[layer].attn;
-  const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, D = cfg_.hidden_size;
+  const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
   const bool gated = cfg_.attn_output_gate;
   cudaStream_t cs = stream_;
   bf16* qg = s.qg.as<bf16>();
-  gemm(s.xp(), T, D, A.q, qg, DType::BF16);
+  bf16 *kn = s.kn.as<bf16>(), *vn = s.vn.as<bf16>();
+  attention_qkv(layer, s, kn, vn);
+  bf16* q = gated ? s.aq.as<bf16>() : qg;
+  if (A.q_norm && cfg_.rotary_dim > 0 && hd < 1024) {  // the copy, both norms and both rotations in one launch
+    cuda::qk_norm_rope(qg, gated ? 2 * hd : hd, q, kn, T, H, Hkv, hd, A.q_norm, A.k_norm, cfg_.rms_norm_eps,
+                       cfg_.zero_centred_norms, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+    return;
+  }
   // Per head the projection holds the query then the gate: copy the queries out as [T, H, hd] rows.
-  bf16* q = qg;
   if (gated) {
-    q = s.aq.as<bf16>();
     HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(q, sizeof(bf16) * hd, qg, sizeof(bf16) * 2 * hd, sizeof(bf16) * hd, T * H,
                                        cudaMemcpyDeviceToDevice, cs));
   }
-  bf16 *kn = s.kn.as<bf16>(), *vn = s.vn.as<bf16>();
-  gemm(s.xp(), T, D, A.k, kn, DType::BF16);
-  gemm(s.xp(), T, D, A.v, vn, DType::BF16);
   if (A.q_norm) {  // MiniMax has no q/k norm
     cuda::rmsnorm(q, q, T * H, hd, A.q_norm, cfg_.rms_norm_eps, cfg_.zero_centred_norms, cs);
     cuda::rmsnorm(kn, kn, T * Hkv, hd, A.k_norm, cfg_.rms_norm_eps, cfg_.zero_centred_norms, cs);
@@ -827,7 +927,40 @@ void CudaModel::attention_output_local(int layer, CudaActivations& s) {
   gemm(in, T, width, w_.layers[layer].attn.o, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
+bool CudaModel::ffn_one_row(int layer, CudaActivations& s) {
+  const DeviceLayer& L = w_.layers[layer];
+  const DeviceMoe& M = L.moe_w;
+  const int64_t D = cfg_.hidden_size, E = cfg_.num_experts, K = cfg_.experts_per_tok;
+  const int64_t I = cfg_.moe_intermediate_size, Is = cfg_.shared_expert_intermediate_size;
+  if (!s.norm_pending || !L.moe || !M.has_shared || cfg_.router != RouterKind::SoftmaxTopK || !small_moe(1) ||
+      Is % 8 != 0 || Is > cuda::kGemvMaxK)
+    return false;
+  cudaStream_t cs = stream_;
+  // The norm, the router, the shared expert's gate/up with its SwiGLU and its gate logit: one launch.
+  cuda::GemvTarget first[3] = {{M.router.w, M.router.out, s.router.get(), DType::F32},
+                               {M.shared.gate_up.w, Is, s.sgu.get(), DType::BF16, cuda::GemvEpilogue::SwiGlu}};
+  int n = 2;
+  if (M.shared_gate.w) first[n++] = {M.shared_gate.w, M.shared_gate.out, s.sg.get(), DType::F32};
+  cuda::gemv(gemv_input(s), D, first, n, cs);
+  cuda::moe_route(s.router.as<float>(), 1, E, K, cfg_.norm_topk_prob, s.sel.as<int32_t>(), s.wts.as<float>(), cs);
+  if (active_profile_) active_profile_->mark("ffn_router", cs);
+  bf16* y = s.y.as<bf16>();
+  cuda::moe_small_gate_up(s.xp(), 1, D, D, s.sel.as<int32_t>(), K, M.gate_up, I, s.eact.as<bf16>(), cs);
+  cuda::moe_small_down_combine(s.eact.as<bf16>(), 1, K, I, s.sel.as<int32_t>(), s.wts.as<float>(), M.down, D, y, cs);
+  if (active_profile_) active_profile_->mark("ffn_experts", cs);
+  // The shared expert's down projection, its gate, the routed sum and the residual add: one launch.
+  cuda::GemvInput act;
+  act.x = s.sgu.as<bf16>();
+  cuda::GemvTarget down{M.shared.down.w, D, s.hp(), DType::F32, cuda::GemvEpilogue::MoeResidual};
+  down.routed = y;
+  down.gate = M.shared_gate.w ? s.sg.as<float>() : nullptr;
+  cuda::gemv(act, Is, &down, 1, cs);
+  return true;
+}
+
 void CudaModel::ffn_local(int layer, CudaActivations& s) {
+  if (ffn_one_row(layer, s)) return;
+  run_pending_norm(s);
   const int64_t T = s.T;
   const DeviceLayer& L = w_.layers[layer];
   const int64_t D = cfg_.hidden_size;
@@ -1011,8 +1144,7 @@ std::unique_ptr<CudaModel::DecodeGraph> CudaModel::capture_decode(CudaSequenceSt
       post_norm(l, a);
       ffn(l, a);
     }
-    cuda::rmsnorm(a.hp(), a.xp(), 1, D, w_.final_norm, cfg_.rms_norm_eps, true, cs);
-    gemm(a.xp(), 1, D, w_.lm_head, g->logits.get(), DType::F32);
+    final_logits(a, g->logits.as<float>());
   } catch (...) {
     cudaStreamEndCapture(cs, &graph);
     if (graph) cudaGraphDestroy(graph);
@@ -1027,24 +1159,25 @@ std::unique_ptr<CudaModel::DecodeGraph> CudaModel::capture_decode(CudaSequenceSt
 
 void CudaModel::attention_step(int layer, CudaActivations& s, CudaAttentionLayerState& kv, DecodeGraph& g) {
   const DeviceAttention& A = w_.layers[layer].attn;
-  const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, D = cfg_.hidden_size;
+  const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
   const bool gated = cfg_.attn_output_gate;
   cudaStream_t cs = stream_;
   bf16* qg = s.qg.as<bf16>();
-  gemm(s.xp(), 1, D, A.q, qg, DType::BF16);
-  bf16* q = qg;
-  if (gated) {
-    q = s.aq.as<bf16>();
-    HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(q, sizeof(bf16) * hd, qg, sizeof(bf16) * 2 * hd, sizeof(bf16) * hd, H,
-                                       cudaMemcpyDeviceToDevice, cs));
-  }
   bf16 *kn = g.kbuf.as<bf16>(), *vn = g.vbuf.as<bf16>();
-  gemm(s.xp(), 1, D, A.k, kn, DType::BF16);
-  gemm(s.xp(), 1, D, A.v, vn, DType::BF16);
-  cuda::rmsnorm(q, q, H, hd, A.q_norm, cfg_.rms_norm_eps, true, cs);
-  cuda::rmsnorm(kn, kn, Hkv, hd, A.k_norm, cfg_.rms_norm_eps, true, cs);
-  cuda::rope_apply(q, 1, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
-  cuda::rope_apply(kn, 1, Hkv, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+  attention_qkv(layer, s, kn, vn);
+  bf16* q = gated ? s.aq.as<bf16>() : qg;
+  if (cfg_.rotary_dim > 0 && hd < 1024) {
+    cuda::qk_norm_rope(qg, gated ? 2 * hd : hd, q, kn, 1, H, Hkv, hd, A.q_norm, A.k_norm, cfg_.rms_norm_eps, true,
+                       cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+  } else {
+    if (gated)
+      HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(q, sizeof(bf16) * hd, qg, sizeof(bf16) * 2 * hd, sizeof(bf16) * hd, H,
+                                         cudaMemcpyDeviceToDevice, cs));
+    cuda::rmsnorm(q, q, H, hd, A.q_norm, cfg_.rms_norm_eps, true, cs);
+    cuda::rmsnorm(kn, kn, Hkv, hd, A.k_norm, cfg_.rms_norm_eps, true, cs);
+    cuda::rope_apply(q, 1, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+    cuda::rope_apply(kn, 1, Hkv, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
+  }
   const int32_t* rows_end = g.rows_end.as<int32_t>();
   cuda::kv_append(kn, vn, s.posp(), 1, Hkv * hd, rows_end, kv.capacity, kv.k.as<bf16>(), kv.v.as<bf16>(),
                   kv.pos.as<int64_t>(), cs);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/sampling.h"
 #include "runtime/cuda/cuda_activations.h"
@@ -203,6 +204,21 @@ class CudaModel {
   void gemm(const cuda::bf16* x, int64_t T, int64_t ldx, const DeviceLinear& w, void* y, DType yt,
             bool accumulate = false);
 
+  // One-row passes (decode) run their products through cuda::gemv: the sublayer input norm deferred
+  // into the products that read it, neighbouring products in one launch, the small element-wise steps in
+  // their epilogues (HYPIC_CUDA_DECODE_FUSION=0 turns it off, for comparison).
+  bool one_row(const CudaActivations& a) const;
+  // Runs a deferred input norm (x = norm(h)) for a step that reads x itself.
+  void run_pending_norm(CudaActivations& a);
+  // The input row of a one-row product: the deferred norm of h (taken, x written on the way), or x.
+  cuda::GemvInput gemv_input(CudaActivations& a);
+  // logits [a.T, V] fp32 = LM head of the final norm of every row.
+  void final_logits(CudaActivations& a, float* logits);
+  // The attention projections q (with its gate), k, v of every row into qg, kn, vn.
+  void attention_qkv(int layer, CudaActivations& a, cuda::bf16* kn, cuda::bf16* vn);
+  // The MoE feed-forward of one row with a shared expert on the one-row kernels (false: not this layer).
+  bool ffn_one_row(int layer, CudaActivations& a);
+
   struct DecodeGraph;
   // MoE of T rows on the few-row kernels (device-side expert ids, no host round trip)?
   bool small_moe(int64_t T) const;
@@ -234,6 +250,7 @@ class CudaModel {
   std::vector<int32_t> counts_host_;  // MoE group sizes (host)
   bool graphs_on_ = true;
   bool split_invariant_ = false;
+  bool fusion_on_ = true;
   int sm_count_ = 1;
   int64_t graph_captures_ = 0;
   std::vector<std::unique_ptr<DecodeGraph>> graphs_;

@@ -2,21 +2,26 @@
 //   GDN chunked prefill at Qwen3.5-35B-A3B shapes (16 q/k heads, 32 v heads, dims 128), with and without
 //   the fused transfer build; attention prefill (16 q heads, 2 kv heads, dim 256), causal over fresh tokens;
 //   lightning chunked prefill at Ring-flash-linear-2.0 shapes (32 heads of 128, per-head decay);
-//   KDA chunked prefill at Kimi-Linear-48B-A3B shapes (32 heads of 128), with and without the transfer operator.
-// Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20] [--only gdn|attention|lightning|kda]
+//   KDA chunked prefill at Kimi-Linear-48B-A3B shapes (32 heads of 128), with and without the transfer operator;
+//   the decode step's one-row products at Qwen3.5-35B-A3B shapes, cuda::gemv against cuBLAS (bandwidth).
+// Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20] [--only gdn|attention|lightning|kda|gemv]
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kda.h"
 #include "kernels/cuda/lightning.h"
 #include "kernels/cuda/memory.h"
@@ -64,7 +69,7 @@ int main(int argc, char** argv) {
   hypic::tools::configure(app, /*uses_model=*/false);
   hypic::tools::add_int(app, "--iters", iters, "timed iterations per case", 1, 1 << 20);
   app.add_option("--only", only, "run one family (default: all)")
-      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda"}));
+      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda", "gemv"}));
   app.add_option("--tokens", tokens, "sequence lengths, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
@@ -84,6 +89,87 @@ int main(int argc, char** argv) {
                 first ? "" : ",\n", op, static_cast<long long>(T), variant, ms, flops / (ms * 1e-3) / 1e12);
     first = false;
   };
+  if (only.empty() || only == "gemv") {
+    // One-row products of a decode step. Each case cycles through enough copies of its weights (>= 256 MB)
+    // that no iteration finds them in the 60 MB L2: a decode step reads every weight once.
+    struct Mat {
+      int64_t rows, K;
+      GemvEpilogue epi;
+    };
+    struct Case {
+      const char* name;
+      std::vector<Mat> mats;
+    };
+    const std::vector<Case> cases = {
+        {"gdn_in_proj qkv+z+ba 12352x2048", {{8192, 2048, GemvEpilogue::Store}, {4096, 2048, GemvEpilogue::Store},
+                                            {64, 2048, GemvEpilogue::Store}}},
+        {"gdn_out_proj 2048x4096 (+=)", {{2048, 4096, GemvEpilogue::Add}}},
+        {"attn_qkv 9216x2048", {{8192, 2048, GemvEpilogue::Store}, {512, 2048, GemvEpilogue::Store},
+                                {512, 2048, GemvEpilogue::Store}}},
+        {"router+shared_gate_up+gate 1281x2048", {{256, 2048, GemvEpilogue::Store}, {512, 2048, GemvEpilogue::SwiGlu},
+                                                   {1, 2048, GemvEpilogue::Store}}},
+        {"shared_down 2048x512 (+=)", {{2048, 512, GemvEpilogue::Add}}},
+        {"lm_head 248320x2048", {{248320, 2048, GemvEpilogue::Store}}},
+    };
+    Blas blas;
+    DeviceBuffer x(pool, 2 * kGemvMaxK);
+    fill_bf16(x, kGemvMaxK, 31, 1.0f);
+    for (const Case& c : cases) {
+      int64_t bytes = 0;
+      for (const Mat& m : c.mats) bytes += (m.epi == GemvEpilogue::SwiGlu ? 2 * m.rows : m.rows) * m.K * 2;
+      const int64_t copies = std::max<int64_t>(1, ((int64_t{256} << 20) + bytes - 1) / bytes);
+      std::vector<std::vector<DeviceBuffer>> w(copies);
+      for (int64_t i = 0; i < copies; ++i)
+        for (size_t j = 0; j < c.mats.size(); ++j) {
+          const Mat& m = c.mats[j];
+          const int64_t n = (m.epi == GemvEpilogue::SwiGlu ? 2 * m.rows : m.rows) * m.K;
+          w[i].emplace_back(pool, 2 * n);
+          fill_bf16(w[i].back(), n, uint32_t(100 + i * 7 + j), 0.02f);
+        }
+      std::vector<DeviceBuffer> y;
+      for (const Mat& m : c.mats) y.emplace_back(pool, 4 * (m.epi == GemvEpilogue::SwiGlu ? 2 * m.rows : m.rows));
+      int64_t it = 0;
+      bool swiglu = false;
+      for (const Mat& m : c.mats) swiglu = swiglu || m.epi == GemvEpilogue::SwiGlu;
+      std::vector<std::pair<std::string, double>> times;
+      for (const int R : {0, 1, 2, 4}) {  // 0: the shape's default
+        if (R == 1 && swiglu) continue;
+        const double ms = time_ms([&] {
+          const auto& wc = w[it++ % copies];
+          GemvTarget t[kGemvMaxTargets];
+          for (size_t j = 0; j < c.mats.size(); ++j) {
+            const Mat& m = c.mats[j];
+            const bool f32 = m.epi == GemvEpilogue::Add || (m.epi == GemvEpilogue::Store && m.rows < 1024);
+            t[j] = {wc[j].as<bf16>(), m.rows, y[j].get(), f32 ? hypic::DType::F32 : hypic::DType::BF16, m.epi};
+          }
+          GemvInput in;
+          in.x = x.as<bf16>();
+          gemv(in, c.mats[0].K, t, int(c.mats.size()), st, R);
+        }, iters * 10, st);
+        times.emplace_back(R == 0 ? std::string("hypic gemv") : "hypic gemv, " + std::to_string(R) + " rows per warp",
+                           ms);
+      }
+      it = 0;
+      const double ms_blas = time_ms([&] {
+        const auto& wc = w[it++ % copies];
+        for (size_t j = 0; j < c.mats.size(); ++j) {
+          const Mat& m = c.mats[j];
+          const int64_t wr = m.epi == GemvEpilogue::SwiGlu ? 2 * m.rows : m.rows;
+          const bool add = m.epi == GemvEpilogue::Add;
+          gemm_xwt(blas, x.as<bf16>(), 1, m.K, m.K, wc[j].as<bf16>(), wr, y[j].get(),
+                   add || wr < 1024 ? hypic::DType::F32 : hypic::DType::BF16, wr, add, st);
+        }
+      }, iters * 10, st);
+      times.emplace_back("cublas", ms_blas);
+      for (const auto& [variant, t] : times) {
+        std::printf("%s  {\"op\": \"decode_product\", \"shape\": \"%s\", \"variant\": \"%s\", \"ms\": %.4f, "
+                    "\"gb_per_s\": %.0f, \"launches\": %d}",
+                    first ? "" : ",\n", c.name, variant.c_str(), t, bytes / (t * 1e-3) / 1e9,
+                    variant == "cublas" ? int(c.mats.size()) : 1);
+        first = false;
+      }
+    }
+  }
   for (const int64_t T : tokens) {
     // Gated DeltaNet, one layer.
     if (only.empty() || only == "gdn") {

@@ -6,6 +6,8 @@
 #   tools/bench/gpu_full_check.sh all    # both
 #   tools/bench/gpu_full_check.sh tiers  # cache-record promotion tests, record codec timings, tiers TTFT
 #   tools/bench/gpu_full_check.sh batch  # batched decode: kernel and model checks, throughput at N = 1..32
+#   tools/bench/gpu_full_check.sh decode # the one-row decode path: its op tests, the model / engine tests over
+#                                        # it, the products against cuBLAS, decode with the fusion on and off
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
@@ -147,6 +149,40 @@ if [ "$stage" = batch ]; then
   step batched decode bench
   "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
     --prefill ${BATCH_CONTEXT:-4096} --decode 8 --batch ${BATCH_SIZES:-1,4,8,16,32} --batch-steps 24 | tee "$O/bench_batch.json"
+fi
+if [ "$stage" = decode ]; then
+  # The one-row decode step (cuda::gemv, qk_norm_rope: docs/cuda_kernels.md): the ops against the CPU
+  # reference, the model and engine tests whose decode steps take it, then the products against cuBLAS
+  # and the decode rate with the fusion on and off (HYPIC_CUDA_DECODE_FUSION=0), same binaries.
+  run_test cuda_decode_ops_test
+  run_test cuda_backend_ops_test
+  run_test cuda_attention_prefill_test
+  run_test cuda_stitch_ops_test
+  run_test cuda_model_test
+  run_test engine_batch_model_test
+  step products
+  "$(bin hypic_bench_kernels)" --only gemv --iters 20 | tee "$O/bench_gemv.json"
+  for f in 1 0; do
+    step "decode, fusion $f"
+    HYPIC_CUDA_DECODE_FUSION=$f "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+      --random-weights --prefill 8192 --decode 64 --batch ${BATCH_SIZES:-1,8,32} --batch-steps 24 \
+      | tee "$O/bench_decode_fusion$f.json"
+  done
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$NCU" ]; then
+    step "kernel durations of a launched decode step (ncu)"
+    HYPIC_CUDA_GRAPHS=0 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+      --log-file "$O/ncu_decode.csv" "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+      --random-weights --prefill 8192 --decode 3 > "$O/ncu_bench.txt" 2>&1
+    python3 tools/bench/ncu_step.py "$O/ncu_decode.csv" 2>&1 | tee "$O/ncu_step.txt" | head -40
+  fi
+  step "decode profile (launched steps)"
+  HYPIC_CUDA_GRAPHS=0 HYPIC_PROFILE_DECODE=1 "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+    --random-weights --prefill 4096 --decode 8 --batch 1 --batch-steps 12 > "$O/bench_decode_profile.json" 2>&1
+  step rag ttft
+  "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 \
+    | tee "$O/bench_ttft_rag.json"
+  [ "${DECODE_ENGINE_TESTS:-1}" = 1 ] && run_test engine_model_test '*cuda*'
 fi
 if [ "$stage" = final ]; then
   if [ -z "${ONLY_SERVE:-}" ]; then

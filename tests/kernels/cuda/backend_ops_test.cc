@@ -467,8 +467,10 @@ TEST_F(CudaOps, AttentionPrefillMatchesCpu) {
 }
 
 TEST_F(CudaOps, AttentionDecodeMatchesCpu) {
+  // Groups of 8, 4 and 2 query heads per kv head at d 128 / 256 take the grouped walk; the rest per head.
   for (const AttnCase c : {AttnCase{1, 40, 4, 2, 32}, AttnCase{1, 3000, 16, 2, 256}, AttnCase{4, 1500, 16, 2, 128},
-                           AttnCase{2, 5, 16, 2, 64}})
+                           AttnCase{2, 5, 16, 2, 64}, AttnCase{3, 900, 8, 4, 256}, AttnCase{2, 2000, 16, 4, 128},
+                           AttnCase{1, 9000, 16, 2, 256}})
     run_attention(pool, c, true, 95);
 }
 

@@ -1,0 +1,274 @@
+// The decode step's fused ops: the one-row products (cuda::gemv) against the CPU reference ops they
+// replace (cpu::rmsnorm, cpu::linear, SwiGLU, the MoE residual sum, the Gated DeltaNet gates), and the
+// fused query/key norm + rotation (cuda::qk_norm_rope) and conv + split (cuda::gdn_conv_split_rows)
+// against the CUDA ops they replace, bit for bit (those ops are checked against the CPU in
+// backend_ops_test.cc).
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cuda/conv1d.h"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/model_glue.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "tests/kernels/cuda/harness.h"
+#include "tests/kernels/test_util.h"
+
+namespace hypic::cuda::test {
+namespace {
+
+using hypic::test::rel_err;
+
+constexpr float kTolF32Out = 2e-3f;   // fp32 output of bf16 products
+constexpr float kTolBf16Out = 1.2e-2f;  // one bf16 rounding of the output
+
+float round16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+float silu(float v) { return v / (1.0f + std::exp(-v)); }
+float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+std::vector<float> linear_ref(const std::vector<float>& x, int64_t K, const std::vector<float>& w, int64_t N) {
+  std::vector<float> y(N);
+  cpu::linear(x.data(), 1, K, w.data(), DType::F32, N, y.data());
+  return y;
+}
+
+// The qkv / z / ba projections of a Gated DeltaNet layer at 35B-A3B's sizes (scaled down in rows), the
+// input normed in the kernel; then the same with a plain input. Odd row counts exercise the padding.
+TEST_F(CudaOps, GemvNormedInputThreeTargets) {
+  Stream st;
+  for (const int64_t K : {int64_t{1024}, int64_t{2048}, int64_t{4096}}) {
+    const std::vector<int64_t> rows = {1000, 517, 7};
+    const auto h = hypic::test::randn(K, 11, 3.0f);
+    const auto nw = hypic::test::randn(K, 12, 0.2f);
+    for (const bool zc : {false, true}) {
+      std::vector<float> x(K);
+      cpu::rmsnorm(h.data(), x.data(), 1, K, nw.data(), 1e-6f, zc);
+      round_bf16(x);
+      DevArray<float> dh(pool, h), dnw(pool, nw);
+      DevArray<bf16> dx(pool, K);
+      std::vector<DevArray<bf16>> ws;
+      std::vector<std::vector<float>> wh, ref;
+      for (size_t j = 0; j < rows.size(); ++j) {
+        wh.push_back(randn_bf16(rows[j] * K, 20 + j, 0.05f));
+        ws.push_back(to_device_bf16(pool, wh.back()));
+        ref.push_back(linear_ref(x, K, wh.back(), rows[j]));
+      }
+      DevArray<bf16> y0(pool, rows[0]), y1(pool, rows[1]);
+      DevArray<float> y2(pool, rows[2]);
+      const GemvTarget t[3] = {{ws[0].get(), rows[0], y0.get(), DType::BF16},
+                               {ws[1].get(), rows[1], y1.get(), DType::BF16},
+                               {ws[2].get(), rows[2], y2.get(), DType::F32}};
+      GemvInput in;
+      in.h = dh.get();
+      in.norm_w = dnw.get();
+      in.zero_centred = zc;
+      in.x_out = dx.get();
+      gemv(in, K, t, 3, st);
+      st.synchronize();
+      HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(y0), ref[0]), kTolBf16Out) << K;
+      HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(y1), ref[1]), kTolBf16Out) << K;
+      HYPIC_EXPECT_ERR_LT(rel_err(y2.download(), ref[2]), kTolF32Out) << K;
+      // The normed row equals cuda::rmsnorm's bit for bit.
+      DevArray<bf16> xn(pool, K);
+      rmsnorm(dh.get(), xn.get(), 1, K, dnw.get(), 1e-6f, zc, st);
+      st.synchronize();
+      const auto a = from_device_bf16(dx), b = from_device_bf16(xn);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), sizeof(float) * K), 0) << "normed row differs, K " << K;
+      // A plain input row gives the same products.
+      GemvInput plain;
+      plain.x = xn.get();
+      DevArray<float> y2b(pool, rows[2]);
+      const GemvTarget one{ws[2].get(), rows[2], y2b.get(), DType::F32};
+      gemv(plain, K, &one, 1, st);
+      st.synchronize();
+      HYPIC_EXPECT_ERR_LT(rel_err(y2b.download(), ref[2]), kTolF32Out);
+    }
+  }
+}
+
+// The MoE layer's one-row chain: router + shared expert gate/up (SwiGLU) + its gate logit, then the shared
+// down projection with the routed output and the residual in its epilogue; and a plain Add (out_proj).
+TEST_F(CudaOps, GemvEpilogues) {
+  Stream st;
+  const int64_t D = 2048, Is = 512, E = 256;
+  const auto x = randn_bf16(D, 31, 1.0f);
+  const auto wr = randn_bf16(E * D, 32, 0.05f), wgu = randn_bf16(2 * Is * D, 33, 0.05f),
+             wsg = randn_bf16(D, 34, 0.05f), wd = randn_bf16(D * Is, 35, 0.05f);
+  const auto routed = randn_bf16(D, 36, 0.5f);
+  const auto h0 = hypic::test::randn(D, 37, 1.0f);
+  auto dx = to_device_bf16(pool, x), dwr = to_device_bf16(pool, wr), dwgu = to_device_bf16(pool, wgu),
+       dwsg = to_device_bf16(pool, wsg), dwd = to_device_bf16(pool, wd), drouted = to_device_bf16(pool, routed);
+  DevArray<float> router(pool, E), sg(pool, 1), h(pool, h0);
+  DevArray<bf16> act(pool, Is);
+  const GemvTarget first[3] = {{dwr.get(), E, router.get(), DType::F32},
+                               {dwgu.get(), Is, act.get(), DType::BF16, GemvEpilogue::SwiGlu},
+                               {dwsg.get(), 1, sg.get(), DType::F32}};
+  GemvInput in;
+  in.x = dx.get();
+  gemv(in, D, first, 3, st);
+  st.synchronize();
+  const auto r_ref = linear_ref(x, D, wr, E), gu = linear_ref(x, D, wgu, 2 * Is), sg_ref = linear_ref(x, D, wsg, 1);
+  HYPIC_EXPECT_ERR_LT(rel_err(router.download(), r_ref), kTolF32Out);
+  HYPIC_EXPECT_ERR_LT(rel_err(sg.download(), sg_ref), kTolF32Out);
+  std::vector<float> act_ref(Is);
+  for (int64_t i = 0; i < Is; ++i) act_ref[i] = round16(silu(round16(gu[i])) * round16(gu[Is + i]));
+  const auto act_got = from_device_bf16(act);
+  HYPIC_EXPECT_ERR_LT(rel_err(act_got, act_ref), kTolBf16Out);
+
+  for (const bool gated : {true, false}) {
+    h.upload(h0);
+    GemvInput ain;
+    ain.x = act.get();
+    GemvTarget down{dwd.get(), D, h.get(), DType::F32, GemvEpilogue::MoeResidual};
+    down.routed = drouted.get();
+    down.gate = gated ? sg.get() : nullptr;
+    gemv(ain, Is, &down, 1, st);
+    st.synchronize();
+    const auto dsum = linear_ref(act_got, Is, wd, D);
+    const float s = gated ? sigmoid(sg.download()[0]) : 1.0f;
+    std::vector<float> want(D);
+    for (int64_t n = 0; n < D; ++n) want[n] = h0[n] + routed[n] + s * dsum[n];
+    HYPIC_EXPECT_ERR_LT(rel_err(h.download(), want), kTolBf16Out) << "gated " << gated;
+  }
+
+  // Add: h += W x (an output projection into the residual stream).
+  h.upload(h0);
+  GemvInput ain;
+  ain.x = act.get();
+  const GemvTarget add{dwd.get(), D, h.get(), DType::F32, GemvEpilogue::Add};
+  gemv(ain, Is, &add, 1, st);
+  st.synchronize();
+  const auto dsum = linear_ref(act_got, Is, wd, D);
+  std::vector<float> want(D);
+  for (int64_t n = 0; n < D; ++n) want[n] = h0[n] + dsum[n];
+  HYPIC_EXPECT_ERR_LT(rel_err(h.download(), want), kTolF32Out);
+}
+
+TEST_F(CudaOps, GemvRejectsBadShapes) {
+  Stream st;
+  DevArray<bf16> w(pool, 64 * 64), x(pool, 64);
+  DevArray<float> y(pool, 64);
+  GemvInput in;
+  in.x = x.get();
+  const GemvTarget t{w.get(), 64, y.get(), DType::F32};
+  EXPECT_THROW(gemv(in, 60, &t, 1, st), UnsupportedShape);  // K not a multiple of 8
+  const GemvTarget swiglu_f32{w.get(), 32, y.get(), DType::F32, GemvEpilogue::SwiGlu};
+  EXPECT_THROW(gemv(in, 64, &swiglu_f32, 1, st), UnsupportedShape);
+  GemvInput normed;
+  normed.h = y.get();
+  normed.norm_w = y.get();
+  EXPECT_THROW(gemv(normed, 64, &t, 1, st), UnsupportedShape);  // a normed row needs K >= 1024
+}
+
+// The ba product with the gates in its epilogue gives what the product then cuda::gdn_gates give.
+TEST_F(CudaOps, GemvGdnGatesEqualProductThenGates) {
+  Stream st;
+  const int64_t D = 2048, H = 32;
+  const auto x = randn_bf16(D, 51, 1.0f), w = randn_bf16(2 * H * D, 52, 0.1f);
+  const auto a_log = hypic::test::randn(H, 53, 1.0f), dt_bias = hypic::test::randn(H, 54, 1.0f);
+  auto dx = to_device_bf16(pool, x), dw = to_device_bf16(pool, w);
+  DevArray<float> da(pool, a_log), ddt(pool, dt_bias), ba(pool, 2 * H), g1(pool, H), b1(pool, H), g2(pool, H),
+      b2(pool, H);
+  GemvInput in;
+  in.x = dx.get();
+  for (const int R : {2, 4}) {
+    const GemvTarget plain{dw.get(), 2 * H, ba.get(), DType::F32};
+    gemv(in, D, &plain, 1, st, R);
+    gdn_gates(ba.get(), 1, H, da.get(), ddt.get(), g1.get(), b1.get(), st);
+    GemvTarget fused{dw.get(), 2 * H, b2.get(), DType::F32, GemvEpilogue::GdnGates};
+    fused.a_log = da.get();
+    fused.dt_bias = ddt.get();
+    fused.g_out = g2.get();
+    gemv(in, D, &fused, 1, st, R);
+    st.synchronize();
+    EXPECT_EQ(g1.download(), g2.download()) << R;
+    EXPECT_EQ(b1.download(), b2.download()) << R;
+  }
+}
+
+// Conv + split of one token per row over each row's own tail, against causal_conv1d_silu then
+// gdn_split_qkv: outputs and advanced tails bit for bit, at 35B-A3B's GDN shape and a small one.
+TEST_F(CudaOps, GdnConvSplitRowsEqualsConvThenSplit) {
+  Stream st;
+  struct Case {
+    int64_t N, Hk, dk, Hv, dv, K;
+  };
+  for (const Case c : {Case{1, 16, 128, 32, 128, 4}, Case{3, 16, 128, 32, 128, 4}, Case{2, 2, 64, 4, 32, 3}}) {
+    const int64_t C = 2 * c.Hk * c.dk + c.Hv * c.dv;
+    const float qs = 1.0f / std::sqrt(static_cast<float>(c.dk));
+    const auto w = randn_bf16(C * c.K, 61, 0.5f), x = randn_bf16(c.N * C, 62, 1.0f);
+    auto dw = to_device_bf16(pool, w), dx = to_device_bf16(pool, x);
+    std::vector<DevArray<bf16>> tails_a, tails_b;
+    std::vector<bf16*> ptrs;
+    for (int64_t i = 0; i < c.N; ++i) {
+      const auto t = randn_bf16((c.K - 1) * C, 63 + uint32_t(i));
+      tails_a.push_back(to_device_bf16(pool, t));
+      tails_b.push_back(to_device_bf16(pool, t));
+      ptrs.push_back(tails_b.back().get());
+    }
+    DevArray<bf16*> dptrs(pool, ptrs);
+    const int64_t kd = c.Hk * c.dk, vd = c.Hv * c.dv;
+    DevArray<bf16> conv(pool, C), qa(pool, c.N * kd), ka(pool, c.N * kd), va(pool, c.N * vd), qb(pool, c.N * kd),
+        kb(pool, c.N * kd), vb(pool, c.N * vd);
+    for (int64_t i = 0; i < c.N; ++i) {
+      causal_conv1d_silu(dx.get() + i * C, 1, C, dw.get(), c.K, tails_a[i].get(), conv.get(), st);
+      gdn_split_qkv(conv.get(), 1, c.Hk, c.dk, c.Hv, c.dv, qs, 1e-6f, qa.get() + i * kd, ka.get() + i * kd,
+                    va.get() + i * vd, st);
+    }
+    if (c.N == 1)
+      gdn_conv_split_rows(dx.get(), 1, c.Hk, c.dk, c.Hv, c.dv, dw.get(), c.K, tails_b[0].get(), nullptr, qs, 1e-6f,
+                          qb.get(), kb.get(), vb.get(), st);
+    else
+      gdn_conv_split_rows(dx.get(), c.N, c.Hk, c.dk, c.Hv, c.dv, dw.get(), c.K, nullptr, dptrs.get(), qs, 1e-6f,
+                          qb.get(), kb.get(), vb.get(), st);
+    st.synchronize();
+    EXPECT_EQ(from_device_bf16(qa), from_device_bf16(qb)) << "q, N " << c.N;
+    EXPECT_EQ(from_device_bf16(ka), from_device_bf16(kb)) << "k, N " << c.N;
+    EXPECT_EQ(from_device_bf16(va), from_device_bf16(vb)) << "v, N " << c.N;
+    for (int64_t i = 0; i < c.N; ++i)
+      EXPECT_EQ(from_device_bf16(tails_a[i]), from_device_bf16(tails_b[i])) << "tail " << i << ", N " << c.N;
+  }
+}
+
+// qk_norm_rope gives exactly what the copy + rmsnorm + rope_apply sequence gives (the attention layer's
+// prefill and decode both take it), at 35B-A3B's attention shape and with a plain (ungated) layout.
+TEST_F(CudaOps, QkNormRopeEqualsSeparateOps) {
+  Stream st;
+  struct Case {
+    int64_t T, H, Hkv, hd, rot;
+    bool gated;
+  };
+  for (const Case c : {Case{1, 16, 2, 256, 64, true}, Case{37, 16, 2, 256, 64, true}, Case{5, 8, 4, 128, 128, false},
+                       Case{3, 4, 2, 64, 32, false}}) {
+    const int64_t qs = c.gated ? 2 * c.hd : c.hd;
+    const auto qsrc = randn_bf16(c.T * c.H * qs, 41, 2.0f), k0 = randn_bf16(c.T * c.Hkv * c.hd, 42, 2.0f);
+    const auto qn = hypic::test::randn(c.hd, 43, 0.3f), kn = hypic::test::randn(c.hd, 44, 0.3f);
+    std::vector<int64_t> pos(c.T);
+    for (int64_t t = 0; t < c.T; ++t) pos[t] = 1000 + 37 * t;
+    auto dq = to_device_bf16(pool, qsrc);
+    DevArray<float> dqn(pool, qn), dkn(pool, kn);
+    DevArray<int64_t> dpos(pool, pos);
+    DevArray<bf16> qa(pool, c.T * c.H * c.hd), qb(pool, c.T * c.H * c.hd);
+    for (const bool zc : {true, false}) {
+      auto dk = to_device_bf16(pool, k0);
+      qk_norm_rope(dq.get(), qs, qa.get(), dk.get(), c.T, c.H, c.Hkv, c.hd, dqn.get(), dkn.get(), 1e-6f, zc, c.rot,
+                   dpos.get(), 1e7, st);
+      HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(qb.get(), sizeof(bf16) * c.hd, dq.get(), sizeof(bf16) * qs,
+                                         sizeof(bf16) * c.hd, c.T * c.H, cudaMemcpyDeviceToDevice, st));
+      auto kb = to_device_bf16(pool, k0);
+      rmsnorm(qb.get(), qb.get(), c.T * c.H, c.hd, dqn.get(), 1e-6f, zc, st);
+      rmsnorm(kb.get(), kb.get(), c.T * c.Hkv, c.hd, dkn.get(), 1e-6f, zc, st);
+      rope_apply(qb.get(), c.T, c.H, c.hd, c.rot, dpos.get(), 1e7, st);
+      rope_apply(kb.get(), c.T, c.Hkv, c.hd, c.rot, dpos.get(), 1e7, st);
+      st.synchronize();
+      EXPECT_EQ(from_device_bf16(qa), from_device_bf16(qb)) << "queries, T " << c.T << " hd " << c.hd << " zc " << zc;
+      EXPECT_EQ(from_device_bf16(dk), from_device_bf16(kb)) << "keys, T " << c.T << " hd " << c.hd << " zc " << zc;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hypic::cuda::test
