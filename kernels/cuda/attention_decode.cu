@@ -37,6 +37,30 @@ int64_t num_splits(const AttentionShape& s) {
   return n < 1 ? 1 : (n > kMaxSplits ? kMaxSplits : n);
 }
 
+// The keys split sp of query row i walks: rows [begin, end) of its cache (the caller's, or sequence i's
+// own through its slot), the launch sized by s.Tk and the count capped by the device-side key count.
+struct SplitKeys {
+  const bf16* k;
+  const bf16* v;
+  const int64_t* pos;
+  int64_t begin, end;
+};
+
+__device__ __forceinline__ SplitKeys split_keys(const AttentionShape& s, int64_t splits, int64_t sp, int64_t i,
+                                                const bf16* k, const bf16* v, const int64_t* k_pos,
+                                                const int32_t* keys_dev, const KvSlot* slots) {
+  const int64_t per = (s.Tk + splits - 1) / splits, begin = sp * per;
+  int64_t Tk = keys_dev && int64_t(*keys_dev) < s.Tk ? int64_t(*keys_dev) : s.Tk;
+  if (slots) {  // query row i is sequence i, over its own cache
+    const KvSlot& sl = slots[i];
+    k = sl.k;
+    v = sl.v;
+    k_pos = sl.pos;
+    Tk = int64_t(sl.rows) < Tk ? int64_t(sl.rows) : Tk;
+  }
+  return {k, v, k_pos, begin, begin + per < Tk ? begin + per : Tk};
+}
+
 // E consecutive bf16 (E = 2, 4, 8: one 4/8/16-byte load) as floats.
 template <int E>
 __device__ __forceinline__ void load_row(const bf16* p, float (&out)[E]) {
@@ -130,18 +154,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, i
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t sp = blockIdx.x, h = blockIdx.y, i = blockIdx.z, kh = h / (s.Hq / s.Hkv);
   const int d = int(s.d);
-  const int64_t per = (s.Tk + splits - 1) / splits, j_begin = sp * per;
-  int64_t Tk = keys_dev && int64_t(*keys_dev) < s.Tk ? int64_t(*keys_dev) : s.Tk;
-  const bf16 *k = k_in, *v = v_in;
-  const int64_t* k_pos = k_pos_in;
-  if (slots) {  // query row i is sequence i, over its own cache
-    const KvSlot& sl = slots[i];
-    k = sl.k;
-    v = sl.v;
-    k_pos = sl.pos;
-    Tk = int64_t(sl.rows) < Tk ? int64_t(sl.rows) : Tk;
-  }
-  const int64_t j_end = j_begin + per < Tk ? j_begin + per : Tk;
+  const SplitKeys r = split_keys(s, splits, sp, i, k_in, v_in, k_pos_in, keys_dev, slots);
+  const bf16 *k = r.k, *v = r.v;
+  const int64_t* k_pos = r.pos;
+  const int64_t j_begin = r.begin, j_end = r.end;
   const int64_t qp = q_pos[i];
   float qr[E], acc[E];
 #pragma unroll
@@ -220,18 +236,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_gqa_kernel(AttentionShape 
   __shared__ float wo[kWarps][G][D];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t sp = blockIdx.x, kh = blockIdx.y, i = blockIdx.z;
-  const int64_t per = (s.Tk + splits - 1) / splits, j_begin = sp * per;
-  int64_t Tk = keys_dev && int64_t(*keys_dev) < s.Tk ? int64_t(*keys_dev) : s.Tk;
-  const bf16 *k = k_in, *v = v_in;
-  const int64_t* k_pos = k_pos_in;
-  if (slots) {
-    const KvSlot& sl = slots[i];
-    k = sl.k;
-    v = sl.v;
-    k_pos = sl.pos;
-    Tk = int64_t(sl.rows) < Tk ? int64_t(sl.rows) : Tk;
-  }
-  const int64_t j_end = j_begin + per < Tk ? j_begin + per : Tk;
+  const SplitKeys r = split_keys(s, splits, sp, i, k_in, v_in, k_pos_in, keys_dev, slots);
+  const bf16 *k = r.k, *v = r.v;
+  const int64_t* k_pos = r.pos;
+  const int64_t j_begin = r.begin, j_end = r.end;
   const int64_t qp = q_pos[i];
   float qr[G][E], acc[G][E], m[G], l[G];
 #pragma unroll

@@ -19,6 +19,21 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// acc + w . x over 8 bf16 pairs (one 16-byte load of each), fp32, pairs in order.
+__device__ __forceinline__ float dot8_bf16(const uint4& w, const uint4& x, float acc) {
+  const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&w);
+  const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&x);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 a = __bfloat1622float2(w2[j]), b = __bfloat1622float2(x2[j]);
+    acc = fmaf(a.x, b.x, fmaf(a.y, b.y, acc));
+  }
+  return acc;
+}
+
+// v rounded to bf16 and back: the value a bf16 buffer would hold.
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 

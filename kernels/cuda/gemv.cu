@@ -20,19 +20,6 @@ struct Params {
   GemvInput in;
 };
 
-__device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc) {
-  const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&w);
-  const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&x);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 a = __bfloat1622float2(w2[j]), b = __bfloat1622float2(x2[j]);
-    acc = fmaf(a.x, b.x, fmaf(a.y, b.y, acc));
-  }
-  return acc;
-}
-
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-
 // A warp owns R consecutive row slots of one target (targets start on multiples of R, so a SwiGLU gate
 // row and its up row, slots 2m and 2m + 1, land in the same warp). Slots past a target's end read its row 0
 // and are dropped, which keeps the load loop free of branches.
@@ -118,7 +105,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
 #pragma unroll
     for (int q = 0; q < kPreload; ++q) {
       const int c = lane * 8 + q * 256;
-      if (c < K) acc[0] = dot8(pre[q], *reinterpret_cast<const uint4*>(xs + c), acc[0]);
+      if (c < K) acc[0] = detail::dot8_bf16(pre[q], *reinterpret_cast<const uint4*>(xs + c), acc[0]);
     }
     c0 += kPreload * 256;
   }
@@ -129,7 +116,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
 #pragma unroll
     for (int r = 0; r < R; ++r) wv[r] = __ldcs(reinterpret_cast<const uint4*>(w[r] + c));
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = dot8(wv[r], xv, acc[r]);
+    for (int r = 0; r < R; ++r) acc[r] = detail::dot8_bf16(wv[r], xv, acc[r]);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = detail::warp_sum(acc[r]);  // every lane holds every sum
@@ -140,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
     for (int m = 0; m < R / 2; ++m) {
       const int64_t n = base / 2 + m;
       if (lane == m && n < t.rows) {
-        const float g = round_bf16(acc[2 * m]), u = round_bf16(acc[2 * m + 1]);
+        const float g = detail::round_bf16(acc[2 * m]), u = detail::round_bf16(acc[2 * m + 1]);
         static_cast<bf16*>(t.y)[n] = __float2bfloat16_rn(detail::silu_f(g) * u);
       }
     }
@@ -162,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
         break;
       case GemvEpilogue::MoeResidual: {
         const float s = t.gate ? detail::sigmoid_f(*t.gate) : 1.0f;
-        const float v = __bfloat162float(t.routed[n]) + s * round_bf16(acc[r]);
+        const float v = __bfloat162float(t.routed[n]) + s * detail::round_bf16(acc[r]);
         static_cast<float*>(t.y)[n] += v;
         break;
       }

@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kPrepThreads)
       if (m >= P) break;
       tail[int64_t(m) * C + c] = m + 1 < P ? __float2bfloat16_rn(win[m + 1]) : xin;
     }
-    return __bfloat162float(__float2bfloat16_rn(detail::silu_f(acc)));
+    return detail::round_bf16(detail::silu_f(acc));
   };
   if (blockIdx.x < 2 * Hk) {
     const bool is_q = blockIdx.x < Hk;

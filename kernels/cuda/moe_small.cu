@@ -17,15 +17,8 @@ __device__ __forceinline__ float dot_partial(const __nv_bfloat16* __restrict__ w
   float acc = 0.0f;
 #pragma unroll 4
   for (int c = lane * 8; c < n; c += 256) {
-    const uint4 wv = __ldcs(reinterpret_cast<const uint4*>(w + c));
-    const uint4 xv = *reinterpret_cast<const uint4*>(v + c);
-    const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv);
-    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 a = __bfloat1622float2(w2[j]), b = __bfloat1622float2(x2[j]);
-      acc = fmaf(a.x, b.x, fmaf(a.y, b.y, acc));
-    }
+    acc = detail::dot8_bf16(__ldcs(reinterpret_cast<const uint4*>(w + c)), *reinterpret_cast<const uint4*>(v + c),
+                            acc);
   }
   return acc;
 }
@@ -40,15 +33,8 @@ __device__ __forceinline__ void dot_partial_pair(const __nv_bfloat16* __restrict
     const uint4 av = __ldcs(reinterpret_cast<const uint4*>(wa + c));
     const uint4 bv = __ldcs(reinterpret_cast<const uint4*>(wb + c));
     const uint4 xv = *reinterpret_cast<const uint4*>(v + c);
-    const __nv_bfloat162* a2 = reinterpret_cast<const __nv_bfloat162*>(&av);
-    const __nv_bfloat162* b2 = reinterpret_cast<const __nv_bfloat162*>(&bv);
-    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 fa = __bfloat1622float2(a2[j]), fb = __bfloat1622float2(b2[j]), fx = __bfloat1622float2(x2[j]);
-      a = fmaf(fa.x, fx.x, fmaf(fa.y, fx.y, a));
-      b = fmaf(fb.x, fx.x, fmaf(fb.y, fx.y, b));
-    }
+    a = detail::dot8_bf16(av, xv, a);
+    b = detail::dot8_bf16(bv, xv, b);
   }
   a_out = a;
   b_out = b;
@@ -136,15 +122,7 @@ __global__ void __launch_bounds__(kThreads) down_kernel(const __nv_bfloat16* __r
         if (q >= K * per) break;
         const int k = q / per, c = (q % per) * 256 + lane * 8;
         const uint4 xv = *reinterpret_cast<const uint4*>(as + int64_t(k) * I + c);
-        const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[q]);
-        const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
-        float part = q % per == 0 ? 0.0f : partial;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 a = __bfloat1622float2(w2[e]), b = __bfloat1622float2(x2[e]);
-          part = fmaf(a.x, b.x, fmaf(a.y, b.y, part));
-        }
-        partial = part;
+        partial = detail::dot8_bf16(wv[q], xv, q % per == 0 ? 0.0f : partial);
         if (q % per == per - 1) acc += wk[k] * partial;
       }
     } else {
@@ -171,15 +149,8 @@ __device__ __forceinline__ float dot_partial_cached(const __nv_bfloat16* __restr
   float acc = 0.0f;
 #pragma unroll 4
   for (int c = lane * 8; c < n; c += 256) {
-    const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w + c));
-    const uint4 xv = __ldg(reinterpret_cast<const uint4*>(v + c));
-    const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv);
-    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 a = __bfloat1622float2(w2[j]), b = __bfloat1622float2(x2[j]);
-      acc = fmaf(a.x, b.x, fmaf(a.y, b.y, acc));
-    }
+    acc = detail::dot8_bf16(__ldg(reinterpret_cast<const uint4*>(w + c)), __ldg(reinterpret_cast<const uint4*>(v + c)),
+                            acc);
   }
   return acc;
 }

@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kQkWarps * 32)
   const float inv = rsqrtf(detail::warp_sum(ss) / hd + eps);
   float* b = buf[warp];
   for (int i = lane; i < hd; i += 32)
-    b[i] = __bfloat162float(__float2bfloat16_rn(__bfloat162float(src[i]) * inv * (zc ? 1.0f + w[i] : w[i])));
+    b[i] = detail::round_bf16(__bfloat162float(src[i]) * inv * (zc ? 1.0f + w[i] : w[i]));
   __syncwarp();
   const float p = static_cast<float>(pos[t]);
   for (int d = lane; d < half; d += 32) {

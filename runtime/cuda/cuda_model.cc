@@ -255,27 +255,20 @@ void CudaModel::embed(std::span<const int> ids, std::span<const int64_t> pos, Cu
 }
 
 void CudaModel::input_norm(int layer, CudaActivations& a) {
-  const float* w = w_.layers[layer].input_norm;
-  run_pending_norm(a);
-  if (cfg_.residual_from_norm) {  // MiniMax: the mixer's output is added to alpha * norm(h), not to h
-    const float alpha = cfg_.layer_kinds[layer] == LayerKind::LinearAttention ? cfg_.linear_alpha : cfg_.full_alpha;
-    cuda::rmsnorm_into_residual(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms,
-                                alpha, stream_);
-    return;
-  }
-  if (one_row(a)) {
-    a.norm_pending = w;
-    return;
-  }
-  cuda::rmsnorm(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms, stream_);
+  // MiniMax: the mixer's output is added to alpha * norm(h), not to h
+  const float alpha = cfg_.layer_kinds[layer] == LayerKind::LinearAttention ? cfg_.linear_alpha : cfg_.full_alpha;
+  sublayer_norm(a, w_.layers[layer].input_norm, alpha);
 }
 
 void CudaModel::post_norm(int layer, CudaActivations& a) {
-  const float* w = w_.layers[layer].post_norm;
+  sublayer_norm(a, w_.layers[layer].post_norm, cfg_.mlp_alpha);
+}
+
+void CudaModel::sublayer_norm(CudaActivations& a, const float* w, float alpha) {
   run_pending_norm(a);
   if (cfg_.residual_from_norm) {
     cuda::rmsnorm_into_residual(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms,
-                                cfg_.mlp_alpha, stream_);
+                                alpha, stream_);
     return;
   }
   if (one_row(a)) {
@@ -730,32 +723,31 @@ void CudaModel::linear_output_local(int layer, CudaActivations& s) {
   gemm(o, T, vd, G.out, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
-void CudaModel::attention_qkv(int layer, CudaActivations& s, bf16* kn, bf16* vn) {
-  const DeviceAttention& A = w_.layers[layer].attn;
-  const int64_t T = s.T, D = cfg_.hidden_size;
-  if (s.norm_pending) {  // one row: the norm and the three products in one launch
-    const cuda::GemvTarget t[3] = {{A.q.w, A.q.out, s.qg.get(), DType::BF16},
-                                   {A.k.w, A.k.out, kn, DType::BF16},
-                                   {A.v.w, A.v.out, vn, DType::BF16}};
-    cuda::gemv(gemv_input(s), D, t, 3, stream_);
-    return;
+void CudaModel::attention_project(int layer, CudaActivations& s) {
+  if (cfg_.mla) {
+    run_pending_norm(s);
+    return mla_project(layer, s);
   }
-  gemm(s.xp(), T, D, A.q, s.qg.get(), DType::BF16);
-  gemm(s.xp(), T, D, A.k, kn, DType::BF16);
-  gemm(s.xp(), T, D, A.v, vn, DType::BF16);
+  attention_project_into(layer, s, s.kn.as<bf16>(), s.vn.as<bf16>());
 }
 
-void CudaModel::attention_project(int layer, CudaActivations& s) {
-  if (cfg_.mla) run_pending_norm(s);
-  if (cfg_.mla) return mla_project(layer, s);
-  const int64_t T = s.T;
+void CudaModel::attention_project_into(int layer, CudaActivations& s, bf16* kn, bf16* vn) {
+  const int64_t T = s.T, D = cfg_.hidden_size;
   const DeviceAttention& A = w_.layers[layer].attn;
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
   const bool gated = cfg_.attn_output_gate;
   cudaStream_t cs = stream_;
   bf16* qg = s.qg.as<bf16>();
-  bf16 *kn = s.kn.as<bf16>(), *vn = s.vn.as<bf16>();
-  attention_qkv(layer, s, kn, vn);
+  if (s.norm_pending) {  // one row: the norm and the three products in one launch
+    const cuda::GemvTarget t[3] = {{A.q.w, A.q.out, qg, DType::BF16},
+                                   {A.k.w, A.k.out, kn, DType::BF16},
+                                   {A.v.w, A.v.out, vn, DType::BF16}};
+    cuda::gemv(gemv_input(s), D, t, 3, stream_);
+  } else {
+    gemm(s.xp(), T, D, A.q, qg, DType::BF16);
+    gemm(s.xp(), T, D, A.k, kn, DType::BF16);
+    gemm(s.xp(), T, D, A.v, vn, DType::BF16);
+  }
   bf16* q = gated ? s.aq.as<bf16>() : qg;
   if (A.q_norm && cfg_.rotary_dim > 0 && hd < 1024) {  // the copy, both norms and both rotations in one launch
     cuda::qk_norm_rope(qg, gated ? 2 * hd : hd, q, kn, T, H, Hkv, hd, A.q_norm, A.k_norm, cfg_.rms_norm_eps,
@@ -1158,36 +1150,18 @@ std::unique_ptr<CudaModel::DecodeGraph> CudaModel::capture_decode(CudaSequenceSt
 }
 
 void CudaModel::attention_step(int layer, CudaActivations& s, CudaAttentionLayerState& kv, DecodeGraph& g) {
-  const DeviceAttention& A = w_.layers[layer].attn;
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
-  const bool gated = cfg_.attn_output_gate;
   cudaStream_t cs = stream_;
-  bf16* qg = s.qg.as<bf16>();
   bf16 *kn = g.kbuf.as<bf16>(), *vn = g.vbuf.as<bf16>();
-  attention_qkv(layer, s, kn, vn);
-  bf16* q = gated ? s.aq.as<bf16>() : qg;
-  if (cfg_.rotary_dim > 0 && hd < 1024) {
-    cuda::qk_norm_rope(qg, gated ? 2 * hd : hd, q, kn, 1, H, Hkv, hd, A.q_norm, A.k_norm, cfg_.rms_norm_eps, true,
-                       cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
-  } else {
-    if (gated)
-      HYPIC_CUDA_CHECK(cudaMemcpy2DAsync(q, sizeof(bf16) * hd, qg, sizeof(bf16) * 2 * hd, sizeof(bf16) * hd, H,
-                                         cudaMemcpyDeviceToDevice, cs));
-    cuda::rmsnorm(q, q, H, hd, A.q_norm, cfg_.rms_norm_eps, true, cs);
-    cuda::rmsnorm(kn, kn, Hkv, hd, A.k_norm, cfg_.rms_norm_eps, true, cs);
-    cuda::rope_apply(q, 1, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
-    cuda::rope_apply(kn, 1, Hkv, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
-  }
+  attention_project_into(layer, s, kn, vn);
   const int32_t* rows_end = g.rows_end.as<int32_t>();
   cuda::kv_append(kn, vn, s.posp(), 1, Hkv * hd, rows_end, kv.capacity, kv.k.as<bf16>(), kv.v.as<bf16>(),
                   kv.pos.as<int64_t>(), cs);
-  bf16* att = s.att.as<bf16>();
   // The launch is sized by the capacity the workspace was sized for; the keys read stop at rows_end.
   const cuda::AttentionShape shape{1, g.capacity, H, Hkv, hd};
-  cuda::attention_decode(shape, q, kv.k.as<bf16>(), kv.v.as<bf16>(), s.posp(), kv.pos.as<int64_t>(),
-                         1.0f / std::sqrt(static_cast<float>(hd)), att, g.att_ws.get(), cs, rows_end);
-  if (gated) cuda::sigmoid_mul(att, hd, qg + hd, 2 * hd, H, hd, cs);
-  gemm(att, 1, H * hd, A.o, s.hp(), DType::F32, /*accumulate=*/true);
+  cuda::attention_decode(shape, queries(s), kv.k.as<bf16>(), kv.v.as<bf16>(), s.posp(), kv.pos.as<int64_t>(),
+                         1.0f / std::sqrt(static_cast<float>(hd)), s.att.as<bf16>(), g.att_ws.get(), cs, rows_end);
+  attention_output_local(layer, s);
 }
 
 }  // namespace hypic

@@ -208,14 +208,17 @@ class CudaModel {
   // into the products that read it, neighbouring products in one launch, the small element-wise steps in
   // their epilogues (HYPIC_CUDA_DECODE_FUSION=0 turns it off, for comparison).
   bool one_row(const CudaActivations& a) const;
+  // x = norm(h) with norm weights w (MiniMax: alpha * norm(h) also becomes the residual), or the norm
+  // deferred for a one-row pass.
+  void sublayer_norm(CudaActivations& a, const float* w, float alpha);
   // Runs a deferred input norm (x = norm(h)) for a step that reads x itself.
   void run_pending_norm(CudaActivations& a);
   // The input row of a one-row product: the deferred norm of h (taken, x written on the way), or x.
   cuda::GemvInput gemv_input(CudaActivations& a);
   // logits [a.T, V] fp32 = LM head of the final norm of every row.
   void final_logits(CudaActivations& a, float* logits);
-  // The attention projections q (with its gate), k, v of every row into qg, kn, vn.
-  void attention_qkv(int layer, CudaActivations& a, cuda::bf16* kn, cuda::bf16* vn);
+  // attention_project (not MLA) with this pass's keys and values written to kn, vn.
+  void attention_project_into(int layer, CudaActivations& a, cuda::bf16* kn, cuda::bf16* vn);
   // The MoE feed-forward of one row with a shared expert on the one-row kernels (false: not this layer).
   bool ffn_one_row(int layer, CudaActivations& a);
 
