@@ -22,6 +22,7 @@
 #include "kernels/cuda/lightning.h"
 #include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/moe_grouped_mma.h"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
@@ -41,8 +42,10 @@ constexpr int64_t kDecodeMaxRows = 16;
 // Up to this many routed (token, expert) rows the MoE runs on the few-row GEMV kernels.
 constexpr int64_t kSmallMoeRows = 64;
 // Up to this many, the expert-major kernels (each expert's weights read once for its rows, no host round
-// trip); above, the grouped GEMMs.
+// trip); above, the grouped GEMMs. The tensor-core kernels (moe_grouped_mma.h) stay ahead of the grouped
+// GEMMs for many more rows than the CUDA-core ones (docs/benchmarks.md, `hypic_bench_kernels --only moe`).
 constexpr int64_t kDeviceMoeRows = 1024;
+constexpr int64_t kDeviceMmaMoeRows = 4096;
 // Decode graphs kept per model (one per sequence buffers / KV capacity), least recently used dropped.
 constexpr size_t kDecodeGraphs = 4;
 }  // namespace
@@ -86,6 +89,15 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<D
   batch_on_ = !(batch && std::strcmp(batch, "0") == 0);
   const char* fusion = std::getenv("HYPIC_CUDA_DECODE_FUSION");
   fusion_on_ = !(fusion && std::strcmp(fusion, "0") == 0);
+  moe_mma_ = cuda::moe_grouped_mma_supported(cfg_.hidden_size, cfg_.moe_intermediate_size);
+  device_moe_rows_ = moe_mma_ ? kDeviceMmaMoeRows : kDeviceMoeRows;
+  if (const char* rows = std::getenv("HYPIC_CUDA_MOE_DEVICE_ROWS")) {
+    char* end = nullptr;
+    const long long v = std::strtoll(rows, &end, 10);
+    if (end == rows || *end != '\0' || v < 0)
+      throw InvalidArgument(std::string("HYPIC_CUDA_MOE_DEVICE_ROWS='") + rows + "' is not a row count (an integer >= 0)");
+    device_moe_rows_ = v;
+  }
 }
 
 CudaModel::~CudaModel() = default;
@@ -95,6 +107,8 @@ std::unique_ptr<CudaModel> CudaModel::sibling() const {
   m->graphs_on_ = graphs_on_;
   m->split_invariant_ = split_invariant_;
   m->batch_on_ = batch_on_;
+  m->fusion_on_ = fusion_on_;
+  m->device_moe_rows_ = device_moe_rows_;
   return m;
 }
 
@@ -113,7 +127,7 @@ bool CudaModel::small_moe(int64_t T) const {
 
 bool CudaModel::grouped_moe_on_device(int64_t T) const {
   const int64_t K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size, D = cfg_.hidden_size;
-  return T * K > kSmallMoeRows && T * K <= kDeviceMoeRows && D % 8 == 0 && I % 8 == 0 && cfg_.num_experts <= 1024;
+  return T * K > kSmallMoeRows && T * K <= device_moe_rows_ && D % 8 == 0 && I % 8 == 0 && cfg_.num_experts <= 1024;
 }
 
 std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir) {
@@ -989,10 +1003,14 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
     cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, nullptr, cs);
     cuda::moe_expert_list(plan.offsets, E, slots, s.moe_list.as<int32_t>(), cs);
     cuda::moe_gather(s.xp(), T, K, D, plan, s.xs.as<bf16>(), cs);
-    cuda::moe_grouped_gate_up(s.xs.as<bf16>(), D, plan.offsets, s.moe_list.as<int32_t>(), slots, M.gate_up, I,
-                              s.eact.as<bf16>(), cs);
-    cuda::moe_grouped_down(s.eact.as<bf16>(), I, plan.offsets, s.moe_list.as<int32_t>(), slots, M.down, D,
-                           s.ys.as<bf16>(), cs);
+    const int32_t* list = s.moe_list.as<int32_t>();
+    if (moe_mma_) {
+      cuda::moe_grouped_gate_up_mma(s.xs.as<bf16>(), D, plan.offsets, list, slots, M.gate_up, I, s.eact.as<bf16>(), cs);
+      cuda::moe_grouped_down_mma(s.eact.as<bf16>(), I, plan.offsets, list, slots, M.down, D, s.ys.as<bf16>(), cs);
+    } else {
+      cuda::moe_grouped_gate_up(s.xs.as<bf16>(), D, plan.offsets, list, slots, M.gate_up, I, s.eact.as<bf16>(), cs);
+      cuda::moe_grouped_down(s.eact.as<bf16>(), I, plan.offsets, list, slots, M.down, D, s.ys.as<bf16>(), cs);
+    }
     cuda::moe_combine(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), y, false, cs);
   } else {
     moe_grouped(layer, s, y);

@@ -225,7 +225,8 @@ class CudaModel {
   struct DecodeGraph;
   // MoE of T rows on the few-row kernels (device-side expert ids, no host round trip)?
   bool small_moe(int64_t T) const;
-  // MoE of T rows on the expert-major kernels (a few dozen rows: device-side plan, no host round trip)?
+  // MoE of T rows on the expert-major kernels (up to device_moe_rows_ routed rows: device-side plan, no
+  // host round trip; tensor cores where moe_mma_)?
   bool grouped_moe_on_device(int64_t T) const;
   // The routed experts of the T rows through the grouped GEMMs (one host sync for the group sizes).
   void moe_grouped(int layer, CudaActivations& a, cuda::bf16* y);
@@ -254,6 +255,8 @@ class CudaModel {
   bool graphs_on_ = true;
   bool split_invariant_ = false;
   bool fusion_on_ = true;
+  bool moe_mma_ = false;            // the expert-major MoE on tensor cores (moe_grouped_mma.h) takes this shape
+  int64_t device_moe_rows_ = 0;     // most routed rows for the expert-major MoE (HYPIC_CUDA_MOE_DEVICE_ROWS)
   int sm_count_ = 1;
   int64_t graph_captures_ = 0;
   std::vector<std::unique_ptr<DecodeGraph>> graphs_;

@@ -3,8 +3,11 @@
 //   the fused transfer build; attention prefill (16 q heads, 2 kv heads, dim 256), causal over fresh tokens;
 //   lightning chunked prefill at Ring-flash-linear-2.0 shapes (32 heads of 128, per-head decay);
 //   KDA chunked prefill at Kimi-Linear-48B-A3B shapes (32 heads of 128), with and without the transfer operator;
-//   the decode step's one-row products at Qwen3.5-35B-A3B shapes, cuda::gemv against cuBLAS (bandwidth).
-// Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20] [--only gdn|attention|lightning|kda|gemv]
+//   the decode step's one-row products at Qwen3.5-35B-A3B shapes, cuda::gemv against cuBLAS (bandwidth);
+//   the routed experts of one MoE layer at Qwen3.5-35B-A3B shapes (256 experts, 8 per token, 2048 x 512)
+//   for 1 to 2048 tokens, on every path the CUDA model has (few-row GEMVs, expert-major on CUDA cores and
+//   on tensor cores, cuBLAS grouped GEMM with its host round trip), routing included.
+// Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20] [--only gdn|attention|lightning|kda|gemv|moe]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +28,10 @@
 #include "kernels/cuda/kda.h"
 #include "kernels/cuda/lightning.h"
 #include "kernels/cuda/memory.h"
+#include "kernels/cuda/moe.h"
+#include "kernels/cuda/moe_grouped_mma.h"
+#include "kernels/cuda/moe_small.h"
+#include "kernels/cuda/activation.h"
 #include "tools/common/options.h"
 
 using namespace hypic::cuda;
@@ -69,7 +76,7 @@ int main(int argc, char** argv) {
   hypic::tools::configure(app, /*uses_model=*/false);
   hypic::tools::add_int(app, "--iters", iters, "timed iterations per case", 1, 1 << 20);
   app.add_option("--only", only, "run one family (default: all)")
-      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda", "gemv"}));
+      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda", "gemv", "moe"}));
   app.add_option("--tokens", tokens, "sequence lengths, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
@@ -166,6 +173,89 @@ int main(int argc, char** argv) {
                     "\"gb_per_s\": %.0f, \"launches\": %d}",
                     first ? "" : ",\n", c.name, variant.c_str(), t, bytes / (t * 1e-3) / 1e9,
                     variant == "cublas" ? int(c.mats.size()) : 1);
+        first = false;
+      }
+    }
+  }
+  if (only.empty() || only == "moe") {
+    const int64_t E = 256, K = 8, D = 2048, I = 512, kSets = 16, kMaxT = 2048;
+    DeviceBuffer gate_up(pool, 2 * E * 2 * I * D), down(pool, 2 * E * D * I);
+    fill_bf16(gate_up, E * 2 * I * D, 41, 0.02f);
+    fill_bf16(down, E * D * I, 42, 0.02f);
+    std::vector<const bf16*> gu_ptrs(E), down_ptrs(E);
+    for (int64_t e = 0; e < E; ++e) {
+      gu_ptrs[e] = gate_up.as<bf16>() + e * 2 * I * D;
+      down_ptrs[e] = down.as<bf16>() + e * D * I;
+    }
+    const int64_t R = kMaxT * K;
+    DeviceBuffer x(pool, 2 * kMaxT * D), logits(pool, 4 * kMaxT * E), ids(pool, 4 * kSets * R),
+        wts(pool, 4 * kSets * R), ws(pool, moe_plan_workspace_bytes(kMaxT, K, E)), list(pool, 4 * E),
+        xs(pool, 2 * R * D), h(pool, 2 * R * 2 * I), act(pool, 2 * R * I), ys(pool, 2 * R * D), y(pool, 2 * kMaxT * D);
+    fill_bf16(x, kMaxT * D, 43, 1.0f);
+    Blas blas;
+    std::vector<int32_t> counts(E);
+    for (const int64_t T : {1, 8, 32, 96, 158, 256, 512, 1024, 2048}) {
+      // kSets routings, so that consecutive iterations read mostly different experts (L2 is 60 MB).
+      double expert_bytes = 0;
+      for (int64_t k = 0; k < kSets; ++k) {
+        fill_f32(logits, T * E, uint32_t(500 + k), -2.0f, 2.0f);
+        int32_t* id = ids.as<int32_t>() + k * R;
+        moe_route(logits.as<float>(), T, E, K, true, id, wts.as<float>() + k * R, st);
+        std::vector<int32_t> host(T * K);
+        HYPIC_CUDA_CHECK(cudaMemcpy(host.data(), id, 4 * T * K, cudaMemcpyDeviceToHost));
+        std::vector<char> hit(E, 0);
+        for (const int32_t e : host) hit[e] = 1;
+        expert_bytes += double(std::count(hit.begin(), hit.end(), 1)) * 3 * I * D * 2 / kSets;
+      }
+      const double flops = 2.0 * T * K * 3 * I * D;
+      const MoePlan plan = moe_plan_from_workspace(ws.get(), T, K, E);
+      const int64_t slots = std::min(E, T * K);
+      int64_t it = 0;
+      auto ids_of = [&](int64_t i) { return ids.as<int32_t>() + (i % kSets) * R; };
+      auto wts_of = [&](int64_t i) { return wts.as<float>() + (i % kSets) * R; };
+      auto expert_major = [&](bool mma) {
+        const int32_t* id = ids_of(it);
+        moe_plan(id, T, K, E, plan, nullptr, st);
+        moe_expert_list(plan.offsets, E, slots, list.as<int32_t>(), st);
+        moe_gather(x.as<bf16>(), T, K, D, plan, xs.as<bf16>(), st);
+        if (mma) {
+          moe_grouped_gate_up_mma(xs.as<bf16>(), D, plan.offsets, list.as<int32_t>(), slots, gate_up.as<bf16>(), I,
+                                  act.as<bf16>(), st);
+          moe_grouped_down_mma(act.as<bf16>(), I, plan.offsets, list.as<int32_t>(), slots, down.as<bf16>(), D,
+                               ys.as<bf16>(), st);
+        } else {
+          moe_grouped_gate_up(xs.as<bf16>(), D, plan.offsets, list.as<int32_t>(), slots, gate_up.as<bf16>(), I,
+                              act.as<bf16>(), st);
+          moe_grouped_down(act.as<bf16>(), I, plan.offsets, list.as<int32_t>(), slots, down.as<bf16>(), D,
+                           ys.as<bf16>(), st);
+        }
+        moe_combine(ys.as<bf16>(), T, K, D, plan, wts_of(it), y.as<bf16>(), false, st);
+        ++it;
+      };
+      std::vector<std::pair<const char*, double>> times;
+      if (T * K <= 2048)
+        times.emplace_back("few-row gemv", time_ms([&] {
+          moe_small_gate_up(x.as<bf16>(), T, D, D, ids_of(it), K, gate_up.as<bf16>(), I, act.as<bf16>(), st);
+          moe_small_down_combine(act.as<bf16>(), T, K, I, ids_of(it), wts_of(it), down.as<bf16>(), D, y.as<bf16>(), st);
+          ++it;
+        }, iters, st));
+      if (T * K <= 4096) times.emplace_back("expert-major cuda cores", time_ms([&] { expert_major(false); }, iters, st));
+      times.emplace_back("expert-major tensor cores", time_ms([&] { expert_major(true); }, iters, st));
+      times.emplace_back("cublas grouped gemm (host sync)", time_ms([&] {
+        const int32_t* id = ids_of(it);
+        moe_plan(id, T, K, E, plan, counts.data(), st);
+        moe_gather(x.as<bf16>(), T, K, D, plan, xs.as<bf16>(), st);
+        moe_grouped_gemm(blas, xs.as<bf16>(), D, gu_ptrs.data(), 2 * I, counts.data(), E, h.as<bf16>(), st);
+        swiglu(h.as<bf16>(), 2 * I, h.as<bf16>() + I, 2 * I, act.as<bf16>(), I, T * K, I, st);
+        moe_grouped_gemm(blas, act.as<bf16>(), I, down_ptrs.data(), D, counts.data(), E, ys.as<bf16>(), st);
+        moe_combine(ys.as<bf16>(), T, K, D, plan, wts_of(it), y.as<bf16>(), false, st);
+        ++it;
+      }, iters, st));
+      for (const auto& [variant, t] : times) {
+        std::printf("%s  {\"op\": \"moe_experts\", \"tokens\": %lld, \"rows\": %lld, \"variant\": \"%s\", "
+                    "\"ms\": %.4f, \"gb_per_s\": %.0f, \"tflops\": %.1f}",
+                    first ? "" : ",\n", static_cast<long long>(T), static_cast<long long>(T * K), variant, t,
+                    expert_bytes / (t * 1e-3) / 1e9, flops / (t * 1e-3) / 1e12);
         first = false;
       }
     }

@@ -8,6 +8,9 @@
 #   tools/bench/gpu_full_check.sh batch  # batched decode: kernel and model checks, throughput at N = 1..32
 #   tools/bench/gpu_full_check.sh decode # the one-row decode path: its op tests, the model / engine tests over
 #                                        # it, the products against cuBLAS, decode with the fusion on and off
+#   tools/bench/gpu_full_check.sh moe    # the routed experts: op tests, every MoE path's timing by row count,
+#                                        # model tests, decode at batch 1/8/32, RAG TTFT with the expert-major
+#                                        # path on and off (HYPIC_CUDA_MOE_DEVICE_ROWS=0) and its step profile
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
@@ -183,6 +186,35 @@ if [ "$stage" = decode ]; then
   "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 \
     | tee "$O/bench_ttft_rag.json"
   [ "${DECODE_ENGINE_TESTS:-1}" = 1 ] && run_test engine_model_test '*cuda*'
+fi
+if [ "$stage" = moe ]; then
+  run_test cuda_backend_ops_test
+  run_test cuda_decode_ops_test
+  step moe paths
+  "$(bin hypic_bench_kernels)" --only moe --iters 20 | tee "$O/bench_moe.json"
+  run_test cuda_model_test
+  run_test engine_batch_model_test
+  for rows in default 0; do
+    step "rag ttft, device MoE rows $rows"
+    ( [ $rows = default ] || export HYPIC_CUDA_MOE_DEVICE_ROWS=$rows
+      "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 ) \
+      | tee "$O/bench_ttft_rag_moe_$rows.json"
+  done
+  step "stitch profile"
+  HYPIC_PROFILE=1 "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag \
+    --requests 4 > "$O/stitch_profile.json" 2> "$O/stitch_profile.txt"; tail -40 "$O/stitch_profile.txt"
+  step decode
+  "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192 \
+    --decode 64 --batch ${BATCH_SIZES:-1,8,32} --batch-steps 24 | tee "$O/bench_decode.json"
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$NCU" ]; then
+    step "kernel durations of the linear layers' segment chains and the experts in a stitch (ncu)"
+    timeout 240 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+      -k 'regex:embed|state_chain|gdn|conv1d|split|identity|moe|grouped' --log-file "$O/ncu_stitch.csv" \
+      "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --mode hypic \
+      --warmup 8 --requests 2 > "$O/ncu_stitch_bench.txt" 2>&1
+    python3 tools/bench/ncu_step.py "$O/ncu_stitch.csv" 2>&1 | tee "$O/ncu_stitch.txt" | tail -30
+  fi
 fi
 if [ "$stage" = final ]; then
   if [ -z "${ONLY_SERVE:-}" ]; then

@@ -18,6 +18,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/moe_grouped_mma.h"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
@@ -608,7 +609,9 @@ struct MoeCase {
 TEST_F(CudaOps, MoeMatchesCpu) {
   Blas blas;
   Stream st;
-  for (const MoeCase c : {MoeCase{13, 8, 2, 64, 32}, MoeCase{96, 256, 8, 512, 128}, MoeCase{24, 256, 8, 2048, 512}}) {
+  // The fourth case gives each expert ~100 rows: several 32-row passes of the tensor-core kernels.
+  for (const MoeCase c : {MoeCase{13, 8, 2, 64, 32}, MoeCase{96, 256, 8, 512, 128}, MoeCase{24, 256, 8, 2048, 512},
+                          MoeCase{200, 4, 2, 64, 96}}) {
     const auto x = randn_bf16(c.T * c.D, 100);
     const auto logits = hypic::test::randn(c.T * c.E, 101, 2.0f);
     std::vector<std::vector<float>> wgu(c.E), wd(c.E);  // gate_up [2I, D] (gate rows first), down [D, I]
@@ -699,6 +702,15 @@ TEST_F(CudaOps, MoeMatchesCpu) {
     moe_grouped_down(gact.get(), c.I, dplan.offsets, list.get(), slots, ddown_all.get(), c.D, gys.get(), st);
     moe_combine(gys.get(), c.T, c.K, c.D, dplan, dw.get(), gout.get(), false, st);
     HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(gout), ref), 2 * kTolBf16Out) << "expert-major MoE E " << c.E;
+    // The same expert-major path on tensor cores.
+    ASSERT_TRUE(moe_grouped_mma_supported(c.D, c.I));
+    DevArray<bf16> mact(pool, R * c.I), mys(pool, R * c.D), mout(pool, c.T * c.D);
+    moe_grouped_gate_up_mma(gxs.get(), c.D, dplan.offsets, list.get(), slots, dgu_all.get(), c.I, mact.get(), st);
+    moe_grouped_down_mma(mact.get(), c.I, dplan.offsets, list.get(), slots, ddown_all.get(), c.D, mys.get(), st);
+    moe_combine(mys.get(), c.T, c.K, c.D, dplan, dw.get(), mout.get(), false, st);
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(mout), ref), 2 * kTolBf16Out) << "tensor-core MoE E " << c.E;
+    // Both grouped paths round the same fp32 products of the same rows: the activations agree to bf16 rounding.
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(mact), from_device_bf16(gact)), kTolBf16Out) << "act E " << c.E;
     const std::vector<int32_t> got_list = list.download();
     int64_t used = 0;
     for (int64_t e = 0; e < c.E; ++e) used += counts[e] > 0;
