@@ -46,6 +46,9 @@ constexpr int64_t kSmallMoeRows = 64;
 // GEMMs for many more rows than the CUDA-core ones (docs/benchmarks.md, `hypic_bench_kernels --only moe`).
 constexpr int64_t kDeviceMoeRows = 1024;
 constexpr int64_t kDeviceMmaMoeRows = 4096;
+// Up to this many rows in all, a linear layer's segment chain runs its rows token by token inside the
+// state chain (cuda::state_chain row steps) instead of through the chunked kernels.
+constexpr int64_t kChainRecurrentRows = 256;
 // Decode graphs kept per model (one per sequence buffers / KV capacity), least recently used dropped.
 constexpr size_t kDecodeGraphs = 4;
 }  // namespace
@@ -606,12 +609,13 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
   // Packed chunked kernels for the delta rule only; split-invariant runs take the steps one by one.
   if (cfg_.linear_kind != LinearKind::GatedDeltaNet || split_invariant_) return false;
   // Which steps are batched: every Rows step follows a Compose (or opens the chain).
-  int64_t m = 0, composes = 0;
+  int64_t m = 0, composes = 0, rows_total = 0;
   K prev = K::Save;  // the last Rows / Compose seen; Save: none yet
   for (const ChainStep& c : steps) {
     if (c.kind == K::Rows) {
       if (prev == K::Rows) return false;
       ++m;
+      rows_total += c.n;
     }
     if (c.kind == K::Compose || c.kind == K::Load) ++composes;
     if (c.kind != K::Save) prev = c.kind;
@@ -623,8 +627,12 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
   const size_t state = sizeof(float) * Hv * dk * dv, op = sizeof(float) * Hv * dk * dk;
   const size_t tail = sizeof(bf16) * (cfg_.conv_kernel - 1) * C;
   cudaStream_t cs = stream_;
-  DeviceBuffer P(pool_, state * std::max<int64_t>(m, 1)), ops(pool_, op * std::max<int64_t>(m, 1));
-  DeviceBuffer init(pool_, state * std::max<int64_t>(m, 1)), tails(pool_, tail * std::max<int64_t>(m, 1));
+  // A few rows (a stitch's seams and question) run token by token inside the chain; many take the chunked
+  // kernels: each span's transfer operator and zero-start state, then its outputs from its start state.
+  const bool recur = rows_total <= kChainRecurrentRows;
+  const size_t spans = recur ? 1 : static_cast<size_t>(std::max<int64_t>(m, 1));
+  DeviceBuffer P(pool_, state * spans), ops(pool_, op * spans), init(pool_, state * spans);
+  DeviceBuffer tails(pool_, tail * std::max<int64_t>(m, 1));
   std::vector<int32_t> cu(1, 0);
   std::vector<const bf16*> tails_in;
   std::vector<bf16*> tails_out;
@@ -642,8 +650,20 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
       bf16* out = tails.as<bf16>() + r * (tail / sizeof(bf16));
       tails_out.push_back(out);
       cur_tail = out;
-      chain.push_back({ops.as<float>() + r * (op / sizeof(float)), P.as<float>() + r * (state / sizeof(float)),
-                       init.as<float>() + r * (state / sizeof(float)), nullptr, 0});
+      if (recur) {
+        cuda::StateStep rs{nullptr, nullptr, nullptr, nullptr, 0};
+        rs.q = s.q.as<bf16>() + c.row0 * kd;
+        rs.k = s.k.as<bf16>() + c.row0 * kd;
+        rs.v = s.v.as<bf16>() + c.row0 * vd;
+        rs.g = s.g.as<float>() + c.row0 * Hv;
+        rs.beta = s.beta.as<float>() + c.row0 * Hv;
+        rs.o = s.o.as<bf16>() + c.row0 * vd;
+        rs.n = static_cast<int>(c.n);
+        chain.push_back(rs);
+      } else {
+        chain.push_back({ops.as<float>() + r * (op / sizeof(float)), P.as<float>() + r * (state / sizeof(float)),
+                         init.as<float>() + r * (state / sizeof(float)), nullptr, 0});
+      }
       ++r;
     } else if (c.kind == K::Compose) {
       chain.push_back({naive ? nullptr : c.T, c.body, nullptr, nullptr, 0});
@@ -669,6 +689,9 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
     bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;
     cuda::gdn_split_qkv(s.conv.as<bf16>() + row0 * C, total, Hk, dk, Hv, dv,
                         1.0f / std::sqrt(static_cast<float>(dk)), 1e-6f, q, k, v, cs);
+  }
+  if (m > 0 && !recur) {
+    bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;
     // Each sequence's own map S -> T S + S(rows | 0), from zero.
     const float *g = s.g.as<float>() + row0 * Hv, *beta = s.beta.as<float>() + row0 * Hv;
     const cuda::GdnShape shape{total, m, Hv, Hk, dk, dv};
@@ -685,7 +708,7 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
                               nullptr, ws.get(), cs);
   } else {
     cuda::state_chain(Hv, dk, dv, at<const cuda::StateStep>(args, o_chain), static_cast<int64_t>(chain.size()),
-                      st.S.as<float>(), cs);
+                      st.S.as<float>(), cs, Hk);
   }
   for (auto [from, to] : tail_copies)
     if (from != to) HYPIC_CUDA_CHECK(cudaMemcpyAsync(to, from, tail, cudaMemcpyDeviceToDevice, cs));

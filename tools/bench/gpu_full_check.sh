@@ -11,6 +11,7 @@
 #   tools/bench/gpu_full_check.sh moe    # the routed experts: op tests, every MoE path's timing by row count,
 #                                        # model tests, decode at batch 1/8/32, RAG TTFT with the expert-major
 #                                        # path on and off (HYPIC_CUDA_MOE_DEVICE_ROWS=0) and its step profile
+#   tools/bench/gpu_full_check.sh chain  # the same after the stitch's ops and engine tests instead of the MoE ones
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
@@ -187,11 +188,16 @@ if [ "$stage" = decode ]; then
     | tee "$O/bench_ttft_rag.json"
   [ "${DECODE_ENGINE_TESTS:-1}" = 1 ] && run_test engine_model_test '*cuda*'
 fi
-if [ "$stage" = moe ]; then
-  run_test cuda_backend_ops_test
-  run_test cuda_decode_ops_test
-  step moe paths
-  "$(bin hypic_bench_kernels)" --only moe --iters 20 | tee "$O/bench_moe.json"
+if [ "$stage" = moe ] || [ "$stage" = chain ]; then
+  if [ "$stage" = chain ]; then  # the segment chain's row steps (cuda::state_chain): op test, model and engine tests
+    run_test cuda_stitch_ops_test
+    run_test engine_model_test '*cuda*'
+  else
+    run_test cuda_backend_ops_test
+    run_test cuda_decode_ops_test
+    step moe paths
+    "$(bin hypic_bench_kernels)" --only moe --iters 20 | tee "$O/bench_moe.json"
+  fi
   run_test cuda_model_test
   run_test engine_batch_model_test
   for rows in default 0; do

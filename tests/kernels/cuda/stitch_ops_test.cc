@@ -4,9 +4,11 @@
 // applied one by one in fp32.
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <vector>
 
 #include "kernels/conv1d.h"
+#include "kernels/delta_rule.h"
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/engine_state_ops.h"
 #include "kernels/cuda/rope.h"
@@ -146,6 +148,118 @@ TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
       EXPECT_LT(rel_err(fetch(after_dev[i]), ref_after[i]), tol) << "after step " << i;
     }
   }
+}
+
+// Row spans inside the chain: the recurrent delta rule of kernels/delta_rule.h (fp32, on the same bf16
+// inputs) between affine steps, with grouped q/k heads, spans shorter than, equal to and crossing the
+// kernel's staging of 16 tokens, and the states recorded before and after a span.
+TEST_F(CudaOps, StateChainRowSpansFollowTheRecurrentRule) {
+  Stream st;
+  const int64_t H = 4, Hk = 2, dk = 128, dv = 80, ns = H * dk * dv, no = H * dk * dk;
+  auto S = hypic::test::randn(ns, 60, 0.3f);
+  const std::vector<float> S0 = S;
+  auto op = [&](uint32_t seed) {
+    auto t = hypic::test::randn(no, seed, 0.03f);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < dk; ++i) t[h * dk * dk + i * dk + i] += 0.9f;
+    return t;
+  };
+  struct Span {
+    std::vector<float> q, k, v, g, beta;  // q, k [n, Hk, dk] (unit rows, q scaled), v [n, H, dv], g, beta [n, H]
+    int64_t n;
+  };
+  auto span = [&](int64_t n, uint32_t seed) {
+    Span sp{hypic::test::randn(n * Hk * dk, seed), hypic::test::randn(n * Hk * dk, seed + 1),
+            randn_bf16(n * H * dv, seed + 2), hypic::test::randn(n * H, seed + 3, 0.3f),
+            hypic::test::randn(n * H, seed + 4), n};
+    for (auto* x : {&sp.q, &sp.k})
+      for (int64_t r = 0; r < n * Hk; ++r) {
+        double ss = 0;
+        for (int64_t i = 0; i < dk; ++i) ss += double((*x)[r * dk + i]) * (*x)[r * dk + i];
+        const float scale = (x == &sp.q ? 1.0f / std::sqrt(float(dk)) : 1.0f) / float(std::sqrt(ss));
+        for (int64_t i = 0; i < dk; ++i) (*x)[r * dk + i] *= scale;
+      }
+    round_bf16(sp.q);
+    round_bf16(sp.k);
+    for (auto& x : sp.g) x = -std::fabs(x);                   // log decays
+    for (auto& x : sp.beta) x = 1.0f / (1.0f + std::exp(-x));  // in (0, 1)
+    return sp;
+  };
+  // Affine step (T, B) and span steps, in order; spans of 5, 16, 37 and 1 rows.
+  std::deque<DevArray<float>> keepf;  // a deque: the steps keep pointers into it
+  std::deque<DevArray<bf16>> keepb;
+  std::vector<StateStep> steps;
+  std::vector<std::vector<float>> ref_out;
+  std::vector<DevArray<bf16>*> out_dev;
+  std::vector<float> ref_before, ref_after;
+  float *before_dev = nullptr, *after_dev = nullptr;
+  auto affine = [&](const std::vector<float>& T, const std::vector<float>& B) {
+    StateStep s{keepf.emplace_back(pool, T).get(), B.empty() ? nullptr : keepf.emplace_back(pool, B).get(), nullptr,
+                nullptr, 0};
+    steps.push_back(s);
+    std::vector<float> next(ns);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t r = 0; r < dk; ++r)
+        for (int64_t c = 0; c < dv; ++c) {
+          double v = B.empty() ? 0.0 : B[h * dk * dv + r * dv + c];
+          for (int64_t k = 0; k < dk; ++k) v += double(T[h * dk * dk + r * dk + k]) * S[h * dk * dv + k * dv + c];
+          next[h * dk * dv + r * dv + c] = float(v);
+        }
+    S = next;
+  };
+  std::vector<Span> spans;
+  spans.reserve(4);
+  auto rows = [&](int64_t n, uint32_t seed, bool record) {
+    const Span& sp = spans.emplace_back(span(n, seed));
+    StateStep s{nullptr, nullptr, nullptr, nullptr, 0};
+    s.q = keepb.emplace_back(to_device_bf16(pool, sp.q)).get();
+    s.k = keepb.emplace_back(to_device_bf16(pool, sp.k)).get();
+    s.v = keepb.emplace_back(to_device_bf16(pool, sp.v)).get();
+    s.g = keepf.emplace_back(pool, sp.g).get();
+    s.beta = keepf.emplace_back(pool, sp.beta).get();
+    out_dev.push_back(&keepb.emplace_back(pool, n * H * dv));
+    s.o = out_dev.back()->get();
+    s.n = static_cast<int>(n);
+    if (record) {
+      s.before = before_dev = keepf.emplace_back(pool, ns).get();
+      s.after = after_dev = keepf.emplace_back(pool, ns).get();
+      ref_before = S;
+    }
+    steps.push_back(s);
+    // The CPU rule takes q and k per value head.
+    std::vector<float> qe(n * H * dk), ke(n * H * dk), out(n * H * dv);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < dk; ++i) {
+          qe[(t * H + h) * dk + i] = sp.q[(t * Hk + h / (H / Hk)) * dk + i];
+          ke[(t * H + h) * dk + i] = sp.k[(t * Hk + h / (H / Hk)) * dk + i];
+        }
+    hypic::cpu::delta_rule_recurrent({n, H, dk, dv}, qe.data(), ke.data(), sp.v.data(), sp.g.data(), sp.beta.data(),
+                                     S.data(), out.data());
+    ref_out.push_back(out);
+    if (record) ref_after = S;
+  };
+  affine(op(61), hypic::test::randn(ns, 62, 0.3f));
+  rows(5, 70, false);
+  affine(op(63), {});
+  rows(16, 80, true);
+  rows(37, 90, false);
+  affine(op(64), hypic::test::randn(ns, 65, 0.3f));
+  rows(1, 100, false);
+  auto dsteps = device_array(pool, steps);
+  DevArray<float> dS(pool, S0);
+  state_chain(H, dk, dv, dsteps.get(), static_cast<int64_t>(steps.size()), dS.get(), st, Hk);
+  EXPECT_LT(rel_err(dS.download(), S), 1e-4f) << "final state";
+  for (size_t i = 0; i < ref_out.size(); ++i)
+    EXPECT_LT(rel_err(from_device_bf16(*out_dev[i]), ref_out[i]), 1.2e-2f) << "outputs of span " << i;
+  auto fetch = [&](float* p) {
+    std::vector<float> h(ns);
+    HYPIC_CUDA_CHECK(cudaDeviceSynchronize());
+    HYPIC_CUDA_CHECK(cudaMemcpy(h.data(), p, sizeof(float) * ns, cudaMemcpyDeviceToHost));
+    return h;
+  };
+  EXPECT_LT(rel_err(fetch(before_dev), ref_before), 1e-4f) << "state before a span";
+  EXPECT_LT(rel_err(fetch(after_dev), ref_after), 1e-4f) << "state after a span";
 }
 
 TEST_F(CudaOps, CopyBatched) {
