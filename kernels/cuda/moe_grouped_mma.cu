@@ -58,64 +58,44 @@ __device__ __forceinline__ void warp_block(const __nv_bfloat16* const (&w)[kMats
   }
 }
 
-// Block = (64 rows of I, one routed expert); warp = 16 gate rows and the same 16 up rows, so SwiGLU
-// pairs meet in one lane's accumulators.
-__global__ void __launch_bounds__(kThreads) gate_up_kernel(const __nv_bfloat16* __restrict__ xs, int D,
-                                                           const int32_t* __restrict__ offsets,
-                                                           const int32_t* __restrict__ experts,
-                                                           const __nv_bfloat16* __restrict__ gate_up, int I,
-                                                           __nv_bfloat16* __restrict__ act) {
-  const int e = experts[blockIdx.y];
-  if (e < 0) return;
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int i0 = (blockIdx.x * kWarps + threadIdx.x / 32) * 16;
-  if (i0 >= I) return;
-  const int begin = offsets[e], end = offsets[e + 1];
-  const __nv_bfloat16* gate = gate_up + (int64_t(e) * 2 * I + i0 + g) * D;
-  const __nv_bfloat16* const w[2] = {gate, gate + int64_t(I) * D};
-  for (int r0 = begin; r0 < end; r0 += kRowsPerPass) {
-    const int n = min(end - r0, kRowsPerPass);
-    float acc[2][kTiles][4] = {};
-    warp_block<2, 2>(w, D, xs + int64_t(r0) * D, n, lane, acc);
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const int r = 8 * j + 2 * t + q;
-        if (r >= n) continue;
-        __nv_bfloat16* out = act + int64_t(r0 + r) * I + i0 + g;
-        out[0] = __float2bfloat16_rn(detail::silu_f(acc[0][j][q]) * acc[1][j][q]);
-        out[8] = __float2bfloat16_rn(detail::silu_f(acc[0][j][2 + q]) * acc[1][j][2 + q]);
-      }
-  }
-}
-
-// Block = (64 output features, one routed expert); warp = 16 features.
-__global__ void __launch_bounds__(kThreads) down_kernel(const __nv_bfloat16* __restrict__ act, int I,
-                                                        const int32_t* __restrict__ offsets,
-                                                        const int32_t* __restrict__ experts,
-                                                        const __nv_bfloat16* __restrict__ down, int D,
-                                                        __nv_bfloat16* __restrict__ ys) {
+// Block = (64 output columns, one routed expert); warp = 16 of them. kSwiGlu: the expert's weights are
+// [2N, K] (N gate rows, then N up rows) and the warp takes the same 16 gate and up rows, so SwiGLU pairs
+// meet in one lane's accumulators; otherwise [N, K].
+template <bool kSwiGlu>
+__global__ void __launch_bounds__(kThreads) expert_kernel(const __nv_bfloat16* __restrict__ x, int K,
+                                                          const int32_t* __restrict__ offsets,
+                                                          const int32_t* __restrict__ experts,
+                                                          const __nv_bfloat16* __restrict__ weights, int N,
+                                                          __nv_bfloat16* __restrict__ out) {
+  constexpr int kMats = kSwiGlu ? 2 : 1;
   const int e = experts[blockIdx.y];
   if (e < 0) return;
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = (blockIdx.x * kWarps + threadIdx.x / 32) * 16;
-  if (n0 >= D) return;
+  if (n0 >= N) return;
   const int begin = offsets[e], end = offsets[e + 1];
-  const __nv_bfloat16* const w[1] = {down + (int64_t(e) * D + n0 + g) * I};
+  const __nv_bfloat16* w0 = weights + (int64_t(e) * kMats * N + n0 + g) * K;
+  __nv_bfloat16 const* w[kMats];
+#pragma unroll
+  for (int m = 0; m < kMats; ++m) w[m] = w0 + int64_t(m) * N * K;
   for (int r0 = begin; r0 < end; r0 += kRowsPerPass) {
     const int n = min(end - r0, kRowsPerPass);
-    float acc[1][kTiles][4] = {};
-    warp_block<1, 4>(w, I, act + int64_t(r0) * I, n, lane, acc);
+    float acc[kMats][kTiles][4] = {};
+    warp_block<kMats, kSwiGlu ? 2 : 4>(w, K, x + int64_t(r0) * K, n, lane, acc);
 #pragma unroll
     for (int j = 0; j < kTiles; ++j)
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
         const int r = 8 * j + 2 * t + q;
         if (r >= n) continue;
-        __nv_bfloat16* out = ys + int64_t(r0 + r) * D + n0 + g;
-        out[0] = __float2bfloat16_rn(acc[0][j][q]);
-        out[8] = __float2bfloat16_rn(acc[0][j][2 + q]);
+        __nv_bfloat16* o = out + int64_t(r0 + r) * N + n0 + g;
+        if constexpr (kSwiGlu) {
+          o[0] = __float2bfloat16_rn(detail::silu_f(acc[0][j][q]) * acc[1][j][q]);
+          o[8] = __float2bfloat16_rn(detail::silu_f(acc[0][j][2 + q]) * acc[1][j][2 + q]);
+        } else {
+          o[0] = __float2bfloat16_rn(acc[0][j][q]);
+          o[8] = __float2bfloat16_rn(acc[0][j][2 + q]);
+        }
       }
   }
 }
@@ -136,7 +116,7 @@ void moe_grouped_gate_up_mma(const bf16* xs, int64_t D, const int32_t* offsets, 
                              int64_t slots, const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream) {
   check_args(xs, D, I, slots, "moe_grouped_gate_up_mma");
   const dim3 grid(unsigned((I + 16 * kWarps - 1) / (16 * kWarps)), unsigned(slots));
-  gate_up_kernel<<<grid, kThreads, 0, stream>>>(xs, int(D), offsets, experts, gate_up, int(I), act);
+  expert_kernel<true><<<grid, kThreads, 0, stream>>>(xs, int(D), offsets, experts, gate_up, int(I), act);
   HYPIC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -144,7 +124,7 @@ void moe_grouped_down_mma(const bf16* act, int64_t I, const int32_t* offsets, co
                           int64_t slots, const bf16* down, int64_t D, bf16* ys, cudaStream_t stream) {
   check_args(act, D, I, slots, "moe_grouped_down_mma");
   const dim3 grid(unsigned((D + 16 * kWarps - 1) / (16 * kWarps)), unsigned(slots));
-  down_kernel<<<grid, kThreads, 0, stream>>>(act, int(I), offsets, experts, down, int(D), ys);
+  expert_kernel<false><<<grid, kThreads, 0, stream>>>(act, int(I), offsets, experts, down, int(D), ys);
   HYPIC_CUDA_CHECK(cudaGetLastError());
 }
 
