@@ -4,9 +4,9 @@
 # documents; every document is its own cached segment and recurs across questions in new orders.
 # Where the models of tools/train's long_memory and tool_agent recipes are installed
 # (examples/models/hypic-qa-long, examples/models/hypic-agent-tiny), the cache modes are compared on
-# the long-memory model (multi-hop and update questions, whose answers need two blocks or their order;
-# on this model naive composition still answers them, docs/quality.md says why) and a
-# tool loop runs; without them the demo shows the QA model only.
+# the long-memory model (multi-hop and update questions whose answers depend on the order of the
+# documents: hypic answers them as full recompute does, naive composition loses about half of them,
+# docs/quality.md) and a tool loop runs; without them the demo shows the QA model only.
 # It takes about a minute on two cores; tests/tools/demo_test.sh runs it as it is and checks every answer
 # against the expected ones it prints (HYPIC, when set, is the hypic binary to use).
 set -euo pipefail
@@ -25,9 +25,10 @@ $HYPIC run examples/templates/qa_docs.yaml --vars examples/templates/qa_docs.var
 
 echo
 if [ -f "$LONG/model.safetensors" ]; then
-  # The long-memory model's questions need more than one block: multi-hop (two documents) and
-  # updates (a later document restates a fact; the order of the documents decides the answer). A few
-  # of each keep the demo short; docs/quality.md has all 200 of each type in every mode.
+  # The long-memory model's ordered questions: two or three documents move the meeting to another
+  # place and the later one counts (update), or the question asks for the gate of that place, stated
+  # in yet another document (multi-hop). A few of each keep the demo short; docs/quality.md has all 200
+  # of each type in every mode.
   echo "== 2. Cache modes side by side on 6 multi-hop and 6 update questions (hypic eval-pic)"
   echo "   full: no cache | hypic: position-independent reuse + seams | naive: composed without the transfer operator"
   for type in multihop update; do

@@ -2,7 +2,8 @@
 # The README's demo (`tools/setup.sh demo` builds, then execs tools/demo.sh), run as it is with this
 # build's hypic, and its answers checked: every answer it prints must be the expected one it prints for
 # that question (section 1: questions over documents; section 3: the tool loop), and each eval-pic run
-# of section 2 must report its prompts in every mode. A wrong answer or a failing step fails the test.
+# of section 2 must report its prompts in every mode (on the long-memory model: hypic answering as many
+# as full recompute, naive fewer). A wrong answer or a failing step fails the test.
 set -euo pipefail
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
@@ -45,6 +46,12 @@ for run in runs:
         ok = report["prompts"] > 0 and modes and all(m["prompt_tokens_mean"] > 0 for m in modes.values())
     except (ValueError, KeyError, TypeError):
         ok = False
+    if ok and "hypic-qa-long" in run.split("\n", 1)[0] and {"full", "hypic", "naive"} <= set(modes):
+        # The long-memory model's ordered questions: what the demo is there to show.
+        em = {m: modes[m].get("exact_match", -1) for m in ("full", "hypic", "naive")}
+        if not (em["hypic"] >= em["full"] and em["naive"] < em["hypic"]):
+            fail.append("eval-pic %s: exact match full %.3f hypic %.3f naive %.3f: hypic must match full and "
+                        "naive must lose" % (run.split(",")[0].strip(), em["full"], em["hypic"], em["naive"]))
     if ok:
         print("ok - eval-pic %s: %d prompts in %s" % (run.split(",")[0].strip(), report["prompts"], ", ".join(modes)))
     else:

@@ -8,7 +8,8 @@
 --task long (the default): the long-memory model's mixed evaluation, question types in turn (single,
 multihop, update; "type" names each prompt's): a system block, 2-8 documents drawn from a pool of --pool
 documents made for this seed (so documents recur in new orders and combinations, as retrieved chunks
-do) and the question tail. --task qa: the shipped QA model's single-fact evaluation (hypic-qa-tiny).
+do) and the question tail; --variant picks the documents (default meeting, the shipped model's task).
+--task qa: the shipped QA model's single-fact evaluation (hypic-qa-tiny).
 --task agent: the tool model's first step (needs transformers): the rendered prompt of an agent task as
 one block, its expected first reply (a tool call or the answer) as "answer" (make_goldens.py input).
 Seeds 0..999999 are reserved for evaluation (training uses seeds >= 1000000, see task.py); names and
@@ -31,14 +32,16 @@ def main():
     ap.add_argument("--pool", type=int, default=40)
     ap.add_argument("--min-docs", type=int, default=2)
     ap.add_argument("--max-docs", type=int, default=8)
-    ap.add_argument("--moved-homes", action="store_true",
-                    help="--task long: every multi-hop bridge stated twice, the later document wins (task.py)")
+    ap.add_argument("--variant", default="meeting", choices=task.VARIANTS,
+                    help="--task long: meeting (the shipped hypic-qa-long's: a shared slot moved by later "
+                         "documents); facts (the model shipped before it); moved_homes (every multi-hop bridge "
+                         "stated twice, the later document wins) (task.py)")
     ap.add_argument("--format", default="qwen3", choices=["qwen3", "qwen3.5"], help="--task agent: chat format")
     ap.add_argument("--out", default="-")
     args = ap.parse_args()
     if args.task == "long":
         prompts = task.long_eval_prompts(args.seed, args.count, args.pool, args.min_docs, args.max_docs,
-                                         args.moved_homes)
+                                         args.variant)
     elif args.task == "qa":
         prompts = task.eval_prompts(args.seed, args.count, args.pool, args.min_docs, args.max_docs)
     else:

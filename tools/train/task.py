@@ -192,7 +192,7 @@ def train_sample(rng: random.Random, n_docs: int, n_questions: int, doc_style: s
 # blocks at once. The answer of an update question depends on the order of the documents, so the same
 # documents in another order have another answer.
 #
-# moved_homes (make_eval.py / train.py --moved-homes; the third training run's task, tools/train/README.md):
+# moved_homes (make_eval.py / train.py --variant moved_homes; the third training run's task, tools/train/README.md):
 # X's home is stated in two documents ("X lives in Y." and, in another, "X lives in Z."), the later one in
 # the prompt is where X lives now, and each home has a value somewhere: the multi-hop bridge is itself an
 # update ("Where does X live?" becomes an update question), so a multi-hop answer needs three facts from up
@@ -202,6 +202,9 @@ def train_sample(rng: random.Random, n_docs: int, n_questions: int, doc_style: s
 # ----------------------------------------------------------------------------------------------------------
 
 LONG_TYPES = ("single", "multihop", "update")
+# facts: the first two runs' task (hypic-qa-long until run 6); moved_homes: the third run's; meeting: the
+# fifth and sixth runs' (the shipped hypic-qa-long; below)
+VARIANTS = ("facts", "moved_homes", "meeting")
 LONG_SYSTEM = ("<|im_start|>system\nAnswer the question from the documents. A later document replaces what an "
                "earlier one says.<|im_end|>\n<|im_start|>user\n")
 
@@ -268,20 +271,8 @@ def long_documents(rng: random.Random, namer: Namer, n_docs: int, n_chain: int, 
         sents[j].append(fact_sentence(attr, subj, v2))
         items.append(("update", question_text(attr, subj), (i, j), (v1, v2)))
     # Single facts fill the documents that have none first, so no document is only filler.
-    empty = [d for d in range(n_docs) if not sents[d]]
-    for k in range(max(n_single, len(empty))):
-        d = empty[k] if k < len(empty) else rng.randrange(n_docs)
-        subj = namer()
-        attr = PLACE_REL if rng.random() < home_prob else rng.choice(NUM_ATTRS)
-        value = namer() if attr == PLACE_REL else make_value(rng)
-        sents[d].append(fact_sentence(attr, subj, value))
-        items.append(("single", question_text(attr, subj), (d,), (value,)))
-    texts = []
-    for s in sents:
-        s = s + [filler(rng) for _ in range(rng.randint(1, 2))]
-        rng.shuffle(s)
-        texts.append(" ".join(s) + "\n")
-    return texts, items
+    _single_facts(rng, namer, sents, list(range(n_docs)), n_single, home_prob, items)
+    return _texts(rng, sents), items
 
 
 def long_answer(item, order) -> str:
@@ -293,7 +284,7 @@ def long_answer(item, order) -> str:
 
 
 def long_eval_prompts(seed: int, count: int, pool: int = 40, min_docs: int = 2, max_docs: int = 8,
-                      moved_homes: bool = False):
+                      variant: str = "facts"):
     """The long-memory evaluation: documents drawn from a per-seed pool of `pool` documents (recurring in new
     orders and combinations), question types in turn (single, multihop, update). Yields
     {"blocks": [...], "answer": "...", "type": "..."}."""
@@ -301,6 +292,12 @@ def long_eval_prompts(seed: int, count: int, pool: int = 40, min_docs: int = 2, 
         raise ValueError(f"evaluation seeds are 0..{EVAL_SEED_LIMIT - 1}")
     if pool < max_docs or min_docs < 2:
         raise ValueError("need pool >= max_docs and min_docs >= 2")
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r} (one of {', '.join(VARIANTS)})")
+    if variant == "meeting":
+        yield from meeting_eval_prompts(seed, count, pool, min_docs, max_docs)
+        return
+    moved_homes = variant == "moved_homes"
     rng = random.Random(seed)
     namer = Namer(rng)
     texts, items = long_documents(rng, namer, pool, n_chain=pool * 3 // 10, n_update=pool // 4, n_single=pool * 3 // 4,
@@ -322,9 +319,12 @@ def long_eval_prompts(seed: int, count: int, pool: int = 40, min_docs: int = 2, 
 LONG_TRAIN_TYPE_WEIGHTS = {"single": 1, "multihop": 2, "update": 1}
 
 
-def long_train_sample(rng: random.Random, n_docs: int, n_questions: int, moved_homes: bool = False):
+def long_train_sample(rng: random.Random, n_docs: int, n_questions: int, variant: str = "facts"):
     """One training sequence of the long-memory task: blocks (system + fresh documents in index order) and
     question turns (tail, answer), the question types equally likely where the documents allow."""
+    if variant == "meeting":
+        return meeting_train_sample(rng, n_docs, n_questions)
+    moved_homes = variant == "moved_homes"
     namer = Namer(rng)
     two = n_docs >= 2
     texts, items = long_documents(rng, namer, n_docs, n_chain=rng.randint(1, max(1, n_docs // 2)) if two else 0,
@@ -340,4 +340,151 @@ def long_train_sample(rng: random.Random, n_docs: int, n_questions: int, moved_h
             continue
         asked.add(item[1])
         turns.append((QUESTION_TAIL.format(q=item[1]), long_answer(item, order)))
+    return [LONG_SYSTEM] + texts, turns
+
+
+# ----------------------------------------------------------------------------------------------------------
+# meeting (make_eval.py's default / train.py --variant meeting; the fifth and sixth runs' task, README.md):
+# besides single facts, some documents move one shared slot, "The meeting is now in P.", each to another
+# place, and every such place has a gate ("The gate of P is N.") in some document. The later statement in
+# the prompt is where the meeting is:
+#   update   "Where is the meeting now?"                           -> P of the last statement
+#   multihop "What is the gate of the place where the meeting is?" -> "P, N" (the bridge, then its gate)
+# Evaluation prompts carry two or three statements, so the answer depends on the order of the blocks. With
+# attention that carries almost no position signal (--partial-rotary 0.03125), a cached block cannot know
+# whether its statement is the later one; the Gated DeltaNet state can (a key written again replaces the
+# old value, and older writes decay), and hypic composes that state in block order. A state summed without
+# the transfer operators (naive) holds every statement alike. Unlike moved_homes, the slot's key is the
+# same phrase in every document, so the linear layers need not bind it to a name first.
+# ----------------------------------------------------------------------------------------------------------
+
+MEETING_ATTR = "gate"
+MEETING_TRAIN_TYPE_WEIGHTS = {"single": 1, "multihop": 2, "update": 1}
+MEETING_SIMILAR_PROB = 0.4
+
+
+def meeting_fact(place: str) -> str:
+    return f"The meeting is now in {place}."
+
+
+def meeting_question(kind: str) -> str:
+    if kind == "update":
+        return "Where is the meeting now?"
+    return f"What is the {MEETING_ATTR} of the place where the meeting is?"
+
+
+def meeting_answer(kind: str, place: str, value: str) -> str:
+    return place if kind == "update" else multihop_answer(place, value)
+
+
+def _single_facts(rng, namer, sents, docs, n_single, home_prob, items):
+    """n_single single facts (at least one per document of `docs` that has none yet) in documents of `docs`."""
+    empty = [d for d in docs if not sents[d]]
+    for k in range(max(n_single, len(empty))):
+        d = empty[k] if k < len(empty) else rng.choice(docs)
+        subj = namer()
+        attr = PLACE_REL if rng.random() < home_prob else rng.choice(NUM_ATTRS)
+        value = namer() if attr == PLACE_REL else make_value(rng)
+        sents[d].append(fact_sentence(attr, subj, value))
+        items.append(("single", question_text(attr, subj), (d,), (value,)))
+
+
+def _texts(rng, sents):
+    texts = []
+    for s in sents:
+        s = s + [filler(rng) for _ in range(rng.randint(1, 2))]
+        rng.shuffle(s)
+        texts.append(" ".join(s) + "\n")
+    return texts
+
+
+def similar_name(rng: random.Random, namer: Namer, other: str) -> str:
+    """A new name that starts like `other` (its first two letters: mostly its first token too)."""
+    for _ in range(20000):
+        n = make_name(rng)
+        if n.startswith(other[:2]) and n not in namer.used:
+            namer.used.add(n)
+            return n
+    return namer()
+
+
+def meeting_documents(rng: random.Random, namer: Namer, n_docs: int, slot_docs, n_single: int,
+                      home_prob: float = HOME_PROB, similar_prob: float = 0.0):
+    """Documents with the meeting slot stated once in each of `slot_docs`, at distinct places. Each place's
+    gate stands in a document that states no meeting place (any document if every one does). Returns
+    (texts, items, places): items the single facts (the gates among them), places {doc: (place, gate)}.
+    similar_prob: the chance that a place after the first starts like an earlier one (training: the
+    first checkpoint of this task told two candidate places apart by their first token only)."""
+    sents = [[] for _ in range(n_docs)]
+    items, places = [], {}
+    others = [d for d in range(n_docs) if d not in slot_docs] or list(range(n_docs))
+    for d in slot_docs:
+        if similar_prob and places and rng.random() < similar_prob:
+            place = similar_name(rng, namer, rng.choice([p for p, _, _ in places.values()]))
+        else:
+            place = namer()
+        (value,) = _distinct_values(rng, 1)
+        sents[d].append(meeting_fact(place))
+        g = rng.choice(others)
+        sents[g].append(fact_sentence(MEETING_ATTR, place, value))
+        items.append(("single", question_text(MEETING_ATTR, place), (g,), (value,)))
+        places[d] = (place, value, g)
+    _single_facts(rng, namer, sents, list(range(n_docs)), n_single, home_prob, items)
+    return _texts(rng, sents), items, places
+
+
+def meeting_eval_prompts(seed: int, count: int, pool: int, min_docs: int, max_docs: int):
+    """The meeting variant's evaluation (see long_eval_prompts). A pool of `pool` documents, a third of them
+    stating the meeting place; a multihop or update prompt takes two or three of those, their places' gate
+    documents and other documents that state no meeting place, in a random order."""
+    if max_docs < 6:
+        raise ValueError("the meeting variant needs max_docs >= 6 (three statements and their gates)")
+    rng = random.Random(seed)
+    namer = Namer(rng)
+    slot_docs = rng.sample(range(pool), pool // 3)
+    texts, items, places = meeting_documents(rng, namer, pool, slot_docs, n_single=pool * 3 // 4)
+    quiet = [d for d in range(pool) if d not in places]
+    for k in range(count):
+        kind = LONG_TYPES[k % len(LONG_TYPES)]
+        if kind == "single":
+            item = rng.choice(items)
+            need = [item[2][0]]
+            answer = item[3][0]
+            question = item[1]
+        else:
+            chosen = rng.sample(slot_docs, rng.randint(2, 3))
+            need = list(dict.fromkeys(chosen + [places[d][2] for d in chosen]))
+            question = meeting_question(kind)
+        n = rng.randint(max(min_docs, len(need)), max_docs)
+        rest = [d for d in quiet if d not in need]
+        order = need + rng.sample(rest, n - len(need))
+        rng.shuffle(order)
+        if kind != "single":
+            last = max(chosen, key=order.index)
+            answer = meeting_answer(kind, places[last][0], places[last][1])
+        blocks = [LONG_SYSTEM] + [texts[d] for d in order] + [QUESTION_TAIL.format(q=question)]
+        yield {"blocks": blocks, "answer": answer, "type": kind}
+
+
+def meeting_train_sample(rng: random.Random, n_docs: int, n_questions: int):
+    """One training sequence of the meeting variant (see long_train_sample): one to three statements of the
+    meeting place (two or three in four of five sequences), in documents in index order."""
+    namer = Namer(rng)
+    k = 1 if rng.random() < 0.2 else rng.randint(2, min(3, n_docs))
+    slot_docs = rng.sample(range(n_docs), min(k, n_docs))
+    texts, items, places = meeting_documents(rng, namer, n_docs, slot_docs, n_single=rng.randint(1, n_docs),
+                                             home_prob=TRAIN_HOME_PROB, similar_prob=MEETING_SIMILAR_PROB)
+    place, value, _ = places[max(slot_docs)]
+    turns, asked = [], set()
+    kinds = list(MEETING_TRAIN_TYPE_WEIGHTS)
+    for _ in range(n_questions):
+        kind = rng.choices(kinds, weights=[MEETING_TRAIN_TYPE_WEIGHTS[t] for t in kinds])[0]
+        if kind == "single":
+            _, question, _, (answer,) = rng.choice(items)
+        else:
+            question, answer = meeting_question(kind), meeting_answer(kind, place, value)
+        if question in asked:
+            continue
+        asked.add(question)
+        turns.append((QUESTION_TAIL.format(q=question), answer))
     return [LONG_SYSTEM] + texts, turns

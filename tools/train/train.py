@@ -49,8 +49,8 @@ REPLY = 3  # answer tokens whose text already ends with <|im_end|> (tool_agent);
 
 class BatchMaker:
     def __init__(self, tok_path: str, batch: int, max_q: int, ramp: float, doc_style: str = "v2", recipe: str = "qa",
-                 pic_frac: float = 0.0, moved_homes: bool = False):
-        self.doc_style, self.recipe, self.pic_frac, self.moved_homes = doc_style, recipe, pic_frac, moved_homes
+                 pic_frac: float = 0.0, variant: str = "facts"):
+        self.doc_style, self.recipe, self.pic_frac, self.variant = doc_style, recipe, pic_frac, variant
         self.tok = Tokenizer.from_file(tok_path)
         self.im_end = self.tok.token_to_id("<|im_end|>")
         self.batch, self.max_q, self.ramp = batch, max_q, ramp
@@ -68,7 +68,7 @@ class BatchMaker:
         max_docs = min(8, 2 + int(6 * progress / self.ramp)) if self.ramp > 0 else 8
         n_docs = rng.randint(1 if progress < 0.1 else 2, max_docs)
         if self.recipe == "long_memory":
-            blocks, turns = task.long_train_sample(rng, max(2, n_docs), rng.randint(1, self.max_q), self.moved_homes)
+            blocks, turns = task.long_train_sample(rng, max(2, n_docs), rng.randint(1, self.max_q), self.variant)
         else:
             blocks, turns = task.train_sample(rng, n_docs, rng.randint(1, self.max_q), self.doc_style)
         pieces = [(b, IGNORE if i == 0 else LM) for i, b in enumerate(blocks)]
@@ -120,8 +120,8 @@ class BatchMaker:
 
 class Stream(torch.utils.data.IterableDataset):
     def __init__(self, tok_path, batch, max_q, ramp, progress, seed, doc_style, recipe, pic_frac=0.0,
-                 moved_homes=False):
-        self.args = (tok_path, batch, max_q, ramp, doc_style, recipe, pic_frac, moved_homes)
+                 variant="facts"):
+        self.args = (tok_path, batch, max_q, ramp, doc_style, recipe, pic_frac, variant)
         self.progress, self.seed, self.recipe = progress, seed, recipe
 
     def __iter__(self):
@@ -315,10 +315,10 @@ def grow_long_heads(model, add_key_heads: int = 1, seed: int = 0):
     return new
 
 
-def val_sets(recipe, seed, count, moved_homes=False):
+def val_sets(recipe, seed, count, variant="facts"):
     """The validation/test prompts of a recipe ({"blocks", "answer", "type"?})."""
     if recipe == "long_memory":
-        return list(task.long_eval_prompts(seed, count, moved_homes=moved_homes))
+        return list(task.long_eval_prompts(seed, count, variant=variant))
     if recipe == "tool_agent":
         import agent_task
         return [p for f in agent_task.FORMATS for p in agent_task.first_reply_prompts(seed, count // 2, f)]
@@ -374,8 +374,10 @@ def main():
                          "the same from cached blocks")
     ap.add_argument("--gdn-init", default="short", choices=["short", "long"],
                     help="GDN decay init (model.Qwen3Next); the shipped model used short")
-    ap.add_argument("--moved-homes", action="store_true",
-                    help="long_memory: the multi-hop bridge is itself an update (task.py, moved_homes)")
+    ap.add_argument("--variant", default="facts", choices=task.VARIANTS,
+                    help="long_memory's documents (task.py): facts (the first two runs'), moved_homes (the multi-hop "
+                         "bridge is itself an update), meeting (a shared slot moved by later documents: the "
+                         "shipped hypic-qa-long's)")
     ap.add_argument("--partial-rotary", type=float, default=0.0,
                     help="set the attention's partial_rotary_factor (also of an --init-hf model): 2/64 leaves the "
                          "attention almost no position signal, so block order must come from the linear state")
@@ -449,10 +451,10 @@ def main():
 
     progress = mp.Value("d", 0.0, lock=False)
     ds = Stream(tok_path, args.batch, args.max_q, args.ramp, progress, args.seed, args.doc_style, args.recipe,
-                args.pic_frac, args.moved_homes)
+                args.pic_frac, args.variant)
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers, pin_memory=device.type == "cuda",
                                      prefetch_factor=4 if args.workers else None, persistent_workers=False)
-    val = val_sets(args.recipe, args.val_seed, args.val_count, args.moved_homes)
+    val = val_sets(args.recipe, args.val_seed, args.val_count, args.variant)
     autocast = device.type == "cuda"
 
     t0 = time.time()
@@ -535,7 +537,7 @@ def main():
         shutil.copy(os.path.join(args.tokenizer, f), os.path.join(hf, f))
     result = {"steps": step, "train_seconds": args.train_seconds, "params": n_params, "args": vars(args)}
     for name, seed, count in [("val", args.val_seed, args.val_count), ("test", args.test_seed, args.test_count)]:
-        prompts = val_sets(args.recipe, seed, count, args.moved_homes)
+        prompts = val_sets(args.recipe, seed, count, args.variant)
         em, outs = exact_match(model, tok, prompts, device, autocast=False, n_new=args.max_new)
         result[f"em_{name}_seed{seed}_fp32"] = em
         result[f"em_{name}_seed{seed}_by_type"] = em_by_type(prompts, outs)
