@@ -271,7 +271,7 @@ def long_documents(rng: random.Random, namer: Namer, n_docs: int, n_chain: int, 
         sents[j].append(fact_sentence(attr, subj, v2))
         items.append(("update", question_text(attr, subj), (i, j), (v1, v2)))
     # Single facts fill the documents that have none first, so no document is only filler.
-    _single_facts(rng, namer, sents, list(range(n_docs)), n_single, home_prob, items)
+    _single_facts(rng, namer, sents, n_single, home_prob, items)
     return _texts(rng, sents), items
 
 
@@ -377,11 +377,11 @@ def meeting_answer(kind: str, place: str, value: str) -> str:
     return place if kind == "update" else multihop_answer(place, value)
 
 
-def _single_facts(rng, namer, sents, docs, n_single, home_prob, items):
-    """n_single single facts (at least one per document of `docs` that has none yet) in documents of `docs`."""
-    empty = [d for d in docs if not sents[d]]
+def _single_facts(rng, namer, sents, n_single, home_prob, items):
+    """n_single single facts (at least one in every document that has none yet) appended to `sents`."""
+    empty = [d for d in range(len(sents)) if not sents[d]]
     for k in range(max(n_single, len(empty))):
-        d = empty[k] if k < len(empty) else rng.choice(docs)
+        d = empty[k] if k < len(empty) else rng.randrange(len(sents))
         subj = namer()
         attr = PLACE_REL if rng.random() < home_prob else rng.choice(NUM_ATTRS)
         value = namer() if attr == PLACE_REL else make_value(rng)
@@ -429,7 +429,7 @@ def meeting_documents(rng: random.Random, namer: Namer, n_docs: int, slot_docs, 
         sents[g].append(fact_sentence(MEETING_ATTR, place, value))
         items.append(("single", question_text(MEETING_ATTR, place), (g,), (value,)))
         places[d] = (place, value, g)
-    _single_facts(rng, namer, sents, list(range(n_docs)), n_single, home_prob, items)
+    _single_facts(rng, namer, sents, n_single, home_prob, items)
     return _texts(rng, sents), items, places
 
 
