@@ -5,7 +5,7 @@
 # Where the models of tools/train's long_memory and tool_agent recipes are installed
 # (examples/models/hypic-qa-long, examples/models/hypic-agent-tiny), the cache modes are compared on
 # the long-memory model (multi-hop and update questions whose answers depend on the order of the
-# documents: hypic answers them as full recompute does, naive composition loses about half of them,
+# documents: hypic answers them as full recompute does, naive composition loses more than half of them,
 # docs/quality.md) and a tool loop runs; without them the demo shows the QA model only.
 # It takes about a minute on two cores; tests/tools/demo_test.sh runs it as it is and checks every answer
 # against the expected ones it prints (HYPIC, when set, is the hypic binary to use).
