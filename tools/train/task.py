@@ -359,7 +359,6 @@ def long_train_sample(rng: random.Random, n_docs: int, n_questions: int, variant
 # ----------------------------------------------------------------------------------------------------------
 
 MEETING_ATTR = "gate"
-MEETING_TRAIN_TYPE_WEIGHTS = {"single": 1, "multihop": 2, "update": 1}
 MEETING_SIMILAR_PROB = 0.4
 
 
@@ -412,7 +411,8 @@ def meeting_documents(rng: random.Random, namer: Namer, n_docs: int, slot_docs, 
                       home_prob: float = HOME_PROB, similar_prob: float = 0.0):
     """Documents with the meeting slot stated once in each of `slot_docs`, at distinct places. Each place's
     gate stands in a document that states no meeting place (any document if every one does). Returns
-    (texts, items, places): items the single facts (the gates among them), places {doc: (place, gate)}.
+    (texts, items, places): items the single facts (the gates among them), places {doc: (place, gate,
+    document of the gate)}.
     similar_prob: the chance that a place after the first starts like an earlier one (training: the
     first checkpoint of this task told two candidate places apart by their first token only)."""
     sents = [[] for _ in range(n_docs)]
@@ -423,7 +423,7 @@ def meeting_documents(rng: random.Random, namer: Namer, n_docs: int, slot_docs, 
             place = similar_name(rng, namer, rng.choice([p for p, _, _ in places.values()]))
         else:
             place = namer()
-        (value,) = _distinct_values(rng, 1)
+        value = make_value(rng)
         sents[d].append(meeting_fact(place))
         g = rng.choice(others)
         sents[g].append(fact_sentence(MEETING_ATTR, place, value))
@@ -476,9 +476,9 @@ def meeting_train_sample(rng: random.Random, n_docs: int, n_questions: int):
                                              home_prob=TRAIN_HOME_PROB, similar_prob=MEETING_SIMILAR_PROB)
     place, value, _ = places[max(slot_docs)]
     turns, asked = [], set()
-    kinds = list(MEETING_TRAIN_TYPE_WEIGHTS)
+    kinds = list(LONG_TRAIN_TYPE_WEIGHTS)
     for _ in range(n_questions):
-        kind = rng.choices(kinds, weights=[MEETING_TRAIN_TYPE_WEIGHTS[t] for t in kinds])[0]
+        kind = rng.choices(kinds, weights=[LONG_TRAIN_TYPE_WEIGHTS[t] for t in kinds])[0]
         if kind == "single":
             _, question, _, (answer,) = rng.choice(items)
         else:
