@@ -188,6 +188,7 @@ struct Engine::Plan {
 struct Engine::Profile {
   std::vector<std::pair<std::string, double>> ms;  // step -> total, in first-seen order
   std::chrono::steady_clock::time_point last;
+  bool host = false;  // HYPIC_PROFILE=host: the host's time to issue each step, no synchronisation
 };
 
 Engine::Engine(Backend& backend, CacheMode mode, EngineOptions opt)
@@ -201,14 +202,17 @@ Engine::Engine(Backend& backend, CacheMode mode, EngineOptions opt)
     store_.set_lower(tiers_);
   }
   const char* env = std::getenv("HYPIC_PROFILE");
-  if (env && *env && std::string(env) != "0") prof_ = std::make_unique<Profile>();
+  if (env && *env && std::string(env) != "0") {
+    prof_ = std::make_unique<Profile>();
+    prof_->host = std::string(env) == "host";
+  }
 }
 
 Engine::~Engine() = default;
 
 void Engine::mark(const char* step) {
   if (!prof_) return;
-  backend_.sync();
+  if (!prof_->host) backend_.sync();
   const auto now = std::chrono::steady_clock::now();
   const double ms = std::chrono::duration<double, std::milli>(now - prof_->last).count();
   prof_->last = now;
@@ -639,7 +643,7 @@ PromptResult PromptJob::finish() {
   PromptResult r = std::move(w.r);
   if (eng.prof_) {
     eng.mark("finish");
-    std::fprintf(stderr, "[profile %s] %.1f ms:", mode_name(eng.mode_), r.ttft_ms);
+    std::fprintf(stderr, "[profile%s %s] %.1f ms:", eng.prof_->host ? " host" : "", mode_name(eng.mode_), r.ttft_ms);
     for (auto& [name, ms] : eng.prof_->ms) std::fprintf(stderr, " %s %.2f", name.c_str(), ms);
     std::fprintf(stderr, "\n");
     eng.prof_->ms.clear();

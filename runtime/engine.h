@@ -212,6 +212,8 @@ class Engine {
   std::vector<float> execute(Plan& plan);
   // HYPIC_PROFILE=1 in the environment: every step of a request is synchronised and timed, and the
   // totals per step go to stderr after the request (a diagnostic: the synchronisations slow it down).
+  // HYPIC_PROFILE=host: the host's time to issue each step instead (no synchronisation; where the host,
+  // not the device, sets the pace).
   struct Profile;
   void mark(const char* step);
 

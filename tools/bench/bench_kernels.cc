@@ -6,8 +6,11 @@
 //   the decode step's one-row products at Qwen3.5-35B-A3B shapes, cuda::gemv against cuBLAS (bandwidth);
 //   the routed experts of one MoE layer at Qwen3.5-35B-A3B shapes (256 experts, 8 per token, 2048 x 512)
 //   for 1 to 2048 tokens, on every path the CUDA model has (few-row GEMVs, expert-major on CUDA cores and
-//   on tensor cores, cuBLAS grouped GEMM with its host round trip), routing included.
-// Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20] [--only gdn|attention|lightning|kda|gemv|moe]
+//   on tensor cores, cuBLAS grouped GEMM with its host round trip), routing included;
+//   one GDN layer's segment chain of an all-hit stitch (cuda::state_chain: 17 cached blocks, each a seam of
+//   8 rows then its body's transfer operator and state, then 22 question rows), and its two halves alone.
+// Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20]
+//        [--only gdn|attention|lightning|kda|gemv|moe|chain]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
+#include "kernels/cuda/engine_state_ops.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kda.h"
@@ -76,7 +80,7 @@ int main(int argc, char** argv) {
   hypic::tools::configure(app, /*uses_model=*/false);
   hypic::tools::add_int(app, "--iters", iters, "timed iterations per case", 1, 1 << 20);
   app.add_option("--only", only, "run one family (default: all)")
-      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda", "gemv", "moe"}));
+      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda", "gemv", "moe", "chain"}));
   app.add_option("--tokens", tokens, "sequence lengths, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
@@ -175,6 +179,66 @@ int main(int argc, char** argv) {
                     variant == "cublas" ? int(c.mats.size()) : 1);
         first = false;
       }
+    }
+  }
+  if (only.empty() || only == "chain") {
+    // Qwen3.5-35B-A3B's GDN layer: 32 value heads, 16 q/k heads, dims 128. Every block's T and B are distinct
+    // (68 MB in all: more than L2), as in a stitch that reads them from the segment store.
+    const int64_t H = 32, Hk = 16, dk = 128, dv = 128, blocks = 17, seam = 8, question = 22;
+    const int64_t rows = blocks * seam + question;
+    std::vector<DeviceBuffer> Ts, Bs;
+    std::vector<float> eye(H * dk * dk);
+    std::mt19937 rng(51);
+    std::normal_distribution<float> nd(0.0f, 0.01f);
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < dk * dk; ++i) eye[h * dk * dk + i] = nd(rng) + (i / dk == i % dk ? 0.9f : 0.0f);
+      Ts.emplace_back(pool, 4 * H * dk * dk);
+      HYPIC_CUDA_CHECK(cudaMemcpy(Ts.back().get(), eye.data(), 4 * eye.size(), cudaMemcpyHostToDevice));
+      Bs.emplace_back(pool, 4 * H * dk * dv);
+      fill_f32(Bs.back(), H * dk * dv, uint32_t(60 + b), -0.1f, 0.1f);
+    }
+    DeviceBuffer q(pool, 2 * rows * Hk * dk), k(pool, 2 * rows * Hk * dk), v(pool, 2 * rows * H * dv),
+        g(pool, 4 * rows * H), beta(pool, 4 * rows * H), o(pool, 2 * rows * H * dv), S(pool, 4 * H * dk * dv);
+    fill_bf16(q, rows * Hk * dk, 71, 0.01f);
+    fill_bf16(k, rows * Hk * dk, 72, 0.088f);  // about unit rows
+    fill_bf16(v, rows * H * dv, 73, 1.0f);
+    fill_f32(g, rows * H, 74, -0.5f, -0.01f);
+    fill_f32(beta, rows * H, 75, 0.1f, 0.9f);
+    fill_f32(S, H * dk * dv, 76, -0.1f, 0.1f);
+    auto span = [&](int64_t r0, int64_t n) {
+      StateStep s{nullptr, nullptr, nullptr, nullptr, 0};
+      s.q = q.as<bf16>() + r0 * Hk * dk;
+      s.k = k.as<bf16>() + r0 * Hk * dk;
+      s.v = v.as<bf16>() + r0 * H * dv;
+      s.g = g.as<float>() + r0 * H;
+      s.beta = beta.as<float>() + r0 * H;
+      s.o = o.as<bf16>() + r0 * H * dv;
+      s.n = static_cast<int>(n);
+      return s;
+    };
+    std::vector<StateStep> all, products, spans;
+    for (int64_t b = 0; b < blocks; ++b) {
+      all.push_back(span(b * seam, seam));
+      spans.push_back(all.back());
+      all.push_back({Ts[b].as<float>(), Bs[b].as<float>(), nullptr, nullptr, 0});
+      products.push_back(all.back());
+    }
+    all.push_back(span(blocks * seam, question));
+    spans.push_back(all.back());
+    for (const auto& [variant, list] : {std::pair<const char*, const std::vector<StateStep>*>{"seams, products, question", &all},
+                                        {"products only", &products},
+                                        {"row spans only", &spans}}) {
+      DeviceBuffer d(pool, sizeof(StateStep) * list->size());
+      HYPIC_CUDA_CHECK(cudaMemcpy(d.get(), list->data(), sizeof(StateStep) * list->size(), cudaMemcpyHostToDevice));
+      const double ms = time_ms([&] {
+        state_chain(H, dk, dv, d.as<StateStep>(), static_cast<int64_t>(list->size()), S.as<float>(), st, Hk);
+      }, iters * 5, st);
+      std::printf("%s  {\"op\": \"state_chain\", \"variant\": \"%s\", \"steps\": %zu, \"rows\": %lld, "
+                  "\"ms\": %.4f}",
+                  first ? "" : ",\n", variant, list->size(),
+                  static_cast<long long>(list == &products ? 0 : rows), ms);
+      first = false;
     }
   }
   if (only.empty() || only == "moe") {

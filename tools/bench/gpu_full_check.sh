@@ -12,6 +12,9 @@
 #                                        # model tests, decode at batch 1/8/32, RAG TTFT with the expert-major
 #                                        # path on and off (HYPIC_CUDA_MOE_DEVICE_ROWS=0) and its step profile
 #   tools/bench/gpu_full_check.sh chain  # the same after the stitch's ops and engine tests instead of the MoE ones
+#   tools/bench/gpu_full_check.sh stitch # the all-hit stitch: op tests, the chain's bench, RAG TTFT, every
+#                                        # kernel of one all-hit request (ncu), the host's time per step and
+#                                        # the cuBLASLt queries, model and engine tests, decode at batch 1/8/32
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
@@ -221,6 +224,37 @@ if [ "$stage" = moe ] || [ "$stage" = chain ]; then
       --warmup 8 --requests 2 > "$O/ncu_stitch_bench.txt" 2>&1
     python3 tools/bench/ncu_step.py "$O/ncu_stitch.csv" 2>&1 | tee "$O/ncu_stitch.txt" | tail -30
   fi
+fi
+if [ "$stage" = stitch ]; then
+  run_test cuda_stitch_ops_test
+  run_test cuda_backend_ops_test
+  run_test cuda_attention_prefill_test
+  run_test cuda_decode_ops_test
+  step "segment chain bench"
+  "$(bin hypic_bench_kernels)" --only chain --iters 20 | tee "$O/bench_chain.json"
+  step "rag ttft"
+  "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 \
+    | tee "$O/bench_ttft_rag.json"
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$NCU" ]; then
+    step "every kernel of one all-hit request (ncu)"
+    timeout 360 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+      --log-file "$O/ncu_request.csv" "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+      --case rag --mode hypic --warmup 8 --requests 1 > "$O/ncu_request_bench.txt" 2>&1
+    python3 tools/bench/ncu_step.py "$O/ncu_request.csv" --last 2>&1 | tee "$O/ncu_request.txt" | head -50
+    rm -f "$O/ncu_request.csv"
+  fi
+  step "host time to issue each step of a request (HYPIC_PROFILE=host), cuBLASLt heuristic queries"
+  HYPIC_PROFILE=host HYPIC_BLAS_TRACE=1 "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+    --case rag --mode hypic --requests 8 > "$O/host_profile.json" 2> "$O/host_profile.txt"
+  grep -E "profile host|measured" "$O/host_profile.txt" | tail -8
+  echo "heuristic queries: $(grep -c '^\[blas\]' "$O/host_profile.txt")"; grep '^\[blas\]' "$O/host_profile.txt" | tail -5
+  run_test cuda_model_test
+  run_test engine_model_test "${ENGINE_FILTER:-*cuda*}"
+  run_test engine_batch_model_test
+  step decode
+  "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192 \
+    --decode 64 --batch ${BATCH_SIZES:-1,8,32} --batch-steps 24 | tee "$O/bench_decode.json" | grep -E "ms_per|tokens_per" | head -12
 fi
 if [ "$stage" = final ]; then
   if [ -z "${ONLY_SERVE:-}" ]; then

@@ -4,8 +4,10 @@
     HYPIC_CUDA_GRAPHS=0 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file run.csv \
         hypic_bench_model --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192 --decode 3
     python3 tools/bench/ncu_step.py run.csv
+    python3 tools/bench/ncu_step.py run.csv --last   # the last forward instead (a TTFT bench's last request)
 
 A step starts at the embedding launch (embed_kernel); the last complete step before the run's last one is reported
+(with --last: the run's last forward, from its embedding launch to the end)
 (kernel by kernel in order, then per kernel name), with the sum of the kernels' durations: the time a
 captured graph of the step needs at least, without the gaps between launches.
 """
@@ -38,13 +40,14 @@ def short(name):
 
 def main():
     kernels = read(sys.argv[1])
+    last = "--last" in sys.argv[2:]
     starts = [i for i, (_, n, _) in enumerate(kernels) if "embed_kernel" in n or "embed_rows" in n]
-    if len(starts) < 3:
-        sys.exit("fewer than three decode steps in the profile")
-    a, b = starts[-2], starts[-1]
-    step = kernels[a:b]
+    if len(starts) < (1 if last else 3):
+        sys.exit("no embedding launch in the profile" if last else "fewer than three decode steps in the profile")
+    step = kernels[starts[-1]:] if last else kernels[starts[-2]:starts[-1]]
     total = sum(t for _, _, t in step)
-    print(f"one launched decode step: {len(step)} kernels, {total:.1f} us of kernel time")
+    what = "the last forward" if last else "one launched decode step"
+    print(f"{what}: {len(step)} kernels, {total:.1f} us of kernel time")
     groups = OrderedDict()
     for _, n, t in step:
         g = groups.setdefault(short(n), [0, 0.0])

@@ -3,8 +3,10 @@
 # stripped, into .gpubin/gpubin.tar.xz (ignored by git) with the libyaml-cpp, libtbb and libxxhash they link against, so a
 # device call only unpacks and runs (tools/bench/gpu_full_check.sh) instead of compiling there.
 # Usage: tools/bench/pack_gpu_binaries.sh [BUILD_DIR]   (configured from this checkout with CUDA on)
+#        TARGETS="a b ..." tools/bench/pack_gpu_binaries.sh [BUILD_DIR]   (only those, for a smaller archive)
 set -euo pipefail
 B=${1:-build}
+if [ -n "${TARGETS:-}" ]; then targets=$TARGETS; else
 targets="hypic cuda_backend_ops_test cuda_attention_prefill_test cuda_model_test engine_model_test
          sdk_multi_turn_model_test hypic_bench_kernels hypic_bench_model hypic_bench_ttft cuda_stitch_ops_test"
 cmake -S . -B "$B" > /dev/null  # new targets appear in the help only after a configure
@@ -13,6 +15,7 @@ for t in hypic_bench_serve engine_batch_model_test sdk_session_model_test; do
   grep -q "\.\.\. $t\$" <<< "$help" && targets="$targets $t"
 done
 targets="$targets cuda_family_glue_test cuda_lightning_test cuda_kda_test cuda_gdn_chunked_test cuda_packed_expand_test cuda_entry_promotion_test hypic_bench_entry_codec cold_scatter_model_test tensor_parallel_model_test hypic_bench_tp cuda_decode_ops_test"
+fi
 cmake --build "$B" -j"$(nproc)" --target $targets
 stage=$(mktemp -d)/gpubin
 mkdir -p "$stage"

@@ -17,7 +17,8 @@ inline constexpr const char* kEnvironmentHelp =
     "Environment:\n"
     "  HYPIC_THREADS=N       CPU worker threads (default: every core)\n"
     "  HYPIC_CUDA_GRAPHS=0   CUDA builds: run decode steps without CUDA graphs (default: graphs on)\n"
-    "  HYPIC_PROFILE=1       time every engine step of a request (synchronised) and print the totals";
+    "  HYPIC_PROFILE=1       time every engine step of a request (synchronised) and print the totals\n"
+    "  HYPIC_PROFILE=host    the host's time to issue every engine step instead (no synchronisation)";
 
 // Shows every option's default in --help and sets the shared help footer.
 inline void configure(CLI::App& app, bool uses_model) {
