@@ -378,8 +378,7 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
     }
 #undef HYPIC_GQA_LAUNCH
     HYPIC_CUDA_LAUNCH_CHECK();
-    detail::split_combine_kernel<<<detail::split_combine_grid(s.Tq * s.Hq, s.d), detail::kCombineThreads, 0, stream>>>(
-        splits, s.d, D, part_o, part_ml, out);
+    detail::split_combine(splits, s.Tq * s.Hq, s.d, D, part_o, part_ml, out, stream);
     HYPIC_CUDA_LAUNCH_CHECK();
     return;
   }
@@ -398,8 +397,7 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
   }
 #undef HYPIC_DECODE_LAUNCH
   HYPIC_CUDA_LAUNCH_CHECK();
-  detail::split_combine_kernel<<<detail::split_combine_grid(s.Tq * s.Hq, s.d), detail::kCombineThreads, 0, stream>>>(
-      splits, s.d, D, part_o, part_ml, out);
+  detail::split_combine(splits, s.Tq * s.Hq, s.d, D, part_o, part_ml, out, stream);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 }  // namespace

@@ -2,11 +2,16 @@
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/device_util.cuh"
 
+#include <algorithm>
+
 namespace hypic::cuda {
 namespace {
 
 constexpr int kMaxK = 8;
-constexpr int kSpan = 16;  // tokens per thread: it slides its window along them
+constexpr int kSpan = 16;  // at most this many tokens per thread: it slides its window along them
+// Fewer tokens per thread for short inputs (a stitch's seams, a decode batch), so that the grid still has
+// about this many blocks instead of a few dozen.
+constexpr int64_t kConvBlocks = 1024;
 constexpr int kConvThreads = 128;
 
 // 8 consecutive bf16 channels as floats; 16-byte loads and stores where the address allows.
@@ -36,19 +41,20 @@ __device__ __forceinline__ Lanes<V> load_lanes(const bf16* p) {
 }
 
 // Threads run along channels (V consecutive channels each, coalesced rows) and each slides a K-tap window
-// over kSpan consecutive rows of the packed input; a span may cross into later sequences, whose windows
+// over `span` (<= kSpan) consecutive rows of the packed input; a span may cross into later sequences, whose windows
 // restart from their own tails. Sequence n holds rows [cu[n], cu[n+1]) (cu null: one sequence of T rows
 // with `tail`). V = 8 needs C % 8 == 0 and 16-byte aligned x and out.
 template <int K, int V>
 __global__ void __launch_bounds__(kConvThreads) conv_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ cu,
                                                             int64_t N, int64_t T, int64_t C, const bf16* __restrict__ w,
                                                             const bf16* const* __restrict__ tails,
-                                                            const bf16* __restrict__ tail1, bf16* __restrict__ out) {
+                                                            const bf16* __restrict__ tail1, bf16* __restrict__ out,
+                                                            int span) {
   constexpr int P = K - 1;
   const int64_t c = (int64_t(blockIdx.y) * kConvThreads + threadIdx.x) * V;
-  const int64_t r0 = int64_t(blockIdx.x) * kSpan;
+  const int64_t r0 = int64_t(blockIdx.x) * span;
   if (c >= C || r0 >= T) return;
-  const int64_t r1 = r0 + kSpan < T ? r0 + kSpan : T;
+  const int64_t r1 = r0 + span < T ? r0 + span : T;
   float wc[V][K];
 #pragma unroll
   for (int i = 0; i < V; ++i)
@@ -127,11 +133,13 @@ void launch_conv_k(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64
                    const bf16* const* tails, const bf16* tail1, bf16* out, cudaStream_t stream) {
   const bool vec = C % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
   const int V = vec ? 8 : 1;
-  const dim3 grid(unsigned((T + kSpan - 1) / kSpan), detail::blocks_for(C, kConvThreads * V));
+  const int64_t col_blocks = detail::blocks_for(C, kConvThreads * V);
+  const int span = int(std::clamp<int64_t>((T * col_blocks + kConvBlocks - 1) / kConvBlocks, 1, kSpan));
+  const dim3 grid(unsigned((T + span - 1) / span), unsigned(col_blocks));
   if (vec)
-    conv_kernel<K, 8><<<grid, kConvThreads, 0, stream>>>(x, cu, N, T, C, w, tails, tail1, out);
+    conv_kernel<K, 8><<<grid, kConvThreads, 0, stream>>>(x, cu, N, T, C, w, tails, tail1, out, span);
   else
-    conv_kernel<K, 1><<<grid, kConvThreads, 0, stream>>>(x, cu, N, T, C, w, tails, tail1, out);
+    conv_kernel<K, 1><<<grid, kConvThreads, 0, stream>>>(x, cu, N, T, C, w, tails, tail1, out, span);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

@@ -2,6 +2,11 @@
 
 #include "kernels/cuda/check.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 namespace hypic::cuda {
 
 Blas::Blas() {
@@ -46,6 +51,25 @@ struct LtDescs {
   }
 };
 
+// HYPIC_BLAS_TRACE=1: every heuristic query and its host time on stderr.
+bool blas_trace() {
+  static const bool on = [] {
+    const char* e = std::getenv("HYPIC_BLAS_TRACE");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+// The row count the algorithm is chosen for. The heuristic costs 0.2-0.3 ms of host time per new problem
+// on the H200, and a serving engine meets a new row count on nearly every request (a stitch's seams and
+// question, a chunk's tail): above 16 rows one algorithm serves every M up to the next power of two.
+int64_t algo_rows(int64_t M) {
+  if (M <= 16) return M;
+  int64_t b = 32;
+  while (b < M) b *= 2;
+  return b;
+}
+
 }  // namespace
 
 void gemm_xwt(Blas& blas, const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y,
@@ -74,31 +98,61 @@ void gemm_xwt(Blas& blas, const bf16* x, int64_t M, int64_t K, int64_t ldx, cons
   };
   const uint32_t al_a = align_of(w), al_b = align_of(x), al_c = align_of(y);
   const int64_t al_key = (int64_t{al_a} << 20) | (int64_t{al_b} << 10) | al_c;
-  const Blas::Key key{M, N, K, ldx, ldy, al_key, static_cast<int>(yt), accumulate};
-  cublasLtMatmulAlgo_t algo;
-  if (!blas.cached_algo(key, &algo)) {
-    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.pref));
+  // Queries the heuristic for `rows` rows (the layouts of B and C for that many columns).
+  auto query = [&](int64_t rows) {
+    const auto t0 = std::chrono::steady_clock::now();
+    LtDescs q;
+    HYPIC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&q.b, CUDA_R_16BF, K, rows, ldx));
+    HYPIC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&q.c, ct, N, rows, ldy));
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&q.pref));
     size_t ws = blas.workspace_bytes();
-    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(q.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                             sizeof(ws)));
-    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(q.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
                                                             sizeof(al_a)));
-    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(q.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
                                                             sizeof(al_b)));
-    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c,
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(q.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c,
                                                             sizeof(al_c)));
-    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c,
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(q.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c,
                                                             sizeof(al_c)));
     cublasLtMatmulHeuristicResult_t res{};
     int found = 0;
-    HYPIC_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(blas.lt(), d.op, d.a, d.b, d.c, d.c, d.pref, 1, &res, &found));
+    HYPIC_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(blas.lt(), d.op, d.a, q.b, q.c, q.c, q.pref, 1, &res, &found));
     HYPIC_CUDA_REQUIRE(found > 0, "gemm_xwt: cuBLASLt has no algorithm for this problem");
-    algo = res.algo;
-    blas.store_algo(key, algo);
-  }
+    if (blas_trace())
+      std::fprintf(stderr, "[blas] heuristic M=%lld (asked for %lld) N=%lld K=%lld: %.1f us\n",
+                   static_cast<long long>(M), static_cast<long long>(rows), static_cast<long long>(N),
+                   static_cast<long long>(K),
+                   std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    return res.algo;
+  };
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  HYPIC_CUBLAS_CHECK(cublasLtMatmul(blas.lt(), d.op, &alpha, w, d.a, x, d.b, &beta, y, d.c, y, d.c, &algo,
-                                    blas.workspace(), blas.workspace_bytes(), stream));
+  auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(blas.lt(), d.op, &alpha, w, d.a, x, d.b, &beta, y, d.c, y, d.c, &algo, blas.workspace(),
+                          blas.workspace_bytes(), stream);
+  };
+  // An exact-M entry exists only where the bucket's algorithm was refused for this M.
+  const int64_t rows = algo_rows(M);
+  const Blas::Key exact{M, N, K, ldx, ldy, al_key, static_cast<int>(yt) | 256, accumulate};
+  const Blas::Key bucket{rows, N, K, ldx, ldy, al_key, static_cast<int>(yt), accumulate};
+  cublasLtMatmulAlgo_t algo;
+  if (blas.cached_algo(exact, &algo)) {
+    HYPIC_CUBLAS_CHECK(run(algo));
+    return;
+  }
+  if (!blas.cached_algo(bucket, &algo)) {
+    algo = query(rows);
+    blas.store_algo(bucket, algo);
+  }
+  if (rows == M) {
+    HYPIC_CUBLAS_CHECK(run(algo));
+    return;
+  }
+  if (run(algo) == CUBLAS_STATUS_SUCCESS) return;
+  algo = query(M);
+  blas.store_algo(exact, algo);
+  HYPIC_CUBLAS_CHECK(run(algo));
 }
 
 }  // namespace hypic::cuda

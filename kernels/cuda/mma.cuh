@@ -44,6 +44,14 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int sr
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(gmem), "r"(src_bytes) : "memory");
 }
+// 4- or 8-byte copy through L1 (cp.async.cg takes only 16); src_bytes 0 zero-fills.
+template <int Bytes>
+__device__ __forceinline__ void cp_async_small(void* smem, const void* gmem, int src_bytes) {
+  static_assert(Bytes == 4 || Bytes == 8, "cp.async.ca copies 4, 8 or 16 bytes");
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(addr), "l"(gmem), "n"(Bytes), "r"(src_bytes)
+               : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N>

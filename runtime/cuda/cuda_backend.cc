@@ -119,7 +119,7 @@ void CudaBackend::copy_shared(const void* src, void* dst, size_t bytes) {
 }
 
 std::unique_ptr<State> CudaBackend::new_state() {
-  return std::make_unique<CudaSequenceState>(CudaSequenceState::empty_for(config()));
+  return std::make_unique<CudaSequenceState>(CudaSequenceState::empty_for(config(), m_->stream_owner()));
 }
 
 std::unique_ptr<State> CudaBackend::clone(const State& s) {

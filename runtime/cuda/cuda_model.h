@@ -54,7 +54,7 @@ class CudaModel {
   const ModelConfig& config() const { return cfg_; }
   const std::string& fingerprint() const { return fingerprint_; }
   size_t weight_bytes() const { return w_.bytes(); }
-  CudaSequenceState new_state() const { return CudaSequenceState::empty_for(cfg_); }
+  CudaSequenceState new_state() const { return CudaSequenceState::empty_for(cfg_, stream_owner_); }
 
   // One-token steps of a sequence: decode_step replays a captured CUDA graph (the default;
   // HYPIC_CUDA_GRAPHS=0 in the environment or set_decode_graphs(false) turns it off, and the engine then
@@ -75,6 +75,7 @@ class CudaModel {
   int64_t decode_graph_captures() const { return graph_captures_; }
 
   cudaStream_t stream() const { return stream_; }
+  const std::shared_ptr<cuda::Stream>& stream_owner() const { return stream_owner_; }
   cuda::DevicePool& pool() { return pool_; }
 
   // ---- building blocks over device buffers (rows are tokens; each adds its output to the residual) ----
@@ -243,7 +244,9 @@ class CudaModel {
 
   ModelConfig cfg_;
   std::string fingerprint_;
-  cuda::Stream stream_;
+  // Shared with the sequence states' stream-ordered memory (DeviceMemory), which is freed on it.
+  std::shared_ptr<cuda::Stream> stream_owner_ = std::make_shared<cuda::Stream>();
+  cudaStream_t stream_ = stream_owner_->get();
   cuda::Blas blas_;
   cuda::DevicePool pool_;  // per-forward scratch, reused across calls
   cuda::UploadRing upload_;  // small per-call arguments (offsets, pointer arrays) to the device

@@ -12,13 +12,16 @@ void CudaAttentionLayerState::reserve(int64_t needed, int64_t row_elems, cudaStr
   if (needed <= capacity) return;
   const int64_t cap = std::max({needed, 2 * capacity, int64_t{256}});
   const size_t row_bytes = sizeof(cuda::bf16) * row_elems;
-  DeviceMemory nk(row_bytes * cap), nv(row_bytes * cap), np(sizeof(int64_t) * cap);
+  // On the owner's stream the old blocks go back to the pool in stream order, after the copies below.
+  const bool ordered = this->stream && this->stream->get() == stream;
+  auto block = [&](size_t bytes) { return ordered ? DeviceMemory(bytes, this->stream) : DeviceMemory(bytes); };
+  DeviceMemory nk = block(row_bytes * cap), nv = block(row_bytes * cap), np = block(sizeof(int64_t) * cap);
   if (rows > 0) {
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(nk.get(), k.get(), row_bytes * rows, cudaMemcpyDeviceToDevice, stream));
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(nv.get(), v.get(), row_bytes * rows, cudaMemcpyDeviceToDevice, stream));
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(np.get(), pos.get(), sizeof(int64_t) * rows, cudaMemcpyDeviceToDevice, stream));
-    // The old blocks are freed below: the copies (and earlier readers) must be done with them.
-    HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    // Plain blocks are freed below at once: the copies (and earlier readers) must be done with them.
+    if (!ordered) HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   k = std::move(nk);
   v = std::move(nv);
@@ -44,8 +47,8 @@ void CudaAttentionLayerState::append(const void* k_rows, const void* v_rows, con
 
 namespace {
 
-DeviceMemory copy_of(const DeviceMemory& m, cudaStream_t stream) {
-  DeviceMemory c(m.bytes());
+DeviceMemory copy_of(const DeviceMemory& m, cudaStream_t stream, const std::shared_ptr<const cuda::Stream>& owner) {
+  DeviceMemory c = owner && owner->get() == stream ? DeviceMemory(m.bytes(), owner) : DeviceMemory(m.bytes());
   if (m.bytes()) HYPIC_CUDA_CHECK(cudaMemcpyAsync(c.get(), m.get(), m.bytes(), cudaMemcpyDeviceToDevice, stream));
   return c;
 }
@@ -55,13 +58,15 @@ DeviceMemory copy_of(const DeviceMemory& m, cudaStream_t stream) {
 namespace {
 
 // Carves per-layer conv tails and states out of one block (views), the block itself owning.
-DeviceMemory carve_linear(const ModelConfig& cfg, std::vector<CudaLinearLayerState>& lin, bool zero) {
+DeviceMemory carve_linear(const ModelConfig& cfg, std::vector<CudaLinearLayerState>& lin, bool zero,
+                          const std::shared_ptr<const cuda::Stream>& stream) {
   const size_t tail = sizeof(cuda::bf16) * (cfg.conv_kernel - 1) * cfg.lin_conv_dim();
   const size_t state = sizeof(float) * cfg.lin_v_heads * cfg.lin_k_dim * cfg.lin_v_dim;
   const size_t tail_padded = (tail + 255) / 256 * 256;
   size_t n = 0;
   for (int64_t i = 0; i < cfg.num_layers; ++i) n += cfg.layer_kinds[i] == LayerKind::LinearAttention;
-  DeviceMemory block((tail_padded + state) * n, zero);
+  const size_t bytes = (tail_padded + state) * n;
+  DeviceMemory block = stream ? DeviceMemory(bytes, stream, zero) : DeviceMemory(bytes, zero);
   char* at = static_cast<char*>(block.get());
   for (int64_t i = 0; i < cfg.num_layers; ++i) {
     if (cfg.layer_kinds[i] != LayerKind::LinearAttention) continue;
@@ -80,7 +85,8 @@ CudaSequenceState CudaSequenceState::clone(cudaStream_t stream) const {
   c.lin.resize(lin.size());
   c.attn.resize(attn.size());
   // One block like the original: same layout, so one copy moves every linear layer.
-  c.lin_block = DeviceMemory(lin_block.bytes());
+  const std::shared_ptr<const cuda::Stream>& owner = attn.empty() ? nullptr : attn.front().stream;
+  c.lin_block = owner && owner->get() == stream ? DeviceMemory(lin_block.bytes(), owner) : DeviceMemory(lin_block.bytes());
   const char* from = static_cast<const char*>(lin_block.get());
   char* to = static_cast<char*>(c.lin_block.get());
   for (size_t i = 0; i < lin.size(); ++i) {
@@ -92,9 +98,10 @@ CudaSequenceState CudaSequenceState::clone(cudaStream_t stream) const {
   if (lin_block.bytes())
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(to, from, lin_block.bytes(), cudaMemcpyDeviceToDevice, stream));
   for (size_t i = 0; i < attn.size(); ++i) {
-    c.attn[i].k = copy_of(attn[i].k, stream);
-    c.attn[i].v = copy_of(attn[i].v, stream);
-    c.attn[i].pos = copy_of(attn[i].pos, stream);
+    c.attn[i].stream = attn[i].stream;
+    c.attn[i].k = copy_of(attn[i].k, stream, owner);
+    c.attn[i].v = copy_of(attn[i].v, stream, owner);
+    c.attn[i].pos = copy_of(attn[i].pos, stream, owner);
     c.attn[i].rows = attn[i].rows;
     c.attn[i].capacity = attn[i].capacity;
   }
@@ -107,11 +114,12 @@ void CudaSequenceState::reset(cudaStream_t stream) {
   length = 0;
 }
 
-CudaSequenceState CudaSequenceState::empty_for(const ModelConfig& cfg) {
+CudaSequenceState CudaSequenceState::empty_for(const ModelConfig& cfg, std::shared_ptr<const cuda::Stream> stream) {
   CudaSequenceState s;
   s.lin.resize(static_cast<size_t>(cfg.num_layers));
   s.attn.resize(static_cast<size_t>(cfg.num_layers));
-  s.lin_block = carve_linear(cfg, s.lin, true);
+  for (auto& a : s.attn) a.stream = stream;
+  s.lin_block = carve_linear(cfg, s.lin, true, stream);
   return s;
 }
 

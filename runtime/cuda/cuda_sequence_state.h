@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/backend.h"
@@ -25,6 +26,8 @@ struct CudaAttentionLayerState {
   DeviceMemory k, v;  // bf16 [capacity, Hkv, hd]
   DeviceMemory pos;   // int64 [capacity]
   int64_t rows = 0, capacity = 0;
+  // The owning model's stream: growth on it takes stream-ordered memory (null: plain blocks).
+  std::shared_ptr<const cuda::Stream> stream;
 
   // Makes room for `needed` rows of `row_elems` elements each, keeping the existing rows (work ordered
   // on `stream`).
@@ -40,7 +43,8 @@ class CudaSequenceState : public State {
   std::vector<CudaLinearLayerState> lin;    // [num_layers]; views into lin_block; empty for attention layers
   std::vector<CudaAttentionLayerState> attn;  // [num_layers]; empty for linear layers
 
-  static CudaSequenceState empty_for(const ModelConfig& cfg);
+  // Memory ordered on `stream` (the owning model's; null: plain cudaMalloc blocks).
+  static CudaSequenceState empty_for(const ModelConfig& cfg, std::shared_ptr<const cuda::Stream> stream = nullptr);
   // A deep copy (work ordered on `stream`).
   CudaSequenceState clone(cudaStream_t stream) const;
   // Back to the empty state, keeping the allocations (work ordered on `stream`).

@@ -21,16 +21,38 @@ DeviceMemory::DeviceMemory(size_t bytes, bool zero) : bytes_(bytes) {
   }
 }
 
-DeviceMemory::~DeviceMemory() {
-  if (p_ && owned_) cudaFree(p_);
+DeviceMemory::DeviceMemory(size_t bytes, std::shared_ptr<const cuda::Stream> stream, bool zero)
+    : bytes_(bytes), stream_(std::move(stream)) {
+  if (bytes == 0) return;
+  HYPIC_CUDA_CHECK(cudaMallocAsync(&p_, bytes, stream_->get()));
+  if (zero) {
+    // Complete on return, like the plain block: a user on another stream need not wait for this one.
+    cudaError_t e = cudaMemsetAsync(p_, 0, bytes, stream_->get());
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_->get());
+    if (e != cudaSuccess) {
+      release();
+      HYPIC_CUDA_CHECK(e);
+    }
+  }
 }
+
+void DeviceMemory::release() {
+  if (p_ && owned_) {
+    if (stream_) cudaFreeAsync(p_, stream_->get());
+    else cudaFree(p_);
+  }
+  p_ = nullptr;
+}
+
+DeviceMemory::~DeviceMemory() { release(); }
 
 DeviceMemory& DeviceMemory::operator=(DeviceMemory&& o) noexcept {
   if (this != &o) {
-    if (p_ && owned_) cudaFree(p_);
+    release();
     p_ = o.p_;
     bytes_ = o.bytes_;
     owned_ = o.owned_;
+    stream_ = std::move(o.stream_);
     o.p_ = nullptr;
     o.bytes_ = 0;
   }

@@ -1,8 +1,12 @@
-// An owning handle of one plain cudaMalloc block, for memory that lives as long as a model or a sequence
-// (weights, states). Per-call scratch comes from cuda::DevicePool instead.
+// An owning handle of one device block for memory that lives as long as a model or a sequence (weights,
+// states): a plain cudaMalloc block, or one from the device's memory pool ordered on a stream. Per-call
+// scratch comes from cuda::DevicePool instead.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+
+#include "kernels/cuda/memory.h"
 
 namespace hypic {
 
@@ -11,6 +15,11 @@ class DeviceMemory {
   DeviceMemory() = default;
   // Allocates `bytes` (none for 0); zero-fills the block when `zero`. Throws cuda::CudaError.
   explicit DeviceMemory(size_t bytes, bool zero = false);
+  // Stream-ordered: taken from the device's memory pool on `stream` and given back to it there, after the
+  // work queued on it before (a sequence's K/V and states come and go with every request: cudaMalloc costs
+  // host time and cudaFree synchronises the device). Zero-filled when `zero`, complete on return. The
+  // handle keeps the stream alive.
+  DeviceMemory(size_t bytes, std::shared_ptr<const cuda::Stream> stream, bool zero = false);
   // A non-owning view of part of another block (which must outlive it).
   static DeviceMemory view(void* p, size_t bytes) {
     DeviceMemory m;
@@ -20,7 +29,8 @@ class DeviceMemory {
     return m;
   }
   ~DeviceMemory();
-  DeviceMemory(DeviceMemory&& o) noexcept : p_(o.p_), bytes_(o.bytes_), owned_(o.owned_) {
+  DeviceMemory(DeviceMemory&& o) noexcept
+      : p_(o.p_), bytes_(o.bytes_), owned_(o.owned_), stream_(std::move(o.stream_)) {
     o.p_ = nullptr;
     o.bytes_ = 0;
   }
@@ -37,6 +47,9 @@ class DeviceMemory {
   void* p_ = nullptr;
   size_t bytes_ = 0;
   bool owned_ = true;
+  std::shared_ptr<const cuda::Stream> stream_;  // null: a plain cudaMalloc block
+
+  void release();
 };
 
 }  // namespace hypic

@@ -225,18 +225,20 @@ if [ "$stage" = moe ] || [ "$stage" = chain ]; then
     python3 tools/bench/ncu_step.py "$O/ncu_stitch.csv" 2>&1 | tee "$O/ncu_stitch.txt" | tail -30
   fi
 fi
-if [ "$stage" = stitch ]; then
+if [ "$stage" = stitch ]; then  # QUICK=1: without the other op tests, ncu and the decode bench
   run_test cuda_stitch_ops_test
-  run_test cuda_backend_ops_test
-  run_test cuda_attention_prefill_test
-  run_test cuda_decode_ops_test
+  if [ -z "${QUICK:-}" ]; then
+    run_test cuda_backend_ops_test
+    run_test cuda_attention_prefill_test
+    run_test cuda_decode_ops_test
+  fi
   step "segment chain bench"
   "$(bin hypic_bench_kernels)" --only chain --iters 20 | tee "$O/bench_chain.json"
   step "rag ttft"
   "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 \
     | tee "$O/bench_ttft_rag.json"
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  if [ -n "$NCU" ]; then
+  if [ -n "$NCU" ] && [ -z "${QUICK:-}" ]; then
     step "every kernel of one all-hit request (ncu)"
     timeout 360 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
       --log-file "$O/ncu_request.csv" "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
@@ -252,8 +254,8 @@ if [ "$stage" = stitch ]; then
   run_test cuda_model_test
   run_test engine_model_test "${ENGINE_FILTER:-*cuda*}"
   run_test engine_batch_model_test
-  step decode
-  "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192 \
+  [ -n "${QUICK:-}" ] || step decode
+  [ -n "${QUICK:-}" ] || "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192 \
     --decode 64 --batch ${BATCH_SIZES:-1,8,32} --batch-steps 24 | tee "$O/bench_decode.json" | grep -E "ms_per|tokens_per" | head -12
 fi
 if [ "$stage" = final ]; then

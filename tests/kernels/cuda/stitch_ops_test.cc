@@ -73,8 +73,11 @@ TEST_F(CudaOps, CausalConvVarlenMatchesCpuPerSequence) {
 
 TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
   Stream st;
-  // dv 80: a full 32-column tile, a second one and a partial third.
-  const int64_t H = 3, dk = 128, dv = 80, ns = H * dk * dv, no = H * dk * dk;
+  // dk 128 and 36 (a tile of fewer rows than the kernel's 128); dv 80: a full 32-column tile, a second
+  // one and a partial third.
+  for (const int64_t dk : {int64_t{128}, int64_t{36}}) {
+  SCOPED_TRACE("dk " + std::to_string(dk));
+  const int64_t H = 3, dv = 80, ns = H * dk * dv, no = H * dk * dk;
   auto S0 = hypic::test::randn(ns, 40);
   // Steps: transfer + body recording the state before (a rows sequence), naive sum (no T), a whole state
   // loaded (replace), transfer with no body, a transfer + body recording after, and a save.
@@ -148,6 +151,7 @@ TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
       EXPECT_LT(rel_err(fetch(after_dev[i]), ref_after[i]), tol) << "after step " << i;
     }
   }
+  }
 }
 
 // Row spans inside the chain: the recurrent delta rule of kernels/delta_rule.h (fp32, on the same bf16
@@ -155,7 +159,10 @@ TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
 // kernel's staging of 16 tokens, and the states recorded before and after a span.
 TEST_F(CudaOps, StateChainRowSpansFollowTheRecurrentRule) {
   Stream st;
-  const int64_t H = 4, Hk = 2, dk = 128, dv = 80, ns = H * dk * dv, no = H * dk * dk;
+  // dk 128: every lane of a row step holds 16 rows; dk 36: some lanes hold fewer or none.
+  for (const int64_t dk : {int64_t{128}, int64_t{36}}) {
+  SCOPED_TRACE("dk " + std::to_string(dk));
+  const int64_t H = 4, Hk = 2, dv = 80, ns = H * dk * dv, no = H * dk * dk;
   auto S = hypic::test::randn(ns, 60, 0.3f);
   const std::vector<float> S0 = S;
   auto op = [&](uint32_t seed) {
@@ -260,6 +267,7 @@ TEST_F(CudaOps, StateChainRowSpansFollowTheRecurrentRule) {
   };
   EXPECT_LT(rel_err(fetch(before_dev), ref_before), 1e-4f) << "state before a span";
   EXPECT_LT(rel_err(fetch(after_dev), ref_after), 1e-4f) << "state after a span";
+  }
 }
 
 TEST_F(CudaOps, CopyBatched) {
