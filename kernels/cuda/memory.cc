@@ -6,6 +6,14 @@
 
 namespace hypic::cuda {
 
+void trim_device_pool() {
+  int device = 0;
+  cudaMemPool_t pool;
+  if (cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
+    (void)cudaMemPoolTrimTo(pool, 0);
+  (void)cudaGetLastError();
+}
+
 size_t DevicePool::size_class(size_t bytes) {
   // Small blocks: multiples of 256 B up to 64 KiB. Larger: 8 classes per power of two (at most 12.5% waste).
   if (bytes == 0) bytes = 1;
@@ -40,6 +48,7 @@ void* DevicePool::allocate(size_t bytes) {
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     trim();  // give cached blocks back and try once more
+    trim_device_pool();
     e = cudaMalloc(&p, cls);
   }
   if (e != cudaSuccess) throw_cuda_error(e, "cudaMalloc (DevicePool)", __FILE__, __LINE__);

@@ -14,6 +14,10 @@
 
 namespace hypic::cuda {
 
+// Gives the unused memory of the current device's default memory pool (stream-ordered allocations that
+// were freed: sequence states, cache entries) back to the driver, so that a plain cudaMalloc can have it.
+void trim_device_pool();
+
 class DevicePool {
  public:
   DevicePool() = default;

@@ -8,7 +8,13 @@ namespace hypic {
 
 DeviceMemory::DeviceMemory(size_t bytes, bool zero) : bytes_(bytes) {
   if (bytes == 0) return;
-  HYPIC_CUDA_CHECK(cudaMalloc(&p_, bytes));
+  cudaError_t m = cudaMalloc(&p_, bytes);
+  if (m == cudaErrorMemoryAllocation) {  // freed stream-ordered blocks may hold it: give them back, once more
+    (void)cudaGetLastError();
+    cuda::trim_device_pool();
+    m = cudaMalloc(&p_, bytes);
+  }
+  HYPIC_CUDA_CHECK(m);
   if (zero) {
     // Completed before returning: users run on non-blocking streams, which do not wait for stream 0.
     cudaError_t e = cudaMemsetAsync(p_, 0, bytes, 0);
