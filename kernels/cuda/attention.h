@@ -33,8 +33,8 @@ void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, co
 // Split form for few query rows over many keys (the stitch's seams and question over every cached key):
 // the key tiles of each 128-row query tile are cut into `splits` ranges, one block each, and a combine pass
 // merges their partial softmaxes. Same arguments as attention_prefill, plus
-//   splits: 1..kMaxPrefillSplits (attention_prefill_splits(s, SMs) picks about two blocks per SM, at least
-//           4 key tiles per split; 1 is attention_prefill itself);
+//   splits: 1..kMaxPrefillSplits (attention_prefill_splits(s, SMs) picks up to two blocks per SM without a
+//           partial wave, at least 4 key tiles per split; 1 is attention_prefill itself);
 //   workspace: attention_prefill_workspace_bytes(s, splits) bytes of device memory (none for 1 split),
 //           fp32 [Tq * Hq, splits, padded d + 2].
 // CudaModel::attention_core calls it for every prefill-sized pass (a split count of 1 where the query tiles

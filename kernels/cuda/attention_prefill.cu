@@ -392,7 +392,9 @@ void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, co
 int64_t attention_prefill_splits(const AttentionShape& s, int sm_count) {
   const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq, tiles = (s.Tk + kBN - 1) / kBN;
   if (blocks <= 0 || blocks >= sm_count) return 1;
-  int64_t n = (2 * int64_t(sm_count) + blocks - 1) / blocks;  // about two blocks per SM
+  // Up to two blocks per SM, rounded down: one block past a whole wave would cost a wave of its own
+  // (32 query-tile blocks of the stitch took 9 splits, 288 blocks, before: 8 fill 256 slots).
+  int64_t n = 2 * int64_t(sm_count) / blocks;
   const int64_t by_tiles = tiles / 4;  // at least 4 key tiles per split, or the combine costs more than it saves
   n = n < by_tiles ? n : by_tiles;
   return n < 1 ? 1 : (n > kMaxPrefillSplits ? kMaxPrefillSplits : n);
