@@ -8,14 +8,24 @@
 
 namespace hypic {
 
+namespace {
+
+// A block for work on `stream`: stream-ordered where `stream` is the owner's, a plain one otherwise.
+DeviceMemory block_for(size_t bytes, const std::shared_ptr<const cuda::Stream>& owner, cudaStream_t stream) {
+  return owner && owner->get() == stream ? DeviceMemory(bytes, owner) : DeviceMemory(bytes);
+}
+
+}  // namespace
+
 void CudaAttentionLayerState::reserve(int64_t needed, int64_t row_elems, cudaStream_t stream) {
   if (needed <= capacity) return;
   const int64_t cap = std::max({needed, 2 * capacity, int64_t{256}});
   const size_t row_bytes = sizeof(cuda::bf16) * row_elems;
   // On the owner's stream the old blocks go back to the pool in stream order, after the copies below.
   const bool ordered = this->stream && this->stream->get() == stream;
-  auto block = [&](size_t bytes) { return ordered ? DeviceMemory(bytes, this->stream) : DeviceMemory(bytes); };
-  DeviceMemory nk = block(row_bytes * cap), nv = block(row_bytes * cap), np = block(sizeof(int64_t) * cap);
+  DeviceMemory nk = block_for(row_bytes * cap, this->stream, stream);
+  DeviceMemory nv = block_for(row_bytes * cap, this->stream, stream);
+  DeviceMemory np = block_for(sizeof(int64_t) * cap, this->stream, stream);
   if (rows > 0) {
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(nk.get(), k.get(), row_bytes * rows, cudaMemcpyDeviceToDevice, stream));
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(nv.get(), v.get(), row_bytes * rows, cudaMemcpyDeviceToDevice, stream));
@@ -48,7 +58,7 @@ void CudaAttentionLayerState::append(const void* k_rows, const void* v_rows, con
 namespace {
 
 DeviceMemory copy_of(const DeviceMemory& m, cudaStream_t stream, const std::shared_ptr<const cuda::Stream>& owner) {
-  DeviceMemory c = owner && owner->get() == stream ? DeviceMemory(m.bytes(), owner) : DeviceMemory(m.bytes());
+  DeviceMemory c = block_for(m.bytes(), owner, stream);
   if (m.bytes()) HYPIC_CUDA_CHECK(cudaMemcpyAsync(c.get(), m.get(), m.bytes(), cudaMemcpyDeviceToDevice, stream));
   return c;
 }
@@ -86,7 +96,7 @@ CudaSequenceState CudaSequenceState::clone(cudaStream_t stream) const {
   c.attn.resize(attn.size());
   // One block like the original: same layout, so one copy moves every linear layer.
   const std::shared_ptr<const cuda::Stream>& owner = attn.empty() ? nullptr : attn.front().stream;
-  c.lin_block = owner && owner->get() == stream ? DeviceMemory(lin_block.bytes(), owner) : DeviceMemory(lin_block.bytes());
+  c.lin_block = block_for(lin_block.bytes(), owner, stream);
   const char* from = static_cast<const char*>(lin_block.get());
   char* to = static_cast<char*>(c.lin_block.get());
   for (size_t i = 0; i < lin.size(); ++i) {
