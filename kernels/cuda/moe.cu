@@ -4,70 +4,27 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/moe_route.cuh"
 
 namespace hypic::cuda {
 namespace {
 
-constexpr int kMaxE = 1024, kPerLane = kMaxE / 32;
+constexpr int kMaxE = detail::kRouteMaxE;
 
-// One warp per token: softmax over E logits held in registers (lane owns experts lane, lane+32, ...),
-// then K rounds of warp arg-max (ties to the lower id).
+// One warp per token (detail::route_warp); PerLane experts per lane.
+template <int PerLane>
 __global__ void route_kernel(const float* __restrict__ logits, int64_t T, int E, int K, bool normalize,
                              int32_t* __restrict__ ids, float* __restrict__ weights) {
   const int64_t t = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (t >= T) return;
-  float val[kPerLane];
-  float mx = -INFINITY;
-#pragma unroll
-  for (int r = 0; r < kPerLane; ++r) {
-    const int e = r * 32 + lane;
-    val[r] = e < E ? logits[t * E + e] : -INFINITY;
-    mx = fmaxf(mx, val[r]);
-  }
-  mx = detail::warp_max(mx);
-  float sum = 0.0f;
-#pragma unroll
-  for (int r = 0; r < kPerLane; ++r) {
-    const int e = r * 32 + lane;
-    val[r] = e < E ? expf(val[r] - mx) : -1.0f;  // probabilities are >= 0: -1 marks "not an expert"
-    sum += e < E ? val[r] : 0.0f;
-  }
-  sum = detail::warp_sum(sum);
-  float chosen_sum = 0.0f, my_w = 0.0f;
-  int my_id = 0;
-  for (int j = 0; j < K; ++j) {
-    float best = -2.0f;
-    int bid = INT_MAX;
-#pragma unroll
-    for (int r = 0; r < kPerLane; ++r)
-      if (val[r] > best) {  // strict: the lowest id wins among a lane's equal values
-        best = val[r];
-        bid = r * 32 + lane;
-      }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bid, o);
-      if (ob > best || (ob == best && oi < bid)) {
-        best = ob;
-        bid = oi;
-      }
-    }
-    const float p = best / sum;
-    chosen_sum += p;
-    if (lane == j) {
-      my_id = bid;
-      my_w = p;
-    }
-#pragma unroll
-    for (int r = 0; r < kPerLane; ++r)
-      if (r * 32 + lane == bid) val[r] = -2.0f;
-  }
+  int32_t id;
+  float w;
+  detail::route_warp<PerLane>(logits + t * E, E, K, normalize, lane, id, w);
   // K <= 32: slot j was kept by lane j.
   if (lane < K) {
-    ids[t * K + lane] = my_id;
-    weights[t * K + lane] = normalize ? my_w / chosen_sum : my_w;
+    ids[t * K + lane] = id;
+    weights[t * K + lane] = w;
   }
 }
 
@@ -121,7 +78,10 @@ void moe_route(const float* logits, int64_t T, int64_t E, int64_t K, bool normal
   HYPIC_CUDA_REQUIRE(E > 0 && E <= kMaxE, "moe_route: at most 1024 experts");
   HYPIC_CUDA_REQUIRE(K > 0 && K <= E && K <= 32, "moe_route: top-k must be in [1, min(E, 32)]");
   if (T == 0) return;
-  route_kernel<<<detail::blocks_for(T, 4), 128, 0, stream>>>(logits, T, int(E), int(K), normalize, ids, weights);
+  if (E <= 256)
+    route_kernel<8><<<detail::blocks_for(T, 4), 128, 0, stream>>>(logits, T, int(E), int(K), normalize, ids, weights);
+  else
+    route_kernel<32><<<detail::blocks_for(T, 4), 128, 0, stream>>>(logits, T, int(E), int(K), normalize, ids, weights);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

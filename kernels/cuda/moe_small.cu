@@ -1,5 +1,6 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/moe_route.cuh"
 #include "kernels/cuda/moe_small.h"
 
 namespace hypic::cuda {
@@ -211,6 +212,123 @@ __global__ void __launch_bounds__(kThreads) grouped_down_kernel(const __nv_bfloa
   }
 }
 
+// The decode form (moe_decode): one token, its routing inside the kernels, the shared expert folded into
+// the down kernel. Both kernels are launched programmatically, so each starts while the kernel before
+// it finishes.
+// The down rows of all K experts and the shared one a lane holds in registers: (K*I + Is) / 256 pieces
+// of 16 bytes (35B-A3B: 18), few enough for two blocks an SM.
+constexpr int kDecodeDownPieces = 20;
+
+// Block = (8 rows of I, one routed slot k). The experts come from the router logits, which (like x) the
+// kernel before writes: so the wait comes first, and the trigger after it (moe_decode's down kernel reads
+// the logits before its own wait, which is safe only once this grid's wait has returned in every block).
+template <int PerLane>
+__global__ void __launch_bounds__(kThreads, 4) decode_gate_up_kernel(const float* __restrict__ logits, int E, int K,
+                                                                  bool normalize, const __nv_bfloat16* __restrict__ x,
+                                                                  int D, const __nv_bfloat16* __restrict__ gate_up,
+                                                                  int I, __nv_bfloat16* __restrict__ act,
+                                                                  int32_t* ids_out, float* weights_out) {
+  extern __shared__ uint4 smem_u4[];
+  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem_u4);
+  __shared__ int32_t sid[kMaxDownK];
+  detail::pdl_wait();
+  detail::pdl_trigger();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 0) {
+    int32_t id;
+    float w;
+    detail::route_warp<PerLane>(logits, E, K, normalize, lane, id, w);
+    if (lane < K) {
+      sid[lane] = id;
+      if (ids_out && blockIdx.x == 0 && blockIdx.y == 0) {
+        ids_out[lane] = id;
+        weights_out[lane] = w;
+      }
+    }
+  }
+  for (int c = threadIdx.x * 8; c < D; c += kThreads * 8)
+    *reinterpret_cast<uint4*>(xs + c) = __ldcg(reinterpret_cast<const uint4*>(x + c));
+  __syncthreads();
+  const int i = blockIdx.x * kRowsPerBlock + warp;
+  if (i >= I) return;
+  const __nv_bfloat16* G = gate_up + (int64_t(sid[blockIdx.y]) * 2 * I + i) * D;
+  const __nv_bfloat16* U = G + int64_t(I) * D;
+  float g, u;
+  dot_partial_pair(G, U, xs, D, lane, g, u);
+  g = detail::warp_sum(g);
+  u = detail::warp_sum(u);
+  if (lane == 0) act[int64_t(blockIdx.y) * I + i] = __float2bfloat16_rn(detail::silu_f(g) * u);
+}
+
+// Block = 8 output features. Before the wait: the routing (again, from the logits the gate/up kernel
+// waited for) and every piece of this warp's row of the K experts' and the shared expert's down
+// projections, in registers; after it: the activations, the sums (in down_kernel's and gemv's orders),
+// h[n] += bf16(routed) + gate * bf16(shared) as gemv's MoeResidual epilogue.
+template <int PerLane>
+__global__ void __launch_bounds__(kThreads, 2) decode_down_kernel(const float* __restrict__ logits, int E, int K,
+                                                               bool normalize, const __nv_bfloat16* __restrict__ act,
+                                                               int I, const __nv_bfloat16* __restrict__ down, int D,
+                                                               const __nv_bfloat16* __restrict__ shared_act,
+                                                               const __nv_bfloat16* __restrict__ shared_down, int Is,
+                                                               const float* __restrict__ shared_gate,
+                                                               float* __restrict__ h) {
+  detail::pdl_trigger();  // a programmatically launched successor (cuda::gemv) may start
+  extern __shared__ uint4 smem_u4[];
+  __nv_bfloat16* as = reinterpret_cast<__nv_bfloat16*>(smem_u4);  // [K * I] routed, then [Is] shared
+  __shared__ const __nv_bfloat16* base[kMaxDownK + 1];
+  __shared__ float wk[kMaxDownK];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 0) {
+    int32_t id;
+    float w;
+    detail::route_warp<PerLane>(logits, E, K, normalize, lane, id, w);
+    if (lane < K) {
+      base[lane] = down + int64_t(id) * D * I;
+      wk[lane] = w;
+    }
+    if (lane == 0) base[K] = shared_down;
+  }
+  __syncthreads();
+  const int n = blockIdx.x * kRowsPerBlock + warp;
+  const bool active = n < D;
+  const int per = I / 256, routed = K * per, pieces = routed + Is / 256;
+  uint4 wv[kDecodeDownPieces];
+#pragma unroll
+  for (int q = 0; q < kDecodeDownPieces; ++q) {
+    if (active && q < pieces) {
+      const bool r = q < routed;
+      const int k = r ? q / per : K, len = r ? I : Is, c = (r ? q % per : q - routed) * 256 + lane * 8;
+      wv[q] = __ldcs(reinterpret_cast<const uint4*>(base[k] + int64_t(n) * len + c));
+    }
+  }
+  detail::pdl_wait();  // the routed activations (the kernel before); the shared ones and its gate are older
+  const int KI = K * I;
+  for (int c = threadIdx.x * 8; c < KI + Is; c += kThreads * 8)
+    *reinterpret_cast<uint4*>(as + c) = __ldcg(reinterpret_cast<const uint4*>(c < KI ? act + c : shared_act + (c - KI)));
+  __syncthreads();
+  if (!active) return;
+  float acc = 0.0f, partial = 0.0f, sh = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kDecodeDownPieces; ++q) {
+    if (q >= pieces) break;
+    if (q < routed) {
+      const int k = q / per, c = (q % per) * 256 + lane * 8;
+      partial = detail::dot8_bf16(wv[q], *reinterpret_cast<const uint4*>(as + int64_t(k) * I + c),
+                                  q % per == 0 ? 0.0f : partial);
+      if (q % per == per - 1) acc += wk[k] * partial;
+    } else {
+      const int c = (q - routed) * 256 + lane * 8;
+      sh = detail::dot8_bf16(wv[q], *reinterpret_cast<const uint4*>(as + KI + c), sh);
+    }
+  }
+  acc = detail::warp_sum(acc);
+  sh = detail::warp_sum(sh);
+  if (lane == 0) {
+    const float s = shared_gate ? detail::sigmoid_f(__ldcg(shared_gate)) : 1.0f;
+    h[n] += detail::round_bf16(acc) + s * detail::round_bf16(sh);
+  }
+}
+
 }  // namespace
 
 void moe_expert_list(const int32_t* offsets, int64_t E, int64_t slots, int32_t* experts, cudaStream_t stream) {
@@ -260,6 +378,41 @@ void moe_small_down_combine(const bf16* act, int64_t T, int64_t K, int64_t I, co
   const dim3 grid(unsigned((D + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(T));
   down_kernel<<<grid, kThreads, size_t(K * I) * 2, stream>>>(act, int(K), int(I), ids, weights, down, int(D), y);
   HYPIC_CUDA_CHECK(cudaGetLastError());
+}
+
+bool moe_decode_supported(int64_t E, int64_t K, int64_t D, int64_t I, int64_t Is) {
+  return E > 0 && E <= detail::kRouteMaxE && K > 0 && K <= E && K <= kMaxDownK && D > 0 && D % 8 == 0 &&
+         I > 0 && I % 256 == 0 && Is > 0 && Is % 256 == 0 && (K * I + Is) / 256 <= kDecodeDownPieces;
+}
+
+void moe_decode(const MoeDecodeArgs& a, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(moe_decode_supported(a.E, a.K, a.D, a.I, a.Is),
+                     "moe_decode: needs E <= 1024, K <= min(E, 32), D % 8 == 0, I and Is multiples of 256, "
+                     "K*I + Is <= 5120");
+  HYPIC_CUDA_REQUIRE(a.logits && a.x && a.gate_up && a.act && a.down && a.shared_act && a.shared_down && a.h &&
+                         (!a.ids || a.weights),
+                     "moe_decode: missing pointer");
+  const auto u16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  HYPIC_CUDA_REQUIRE(u16(a.x) && u16(a.act) && u16(a.shared_act), "moe_decode: x and activations 16-byte aligned");
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const bool narrow = a.E <= 256;  // 8 router logits a lane
+  const int E = int(a.E), K = int(a.K), D = int(a.D), I = int(a.I), Is = int(a.Is);
+  cfg.gridDim = dim3(unsigned((a.I + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(a.K));
+  cfg.dynamicSmemBytes = size_t(a.D) * 2;
+  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, narrow ? decode_gate_up_kernel<8> : decode_gate_up_kernel<32>, a.logits,
+                                      E, K, a.normalize, a.x, D, a.gate_up, I, a.act, a.ids, a.weights));
+  cfg.gridDim = dim3(unsigned((a.D + kRowsPerBlock - 1) / kRowsPerBlock));
+  cfg.dynamicSmemBytes = size_t(a.K * a.I + a.Is) * 2;
+  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, narrow ? decode_down_kernel<8> : decode_down_kernel<32>, a.logits, E, K,
+                                      a.normalize, const_cast<const bf16*>(a.act), I, a.down, D, a.shared_act,
+                                      a.shared_down, Is, a.shared_gate, a.h));
 }
 
 }  // namespace hypic::cuda

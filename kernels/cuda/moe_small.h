@@ -45,4 +45,35 @@ void moe_grouped_gate_up(const bf16* xs, int64_t D, const int32_t* offsets, cons
 void moe_grouped_down(const bf16* act, int64_t I, const int32_t* offsets, const int32_t* experts, int64_t slots,
                       const bf16* down, int64_t D, bf16* ys, cudaStream_t stream);
 
+// The decode step of a layer with a shared expert (one token, softmax top-k router): routing, the routed
+// experts and the shared expert's down projection in two launches, with no routing kernel and no
+// separate shared-down product between them. The two kernels each pick the experts from the logits
+// themselves (moe_route's math, bit for bit) and the down kernel reads its weights before waiting on
+// the gate/up kernel (programmatic launch), so its memory latency hides behind that kernel's tail.
+//   act     = moe_small_gate_up of x through the chosen experts       [K, I] bf16 (scratch, also output)
+//   h[n]   += bf16(sum_k w_k (W_k act_k)[n]) + g * bf16((W_s shared_act)[n]),  g = sigmoid(*shared_gate) or 1
+// which is moe_route + moe_small_gate_up + moe_small_down_combine + gemv's MoeResidual bit for bit.
+struct MoeDecodeArgs {
+  const float* logits = nullptr;     // [E] fp32 router logits of the token
+  int64_t E = 0, K = 0;
+  bool normalize = false;            // renormalise the K weights (norm_topk_prob)
+  const bf16* x = nullptr;           // [D] the normed input row
+  int64_t D = 0;
+  const bf16* gate_up = nullptr;     // [E, 2I, D]
+  int64_t I = 0;
+  bf16* act = nullptr;               // [K, I]
+  const bf16* down = nullptr;        // [E, D, I]
+  const bf16* shared_act = nullptr;  // [Is] the shared expert's SwiGLU output
+  const bf16* shared_down = nullptr; // [D, Is]
+  int64_t Is = 0;
+  const float* shared_gate = nullptr;  // one logit, or null for an ungated shared expert
+  float* h = nullptr;                // [D] fp32 residual stream (in/out)
+  int32_t* ids = nullptr;            // optional [K] the chosen experts (with weights [K] fp32)
+  float* weights = nullptr;
+};
+// Shapes moe_decode takes: E <= 1024, K <= min(E, 32), D % 8 == 0, I and Is multiples of 256 with
+// K*I + Is <= 5120 (every piece of a down row in registers).
+bool moe_decode_supported(int64_t E, int64_t K, int64_t D, int64_t I, int64_t Is);
+void moe_decode(const MoeDecodeArgs& args, cudaStream_t stream);
+
 }  // namespace hypic::cuda

@@ -971,6 +971,28 @@ bool CudaModel::ffn_one_row(int layer, CudaActivations& s) {
   int n = 2;
   if (M.shared_gate.w) first[n++] = {M.shared_gate.w, M.shared_gate.out, s.sg.get(), DType::F32};
   cuda::gemv(gemv_input(s), D, first, n, cs);
+  if (cuda::moe_decode_supported(E, K, D, I, Is)) {
+    // Routing, routed experts, shared down, the sum and the residual add: two more launches.
+    cuda::MoeDecodeArgs a;
+    a.logits = s.router.as<float>();
+    a.E = E;
+    a.K = K;
+    a.normalize = cfg_.norm_topk_prob;
+    a.x = s.xp();
+    a.D = D;
+    a.gate_up = M.gate_up;
+    a.I = I;
+    a.act = s.eact.as<bf16>();
+    a.down = M.down;
+    a.shared_act = s.sgu.as<bf16>();
+    a.shared_down = M.shared.down.w;
+    a.Is = Is;
+    a.shared_gate = M.shared_gate.w ? s.sg.as<float>() : nullptr;
+    a.h = s.hp();
+    cuda::moe_decode(a, cs);
+    if (active_profile_) active_profile_->mark("ffn_experts", cs);
+    return true;
+  }
   cuda::moe_route(s.router.as<float>(), 1, E, K, cfg_.norm_topk_prob, s.sel.as<int32_t>(), s.wts.as<float>(), cs);
   if (active_profile_) active_profile_->mark("ffn_router", cs);
   bf16* y = s.y.as<bf16>();

@@ -15,6 +15,9 @@
 #   tools/bench/gpu_full_check.sh stitch # the all-hit stitch: op tests, the chain's bench, RAG TTFT, every
 #                                        # kernel of one all-hit request (ncu), the host's time per step and
 #                                        # the cuBLASLt queries, model and engine tests, decode at batch 1/8/32
+#   tools/bench/gpu_full_check.sh probe  # the decode MoE (cuda::moe_decode): its op test, model tests, decode at
+#                                        # batch 1/8/32, each kernel of a launched decode step (ncu); and the
+#                                        # segment chain bench's three variants under Nsight Compute's full set
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
@@ -257,6 +260,34 @@ if [ "$stage" = stitch ]; then  # QUICK=1: without the other op tests, ncu and t
   [ -n "${QUICK:-}" ] || step decode
   [ -n "${QUICK:-}" ] || "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192 \
     --decode 64 --batch ${BATCH_SIZES:-1,8,32} --batch-steps 24 | tee "$O/bench_decode.json" | grep -E "ms_per|tokens_per" | head -12
+fi
+if [ "$stage" = probe ]; then
+  run_test cuda_decode_ops_test
+  step decode
+  "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192 \
+    --decode 64 --batch ${BATCH_SIZES:-1,8,32} --batch-steps 24 | tee "$O/bench_decode.json" | grep -E "ms_per|tokens_per" | head -12
+  step "segment chain bench"
+  "$(bin hypic_bench_kernels)" --only chain --iters 20 | tee "$O/bench_chain.json"
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$NCU" ]; then
+    # --iters 1: each variant is 3 warm-up launches and 5 timed ones; the 6th of each is profiled.
+    for v in 5:all 13:products 21:spans; do
+      step "ncu full set: state_chain, ${v#*:}"
+      timeout 120 "$NCU" --set full --import-source no -k regex:state_chain --launch-skip ${v%%:*} --launch-count 1 \
+        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+        "$(bin hypic_bench_kernels)" --only chain --iters 1 > "$O/ncu_chain_${v#*:}.txt" 2>&1
+      grep -E "Duration|Throughput|Issued Ipc|Warp Cycles Per Issued|Achieved Occupancy" "$O/ncu_chain_${v#*:}.txt" | head -12
+    done
+    step "kernel durations of a launched decode step (ncu)"
+    HYPIC_CUDA_GRAPHS=0 timeout 200 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+      --csv --log-file "$O/ncu_decode.csv" "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+      --random-weights --prefill 8192 --decode 3 > "$O/ncu_bench.txt" 2>&1
+    python3 tools/bench/ncu_step.py "$O/ncu_decode.csv" 2>&1 | tee "$O/ncu_step.txt" | head -30
+    rm -f "$O/ncu_decode.csv"
+  fi
+  run_test cuda_model_test
+  run_test cuda_backend_ops_test
+  run_test engine_batch_model_test
 fi
 if [ "$stage" = final ]; then
   if [ -z "${ONLY_SERVE:-}" ]; then

@@ -1,15 +1,18 @@
 // The decode step's fused ops: the one-row products (cuda::gemv) against the CPU reference ops they
 // replace (cpu::rmsnorm, cpu::linear, SwiGLU, the MoE residual sum, the Gated DeltaNet gates), and the
-// fused query/key norm + rotation (cuda::qk_norm_rope) and conv + split (cuda::gdn_conv_split_rows)
+// fused query/key norm + rotation, the decode MoE (cuda::moe_decode) (cuda::qk_norm_rope) and conv + split (cuda::gdn_conv_split_rows)
 // against the CUDA ops they replace, bit for bit (those ops are checked against the CPU in
 // backend_ops_test.cc).
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/model_glue.h"
+#include "kernels/cuda/moe.h"
+#include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/gemm.h"
@@ -145,6 +148,78 @@ TEST_F(CudaOps, GemvEpilogues) {
   std::vector<float> want(D);
   for (int64_t n = 0; n < D; ++n) want[n] = h0[n] + dsum[n];
   HYPIC_EXPECT_ERR_LT(rel_err(h.download(), want), kTolF32Out);
+}
+
+// The decode MoE (routing inside, the shared expert folded into the down kernel) against the four launches
+// it replaces, bit for bit: moe_route, moe_small_gate_up, moe_small_down_combine and gemv's MoeResidual
+// (checked against the CPU in backend_ops_test.cc and above). Shapes: 35B-A3B's K, I and Is with fewer
+// experts; a router wider than 256 experts with a hidden size off the 256 grid; a hidden size past the
+// registers' 2048.
+TEST_F(CudaOps, MoeDecodeEqualsRouteSmallExpertsAndResidual) {
+  struct Case {
+    int64_t E, K, D, I, Is;
+    bool normalize, gated;
+  };
+  for (const Case c : {Case{40, 8, 1024, 512, 512, true, true}, Case{300, 4, 264, 256, 256, false, false},
+                       Case{32, 8, 2304, 256, 512, true, true}}) {
+    SCOPED_TRACE("E " + std::to_string(c.E) + " D " + std::to_string(c.D));
+    ASSERT_TRUE(moe_decode_supported(c.E, c.K, c.D, c.I, c.Is));
+    Stream st;
+    const auto logits = hypic::test::randn(c.E, 41, 2.0f);
+    const auto x = randn_bf16(c.D, 42, 1.0f), sact = randn_bf16(c.Is, 43, 1.0f);
+    const auto gu = randn_bf16(c.E * 2 * c.I * c.D, 44, 0.05f), dn = randn_bf16(c.E * c.D * c.I, 45, 0.05f),
+               sdn = randn_bf16(c.D * c.Is, 46, 0.05f);
+    const auto h0 = hypic::test::randn(c.D, 47, 1.0f);
+    DevArray<float> dlog(pool, logits), dsg(pool, std::vector<float>{0.7f}), h_ref(pool, h0), h_got(pool, h0);
+    auto dx = to_device_bf16(pool, x), dsact = to_device_bf16(pool, sact), dgu = to_device_bf16(pool, gu),
+         ddn = to_device_bf16(pool, dn), dsdn = to_device_bf16(pool, sdn);
+    DevArray<int32_t> ids_ref(pool, c.K), ids_got(pool, c.K);
+    DevArray<float> w_ref(pool, c.K), w_got(pool, c.K);
+    DevArray<bf16> act_ref(pool, c.K * c.I), act_got(pool, c.K * c.I), y(pool, c.D);
+
+    moe_route(dlog.get(), 1, c.E, c.K, c.normalize, ids_ref.get(), w_ref.get(), st);
+    moe_small_gate_up(dx.get(), 1, c.D, c.D, ids_ref.get(), c.K, dgu.get(), c.I, act_ref.get(), st);
+    moe_small_down_combine(act_ref.get(), 1, c.K, c.I, ids_ref.get(), w_ref.get(), ddn.get(), c.D, y.get(), st);
+    GemvInput ain;
+    ain.x = dsact.get();
+    GemvTarget down{dsdn.get(), c.D, h_ref.get(), DType::F32, GemvEpilogue::MoeResidual};
+    down.routed = y.get();
+    down.gate = c.gated ? dsg.get() : nullptr;
+    gemv(ain, c.Is, &down, 1, st);
+
+    MoeDecodeArgs a;
+    a.logits = dlog.get();
+    a.E = c.E;
+    a.K = c.K;
+    a.normalize = c.normalize;
+    a.x = dx.get();
+    a.D = c.D;
+    a.gate_up = dgu.get();
+    a.I = c.I;
+    a.act = act_got.get();
+    a.down = ddn.get();
+    a.shared_act = dsact.get();
+    a.shared_down = dsdn.get();
+    a.Is = c.Is;
+    a.shared_gate = c.gated ? dsg.get() : nullptr;
+    a.h = h_got.get();
+    a.ids = ids_got.get();
+    a.weights = w_got.get();
+    moe_decode(a, st);
+    st.synchronize();
+    EXPECT_EQ(ids_got.download(), ids_ref.download());
+    EXPECT_EQ(w_got.download(), w_ref.download());
+    EXPECT_EQ(from_device_bf16(act_got), from_device_bf16(act_ref));
+    const auto got = h_got.download(), want = h_ref.download();
+    ASSERT_EQ(got.size(), want.size());
+    int64_t differ = 0;
+    for (size_t n = 0; n < got.size(); ++n) differ += std::memcmp(&got[n], &want[n], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0) << "of " << got.size() << " outputs";
+    // The residual did move: the test would fail if neither path wrote h.
+    EXPECT_GT(rel_err(got, h0), 1e-3f);
+  }
+  EXPECT_FALSE(moe_decode_supported(256, 8, 2048, 512, 1280));  // (K*I + Is) / 256 = 16 + 5 pieces > 20
+  EXPECT_FALSE(moe_decode_supported(256, 8, 2048, 500, 512));   // I off the 256 grid
 }
 
 TEST_F(CudaOps, GemvRejectsBadShapes) {
