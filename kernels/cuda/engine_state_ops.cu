@@ -143,6 +143,7 @@ __device__ __forceinline__ void chain_rows(const StateStep& step, const ChainDim
       detail::cp_async_wait<0>();
       __syncthreads();
     }
+#pragma unroll 2  // the next token's loads and products of q and k overlap this token's reductions
     for (int j = 0; j < m; ++j) {
       const float a = expf(s.g[j]), beta = s.beta[j], v = __bfloat162float(s.v[j * kChainCols + col]);
       float k[kChainLaneRows], q[kChainLaneRows];
@@ -156,14 +157,16 @@ __device__ __forceinline__ void chain_rows(const StateStep& step, const ChainDim
           for (int e = 0; e < 4; ++e) k[i + e] = q[i + e] = 0.0f;
         }
       }
-      float pk[2] = {0.f, 0.f}, pq[2] = {0.f, 0.f}, pqk[2] = {0.f, 0.f};
+      // Four partial sums each: short dependency chains (a warp's tokens are one long dependent sequence).
+      float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f}, pqk[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int i = 0; i < kChainLaneRows; ++i) {
-        pk[i & 1] = fmaf(st[i], k[i], pk[i & 1]);
-        pq[i & 1] = fmaf(st[i], q[i], pq[i & 1]);
-        pqk[i & 1] = fmaf(k[i], q[i], pqk[i & 1]);
+        pk[i & 3] = fmaf(st[i], k[i], pk[i & 3]);
+        pq[i & 3] = fmaf(st[i], q[i], pq[i & 3]);
+        pqk[i & 3] = fmaf(k[i], q[i], pqk[i & 3]);
       }
-      float ks = pk[0] + pk[1], qs = pq[0] + pq[1], qk = pqk[0] + pqk[1];
+      float ks = (pk[0] + pk[1]) + (pk[2] + pk[3]), qs = (pq[0] + pq[1]) + (pq[2] + pq[3]),
+            qk = (pqk[0] + pqk[1]) + (pqk[2] + pqk[3]);
 #pragma unroll
       for (int off = 1; off < 8; off *= 2) {
         ks += __shfl_xor_sync(0xffffffffu, ks, off);

@@ -71,6 +71,74 @@ __global__ void combine_kernel(const bf16* __restrict__ ys, int64_t T, int K, in
   out[i] = __float2bfloat16_rn(acc);
 }
 
+// The device-only plan in one block (E <= 1024 experts: one per thread): counts and ranks by shared-memory
+// atomics, the offsets and the list of experts with rows by one block scan, then every row placed.
+constexpr int kPlanThreads = 1024;
+static_assert(kPlanThreads >= kMaxE, "one thread per expert");
+
+__global__ void __launch_bounds__(kPlanThreads) plan_device_kernel(const int32_t* __restrict__ ids, int n, int K, int E,
+                                                                   MoePlan plan, int slots, int32_t* experts) {
+  __shared__ int cnt[kMaxE], off[kMaxE];
+  __shared__ int wsum[kPlanThreads / 32], wused[kPlanThreads / 32];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  if (tid < E) cnt[tid] = 0;
+  __syncthreads();
+  for (int i = tid; i < n; i += kPlanThreads) plan.rank[i] = atomicAdd(&cnt[ids[i]], 1);
+  __syncthreads();
+  // Inclusive warp scans of the counts and of "has rows", then the warps' totals.
+  const int c = tid < E ? cnt[tid] : 0, has = c > 0;
+  int sc = c, su = has;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int a = __shfl_up_sync(0xffffffffu, sc, o), b = __shfl_up_sync(0xffffffffu, su, o);
+    if (lane >= o) sc += a, su += b;
+  }
+  if (lane == 31) wsum[warp] = sc, wused[warp] = su;
+  __syncthreads();
+  if (warp == 0) {
+    int a = wsum[lane], b = wused[lane];
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const int x = __shfl_up_sync(0xffffffffu, a, o), y = __shfl_up_sync(0xffffffffu, b, o);
+      if (lane >= o) a += x, b += y;
+    }
+    wsum[lane] = a - wsum[lane];  // exclusive prefix of each warp
+    wused[lane] = b - wused[lane];
+  }
+  __syncthreads();
+  const int excl = wsum[warp] + sc - c, at = wused[warp] + su - has;
+  if (tid < E) {
+    off[tid] = excl;
+    plan.counts[tid] = c;
+    plan.offsets[tid] = excl;
+    if (has && at < slots) experts[at] = tid;
+  }
+  if (tid == E - 1) {
+    plan.offsets[E] = excl + c;
+    for (int j = at + has; j < slots; ++j) experts[j] = -1;
+  }
+  __syncthreads();
+  for (int i = tid; i < n; i += kPlanThreads) {  // rank[i] was written by this thread above
+    const int32_t row = off[ids[i]] + plan.rank[i];
+    plan.src_token[row] = int32_t(i / K);
+    plan.slot_row[i] = row;
+  }
+}
+
+__global__ void combine_residual_kernel(const bf16* __restrict__ ys, int64_t T, int K, int64_t D,
+                                        const int32_t* __restrict__ slot_row, const float* __restrict__ w,
+                                        float* __restrict__ h, const bf16* __restrict__ shared,
+                                        const float* __restrict__ shared_gate) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= T * D) return;
+  const int64_t t = i / D, c = i % D;
+  float acc = 0.0f;
+  for (int j = 0; j < K; ++j) acc += w[t * K + j] * __bfloat162float(ys[int64_t(slot_row[t * K + j]) * D + c]);
+  float v = detail::round_bf16(acc);  // moe_combine's bf16 output, then residual_add's sum
+  if (shared) v += (shared_gate ? detail::sigmoid_f(shared_gate[t]) : 1.0f) * __bfloat162float(shared[i]);
+  h[i] += v;
+}
+
 }  // namespace
 
 void moe_route(const float* logits, int64_t T, int64_t E, int64_t K, bool normalize, int32_t* ids, float* weights,
@@ -193,6 +261,23 @@ void moe_combine(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan&
   if (T * D == 0) return;
   combine_kernel<<<detail::blocks_for(T * D, 256), 256, 0, stream>>>(ys, T, int(K), D, plan.slot_row, weights, out,
                                                                      accumulate);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void moe_plan_device(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan& plan, int32_t* experts,
+                     int64_t slots, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(E > 0 && E <= kMaxE && K > 0 && T >= 0 && T * K < (int64_t{1} << 31),
+                     "moe_plan_device: bad expert shape");
+  HYPIC_CUDA_REQUIRE(slots > 0 && slots <= E, "moe_plan_device: bad slot count");
+  plan_device_kernel<<<1, kPlanThreads, 0, stream>>>(ids, int(T * K), int(K), int(E), plan, int(slots), experts);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void moe_combine_residual(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan& plan, const float* weights,
+                          float* h, const bf16* shared, const float* shared_gate, cudaStream_t stream) {
+  if (T * D == 0) return;
+  combine_residual_kernel<<<detail::blocks_for(T * D, 256), 256, 0, stream>>>(ys, T, int(K), D, plan.slot_row, weights,
+                                                                              h, shared, shared_gate);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

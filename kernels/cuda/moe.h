@@ -38,6 +38,12 @@ MoePlan moe_plan_from_workspace(void* workspace, int64_t T, int64_t K, int64_t E
 void moe_plan(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan& plan, int32_t* counts_host,
               cudaStream_t stream);
 
+// The device-only plan (moe_plan with counts_host = null) and moe_small.h's moe_expert_list in one launch:
+// the same counts, offsets and expert list; the rows within an expert may come in another order (both
+// place them by atomics). experts: [slots] int32, slots <= E (moe_expert_list's contract).
+void moe_plan_device(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan& plan, int32_t* experts,
+                     int64_t slots, cudaStream_t stream);
+
 // xs[r, :] = x[src_token[r], :]; x: [T, D] bf16; xs: [T*K, D] bf16.
 void moe_gather(const bf16* x, int64_t T, int64_t K, int64_t D, const MoePlan& plan, bf16* xs, cudaStream_t stream);
 
@@ -50,5 +56,11 @@ void moe_grouped_gemm(Blas& blas, const bf16* xs, int64_t Kd, const bf16* const*
 // out[t, :] (+)= sum_k weights[t, k] * ys[slot_row[t * K + k], :]  (fp32 sum, bf16 out [T, D]).
 void moe_combine(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan& plan, const float* weights,
                  bf16* out, bool accumulate, cudaStream_t stream);
+
+// moe_combine into a bf16 row, then model_glue.h's residual_add, in one pass (the same rounding):
+//   h[t, :] += bf16(sum_k weights[t, k] * ys[slot_row[t * K + k], :]) + g_t * shared[t, :]
+// h: [T, D] fp32; shared: [T, D] bf16 or null (no shared expert); g_t = sigmoid(shared_gate[t]) or 1 (null).
+void moe_combine_residual(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan& plan, const float* weights,
+                          float* h, const bf16* shared, const float* shared_gate, cudaStream_t stream);
 
 }  // namespace hypic::cuda

@@ -15,13 +15,13 @@ constexpr int kWarps = 4, kThreads = kWarps * 32, kTiles = 4, kRowsPerPass = 8 *
 // (their logical k 2t, 2t+1, 2t+8, 2t+9 are elements 8t .. 8t+3 of the first, 8t+4 .. 8t+7 of the
 // second), which leaves every dot product unchanged and needs neither shared memory nor ldmatrix.
 //   w[m]: weight row g of matrix m (row 8 below it is w[m] + 8 * K), K elements per row, K % 32 == 0
-//   x:    the pass's first grouped row; rows rows apart K elements, n of them valid (n <= 32)
+//   x:    x[j] this lane's row (8j + g) of the pass, K elements; n of the pass's rows are valid (n <= 32)
 //   acc:  acc[m][j] the C fragment of rows 8j .. 8j + 7 of the pass
 // kUnroll chunks of loads are issued before their mmas: the weights are read once, so what bounds the
 // kernel is how many of their loads are in flight.
 template <int kMats, int kUnroll>
 __device__ __forceinline__ void warp_block(const __nv_bfloat16* const (&w)[kMats], int K,
-                                           const __nv_bfloat16* __restrict__ x, int n, int lane,
+                                           const __nv_bfloat16* const (&x)[kTiles], int n, int lane,
                                            float (&acc)[kMats][kTiles][4]) {
   const int g = lane / 4, t = lane % 4;
   const int64_t row8 = int64_t(8) * K;
@@ -38,7 +38,7 @@ __device__ __forceinline__ void warp_block(const __nv_bfloat16* const (&w)[kMats
       }
 #pragma unroll
       for (int j = 0; j < kTiles; ++j)
-        xv[u][j] = in && 8 * j + g < n ? __ldg(reinterpret_cast<const uint4*>(x + int64_t(8 * j + g) * K + k))
+        xv[u][j] = in && 8 * j + g < n ? __ldg(reinterpret_cast<const uint4*>(x[j] + k))
                                        : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
@@ -60,9 +60,10 @@ __device__ __forceinline__ void warp_block(const __nv_bfloat16* const (&w)[kMats
 
 // Block = (64 output columns, one routed expert); warp = 16 of them. kSwiGlu: the expert's weights are
 // [2N, K] (N gate rows, then N up rows) and the warp takes the same 16 gate and up rows, so SwiGLU pairs
-// meet in one lane's accumulators; otherwise [N, K].
+// meet in one lane's accumulators; otherwise [N, K]. src (or null): grouped row r is x's row src[r].
 template <bool kSwiGlu>
 __global__ void __launch_bounds__(kThreads) expert_kernel(const __nv_bfloat16* __restrict__ x, int K,
+                                                          const int32_t* __restrict__ src,
                                                           const int32_t* __restrict__ offsets,
                                                           const int32_t* __restrict__ experts,
                                                           const __nv_bfloat16* __restrict__ weights, int N,
@@ -81,7 +82,13 @@ __global__ void __launch_bounds__(kThreads) expert_kernel(const __nv_bfloat16* _
   for (int r0 = begin; r0 < end; r0 += kRowsPerPass) {
     const int n = min(end - r0, kRowsPerPass);
     float acc[kMats][kTiles][4] = {};
-    warp_block<kMats, kSwiGlu ? 2 : 4>(w, K, x + int64_t(r0) * K, n, lane, acc);
+    const __nv_bfloat16* xr[kTiles];
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      const int r = r0 + 8 * j + g;
+      xr[j] = x + (r < end ? int64_t(src ? src[r] : r) * K : 0);
+    }
+    warp_block<kMats, kSwiGlu ? 2 : 4>(w, K, xr, n, lane, acc);
 #pragma unroll
     for (int j = 0; j < kTiles; ++j)
 #pragma unroll
@@ -113,10 +120,11 @@ bool moe_grouped_mma_supported(int64_t D, int64_t I) {
 }
 
 void moe_grouped_gate_up_mma(const bf16* xs, int64_t D, const int32_t* offsets, const int32_t* experts,
-                             int64_t slots, const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream) {
+                             int64_t slots, const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream,
+                             const int32_t* src_rows) {
   check_args(xs, D, I, slots, "moe_grouped_gate_up_mma");
   const dim3 grid(unsigned((I + 16 * kWarps - 1) / (16 * kWarps)), unsigned(slots));
-  expert_kernel<true><<<grid, kThreads, 0, stream>>>(xs, int(D), offsets, experts, gate_up, int(I), act);
+  expert_kernel<true><<<grid, kThreads, 0, stream>>>(xs, int(D), src_rows, offsets, experts, gate_up, int(I), act);
   HYPIC_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -124,7 +132,7 @@ void moe_grouped_down_mma(const bf16* act, int64_t I, const int32_t* offsets, co
                           int64_t slots, const bf16* down, int64_t D, bf16* ys, cudaStream_t stream) {
   check_args(act, D, I, slots, "moe_grouped_down_mma");
   const dim3 grid(unsigned((D + 16 * kWarps - 1) / (16 * kWarps)), unsigned(slots));
-  expert_kernel<false><<<grid, kThreads, 0, stream>>>(act, int(I), offsets, experts, down, int(D), ys);
+  expert_kernel<false><<<grid, kThreads, 0, stream>>>(act, int(I), nullptr, offsets, experts, down, int(D), ys);
   HYPIC_CUDA_CHECK(cudaGetLastError());
 }
 

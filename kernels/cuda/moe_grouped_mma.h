@@ -26,8 +26,11 @@ bool moe_grouped_mma_supported(int64_t D, int64_t I);
 //   experts:  [slots] int32 (device), the experts with rows, -1 past the last (moe_small.h: moe_expert_list)
 //   gate_up:  [E, 2I, D] bf16, per expert the I gate rows then the I up rows
 //   act:      [T*K, I] bf16 (grouped)
+//   src_rows: optional [T*K] int32 (device): grouped row r is then row src_rows[r] of xs, which is the
+//             ungathered input [T, D] (the plan's src_token: no moe_gather before this)
 void moe_grouped_gate_up_mma(const bf16* xs, int64_t D, const int32_t* offsets, const int32_t* experts,
-                             int64_t slots, const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream);
+                             int64_t slots, const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream,
+                             const int32_t* src_rows = nullptr);
 
 // ys[r, :] = W_e act[r] for each grouped row r of expert e
 //   act: [T*K, I] bf16 (grouped), 16-byte aligned; down: [E, D, I] bf16; ys: [T*K, D] bf16 (grouped).

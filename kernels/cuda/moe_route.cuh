@@ -35,31 +35,31 @@ __device__ __forceinline__ void route_warp(const float* __restrict__ logits, int
 #pragma unroll
   for (int r = 0; r < PerLane; ++r) {
     const int e = r * 32 + lane;
-    val[r] = e < E ? expf(val[r] - mx) : -1.0f;  // probabilities are >= 0: -1 marks "not an expert"
-    sum += e < E ? val[r] : 0.0f;
+    val[r] = e < E ? expf(val[r] - mx) : 0.0f;
+    sum += val[r];
   }
   sum = warp_sum(sum);
+  // Each round picks the largest key over the warp with two single-instruction reductions: key =
+  // bits(p) + 1 (non-negative floats order as their bits; 0 marks a chosen or absent expert, below any
+  // probability, even 0), then the lowest id among the lanes holding that key. A lane's candidate is its
+  // own lowest id of its largest key, so this is "largest p, ties to the lower id" as a scan would be.
+  unsigned key[PerLane];
+#pragma unroll
+  for (int r = 0; r < PerLane; ++r) key[r] = r * 32 + lane < E ? __float_as_uint(val[r]) + 1u : 0u;
   float chosen_sum = 0.0f, my_w = 0.0f;
   int my_id = 0;
   for (int j = 0; j < K; ++j) {
-    float best = -2.0f;
+    unsigned best = 0u;
     int bid = INT_MAX;
 #pragma unroll
     for (int r = 0; r < PerLane; ++r)
-      if (val[r] > best) {  // strict: the lowest id wins among a lane's equal values
-        best = val[r];
+      if (key[r] > best) {  // strict: the lowest id wins among a lane's equal keys
+        best = key[r];
         bid = r * 32 + lane;
       }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bid, o);
-      if (ob > best || (ob == best && oi < bid)) {
-        best = ob;
-        bid = oi;
-      }
-    }
-    const float p = best / sum;
+    const unsigned top = __reduce_max_sync(0xffffffffu, best);
+    bid = int(__reduce_min_sync(0xffffffffu, best == top ? unsigned(bid) : unsigned(INT_MAX)));
+    const float p = __uint_as_float(top - 1u) / sum;
     chosen_sum += p;
     if (lane == j) {
       my_id = bid;
@@ -67,7 +67,7 @@ __device__ __forceinline__ void route_warp(const float* __restrict__ logits, int
     }
 #pragma unroll
     for (int r = 0; r < PerLane; ++r)
-      if (r * 32 + lane == bid) val[r] = -2.0f;
+      if (r * 32 + lane == bid) key[r] = 0u;
   }
   id_out = my_id;
   w_out = normalize ? my_w / chosen_sum : my_w;

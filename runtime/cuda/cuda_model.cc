@@ -1037,6 +1037,8 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   }
   if (active_profile_) active_profile_->mark("ffn_router", cs);
   bf16* y = s.y.as<bf16>();
+  cuda::MoePlan plan{};
+  bool combine_pending = false;
   if (small_moe(T)) {
     cuda::moe_small_gate_up(s.xp(), T, D, D, s.sel.as<int32_t>(), K, M.gate_up, I, s.eact.as<bf16>(), cs);
     cuda::moe_small_down_combine(s.eact.as<bf16>(), T, K, I, s.sel.as<int32_t>(), s.wts.as<float>(), M.down, D, y,
@@ -1044,19 +1046,33 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   } else if (grouped_moe_on_device(T)) {
     // Expert-major: each routed expert's weights read once for all its rows, the plan kept on the device.
     const int64_t slots = std::min(E, T * K);
-    const cuda::MoePlan plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
-    cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, nullptr, cs);
-    cuda::moe_expert_list(plan.offsets, E, slots, s.moe_list.as<int32_t>(), cs);
-    cuda::moe_gather(s.xp(), T, K, D, plan, s.xs.as<bf16>(), cs);
+    plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
+    // Fused (HYPIC_CUDA_DECODE_FUSION, default on): the plan and expert list in one launch, the products
+    // reading the rows through the plan (no gathered copy), the weighted sum in the residual add below.
+    const bool fused = fusion_on_ && moe_mma_;
+    if (fused) {
+      cuda::moe_plan_device(s.sel.as<int32_t>(), T, K, E, plan, s.moe_list.as<int32_t>(), slots, cs);
+    } else {
+      cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, nullptr, cs);
+      cuda::moe_expert_list(plan.offsets, E, slots, s.moe_list.as<int32_t>(), cs);
+    }
     const int32_t* list = s.moe_list.as<int32_t>();
-    if (moe_mma_) {
+    if (fused) {
+      cuda::moe_grouped_gate_up_mma(s.xp(), D, plan.offsets, list, slots, M.gate_up, I, s.eact.as<bf16>(), cs,
+                                    plan.src_token);
+      cuda::moe_grouped_down_mma(s.eact.as<bf16>(), I, plan.offsets, list, slots, M.down, D, s.ys.as<bf16>(), cs);
+    } else if (moe_mma_) {
+      cuda::moe_gather(s.xp(), T, K, D, plan, s.xs.as<bf16>(), cs);
       cuda::moe_grouped_gate_up_mma(s.xs.as<bf16>(), D, plan.offsets, list, slots, M.gate_up, I, s.eact.as<bf16>(), cs);
       cuda::moe_grouped_down_mma(s.eact.as<bf16>(), I, plan.offsets, list, slots, M.down, D, s.ys.as<bf16>(), cs);
     } else {
+      cuda::moe_gather(s.xp(), T, K, D, plan, s.xs.as<bf16>(), cs);
       cuda::moe_grouped_gate_up(s.xs.as<bf16>(), D, plan.offsets, list, slots, M.gate_up, I, s.eact.as<bf16>(), cs);
       cuda::moe_grouped_down(s.eact.as<bf16>(), I, plan.offsets, list, slots, M.down, D, s.ys.as<bf16>(), cs);
     }
-    cuda::moe_combine(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), y, false, cs);
+    // The weighted sum waits for the residual add below (one pass for both) unless scaled first.
+    combine_pending = fused && !cfg_.residual_from_norm;
+    if (!combine_pending) cuda::moe_combine(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), y, false, cs);
   } else {
     moe_grouped(layer, s, y);
   }
@@ -1064,7 +1080,10 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   const float beta = cfg_.residual_from_norm ? cfg_.mlp_beta : 1.0f;  // MiniMax's factor on the MoE output
   cuda::scale_bf16(y, beta, T * D, cs);
   if (!M.has_shared) {
-    cuda::residual_add(s.hp(), y, nullptr, nullptr, T, D, cs);
+    if (combine_pending)
+      cuda::moe_combine_residual(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), s.hp(), nullptr, nullptr, cs);
+    else
+      cuda::residual_add(s.hp(), y, nullptr, nullptr, T, D, cs);
     return;
   }
   const int64_t Is = cfg_.shared_expert_intermediate_size;
@@ -1078,7 +1097,10 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
     gemm(s.xp(), T, D, M.shared_gate, s.sg.get(), DType::F32);
     gate = s.sg.as<float>();
   }
-  cuda::residual_add(s.hp(), y, s.sh.as<bf16>(), gate, T, D, cs);
+  if (combine_pending)
+    cuda::moe_combine_residual(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), s.hp(), s.sh.as<bf16>(), gate, cs);
+  else
+    cuda::residual_add(s.hp(), y, s.sh.as<bf16>(), gate, T, D, cs);
 }
 
 void CudaModel::moe_grouped(int layer, CudaActivations& s, bf16* y) {

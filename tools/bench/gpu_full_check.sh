@@ -18,6 +18,9 @@
 #   tools/bench/gpu_full_check.sh probe  # the decode MoE (cuda::moe_decode): its op test, model tests, decode at
 #                                        # batch 1/8/32, each kernel of a launched decode step (ncu); and the
 #                                        # segment chain bench's three variants under Nsight Compute's full set
+#                                        # (PROBE_CHAIN_NCU=0 / PROBE_TESTS=0: without that ncu / the tests)
+#   tools/bench/gpu_full_check.sh fusion # RAG TTFT (hypic mode) and decode with the fused kernels on and off
+#                                        # (HYPIC_CUDA_DECODE_FUSION=1/0), each kernel of one all-hit request (ncu)
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
@@ -269,7 +272,7 @@ if [ "$stage" = probe ]; then
   step "segment chain bench"
   "$(bin hypic_bench_kernels)" --only chain --iters 20 | tee "$O/bench_chain.json"
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  if [ -n "$NCU" ]; then
+  if [ -n "$NCU" ] && [ "${PROBE_CHAIN_NCU:-1}" = 1 ]; then
     # --iters 1: each variant is 3 warm-up launches and 5 timed ones; the 6th of each is profiled.
     for v in 5:all 13:products 21:spans; do
       step "ncu full set: state_chain, ${v#*:}"
@@ -278,6 +281,8 @@ if [ "$stage" = probe ]; then
         "$(bin hypic_bench_kernels)" --only chain --iters 1 > "$O/ncu_chain_${v#*:}.txt" 2>&1
       grep -E "Duration|Throughput|Issued Ipc|Warp Cycles Per Issued|Achieved Occupancy" "$O/ncu_chain_${v#*:}.txt" | head -12
     done
+  fi
+  if [ -n "$NCU" ]; then
     step "kernel durations of a launched decode step (ncu)"
     HYPIC_CUDA_GRAPHS=0 timeout 200 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
       --csv --log-file "$O/ncu_decode.csv" "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
@@ -285,9 +290,38 @@ if [ "$stage" = probe ]; then
     python3 tools/bench/ncu_step.py "$O/ncu_decode.csv" 2>&1 | tee "$O/ncu_step.txt" | head -30
     rm -f "$O/ncu_decode.csv"
   fi
-  run_test cuda_model_test
-  run_test cuda_backend_ops_test
-  run_test engine_batch_model_test
+  if [ "${PROBE_TESTS:-1}" = 1 ]; then
+    run_test cuda_model_test
+    run_test cuda_backend_ops_test
+    run_test engine_batch_model_test
+  fi
+fi
+if [ "$stage" = fusion ]; then
+  for f in 1 0 1 0; do
+    step "rag ttft, hypic, fusion $f"
+    HYPIC_CUDA_DECODE_FUSION=$f "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag \
+      --mode hypic --requests 8 2>&1 | tee -a "$O/bench_ttft_fusion$f.txt" | grep -E "request 8:|p50"
+  done
+  for f in 1 0; do
+    step "decode, fusion $f"
+    HYPIC_CUDA_DECODE_FUSION=$f "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+      --random-weights --prefill 8192 --decode 64 --batch 1 --batch-steps 24 > "$O/bench_decode_fusion$f.json"
+    grep -E "graph_drawn" "$O/bench_decode_fusion$f.json" | head -2
+  done
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$NCU" ]; then
+    for f in ${FUSION_NCU:-1}; do  # the embedding (where ncu_step.py starts a forward) and the MoE's kernels
+      step "the MoE kernels of one all-hit request (ncu), fusion $f"
+      HYPIC_CUDA_DECODE_FUSION=$f timeout 200 "$NCU" --clock-control none --cache-control none \
+        -k 'regex:embed|route|plan|count|scan|place|expert|gather|combine|residual' \
+        --metrics gpu__time_duration.sum --csv --log-file "$O/ncu_request$f.csv" "$(bin hypic_bench_ttft)" \
+        --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --mode hypic --warmup 8 --requests 1 \
+        > "$O/ncu_request_bench$f.txt" 2>&1
+      python3 tools/bench/ncu_step.py "$O/ncu_request$f.csv" --last 2>&1 | tee "$O/ncu_request$f.txt" | head -36
+      rm -f "$O/ncu_request$f.csv"
+    done
+  fi
+  run_test engine_model_test "${ENGINE_FILTER:-*cuda*}"
 fi
 if [ "$stage" = final ]; then
   if [ -z "${ONLY_SERVE:-}" ]; then

@@ -17,6 +17,7 @@
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/kv_cache.h"
+#include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_mma.h"
 #include "kernels/cuda/moe_small.h"
@@ -715,6 +716,59 @@ TEST_F(CudaOps, MoeMatchesCpu) {
     int64_t used = 0;
     for (int64_t e = 0; e < c.E; ++e) used += counts[e] > 0;
     for (int64_t j = 0; j < slots; ++j) EXPECT_EQ(got_list[j] >= 0, j < used) << "expert list slot " << j;
+
+    // The gate/up products reading the ungathered rows through the plan: the same bits as after moe_gather.
+    DevArray<bf16> uact(pool, R * c.I);
+    moe_grouped_gate_up_mma(dx.get(), c.D, dplan.offsets, list.get(), slots, dgu_all.get(), c.I, uact.get(), st,
+                            dplan.src_token);
+    EXPECT_EQ(from_device_bf16(uact), from_device_bf16(mact)) << "ungathered rows E " << c.E;
+    // The weighted sum fused into the residual add: the same bits as moe_combine then residual_add.
+    const auto h0 = hypic::test::randn(c.T * c.D, 102, 1.0f);
+    const auto shared = randn_bf16(c.T * c.D, 103, 0.5f);
+    const auto sgate = hypic::test::randn(c.T, 104, 1.0f);
+    auto dshared = to_device_bf16(pool, shared);
+    DevArray<float> dsgate(pool, sgate);
+    for (const bool with_shared : {true, false}) {
+      DevArray<float> h_two(pool, h0), h_one(pool, h0);
+      residual_add(h_two.get(), mout.get(), with_shared ? dshared.get() : nullptr, with_shared ? dsgate.get() : nullptr,
+                   c.T, c.D, st);
+      moe_combine_residual(mys.get(), c.T, c.K, c.D, dplan, dw.get(), h_one.get(),
+                           with_shared ? dshared.get() : nullptr, with_shared ? dsgate.get() : nullptr, st);
+      EXPECT_EQ(h_one.download(), h_two.download()) << "combine + residual E " << c.E << " shared " << with_shared;
+    }
+    // The one-launch device plan: the same counts, offsets and expert list, every (token, slot) placed once
+    // within its expert's rows; the whole path over it (no gather, fused combine) gives the same output.
+    DevArray<unsigned char> ws3(pool, moe_plan_workspace_bytes(c.T, c.K, c.E));
+    const MoePlan fplan = moe_plan_from_workspace(ws3.get(), c.T, c.K, c.E);
+    DevArray<int32_t> flist(pool, slots);
+    moe_plan_device(dids.get(), c.T, c.K, c.E, fplan, flist.get(), slots, st);
+    st.synchronize();
+    const auto raw = [](const int32_t* p, int64_t n) {
+      std::vector<int32_t> v(static_cast<size_t>(n));
+      HYPIC_CUDA_CHECK(cudaMemcpy(v.data(), p, sizeof(int32_t) * size_t(n), cudaMemcpyDeviceToHost));
+      return v;
+    };
+    EXPECT_EQ(raw(fplan.counts, c.E), counts) << "plan counts E " << c.E;
+    const auto offs = raw(fplan.offsets, c.E + 1);
+    EXPECT_EQ(offs, raw(dplan.offsets, c.E + 1)) << "plan offsets E " << c.E;
+    EXPECT_EQ(flist.download(), got_list) << "plan expert list E " << c.E;
+    const auto fslot = raw(fplan.slot_row, R), fsrc = raw(fplan.src_token, R), hids = dids.download();
+    std::vector<int> seen(size_t(R), 0);
+    for (int64_t i = 0; i < R; ++i) {
+      const int32_t row = fslot[i], e = hids[i];
+      ASSERT_TRUE(row >= offs[e] && row < offs[e + 1]) << "slot " << i << " row " << row;
+      EXPECT_EQ(fsrc[row], i / c.K) << "row " << row;
+      ++seen[row];
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), R) << "every grouped row placed once";
+    DevArray<bf16> fact(pool, R * c.I), fys(pool, R * c.D);
+    DevArray<float> h_plan(pool, h0), h_ref(pool, h0);
+    moe_grouped_gate_up_mma(dx.get(), c.D, fplan.offsets, flist.get(), slots, dgu_all.get(), c.I, fact.get(), st,
+                            fplan.src_token);
+    moe_grouped_down_mma(fact.get(), c.I, fplan.offsets, flist.get(), slots, ddown_all.get(), c.D, fys.get(), st);
+    moe_combine_residual(fys.get(), c.T, c.K, c.D, fplan, dw.get(), h_plan.get(), dshared.get(), dsgate.get(), st);
+    residual_add(h_ref.get(), mout.get(), dshared.get(), dsgate.get(), c.T, c.D, st);
+    HYPIC_EXPECT_ERR_LT(rel_err(h_plan.download(), h_ref.download()), 1e-6f) << "device plan path E " << c.E;
   }
 }
 
