@@ -215,9 +215,11 @@ __global__ void __launch_bounds__(kThreads) grouped_down_kernel(const __nv_bfloa
 // The decode form (moe_decode): one token, its routing inside the kernels, the shared expert folded into
 // the down kernel. Both kernels are launched programmatically, so each starts while the kernel before
 // it finishes.
-// The down rows of all K experts and the shared one a lane holds in registers: (K*I + Is) / 256 pieces
-// of 16 bytes (35B-A3B: 18), few enough for two blocks an SM.
+// Of the (K*I + Is) / 256 16-byte pieces of a lane's down rows (all K experts' and the shared one's), this
+// many are read into registers before the wait (35B-A3B: all 18), few enough for two blocks an SM; the
+// rest are read after it.
 constexpr int kDecodeDownPieces = 20;
+constexpr int64_t kDecodeMaxAct = 24576;  // K*I + Is activations in shared memory (48 KB)
 
 // Block = (8 rows of I, one routed slot k). The experts come from the router logits, which (like x) the
 // kernel before writes: so the wait comes first, and the trigger after it (moe_decode's down kernel reads
@@ -261,8 +263,8 @@ __global__ void __launch_bounds__(kThreads, 4) decode_gate_up_kernel(const float
 }
 
 // Block = 8 output features. Before the wait: the routing (again, from the logits the gate/up kernel
-// waited for) and every piece of this warp's row of the K experts' and the shared expert's down
-// projections, in registers; after it: the activations, the sums (in down_kernel's and gemv's orders),
+// waited for) and this warp's row of the K experts' and the shared expert's down projections, in
+// registers (its first kDecodeDownPieces pieces); after it: the activations, the sums (in down_kernel's and gemv's orders),
 // h[n] += bf16(routed) + gate * bf16(shared) as gemv's MoeResidual epilogue.
 template <int PerLane>
 __global__ void __launch_bounds__(kThreads, 2) decode_down_kernel(const float* __restrict__ logits, int E, int K,
@@ -292,35 +294,39 @@ __global__ void __launch_bounds__(kThreads, 2) decode_down_kernel(const float* _
   const int n = blockIdx.x * kRowsPerBlock + warp;
   const bool active = n < D;
   const int per = I / 256, routed = K * per, pieces = routed + Is / 256;
+  // Piece q: expert q / per's row, its (q % per)-th 256 elements; past the routed ones, the shared row's.
+  const auto piece = [&](int q) {
+    const bool r = q < routed;
+    const int k = r ? q / per : K, len = r ? I : Is, c = (r ? q % per : q - routed) * 256 + lane * 8;
+    return reinterpret_cast<const uint4*>(base[k] + int64_t(n) * len + c);
+  };
   uint4 wv[kDecodeDownPieces];
 #pragma unroll
-  for (int q = 0; q < kDecodeDownPieces; ++q) {
-    if (active && q < pieces) {
-      const bool r = q < routed;
-      const int k = r ? q / per : K, len = r ? I : Is, c = (r ? q % per : q - routed) * 256 + lane * 8;
-      wv[q] = __ldcs(reinterpret_cast<const uint4*>(base[k] + int64_t(n) * len + c));
-    }
-  }
+  for (int q = 0; q < kDecodeDownPieces; ++q)
+    if (active && q < pieces) wv[q] = __ldcs(piece(q));
   detail::pdl_wait();  // the routed activations (the kernel before); the shared ones and its gate are older
-  const int KI = K * I;
-  for (int c = threadIdx.x * 8; c < KI + Is; c += kThreads * 8)
-    *reinterpret_cast<uint4*>(as + c) = __ldcg(reinterpret_cast<const uint4*>(c < KI ? act + c : shared_act + (c - KI)));
+  for (int c = threadIdx.x * 8; c < K * I + Is; c += kThreads * 8)
+    *reinterpret_cast<uint4*>(as + c) =
+        __ldcg(reinterpret_cast<const uint4*>(c < K * I ? act + c : shared_act + (c - K * I)));
   __syncthreads();
   if (!active) return;
   float acc = 0.0f, partial = 0.0f, sh = 0.0f;
+  const int KI = K * I;
+  const auto use = [&](int q, const uint4& w) {
+    if (q < routed) {
+      const int k = q / per, c = (q % per) * 256 + lane * 8;
+      partial = detail::dot8_bf16(w, *reinterpret_cast<const uint4*>(as + int64_t(k) * I + c), q % per == 0 ? 0.0f : partial);
+      if (q % per == per - 1) acc += wk[k] * partial;
+    } else {
+      sh = detail::dot8_bf16(w, *reinterpret_cast<const uint4*>(as + KI + (q - routed) * 256 + lane * 8), sh);
+    }
+  };
 #pragma unroll
   for (int q = 0; q < kDecodeDownPieces; ++q) {
     if (q >= pieces) break;
-    if (q < routed) {
-      const int k = q / per, c = (q % per) * 256 + lane * 8;
-      partial = detail::dot8_bf16(wv[q], *reinterpret_cast<const uint4*>(as + int64_t(k) * I + c),
-                                  q % per == 0 ? 0.0f : partial);
-      if (q % per == per - 1) acc += wk[k] * partial;
-    } else {
-      const int c = (q - routed) * 256 + lane * 8;
-      sh = detail::dot8_bf16(wv[q], *reinterpret_cast<const uint4*>(as + KI + c), sh);
-    }
+    use(q, wv[q]);
   }
+  for (int q = kDecodeDownPieces; q < pieces; ++q) use(q, __ldcs(piece(q)));
   acc = detail::warp_sum(acc);
   sh = detail::warp_sum(sh);
   if (lane == 0) {
@@ -382,13 +388,13 @@ void moe_small_down_combine(const bf16* act, int64_t T, int64_t K, int64_t I, co
 
 bool moe_decode_supported(int64_t E, int64_t K, int64_t D, int64_t I, int64_t Is) {
   return E > 0 && E <= detail::kRouteMaxE && K > 0 && K <= E && K <= kMaxDownK && D > 0 && D % 8 == 0 &&
-         I > 0 && I % 256 == 0 && Is > 0 && Is % 256 == 0 && (K * I + Is) / 256 <= kDecodeDownPieces;
+         I > 0 && I % 256 == 0 && Is > 0 && Is % 256 == 0 && K * I + Is <= kDecodeMaxAct;
 }
 
 void moe_decode(const MoeDecodeArgs& a, cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE(moe_decode_supported(a.E, a.K, a.D, a.I, a.Is),
                      "moe_decode: needs E <= 1024, K <= min(E, 32), D % 8 == 0, I and Is multiples of 256, "
-                     "K*I + Is <= 5120");
+                     "K*I + Is <= 24576");
   HYPIC_CUDA_REQUIRE(a.logits && a.x && a.gate_up && a.act && a.down && a.shared_act && a.shared_down && a.h &&
                          (!a.ids || a.weights),
                      "moe_decode: missing pointer");

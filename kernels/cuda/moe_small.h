@@ -72,7 +72,7 @@ struct MoeDecodeArgs {
   float* weights = nullptr;
 };
 // Shapes moe_decode takes: E <= 1024, K <= min(E, 32), D % 8 == 0, I and Is multiples of 256 with
-// K*I + Is <= 5120 (every piece of a down row in registers).
+// K*I + Is <= 24576 (the activations in shared memory).
 bool moe_decode_supported(int64_t E, int64_t K, int64_t D, int64_t I, int64_t Is);
 void moe_decode(const MoeDecodeArgs& args, cudaStream_t stream);
 

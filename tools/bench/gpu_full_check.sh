@@ -21,6 +21,8 @@
 #                                        # (PROBE_CHAIN_NCU=0 / PROBE_TESTS=0: without that ncu / the tests)
 #   tools/bench/gpu_full_check.sh fusion # RAG TTFT (hypic mode) and decode with the fused kernels on and off
 #                                        # (HYPIC_CUDA_DECODE_FUSION=1/0), each kernel of one all-hit request (ncu)
+#   tools/bench/gpu_full_check.sh verify # the CUDA op, model, engine and SDK tests of the decode and MoE paths, decode
+#                                        # at batch 1/8/32, RAG TTFT (ENGINE_FILTER: the engine tests' gtest filter)
 #   tools/bench/gpu_full_check.sh final  # the engine tests, the cache tiers, `hypic serve` on the RAG trace,
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
@@ -322,6 +324,17 @@ if [ "$stage" = fusion ]; then
     done
   fi
   run_test engine_model_test "${ENGINE_FILTER:-*cuda*}"
+fi
+if [ "$stage" = verify ]; then
+  for t in cuda_decode_ops_test cuda_backend_ops_test cuda_stitch_ops_test cuda_model_test engine_batch_model_test \
+           sdk_session_model_test sdk_multi_turn_model_test; do run_test $t; done
+  run_test engine_model_test "${ENGINE_FILTER:-*cuda*}"
+  step decode
+  "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192 \
+    --decode 64 --batch ${BATCH_SIZES:-1,8,32} --batch-steps 24 | tee "$O/bench_decode.json" | grep -E "graph_drawn"
+  step "rag ttft"
+  "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 \
+    | tee "$O/bench_ttft_rag.json" | grep -E '"p50"' | cut -c1-120
 fi
 if [ "$stage" = final ]; then
   if [ -z "${ONLY_SERVE:-}" ]; then

@@ -153,15 +153,15 @@ TEST_F(CudaOps, GemvEpilogues) {
 // The decode MoE (routing inside, the shared expert folded into the down kernel) against the four launches
 // it replaces, bit for bit: moe_route, moe_small_gate_up, moe_small_down_combine and gemv's MoeResidual
 // (checked against the CPU in backend_ops_test.cc and above). Shapes: 35B-A3B's K, I and Is with fewer
-// experts; a router wider than 256 experts with a hidden size off the 256 grid; a hidden size past the
-// registers' 2048.
+// experts; a router wider than 256 experts with a hidden size off the 256 grid; a hidden size past 2048;
+// Qwen3-Next's K = 10 (22 pieces of a down row: more than the registers hold before the wait).
 TEST_F(CudaOps, MoeDecodeEqualsRouteSmallExpertsAndResidual) {
   struct Case {
     int64_t E, K, D, I, Is;
     bool normalize, gated;
   };
   for (const Case c : {Case{40, 8, 1024, 512, 512, true, true}, Case{300, 4, 264, 256, 256, false, false},
-                       Case{32, 8, 2304, 256, 512, true, true}}) {
+                       Case{32, 8, 2304, 256, 512, true, true}, Case{48, 10, 512, 512, 512, true, true}}) {
     SCOPED_TRACE("E " + std::to_string(c.E) + " D " + std::to_string(c.D));
     ASSERT_TRUE(moe_decode_supported(c.E, c.K, c.D, c.I, c.Is));
     Stream st;
@@ -218,7 +218,7 @@ TEST_F(CudaOps, MoeDecodeEqualsRouteSmallExpertsAndResidual) {
     // The residual did move: the test would fail if neither path wrote h.
     EXPECT_GT(rel_err(got, h0), 1e-3f);
   }
-  EXPECT_FALSE(moe_decode_supported(256, 8, 2048, 512, 1280));  // (K*I + Is) / 256 = 16 + 5 pieces > 20
+  EXPECT_FALSE(moe_decode_supported(256, 32, 2048, 1024, 512));  // K*I + Is past the shared memory
   EXPECT_FALSE(moe_decode_supported(256, 8, 2048, 500, 512));   // I off the 256 grid
 }
 
