@@ -262,10 +262,11 @@ __global__ void __launch_bounds__(kThreads, 4) decode_gate_up_kernel(const float
   if (lane == 0) act[int64_t(blockIdx.y) * I + i] = __float2bfloat16_rn(detail::silu_f(g) * u);
 }
 
-// Block = 8 output features. Before the wait: the routing (again, from the logits the gate/up kernel
-// waited for) and this warp's row of the K experts' and the shared expert's down projections, in
-// registers (its first kDecodeDownPieces pieces); after it: the activations, the sums (in down_kernel's and gemv's orders),
-// h[n] += bf16(routed) + gate * bf16(shared) as gemv's MoeResidual epilogue.
+// Block = 8 output features, warp = one. Before the wait: the shared expert's row of this warp (constant),
+// the routing (every warp for itself, from the logits the gate/up kernel waited for: no barrier before
+// the loads) and the K experts' rows, in registers (the first kDecodeDownPieces pieces); after it: the
+// activations, the sums (in down_kernel's and gemv's orders), h[n] += bf16(routed) + gate * bf16(shared)
+// as gemv's MoeResidual epilogue.
 template <int PerLane>
 __global__ void __launch_bounds__(kThreads, 2) decode_down_kernel(const float* __restrict__ logits, int E, int K,
                                                                bool normalize, const __nv_bfloat16* __restrict__ act,
@@ -277,33 +278,30 @@ __global__ void __launch_bounds__(kThreads, 2) decode_down_kernel(const float* _
   detail::pdl_trigger();  // a programmatically launched successor (cuda::gemv) may start
   extern __shared__ uint4 smem_u4[];
   __nv_bfloat16* as = reinterpret_cast<__nv_bfloat16*>(smem_u4);  // [K * I] routed, then [Is] shared
-  __shared__ const __nv_bfloat16* base[kMaxDownK + 1];
-  __shared__ float wk[kMaxDownK];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (warp == 0) {
-    int32_t id;
-    float w;
-    detail::route_warp<PerLane>(logits, E, K, normalize, lane, id, w);
-    if (lane < K) {
-      base[lane] = down + int64_t(id) * D * I;
-      wk[lane] = w;
-    }
-    if (lane == 0) base[K] = shared_down;
-  }
-  __syncthreads();
   const int n = blockIdx.x * kRowsPerBlock + warp;
-  const bool active = n < D;
+  const bool active = n < D;  // warp-uniform
   const int per = I / 256, routed = K * per, pieces = routed + Is / 256;
-  // Piece q: expert q / per's row, its (q % per)-th 256 elements; past the routed ones, the shared row's.
-  const auto piece = [&](int q) {
-    const bool r = q < routed;
-    const int k = r ? q / per : K, len = r ? I : Is, c = (r ? q % per : q - routed) * 256 + lane * 8;
-    return reinterpret_cast<const uint4*>(base[k] + int64_t(n) * len + c);
-  };
   uint4 wv[kDecodeDownPieces];
 #pragma unroll
   for (int q = 0; q < kDecodeDownPieces; ++q)
-    if (active && q < pieces) wv[q] = __ldcs(piece(q));
+    if (active && q >= routed && q < pieces)
+      wv[q] = __ldcs(reinterpret_cast<const uint4*>(shared_down + int64_t(n) * Is + (q - routed) * 256 + lane * 8));
+  int32_t id;
+  float w;
+  detail::route_warp<PerLane>(logits, E, K, normalize, lane, id, w);  // lane k < K: expert k and its weight
+  // Piece q: expert q / per's row, its (q % per)-th 256 elements; past the routed ones, the shared row's.
+  const auto piece = [&](int q) {
+    const int k = min(q / per, 31), e = __shfl_sync(0xffffffffu, id, k);  // every lane takes part
+    return reinterpret_cast<const uint4*>(
+        q < routed ? down + (int64_t(e) * D + n) * I + (q % per) * 256 + lane * 8
+                   : shared_down + int64_t(n) * Is + (q - routed) * 256 + lane * 8);
+  };
+#pragma unroll
+  for (int q = 0; q < kDecodeDownPieces; ++q) {
+    const uint4* src = piece(q);
+    if (active && q < routed) wv[q] = __ldcs(src);
+  }
   detail::pdl_wait();  // the routed activations (the kernel before); the shared ones and its gate are older
   for (int c = threadIdx.x * 8; c < K * I + Is; c += kThreads * 8)
     *reinterpret_cast<uint4*>(as + c) =
@@ -312,13 +310,13 @@ __global__ void __launch_bounds__(kThreads, 2) decode_down_kernel(const float* _
   if (!active) return;
   float acc = 0.0f, partial = 0.0f, sh = 0.0f;
   const int KI = K * I;
-  const auto use = [&](int q, const uint4& w) {
+  const auto use = [&](int q, const uint4& wq) {
     if (q < routed) {
       const int k = q / per, c = (q % per) * 256 + lane * 8;
-      partial = detail::dot8_bf16(w, *reinterpret_cast<const uint4*>(as + int64_t(k) * I + c), q % per == 0 ? 0.0f : partial);
-      if (q % per == per - 1) acc += wk[k] * partial;
+      partial = detail::dot8_bf16(wq, *reinterpret_cast<const uint4*>(as + int64_t(k) * I + c), q % per == 0 ? 0.0f : partial);
+      if (q % per == per - 1) acc += __shfl_sync(0xffffffffu, w, k) * partial;
     } else {
-      sh = detail::dot8_bf16(w, *reinterpret_cast<const uint4*>(as + KI + (q - routed) * 256 + lane * 8), sh);
+      sh = detail::dot8_bf16(wq, *reinterpret_cast<const uint4*>(as + KI + (q - routed) * 256 + lane * 8), sh);
     }
   };
 #pragma unroll
