@@ -89,6 +89,36 @@ __device__ __forceinline__ void load_row(const bf16* p, float (&out)[E]) {
   }
 }
 
+// The same row kept as loaded (bf16 bits), to be converted when used: a warp holds the next round's rows
+// this way while it works on the current one.
+template <int E>
+struct RawRow {
+  uint32_t w[E / 2];
+};
+template <int E>
+__device__ __forceinline__ RawRow<E> load_raw(const bf16* p) {
+  RawRow<E> r;
+  if constexpr (E == 8) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    r.w[0] = u.x, r.w[1] = u.y, r.w[2] = u.z, r.w[3] = u.w;
+  } else if constexpr (E == 4) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    r.w[0] = u.x, r.w[1] = u.y;
+  } else {
+    r.w[0] = *reinterpret_cast<const uint32_t*>(p);
+  }
+  return r;
+}
+template <int E>
+__device__ __forceinline__ void raw_to_float(const RawRow<E>& r, float (&out)[E]) {
+#pragma unroll
+  for (int j = 0; j < E / 2; ++j) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.w[j]));
+    out[2 * j] = f.x;
+    out[2 * j + 1] = f.y;
+  }
+}
+
 // The vectorised walk for d == D and 16-byte aligned rows: each warp takes kGroup keys per round, issues
 // all their K and V loads before using any, reduces the kGroup dot products together and folds them
 // into its running softmax at once. Writes the warp's (m, l, acc) like the scalar walk.
@@ -254,17 +284,32 @@ __global__ void __launch_bounds__(kWarps * 32) decode_gqa_kernel(AttentionShape 
     m[g] = -INFINITY;
     l[g] = 0.0f;
   }
+  // The next round's K and V rows and positions are loaded (raw) before this round's arithmetic, so a
+  // warp always has two rounds of loads in flight: with G heads' queries and sums in registers it can
+  // hold only a few keys per round, and one round's loads alone left each split latency-bound.
+  RawRow<E> kr[KG], vr[KG];
+  int64_t kp[KG];
+  const auto fetch = [&](int64_t j0) {
+#pragma unroll
+    for (int kk = 0; kk < KG; ++kk) {
+      const int64_t j = j0 + kk;
+      const int64_t jj = j < j_end ? j : j0;  // a valid row (its result is dropped)
+      kp[kk] = k_pos[jj];
+      kr[kk] = load_raw<E>(k + (jj * s.Hkv + kh) * D + lane * E);
+      vr[kk] = load_raw<E>(v + (jj * s.Hkv + kh) * D + lane * E);
+    }
+  };
+  if (j_begin + int64_t(warp) * KG < j_end) fetch(j_begin + int64_t(warp) * KG);
   for (int64_t j0 = j_begin + int64_t(warp) * KG; j0 < j_end; j0 += int64_t(kWarps) * KG) {
     float kf[KG][E], vf[KG][E];
     bool vis[KG];
 #pragma unroll
     for (int kk = 0; kk < KG; ++kk) {
-      const int64_t j = j0 + kk;
-      const int64_t jj = j < j_end ? j : j0;  // a valid row (its result is dropped)
-      vis[kk] = j < j_end && k_pos[jj] <= qp;
-      load_row<E>(k + (jj * s.Hkv + kh) * D + lane * E, kf[kk]);
-      load_row<E>(v + (jj * s.Hkv + kh) * D + lane * E, vf[kk]);
+      vis[kk] = j0 + kk < j_end && kp[kk] <= qp;
+      raw_to_float<E>(kr[kk], kf[kk]);
+      raw_to_float<E>(vr[kk], vf[kk]);
     }
+    if (j0 + int64_t(kWarps) * KG < j_end) fetch(j0 + int64_t(kWarps) * KG);
     float dot[G][KG];
 #pragma unroll
     for (int g = 0; g < G; ++g)
