@@ -23,6 +23,7 @@
 #include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_mma.h"
+#include "kernels/cuda/moe_tiled.h"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
@@ -101,6 +102,8 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<D
       throw InvalidArgument(std::string("HYPIC_CUDA_MOE_DEVICE_ROWS='") + rows + "' is not a row count (an integer >= 0)");
     device_moe_rows_ = v;
   }
+  const char* tiled = std::getenv("HYPIC_CUDA_MOE_TILED");
+  moe_tiled_ = !(tiled && std::strcmp(tiled, "0") == 0);
 }
 
 CudaModel::~CudaModel() = default;
@@ -112,6 +115,7 @@ std::unique_ptr<CudaModel> CudaModel::sibling() const {
   m->batch_on_ = batch_on_;
   m->fusion_on_ = fusion_on_;
   m->device_moe_rows_ = device_moe_rows_;
+  m->moe_tiled_ = moe_tiled_;
   return m;
 }
 
@@ -131,6 +135,12 @@ bool CudaModel::small_moe(int64_t T) const {
 bool CudaModel::grouped_moe_on_device(int64_t T) const {
   const int64_t K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size, D = cfg_.hidden_size;
   return T * K > kSmallMoeRows && T * K <= device_moe_rows_ && D % 8 == 0 && I % 8 == 0 && cfg_.num_experts <= 1024;
+}
+
+bool CudaModel::tiled_moe(int64_t T) const {
+  return moe_tiled_ && !small_moe(T) && !grouped_moe_on_device(T) &&
+         cuda::moe_tiled_supported(cfg_.hidden_size, cfg_.moe_intermediate_size, T * cfg_.experts_per_tok,
+                                   cfg_.num_experts);
 }
 
 std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir) {
@@ -240,6 +250,7 @@ CudaActivations CudaModel::activations(int64_t T) {
     s.wts = buf(sizeof(float) * t * K);
     s.plan_ws = buf(cuda::moe_plan_workspace_bytes(T, K, E));
     s.moe_list = buf(sizeof(int32_t) * std::min<size_t>(static_cast<size_t>(E), t * K));
+    s.moe_tiles = buf(sizeof(int2) * static_cast<size_t>(cuda::moe_tile_slots(T * K, E)));
     s.xs = buf(sizeof(bf16) * t * K * D);
     s.egu = buf(sizeof(bf16) * t * K * 2 * I);
     s.eact = buf(sizeof(bf16) * t * K * I);
@@ -1072,6 +1083,19 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
     }
     // The weighted sum waits for the residual add below (one pass for both) unless scaled first.
     combine_pending = fused && !cfg_.residual_from_norm;
+    if (!combine_pending) cuda::moe_combine(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), y, false, cs);
+  } else if (tiled_moe(T)) {
+    // A long prefill: tiles of 128 rows of one expert, the plan and the tile list on the device, the
+    // input rows read through the plan, SwiGLU in the gate/up kernel, the weighted sum in the residual add.
+    const int64_t slots = cuda::moe_tile_slots(T * K, E);
+    plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
+    cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, nullptr, cs);
+    int2* tiles = s.moe_tiles.as<int2>();
+    cuda::moe_tile_list(plan.offsets, E, tiles, slots, cs);
+    cuda::moe_tiled_gate_up(s.xp(), D, plan.src_token, plan.offsets, tiles, slots, M.gate_up, I, s.eact.as<bf16>(),
+                            cs);
+    cuda::moe_tiled_down(s.eact.as<bf16>(), I, plan.offsets, tiles, slots, M.down, D, s.ys.as<bf16>(), cs);
+    combine_pending = !cfg_.residual_from_norm;
     if (!combine_pending) cuda::moe_combine(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), y, false, cs);
   } else {
     moe_grouped(layer, s, y);

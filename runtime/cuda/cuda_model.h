@@ -229,6 +229,8 @@ class CudaModel {
   // MoE of T rows on the expert-major kernels (up to device_moe_rows_ routed rows: device-side plan, no
   // host round trip; tensor cores where moe_mma_)?
   bool grouped_moe_on_device(int64_t T) const;
+  // MoE of T rows on the tiled tensor-core GEMMs (a long prefill: device-side plan, no host round trip)?
+  bool tiled_moe(int64_t T) const;
   // The routed experts of the T rows through the grouped GEMMs (one host sync for the group sizes).
   void moe_grouped(int layer, CudaActivations& a, cuda::bf16* y);
   std::unique_ptr<DecodeGraph> capture_decode(CudaSequenceState& st, int64_t capacity, std::vector<const void*> bound);
@@ -260,6 +262,8 @@ class CudaModel {
   bool fusion_on_ = true;
   bool moe_mma_ = false;            // the expert-major MoE on tensor cores (moe_grouped_mma.h) takes this shape
   int64_t device_moe_rows_ = 0;     // most routed rows for the expert-major MoE (HYPIC_CUDA_MOE_DEVICE_ROWS)
+  bool moe_tiled_ = true;           // more rows: the tiled GEMMs (moe_tiled.h) where they take the shape, else
+                                    // cuBLAS's grouped GEMM (HYPIC_CUDA_MOE_TILED=0: always cuBLAS)
   int sm_count_ = 1;
   int64_t graph_captures_ = 0;
   std::vector<std::unique_ptr<DecodeGraph>> graphs_;

@@ -35,6 +35,7 @@
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_mma.h"
 #include "kernels/cuda/moe_small.h"
+#include "kernels/cuda/moe_tiled.h"
 #include "kernels/cuda/activation.h"
 #include "tools/common/options.h"
 
@@ -242,7 +243,7 @@ int main(int argc, char** argv) {
     }
   }
   if (only.empty() || only == "moe") {
-    const int64_t E = 256, K = 8, D = 2048, I = 512, kSets = 16, kMaxT = 2048;
+    const int64_t E = 256, K = 8, D = 2048, I = 512, kSets = 16, kMaxT = 8192;
     DeviceBuffer gate_up(pool, 2 * E * 2 * I * D), down(pool, 2 * E * D * I);
     fill_bf16(gate_up, E * 2 * I * D, 41, 0.02f);
     fill_bf16(down, E * D * I, 42, 0.02f);
@@ -254,11 +255,12 @@ int main(int argc, char** argv) {
     const int64_t R = kMaxT * K;
     DeviceBuffer x(pool, 2 * kMaxT * D), logits(pool, 4 * kMaxT * E), ids(pool, 4 * kSets * R),
         wts(pool, 4 * kSets * R), ws(pool, moe_plan_workspace_bytes(kMaxT, K, E)), list(pool, 4 * E),
-        xs(pool, 2 * R * D), h(pool, 2 * R * 2 * I), act(pool, 2 * R * I), ys(pool, 2 * R * D), y(pool, 2 * kMaxT * D);
+        xs(pool, 2 * R * D), h(pool, 2 * R * 2 * I), act(pool, 2 * R * I), ys(pool, 2 * R * D), y(pool, 2 * kMaxT * D),
+        tiles(pool, 8 * moe_tile_slots(R, E));
     fill_bf16(x, kMaxT * D, 43, 1.0f);
     Blas blas;
     std::vector<int32_t> counts(E);
-    for (const int64_t T : {1, 8, 32, 96, 158, 256, 512, 1024, 2048}) {
+    for (const int64_t T : {1, 8, 32, 96, 158, 256, 512, 1024, 2048, 4096, 8192}) {
       // kSets routings, so that consecutive iterations read mostly different experts (L2 is 60 MB).
       double expert_bytes = 0;
       for (int64_t k = 0; k < kSets; ++k) {
@@ -304,7 +306,21 @@ int main(int argc, char** argv) {
           ++it;
         }, iters, st));
       if (T * K <= 4096) times.emplace_back("expert-major cuda cores", time_ms([&] { expert_major(false); }, iters, st));
-      times.emplace_back("expert-major tensor cores", time_ms([&] { expert_major(true); }, iters, st));
+      if (T * K <= 16384)
+        times.emplace_back("expert-major tensor cores", time_ms([&] { expert_major(true); }, iters, st));
+      if (T * K > 2048 && moe_tiled_supported(D, I, T * K, E))
+        times.emplace_back("tiled tensor cores", time_ms([&] {
+          const int32_t* id = ids_of(it);
+          const int64_t tslots = moe_tile_slots(T * K, E);
+          int2* tl = tiles.as<int2>();
+          moe_plan(id, T, K, E, plan, nullptr, st);
+          moe_tile_list(plan.offsets, E, tl, tslots, st);
+          moe_tiled_gate_up(x.as<bf16>(), D, plan.src_token, plan.offsets, tl, tslots, gate_up.as<bf16>(), I,
+                            act.as<bf16>(), st);
+          moe_tiled_down(act.as<bf16>(), I, plan.offsets, tl, tslots, down.as<bf16>(), D, ys.as<bf16>(), st);
+          moe_combine(ys.as<bf16>(), T, K, D, plan, wts_of(it), y.as<bf16>(), false, st);
+          ++it;
+        }, iters, st));
       times.emplace_back("cublas grouped gemm (host sync)", time_ms([&] {
         const int32_t* id = ids_of(it);
         moe_plan(id, T, K, E, plan, counts.data(), st);

@@ -298,6 +298,32 @@ if [ "$stage" = probe ]; then
     run_test engine_batch_model_test
   fi
 fi
+if [ "$stage" = prefill ]; then  # where the 8k-token prefill's device time goes; PREFILL_ENVS: variants (VAR=value)
+  [ "${PREFILL_TESTS:-1}" = 1 ] && { run_test cuda_backend_ops_test '*Moe*'; run_test cuda_model_test; }
+  [ "${PREFILL_MOE_BENCH:-1}" = 1 ] && { step "MoE kernels"; "$(bin hypic_bench_kernels)" --only moe --iters 20 |
+    tee "$O/bench_moe.json" | grep -E '"tokens": (2048|4096|8192),'; }
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for v in default ${PREFILL_ENVS:-}; do
+    step "prefill bench, $v"
+    ( [ "$v" = default ] || export "$v"
+      "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192 \
+        --decode 0 ) | tee "$O/bench_prefill_$v.json" | grep -A3 '"prefill"'
+    if [ -n "$NCU" ] && [ "${PREFILL_NCU:-1}" = 1 ]; then
+      step "kernel durations of the 8k prefill (ncu), $v"
+      ( [ "$v" = default ] || export "$v"
+        timeout 300 "$NCU" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+          --log-file "$O/ncu_prefill.csv" "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+          --random-weights --prefill 8192 --decode 0 > "$O/ncu_prefill_bench_$v.txt" 2>&1 )
+      python3 tools/bench/ncu_step.py "$O/ncu_prefill.csv" --last 2>&1 | tee "$O/ncu_prefill_$v.txt" | head -36
+      rm -f "$O/ncu_prefill.csv"
+    fi
+  done
+  if [ "${PREFILL_TTFT:-1}" = 1 ]; then
+    step "RAG TTFT"
+    "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 |
+      tee "$O/bench_ttft_rag.json" | grep -oE "\"mode\": \"[a-z]+\", \"ttft_ms\": \{[^}]*\}"
+  fi
+fi
 if [ "$stage" = fusion ]; then
   for f in 1 0 1 0; do
     step "rag ttft, hypic, fusion $f"

@@ -21,6 +21,7 @@
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_mma.h"
 #include "kernels/cuda/moe_small.h"
+#include "kernels/cuda/moe_tiled.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/sampling.h"
@@ -607,45 +608,70 @@ struct MoeCase {
   int64_t T, E, K, D, I;
 };
 
+// A MoE layer's inputs (x [T, D], router logits [T, E], per expert gate_up [2I, D] with the gate rows first
+// and down [D, I]) and the CPU's routing (softmax, top-k, renormalised) and output (the activation kept
+// in bf16, as on the device).
+struct MoeReference {
+  std::vector<float> x, logits, w, out;
+  std::vector<int32_t> ids;
+  std::vector<std::vector<float>> wgu, wd;
+};
+MoeReference moe_reference(const MoeCase& c, float skew = 0.0f) {
+  MoeReference m;
+  m.x = randn_bf16(c.T * c.D, 100);
+  m.logits = hypic::test::randn(c.T * c.E, 101, 2.0f);
+  // skew > 0 favours the first experts: some get many tiles' worth of rows, many get none.
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int64_t e = 0; e < std::min<int64_t>(c.E, 3); ++e) m.logits[t * c.E + e] += skew * float(3 - e);
+  m.wgu.resize(c.E);
+  m.wd.resize(c.E);
+  for (int64_t e = 0; e < c.E; ++e) {
+    m.wgu[e] = randn_bf16(2 * c.I * c.D, 200 + uint32_t(e), 0.05f);
+    m.wd[e] = randn_bf16(c.D * c.I, 900 + uint32_t(e), 0.05f);
+  }
+  std::vector<float> probs = m.logits;
+  m.out.assign(c.T * c.D, 0.0f);
+  cpu::softmax_rows(probs.data(), c.T, c.E);
+  m.ids.resize(c.T * c.K);
+  m.w.resize(c.T * c.K);
+  for (int64_t t = 0; t < c.T; ++t) {
+    std::vector<int> order(c.E);
+    std::iota(order.begin(), order.end(), 0);
+    const float* p = probs.data() + t * c.E;
+    std::partial_sort(order.begin(), order.begin() + c.K, order.end(),
+                      [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float sum = 0;
+    for (int64_t j = 0; j < c.K; ++j) sum += p[order[j]];
+    for (int64_t j = 0; j < c.K; ++j) {
+      const int e = order[j];
+      m.ids[t * c.K + j] = e;
+      m.w[t * c.K + j] = p[e] / sum;
+      std::vector<float> h(2 * c.I), y(c.D);
+      cpu::linear(m.x.data() + t * c.D, 1, c.D, m.wgu[e].data(), DType::F32, 2 * c.I, h.data());
+      cpu::swiglu_inplace(h.data(), h.data() + c.I, c.I);
+      std::vector<float> act(h.begin(), h.begin() + c.I);
+      round_bf16(act);  // the device keeps the activation in bf16
+      cpu::linear(act.data(), 1, c.I, m.wd[e].data(), DType::F32, c.D, y.data());
+      for (int64_t d = 0; d < c.D; ++d) m.out[t * c.D + d] += m.w[t * c.K + j] * y[d];
+    }
+  }
+  return m;
+}
+
 TEST_F(CudaOps, MoeMatchesCpu) {
   Blas blas;
   Stream st;
   // The fourth case gives each expert ~100 rows: several 32-row passes of the tensor-core kernels.
   for (const MoeCase c : {MoeCase{13, 8, 2, 64, 32}, MoeCase{96, 256, 8, 512, 128}, MoeCase{24, 256, 8, 2048, 512},
                           MoeCase{200, 4, 2, 64, 96}}) {
-    const auto x = randn_bf16(c.T * c.D, 100);
-    const auto logits = hypic::test::randn(c.T * c.E, 101, 2.0f);
-    std::vector<std::vector<float>> wgu(c.E), wd(c.E);  // gate_up [2I, D] (gate rows first), down [D, I]
-    for (int64_t e = 0; e < c.E; ++e) {
-      wgu[e] = randn_bf16(2 * c.I * c.D, 200 + uint32_t(e), 0.05f);
-      wd[e] = randn_bf16(c.D * c.I, 900 + uint32_t(e), 0.05f);
-    }
-    // CPU.
-    std::vector<float> probs = logits, ref(c.T * c.D, 0.0f);
-    cpu::softmax_rows(probs.data(), c.T, c.E);
-    std::vector<int32_t> ref_ids(c.T * c.K);
-    std::vector<float> ref_w(c.T * c.K);
-    for (int64_t t = 0; t < c.T; ++t) {
-      std::vector<int> order(c.E);
-      std::iota(order.begin(), order.end(), 0);
-      const float* p = probs.data() + t * c.E;
-      std::partial_sort(order.begin(), order.begin() + c.K, order.end(),
-                        [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-      float sum = 0;
-      for (int64_t j = 0; j < c.K; ++j) sum += p[order[j]];
-      for (int64_t j = 0; j < c.K; ++j) {
-        const int e = order[j];
-        ref_ids[t * c.K + j] = e;
-        ref_w[t * c.K + j] = p[e] / sum;
-        std::vector<float> h(2 * c.I), y(c.D);
-        cpu::linear(x.data() + t * c.D, 1, c.D, wgu[e].data(), DType::F32, 2 * c.I, h.data());
-        cpu::swiglu_inplace(h.data(), h.data() + c.I, c.I);
-        std::vector<float> act(h.begin(), h.begin() + c.I);
-        round_bf16(act);  // the device keeps the activation in bf16
-        cpu::linear(act.data(), 1, c.I, wd[e].data(), DType::F32, c.D, y.data());
-        for (int64_t d = 0; d < c.D; ++d) ref[t * c.D + d] += ref_w[t * c.K + j] * y[d];
-      }
-    }
+    const MoeReference m = moe_reference(c);
+    const auto& x = m.x;
+    const auto& logits = m.logits;
+    const auto& wgu = m.wgu;
+    const auto& wd = m.wd;
+    const auto& ref_ids = m.ids;
+    const auto& ref_w = m.w;
+    const auto& ref = m.out;
     // CUDA.
     auto dx = to_device_bf16(pool, x);
     DevArray<float> dlog(pool, logits), dw(pool, c.T * c.K);
@@ -769,6 +795,70 @@ TEST_F(CudaOps, MoeMatchesCpu) {
     moe_combine_residual(fys.get(), c.T, c.K, c.D, fplan, dw.get(), h_plan.get(), dshared.get(), dsgate.get(), st);
     residual_add(h_ref.get(), mout.get(), dshared.get(), dsgate.get(), c.T, c.D, st);
     HYPIC_EXPECT_ERR_LT(rel_err(h_plan.download(), h_ref.download()), 1e-6f) << "device plan path E " << c.E;
+  }
+}
+
+// The tiled path of a long prefill (moe_tiled.h): many rows per expert (several 128-row tiles, the last
+// one partial), experts with none, the input rows read through the plan; against the CPU, and its
+// activation against the few-row tensor-core kernels' (the same fp32 products, summed in another order).
+TEST_F(CudaOps, MoeTiledMatchesCpu) {
+  Stream st;
+  struct TiledCase {
+    MoeCase c;
+    float skew;
+  };
+  for (const TiledCase tc : {TiledCase{{2048, 16, 4, 256, 128}, 0.0f}, TiledCase{{1000, 64, 8, 512, 192}, 0.0f},
+                             TiledCase{{300, 256, 8, 2048, 512}, 0.0f}, TiledCase{{700, 32, 2, 128, 64}, 3.0f}}) {
+    const MoeCase c = tc.c;
+    const MoeReference m = moe_reference(c, tc.skew);
+    const int64_t R = c.T * c.K;
+    ASSERT_TRUE(moe_tiled_supported(c.D, c.I, R, c.E));
+    auto dx = to_device_bf16(pool, m.x);
+    DevArray<float> dlog(pool, m.logits), dw(pool, R);
+    DevArray<int32_t> dids(pool, R);
+    moe_route(dlog.get(), c.T, c.E, c.K, true, dids.get(), dw.get(), st);
+    ASSERT_EQ(dids.download(), m.ids) << "routing E " << c.E;
+    std::vector<float> gu_all, down_all;
+    for (int64_t e = 0; e < c.E; ++e) {
+      gu_all.insert(gu_all.end(), m.wgu[e].begin(), m.wgu[e].end());
+      down_all.insert(down_all.end(), m.wd[e].begin(), m.wd[e].end());
+    }
+    auto dgu = to_device_bf16(pool, gu_all), ddown = to_device_bf16(pool, down_all);
+    DevArray<unsigned char> ws(pool, moe_plan_workspace_bytes(c.T, c.K, c.E));
+    const MoePlan plan = moe_plan_from_workspace(ws.get(), c.T, c.K, c.E);
+    moe_plan(dids.get(), c.T, c.K, c.E, plan, nullptr, st);
+    const int64_t slots = moe_tile_slots(R, c.E);
+    DevArray<int32_t> tiles(pool, 2 * slots);
+    int2* dtiles = reinterpret_cast<int2*>(tiles.get());
+    moe_tile_list(plan.offsets, c.E, dtiles, slots, st);
+    DevArray<bf16> act(pool, R * c.I), ys(pool, R * c.D), out(pool, c.T * c.D);
+    moe_tiled_gate_up(dx.get(), c.D, plan.src_token, plan.offsets, dtiles, slots, dgu.get(), c.I, act.get(), st);
+    moe_tiled_down(act.get(), c.I, plan.offsets, dtiles, slots, ddown.get(), c.D, ys.get(), st);
+    moe_combine(ys.get(), c.T, c.K, c.D, plan, dw.get(), out.get(), false, st);
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(out), m.out), 2 * kTolBf16Out) << "tiled MoE E " << c.E;
+
+    // The tile list: every expert's rows covered once by tiles of 128 in expert order, then empty slots.
+    st.synchronize();
+    std::vector<int32_t> offs(size_t(c.E + 1));
+    HYPIC_CUDA_CHECK(cudaMemcpy(offs.data(), plan.offsets, sizeof(int32_t) * offs.size(), cudaMemcpyDeviceToHost));
+    const std::vector<int32_t> tl = tiles.download();
+    int64_t i = 0;
+    for (int64_t e = 0; e < c.E; ++e)
+      for (int32_t r = offs[e]; r < offs[e + 1]; r += 128, ++i) {
+        ASSERT_LT(i, slots);
+        EXPECT_EQ(tl[2 * i], e) << "tile " << i;
+        EXPECT_EQ(tl[2 * i + 1], r) << "tile " << i;
+      }
+    for (; i < slots; ++i) EXPECT_EQ(tl[2 * i], -1) << "empty tile slot " << i;
+
+    // Against the few-row tensor-core kernels on the same plan.
+    const int64_t eslots = std::min(c.E, R);
+    DevArray<int32_t> list(pool, eslots);
+    moe_expert_list(plan.offsets, c.E, eslots, list.get(), st);
+    DevArray<bf16> mact(pool, R * c.I);
+    moe_grouped_gate_up_mma(dx.get(), c.D, plan.offsets, list.get(), eslots, dgu.get(), c.I, mact.get(), st,
+                            plan.src_token);
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(act), from_device_bf16(mact)), kTolBf16Out) << "act E " << c.E;
   }
 }
 

@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "kernels/cuda/check.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/engine.h"
 #include "runtime/error.h"
+#include "runtime/model_config.h"
 #include "runtime/safetensors.h"
 #include "tests/runtime/bf16_agreement.h"
 
@@ -294,6 +296,40 @@ TEST_P(CudaModelFixture, RandomWeightsOfTheFixtureShape) {
   }
   const auto [lo, hi] = std::minmax_element(full.begin(), full.end());
   expect_close(compare(dec.data(), full.data(), 40, V_, *hi - *lo), two_, GetParam() + " random: decode vs prefill");
+}
+
+// A long prefill's MoE on the tiled tensor-core GEMMs (moe_tiled.h) against cuBLAS's grouped GEMM, one
+// random model of the Qwen3.5 MoE fixture's layout widened to a shape the tiled kernels take (hidden 128,
+// expert width 64). HYPIC_CUDA_MOE_DEVICE_ROWS=0 sends every MoE above the few-row kernels down the
+// long-prefill path, so a 600-token prompt (1200 routed rows) takes it in every layer.
+TEST(CudaModelMoe, TiledPrefillMatchesGroupedGemm) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = kModels + "qwen3_5_moe";
+  ModelConfig cfg = ModelConfig::load(dir + "/config.json");
+  cfg.hidden_size = 128;
+  cfg.moe_intermediate_size = 64;
+  const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
+  auto with_env = [&](const char* tiled) {
+    setenv("HYPIC_CUDA_MOE_DEVICE_ROWS", "0", 1);
+    setenv("HYPIC_CUDA_MOE_TILED", tiled, 1);
+    auto m = CudaBackend::random(cfg, 77);
+    unsetenv("HYPIC_CUDA_MOE_DEVICE_ROWS");
+    unsetenv("HYPIC_CUDA_MOE_TILED");
+    return m;
+  };
+  auto tiled = with_env("1"), cublas = with_env("0");
+  std::vector<int> ids;
+  for (int i = 0; i < 600; ++i) ids.push_back((i * 7919 + 13) % static_cast<int>(cfg.vocab_size));
+  Engine et(*tiled, CacheMode::Full, {}), ec(*cublas, CacheMode::Full, {});
+  auto st = tiled->new_state(), sc = cublas->new_state();
+  const auto a = et.forward(ids, *st, true), r = ec.forward(ids, *sc, true);
+  ASSERT_EQ(a.size(), r.size());
+  const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
+  const int64_t T = static_cast<int64_t>(ids.size());
+  expect_close(compare(a.data(), r.data(), T, cfg.vocab_size, *hi - *lo), b.two, "tiled MoE vs grouped GEMM");
+  // The two paths round differently (cuBLAS's gate/up output is bf16 before SwiGLU): identical logits
+  // would mean the tiled kernels never ran.
+  EXPECT_NE(a, r);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaModelFixture,
