@@ -139,6 +139,40 @@ __global__ void combine_residual_kernel(const bf16* __restrict__ ys, int64_t T, 
   h[i] += v;
 }
 
+// The same sums, 8 columns a thread (16-byte loads of the rows): D % 8 == 0, rows 16-byte aligned.
+__global__ void combine_residual8_kernel(const bf16* __restrict__ ys, int64_t T, int K, int64_t D,
+                                         const int32_t* __restrict__ slot_row, const float* __restrict__ w,
+                                         float* __restrict__ h, const bf16* __restrict__ shared,
+                                         const float* __restrict__ shared_gate) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, D8 = D / 8;
+  if (i >= T * D8) return;
+  const int64_t t = i / D8, c = 8 * (i % D8);
+  float acc[8] = {};
+  for (int j = 0; j < K; ++j) {
+    const float wj = w[t * K + j];
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(ys + int64_t(slot_row[t * K + j]) * D + c));
+    const __nv_bfloat16* y = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q] += wj * __bfloat162float(y[q]);
+  }
+  float v[8];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) v[q] = detail::round_bf16(acc[q]);
+  if (shared) {
+    const float g = shared_gate ? detail::sigmoid_f(shared_gate[t]) : 1.0f;
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(shared + t * D + c));
+    const __nv_bfloat16* sh = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) v[q] += g * __bfloat162float(sh[q]);
+  }
+  float4* hp = reinterpret_cast<float4*>(h + t * D + c);
+  float4 a = hp[0], b = hp[1];
+  a.x += v[0], a.y += v[1], a.z += v[2], a.w += v[3];
+  b.x += v[4], b.y += v[5], b.z += v[6], b.w += v[7];
+  hp[0] = a;
+  hp[1] = b;
+}
+
 }  // namespace
 
 void moe_route(const float* logits, int64_t T, int64_t E, int64_t K, bool normalize, int32_t* ids, float* weights,
@@ -276,8 +310,14 @@ void moe_plan_device(const int32_t* ids, int64_t T, int64_t K, int64_t E, const 
 void moe_combine_residual(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan& plan, const float* weights,
                           float* h, const bf16* shared, const float* shared_gate, cudaStream_t stream) {
   if (T * D == 0) return;
-  combine_residual_kernel<<<detail::blocks_for(T * D, 256), 256, 0, stream>>>(ys, T, int(K), D, plan.slot_row, weights,
-                                                                              h, shared, shared_gate);
+  const bool aligned = D % 8 == 0 && reinterpret_cast<uintptr_t>(ys) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(h) % 16 == 0 && reinterpret_cast<uintptr_t>(shared) % 16 == 0;
+  if (aligned)
+    combine_residual8_kernel<<<detail::blocks_for(T * D / 8, 256), 256, 0, stream>>>(ys, T, int(K), D, plan.slot_row,
+                                                                                   weights, h, shared, shared_gate);
+  else
+    combine_residual_kernel<<<detail::blocks_for(T * D, 256), 256, 0, stream>>>(ys, T, int(K), D, plan.slot_row,
+                                                                                weights, h, shared, shared_gate);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

@@ -300,6 +300,7 @@ if [ "$stage" = probe ]; then
 fi
 if [ "$stage" = prefill ]; then  # where the 8k-token prefill's device time goes; PREFILL_ENVS: variants (VAR=value)
   [ "${PREFILL_TESTS:-1}" = 1 ] && { run_test cuda_backend_ops_test '*Moe*'; run_test cuda_model_test; }
+  [ -n "${ENGINE_FILTER:-}" ] && run_test engine_model_test "$ENGINE_FILTER"
   [ "${PREFILL_MOE_BENCH:-1}" = 1 ] && { step "MoE kernels"; "$(bin hypic_bench_kernels)" --only moe --iters 20 |
     tee "$O/bench_moe.json" | grep -E '"tokens": (2048|4096|8192),'; }
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
