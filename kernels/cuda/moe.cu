@@ -60,6 +60,15 @@ __global__ void gather_kernel(const bf16* __restrict__ x, int64_t R, int64_t D, 
   xs[i] = x[int64_t(src[r]) * D + c];
 }
 
+// The same copy, 16 bytes a thread: D % 8 == 0, both arrays 16-byte aligned.
+__global__ void gather8_kernel(const bf16* __restrict__ x, int64_t R, int64_t D, const int32_t* __restrict__ src,
+                               bf16* __restrict__ xs) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, D8 = D / 8;
+  if (i >= R * D8) return;
+  const int64_t r = i / D8, c = 8 * (i % D8);
+  *reinterpret_cast<uint4*>(xs + r * D + c) = __ldg(reinterpret_cast<const uint4*>(x + int64_t(src[r]) * D + c));
+}
+
 __global__ void combine_kernel(const bf16* __restrict__ ys, int64_t T, int K, int64_t D,
                                const int32_t* __restrict__ slot_row, const float* __restrict__ w, bf16* out,
                                bool accumulate) {
@@ -230,7 +239,10 @@ void moe_plan(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan
 void moe_gather(const bf16* x, int64_t T, int64_t K, int64_t D, const MoePlan& plan, bf16* xs, cudaStream_t stream) {
   const int64_t n = T * K * D;
   if (n == 0) return;
-  gather_kernel<<<detail::blocks_for(n, 256), 256, 0, stream>>>(x, T * K, D, plan.src_token, xs);
+  if (D % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(xs) % 16 == 0)
+    gather8_kernel<<<detail::blocks_for(n / 8, 256), 256, 0, stream>>>(x, T * K, D, plan.src_token, xs);
+  else
+    gather_kernel<<<detail::blocks_for(n, 256), 256, 0, stream>>>(x, T * K, D, plan.src_token, xs);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
