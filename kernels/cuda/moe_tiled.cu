@@ -8,55 +8,48 @@
 namespace hypic::cuda {
 namespace {
 
-// Block = 128 grouped rows of one expert x 64 * WN weight rows, k in steps of 64 through a 3-stage
-// cp.async ring; 2 x WN warps, each 64 rows x 64 weight rows (4 x 8 mma tiles). Rows padded by 16 bytes
-// (kLd): the 8 row addresses of an ldmatrix fall on distinct banks.
-constexpr int kBM = 128, kBK = 64, kStages = 3, kLd = kBK + 8;
+// Block = 128 grouped rows of one expert x 128 weight rows, k in steps of 64 through a 3-stage cp.async
+// ring; 2 x 2 warps, each 64 rows x 64 weight rows (4 x 8 mma tiles), two blocks an SM (one block of 256
+// weight rows, 8 warps, measured slower: docs/benchmarks.md). Rows padded by 16 bytes (kLd): the 8 row
+// addresses of an ldmatrix fall on distinct banks.
+constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 3, kLd = kBK + 8, kWN = 2, kThreads = 128;
+constexpr int kStageElems = (kBM + kBN) * kLd;
+constexpr int kSmemBytes = kStages * kStageElems * int(sizeof(bf16));
+constexpr int kChunksA = kBM * kBK / 8 / kThreads, kChunksB = kBN * kBK / 8 / kThreads;  // 16-byte copies a stage
 constexpr int kMaxE = 1024;
-template <int WN>
-struct Tile {
-  static constexpr int kBN = 64 * WN, kThreads = 64 * WN;
-  static constexpr int kStageElems = (kBM + kBN) * kLd;
-  static constexpr int kSmemBytes = kStages * kStageElems * int(sizeof(bf16));
-  // 16-byte copies per thread per stage: of the rows, of the weights
-  static constexpr int kChunksA = kBM * kBK / 8 / kThreads, kChunksB = kBN * kBK / 8 / kThreads;
-  static constexpr int kMinBlocks = WN == 2 ? 2 : 1;
-};
 
-// kSwiGlu: the block's weight rows are 32 * WN output columns twice, gate and up, arranged so that each
-// warp column holds 32 gate rows then the same 32 up rows: the SwiGLU pairs then meet in one lane's
-// accumulators (n-tile j and j + 4). Otherwise weight rows n0 .. n0 + 64 * WN - 1 of [N, K].
-template <bool kSwiGlu, int WN>
-__global__ void __launch_bounds__(Tile<WN>::kThreads, Tile<WN>::kMinBlocks)
+// kSwiGlu: the block's weight rows are 64 output columns twice, gate and up, arranged so that each warp
+// column holds 32 gate rows then the same 32 up rows: the SwiGLU pairs then meet in one lane's
+// accumulators (n-tile j and j + 4). Otherwise weight rows n0 .. n0 + 127 of [N, K].
+template <bool kSwiGlu>
+__global__ void __launch_bounds__(kThreads, 2)
     tiled_kernel(const bf16* __restrict__ x, int K, const int32_t* __restrict__ src, const int32_t* __restrict__ offsets,
                  const int2* __restrict__ tiles, const bf16* __restrict__ w, int N, bf16* __restrict__ out) {
-  using L = Tile<WN>;
-  constexpr int kBN = L::kBN, kStageElems = L::kStageElems;
   const int2 tile = tiles[blockIdx.y];
   const int e = tile.x;
   if (e < 0) return;
   const int row0 = tile.y, rows = min(kBM, offsets[e + 1] - row0);
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* smem = reinterpret_cast<bf16*>(smem_raw);
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wm = warp / WN, wn = warp % WN;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wm = warp / kWN, wn = warp % kWN;
   const int n0 = blockIdx.x * (kSwiGlu ? kBN / 2 : kBN);
   const bf16* we = w + int64_t(e) * (kSwiGlu ? 2 * N : N) * K;
 
   // This thread copies column chunk tid % 8 of tile rows tid / 8 + (kThreads / 8) i of both operands.
-  constexpr int kRowStep = L::kThreads / 8;
+  constexpr int kRowStep = kThreads / 8;
   const int cc = 8 * (tid % 8);
-  const bf16* a_src[L::kChunksA];
-  const bf16* b_src[L::kChunksB];
+  const bf16* a_src[kChunksA];
+  const bf16* b_src[kChunksB];
   uint32_t a_ok = 0;
 #pragma unroll
-  for (int i = 0; i < L::kChunksA; ++i) {
+  for (int i = 0; i < kChunksA; ++i) {
     const int r = tid / 8 + kRowStep * i;
     const bool ok = r < rows;
     a_ok |= uint32_t(ok) << i;
     a_src[i] = x + (ok ? int64_t(src ? src[row0 + r] : row0 + r) * K : 0) + cc;
   }
 #pragma unroll
-  for (int i = 0; i < L::kChunksB; ++i) {
+  for (int i = 0; i < kChunksB; ++i) {
     const int r = tid / 8 + kRowStep * i;
     int wr = n0 + r;
     if constexpr (kSwiGlu) {
@@ -70,13 +63,13 @@ __global__ void __launch_bounds__(Tile<WN>::kThreads, Tile<WN>::kMinBlocks)
     bf16* sb = sa + kBM * kLd;
     const int k = kt * kBK;
 #pragma unroll
-    for (int i = 0; i < L::kChunksA; ++i) {
+    for (int i = 0; i < kChunksA; ++i) {
       const int r = tid / 8 + kRowStep * i;
       const bool ok = (a_ok >> i) & 1;
       detail::cp_async_16(sa + r * kLd + cc, ok ? a_src[i] + k : x, ok ? 16 : 0);
     }
 #pragma unroll
-    for (int i = 0; i < L::kChunksB; ++i) detail::cp_async_16(sb + (tid / 8 + kRowStep * i) * kLd + cc, b_src[i] + k, 16);
+    for (int i = 0; i < kChunksB; ++i) detail::cp_async_16(sb + (tid / 8 + kRowStep * i) * kLd + cc, b_src[i] + k, 16);
   };
 
   float acc[4][8][4];
@@ -171,27 +164,17 @@ __global__ void __launch_bounds__(kMaxE) tile_list_kernel(const int32_t* __restr
   for (int i = total + e; i < slots; i += kMaxE) tiles[i] = make_int2(-1, 0);
 }
 
-template <bool kSwiGlu, int WN>
-void launch_tile(const bf16* x, int64_t K, const int32_t* src, const int32_t* offsets, const int2* tiles, int64_t slots,
-                 const bf16* w, int64_t N, bf16* out, cudaStream_t stream) {
-  using L = Tile<WN>;
-  // Set on every call: the attribute belongs to the current device, and it costs far less than the launch.
-  HYPIC_CUDA_CHECK(
-      cudaFuncSetAttribute(tiled_kernel<kSwiGlu, WN>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
-  const dim3 grid(unsigned(N / (kSwiGlu ? L::kBN / 2 : L::kBN)), unsigned(slots));
-  tiled_kernel<kSwiGlu, WN><<<grid, L::kThreads, L::kSmemBytes, stream>>>(x, int(K), src, offsets, tiles, w, int(N), out);
-  HYPIC_CUDA_CHECK(cudaGetLastError());
-}
-
 template <bool kSwiGlu>
 void launch(const bf16* x, int64_t K, const int32_t* src, const int32_t* offsets, const int2* tiles, int64_t slots,
             const bf16* w, int64_t N, bf16* out, cudaStream_t stream, const char* what) {
   HYPIC_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0,
                      std::string(what) + ": operands must be 16-byte aligned");
   HYPIC_CUDA_REQUIRE(slots > 0 && slots <= 65535, std::string(what) + ": bad tile slot count");
-  // Two warp columns (128 weight rows a block, two blocks an SM): measured faster than four (one block
-  // of 256 weight rows an SM) on the 35B-A3B shape, docs/benchmarks.md.
-  launch_tile<kSwiGlu, 2>(x, K, src, offsets, tiles, slots, w, N, out, stream);
+  // Set on every call: the attribute belongs to the current device, and it costs far less than the launch.
+  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(tiled_kernel<kSwiGlu>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const dim3 grid(unsigned(N / (kSwiGlu ? kBN / 2 : kBN)), unsigned(slots));
+  tiled_kernel<kSwiGlu><<<grid, kThreads, kSmemBytes, stream>>>(x, int(K), src, offsets, tiles, w, int(N), out);
+  HYPIC_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
