@@ -21,6 +21,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_combine.cuh"
+#include "kernels/cuda/attention_prefill_sm90.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/mma.cuh"
 
@@ -372,6 +373,8 @@ void check_shape(const AttentionShape& s, const bf16* q, const bf16* k, const bf
 void dispatch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
               const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream, int64_t splits, float* part_o,
               float* part_ml) {
+  if (attention_prefill_sm90_applies(s))
+    return attention_prefill_sm90(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
   if (s.d <= 64)
     launch<64>(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
   else if (s.d <= 128)
@@ -390,6 +393,7 @@ void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, co
 }
 
 int64_t attention_prefill_splits(const AttentionShape& s, int sm_count) {
+  if (attention_prefill_sm90_applies(s)) return attention_prefill_sm90_splits(s, sm_count);
   const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq, tiles = (s.Tk + kBN - 1) / kBN;
   if (blocks <= 0 || blocks >= sm_count) return 1;
   // Up to two blocks per SM, rounded down: one block past a whole wave would cost a wave of its own

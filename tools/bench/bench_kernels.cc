@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_prefill_sm90.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/engine_state_ops.h"
@@ -402,6 +403,25 @@ int main(int argc, char** argv) {
                                 pos.as<int64_t>(), 0.0625f, splits, ws.get(), out.as<bf16>(), st);
       }, iters, st);
       emit("attention_prefill", T, ("stitch split " + std::to_string(splits)).c_str(), ms_sp, flops_s);
+      // The mma.sync form of the same calls (what runs where the Hopper form does not: other head dims,
+      // other GPUs), side by side in this process.
+      if (attention_prefill_sm90_applies(s)) {
+        setenv("HYPIC_CUDA_ATTN_SM90", "0", 1);
+        const double ms_old = time_ms([&] {
+          attention_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>(), pos.as<int64_t>(),
+                            0.0625f, out.as<bf16>(), st);
+        }, iters, st);
+        emit("attention_prefill", T, "causal mma.sync", ms_old, flops);
+        const int64_t splits_old = attention_prefill_splits(ss, prop.multiProcessorCount);
+        DeviceBuffer ws_old(pool, std::max<size_t>(16, attention_prefill_workspace_bytes(ss, splits_old)));
+        const double ms_sp_old = time_ms([&] {
+          attention_prefill_split(ss, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>() + (T - Tq),
+                                  pos.as<int64_t>(), 0.0625f, splits_old, ws_old.get(), out.as<bf16>(), st);
+        }, iters, st);
+        emit("attention_prefill", T, ("stitch split " + std::to_string(splits_old) + " mma.sync").c_str(), ms_sp_old,
+             flops_s);
+        unsetenv("HYPIC_CUDA_ATTN_SM90");
+      }
     }
     // Lightning attention, one layer of Ring-flash-linear-2.0: 32 heads of 128, per-head decay (the slopes
     // -(8 / H)(1 - l / L) h of a middle layer, l / L = 1/2; bench_linear_peers.py uses the same).

@@ -13,6 +13,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_prefill_sm90.h"
 #include "tests/kernels/cuda/harness.h"
 #include "tests/kernels/test_util.h"
 
@@ -91,7 +92,9 @@ TEST_F(CudaOps, AttentionPrefillSplitStitchShape) {
   // count the heuristic picks on an H200 and others, up to more splits than key tiles (empty splits).
   const int64_t Tk = 3000, Tq = 200;
   const AttentionShape s{Tq, Tk, 16, 2, 256};
-  EXPECT_EQ(attention_prefill_splits(s, 132), 8);  // 32 blocks -> 256, two per SM (47 / 4 = 11 tiles allow more)
+  // 32 blocks -> 256, two per SM for the mma.sync form; 128, one per SM, for the Hopper form (47 / 4 = 11 tiles
+  // allow more).
+  EXPECT_EQ(attention_prefill_splits(s, 132), attention_prefill_sm90_applies(s) ? 4 : 8);
   EXPECT_EQ(attention_prefill_splits({2048, Tk, 16, 2, 256}, 132), 1);  // 256 blocks fill the GPU already
   check_split(pool, {"stitch d256", Tq, Tk, 16, 2, 256, iota_from(Tq, Tk - Tq), iota_from(Tk, 0)}, 90,
               {1, 2, 8, 9, 11, 64});
@@ -166,6 +169,43 @@ TEST_F(CudaOps, AttentionPrefillManyKeyTiles) {
   std::vector<int64_t> qp(Tq);
   for (int64_t i = 0; i < Tq; ++i) qp[i] = (i * 7919) % (Tk + 100) - 50;
   check(pool, {"long spread", Tq, Tk, 2, 1, 64, qp, iota_from(Tk, 0)}, 80);
+}
+
+// The Hopper form (TMA + wgmma, head dim 256) on an H200: the cases above already reach it through
+// attention_prefill for d = 256; these check that it is the form that runs there, and the cases that only
+// it treats specially, each against the CPU and against the mma.sync form's output.
+TEST_F(CudaOps, AttentionPrefillSm90) {
+  int dev = 0, major = 0, minor = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (major != 9 || minor != 0) GTEST_SKIP() << "the Hopper form needs compute capability 9.0";
+  ASSERT_TRUE(attention_prefill_sm90_applies({777, 777, 16, 2, 256})) << "HYPIC_CUDA_ATTN_SM90=0 set?";
+  EXPECT_FALSE(attention_prefill_sm90_applies({777, 777, 16, 2, 128}));
+  EXPECT_FALSE(attention_prefill_sm90_applies({777, 0, 16, 2, 256}));
+  auto sm90 = [](auto&&... a) { attention_prefill_sm90(a..., 1, nullptr, nullptr); };
+  auto old = [](const AttentionShape& s, auto&&... a) {
+    setenv("HYPIC_CUDA_ATTN_SM90", "0", 1);
+    attention_prefill(s, a...);
+    unsetenv("HYPIC_CUDA_ATTN_SM90");
+  };
+  const std::vector<std::pair<std::string, Launch>> both = {{" sm90", sm90}, {" mma.sync", old}};
+  // Several query tiles of both warpgroups, one query tile with a single valid row, a partial last key tile.
+  check_launches(pool, {"sm90 causal", 2049, 2049, 16, 2, 256, iota_from(2049, 0), iota_from(2049, 0)}, 100, both);
+  // One kv head for all query heads; keys far from zero.
+  check_launches(pool, {"sm90 mqa", 300, 300, 4, 1, 256, iota_from(300, int64_t(1) << 35), iota_from(300, int64_t(1) << 35)},
+                 101, both);
+  // More key tiles than one classification chunk (256 tiles): a few queries at the end of a long prefix, and
+  // queries spread so that every chunk holds skipped, mixed and visible tiles.
+  const int64_t Tk = 20000, Tq = 140;
+  check_launches(pool, {"sm90 long", Tq, Tk, 2, 1, 256, iota_from(Tq, Tk - Tq), iota_from(Tk, 0)}, 102, both);
+  std::vector<int64_t> qp(Tq);
+  for (int64_t i = 0; i < Tq; ++i) qp[i] = (i * 7919) % (Tk + 100) - 50;
+  check_launches(pool, {"sm90 long spread", Tq, Tk, 2, 1, 256, qp, iota_from(Tk, 0)}, 103, both);
+  // Queries far apart in one warpgroup: a tile hidden for one warpgroup is computed by the other.
+  std::vector<int64_t> qp2(256);
+  for (int64_t i = 0; i < 256; ++i) qp2[i] = i < 64 ? i : 3000 + i;
+  check_launches(pool, {"sm90 hidden for one warpgroup", 256, 3300, 2, 2, 256, qp2, iota_from(3300, 0)}, 104, both);
 }
 
 TEST_F(CudaOps, AttentionPrefillNoKeys) {
