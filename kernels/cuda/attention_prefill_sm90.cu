@@ -29,29 +29,34 @@
 namespace hypic::cuda {
 namespace {
 
-constexpr int kD = 256, kBM = 128, kBN = 64, kStages = 2, kChunk = 256, kThreads = 384;
-constexpr uint32_t kBox = 64 * 128;                 // bytes of one 64-row x 64-column box
-constexpr uint32_t kTileBytes = kBN * kD * 2;       // one K (or V) tile
+constexpr int kD = 256, kBM = 128, kKeys = 64, kStages = 2, kThreads = 384;
+constexpr uint32_t kQBox = 64 * 128;  // bytes of one Q box: 64 rows x 64 columns
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 
 struct StageMeta {
   int64_t tile, kmin, kmax, pad;
 };
 
-// Offsets from the 1024-aligned base of dynamic shared memory.
+// Offsets from the 1024-aligned base of dynamic shared memory, for key tiles of BN rows.
+template <int BN>
 struct Layout {
-  static constexpr uint32_t q = 0;                       // [wg 2][chunk 4] boxes of 64 rows x 64 dims
-  static constexpr uint32_t kv = q + 2 * 4 * kBox;       // [stage][K 4 boxes, V 4 boxes]
-  static constexpr uint32_t meta = kv + kStages * 2 * kTileBytes;
-  static constexpr uint32_t bars = meta + kStages * sizeof(StageMeta);  // q_full, full_k[2], full_v[2], empty[2]
-  static constexpr uint32_t qrange = bars + 8 * 8;       // int64 qmin[4], qmax[4] (32 rows each)
+  static constexpr uint32_t kv_box = BN * 128;                  // one K or V box: BN rows x 64 columns
+  static constexpr uint32_t tile_bytes = 4 * kv_box;            // one K (or V) tile
+  static constexpr int chunk = 256;                             // key tiles classified per scan
+  static constexpr uint32_t q = 0;                              // [wg 2][chunk 4] boxes of 64 rows x 64 dims
+  static constexpr uint32_t kv = q + 2 * 4 * kQBox;             // [stage][K 4 boxes, V 4 boxes]
+  static constexpr uint32_t meta = kv + kStages * 2 * tile_bytes;
+  static constexpr uint32_t bars = meta + kStages * sizeof(StageMeta);  // q_full, full_k/v[2], empty_k/v[2]
+  static constexpr uint32_t qrange = bars + 16 * 8;             // int64 qmin[4], qmax[4] (32 rows each)
   static constexpr uint32_t kmin = qrange + 8 * 8;
-  static constexpr uint32_t kmax = kmin + 8 * kChunk;
-  static constexpr uint32_t keep = kmax + 8 * kChunk;
-  static constexpr uint32_t bytes = keep + kChunk;
-  static constexpr uint32_t alloc = bytes + 1024;        // slack to align the base
+  static constexpr uint32_t kmax = kmin + 8 * chunk;
+  static constexpr uint32_t keep = kmax + 8 * chunk;
+  static constexpr uint32_t bytes = keep + chunk;
+  static constexpr uint32_t alloc = bytes + 1024;               // slack to align the base
+  static_assert(alloc <= 227 * 1024, "fits one H100/H200 block");
+  static_assert(kv_box % 1024 == 0, "swizzle atoms stay 1024-aligned");
 };
-static_assert(Layout::alloc <= 227 * 1024, "fits one H100/H200 block");
+
 
 __device__ __forceinline__ float ex2(float x) {
   float y;
@@ -75,7 +80,16 @@ __device__ __forceinline__ int64_t warp_max_i64(int64_t v) {
   return v;
 }
 
-template <bool SPLIT>
+// Consumer schedules (compared on the H200, docs/benchmarks.md): kPlain: S, softmax, P V in turn per tile;
+// kOverlap: the softmax of tile i runs while P_{i-1} V_{i-1} is on the tensor cores; kPingPong: kOverlap, and
+// the two consumer warpgroups take turns issuing their products (named barriers), so that one's softmax
+// runs under the other's products.
+enum Schedule { kPlain = 0, kOverlap = 1, kPingPong = 2 };
+
+// CLUSTER: blocks in clusters of two, query heads 2j and 2j + 1 of one kv head over the same query rows and
+// key tiles; each block loads half of every K and V tile and multicasts it to both, so the pair reads each
+// tile from L2 once (the eight query heads of a kv head otherwise read every tile eight times).
+template <bool SPLIT, int SCHED, int BN, bool CLUSTER>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                           const __grid_constant__ CUtensorMap tv, AttentionShape s, const int64_t* __restrict__ q_pos,
@@ -83,24 +97,40 @@ __global__ void __launch_bounds__(kThreads, 1)
                           int64_t splits_arg, float* __restrict__ part_o, float* __restrict__ part_ml) {
 #if HYPIC_SM90A
   using namespace sm90;
+  using L = Layout<BN>;
+  constexpr uint32_t kTileBytes = L::tile_bytes, kBox = L::kv_box;
+  constexpr int kChunk = L::chunk, kBN = BN;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  StageMeta* meta = reinterpret_cast<StageMeta*>(smem + Layout::meta);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Layout::bars);
+  StageMeta* meta = reinterpret_cast<StageMeta*>(smem + L::meta);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::bars);
   uint64_t* q_full = bars;
   uint64_t* full_k = bars + 1;
   uint64_t* full_v = bars + 1 + kStages;
-  uint64_t* empty = bars + 1 + 2 * kStages;
-  int64_t* qmin = reinterpret_cast<int64_t*>(smem + Layout::qrange);
+  uint64_t* empty_k = bars + 1 + 2 * kStages;
+  uint64_t* empty_v = bars + 1 + 3 * kStages;
+  int64_t* qmin = reinterpret_cast<int64_t*>(smem + L::qrange);
   int64_t* qmax = qmin + 4;
 
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int64_t splits = SPLIT ? splits_arg : 1;
   // Launch order: latest query tile first (the most keys); the query heads of one kv head side by side.
   const int64_t n_mt = (s.Tq + kBM - 1) / kBM;
-  const int64_t split = int64_t(blockIdx.x) % splits, bid = int64_t(blockIdx.x) / splits;
-  const int64_t h = bid % s.Hq, kh = h / (s.Hq / s.Hkv);
-  const int64_t m0 = (n_mt - 1 - bid / s.Hq) * kBM;
+  const uint32_t crank = CLUSTER ? cluster_ctarank() : 0;
+  int64_t split, h, m0;
+  if constexpr (CLUSTER) {  // block = ((pair * splits + split) * 2 + rank); a pair = (query tile, two heads)
+    const int64_t pair = int64_t(blockIdx.x) / 2, hp = s.Hq / 2;
+    split = pair % splits;
+    const int64_t bid = pair / splits;
+    h = 2 * (bid % hp) + crank;
+    m0 = (n_mt - 1 - bid / hp) * kBM;
+  } else {
+    split = int64_t(blockIdx.x) % splits;
+    const int64_t bid = int64_t(blockIdx.x) / splits;
+    h = bid % s.Hq;
+    m0 = (n_mt - 1 - bid / s.Hq) * kBM;
+  }
+  const int64_t kh = h / (s.Hq / s.Hkv);
   const int rows = int(s.Tq - m0 < kBM ? s.Tq - m0 : kBM);
 
   if (tid < kBM) {  // position range of each 32 query rows (valid rows only)
@@ -117,11 +147,32 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < kStages; ++i) {
       mbar_init(full_k + i, 1);
       mbar_init(full_v + i, 1);
-      mbar_init(empty + i, 8);  // lane 0 of each consumer warp
+      mbar_init(empty_k + i, CLUSTER ? 16 : 8);  // lane 0 of each consumer warp (of both blocks of a pair)
+      mbar_init(empty_v + i, CLUSTER ? 16 : 8);
     }
     mbar_fence_init();
   }
-  __syncthreads();
+  if constexpr (CLUSTER)
+    cluster_sync();  // the peer's copies may arrive on these barriers as soon as it starts
+  else
+    __syncthreads();
+  // K or V tile `tile` into `dst`, completing on `bar`: all four boxes, or this block's two of a pair's.
+  auto load_tile = [&](unsigned char* dst, const CUtensorMap* map, int64_t tile, uint64_t* bar) {
+    if constexpr (CLUSTER) {
+      for (int c = 2 * int(crank); c < 2 * int(crank) + 2; ++c)
+        tma_load_2d_multicast(dst + c * kBox, map, int(kh * kD + c * 64), int(tile * kBN), bar, 0x3);
+    } else {
+      for (int c = 0; c < 4; ++c) tma_load_2d(dst + c * kBox, map, int(kh * kD + c * 64), int(tile * kBN), bar);
+    }
+  };
+  // A consumer warp's release of a stage: to both blocks of a pair (either block's next copy lands in both).
+  auto release = [&](uint64_t* bar) {
+    __syncwarp();
+    if (lane == 0) {
+      mbar_arrive(bar);
+      if constexpr (CLUSTER) mbar_arrive_cluster(bar, crank ^ 1);
+    }
+  };
 
   const int64_t n_tiles = (s.Tk + kBN - 1) / kBN;
   int64_t t_lo = 0, t_hi = n_tiles;
@@ -134,9 +185,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp < 4) {
     // ---------------- producer ----------------
     setmaxnreg_dec<kProducerRegs>();
-    int64_t* kmin_s = reinterpret_cast<int64_t*>(smem + Layout::kmin);
-    int64_t* kmax_s = reinterpret_cast<int64_t*>(smem + Layout::kmax);
-    uint8_t* keep_s = smem + Layout::keep;
+    int64_t* kmin_s = reinterpret_cast<int64_t*>(smem + L::kmin);
+    int64_t* kmax_s = reinterpret_cast<int64_t*>(smem + L::kmax);
+    uint8_t* keep_s = smem + L::keep;
     const int64_t bq_max = qmax[0] > qmax[1] ? (qmax[0] > qmax[2] ? (qmax[0] > qmax[3] ? qmax[0] : qmax[3])
                                                                   : (qmax[2] > qmax[3] ? qmax[2] : qmax[3]))
                                              : (qmax[1] > qmax[2] ? (qmax[1] > qmax[3] ? qmax[1] : qmax[3])
@@ -145,21 +196,38 @@ __global__ void __launch_bounds__(kThreads, 1)
       prefetch_tensor_map(&tq);
       prefetch_tensor_map(&tk);
       prefetch_tensor_map(&tv);
-      mbar_arrive_expect_tx(q_full, 2 * 4 * kBox);
+      mbar_arrive_expect_tx(q_full, 2 * 4 * kQBox);
       for (int w = 0; w < 2; ++w)
         for (int c = 0; c < 4; ++c)
-          tma_load_2d(smem + Layout::q + (w * 4 + c) * kBox, &tq, int(h * kD + c * 64), int(m0 + w * 64), q_full);
+          tma_load_2d(smem + L::q + (w * 4 + c) * kQBox, &tq, int(h * kD + c * 64), int(m0 + w * 64), q_full);
     }
-    int stage = 0;
-    uint32_t phase = 0;
+    // Issue order K_0, K_1, V_0, K_2, V_1, ...: a consumer needs K_{i+1} and V_i at the same time (it
+    // multiplies P_i V_i while the scores of tile i + 1 are being formed), and K's stage frees first.
+    int stage = 0, v_stage = -1;
+    uint32_t phase = 0, v_phase = 0;
+    int64_t v_tile = -1;
+    auto issue_v = [&] {
+      mbar_wait(empty_v + v_stage, v_phase ^ 1);
+      unsigned char* vst = smem + L::kv + v_stage * 2 * kTileBytes + kTileBytes;
+      mbar_arrive_expect_tx(full_v + v_stage, kTileBytes);
+      load_tile(vst, &tv, v_tile, full_v + v_stage);
+    };
     for (int64_t c0 = t_lo; c0 < t_hi; c0 += kChunk) {
       const int nc = int(t_hi - c0 < kChunk ? t_hi - c0 : kChunk);
       named_barrier(1, 128);  // the previous chunk's classification is no longer read
 #pragma unroll 4
       for (int lt = warp; lt < nc; lt += 4) {
-        const int64_t j = (c0 + lt) * kBN + lane;
-        const int64_t a = j < s.Tk ? k_pos[j] : LLONG_MAX, b = j + 32 < s.Tk ? k_pos[j + 32] : LLONG_MAX;
-        const int64_t mn = warp_min_i64(a < b ? a : b), mx = warp_max_i64(a > b ? a : b);
+        int64_t lo = LLONG_MAX, hi = LLONG_MIN;
+#pragma unroll
+        for (int r = 0; r < kBN; r += 32) {
+          const int64_t j = (c0 + lt) * kBN + r + lane;
+          if (r + lane < kBN) {  // a key past the end counts as never visible (the tile is then masked)
+            const int64_t x = j < s.Tk ? k_pos[j] : LLONG_MAX;
+            hi = x > hi ? x : hi;
+            lo = x < lo ? x : lo;
+          }
+        }
+        const int64_t mn = warp_min_i64(lo), mx = warp_max_i64(hi);
         if (lane == 0) {
           kmin_s[lt] = mn;
           kmax_s[lt] = mx;
@@ -171,15 +239,23 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int lt = 0; lt < nc; ++lt) {
           if (!keep_s[lt]) continue;
           const int64_t tile = c0 + lt;
-          mbar_wait(empty + stage, phase ^ 1);
+          mbar_wait(empty_k + stage, phase ^ 1);
           meta[stage] = StageMeta{tile, kmin_s[lt], kmax_s[lt], 0};
-          unsigned char* kst = smem + Layout::kv + stage * 2 * kTileBytes;
+          unsigned char* kst = smem + L::kv + stage * 2 * kTileBytes;
           mbar_arrive_expect_tx(full_k + stage, kTileBytes);
-          for (int c = 0; c < 4; ++c)
-            tma_load_2d(kst + c * kBox, &tk, int(kh * kD + c * 64), int(tile * kBN), full_k + stage);
-          mbar_arrive_expect_tx(full_v + stage, kTileBytes);
-          for (int c = 0; c < 4; ++c)
-            tma_load_2d(kst + kTileBytes + c * kBox, &tv, int(kh * kD + c * 64), int(tile * kBN), full_v + stage);
+          load_tile(kst, &tk, tile, full_k + stage);
+          if (SCHED == kPlain) {
+            v_tile = tile;
+            v_stage = stage;
+            v_phase = phase;
+            issue_v();
+            v_tile = -1;
+          } else {
+            if (v_tile >= 0) issue_v();
+            v_tile = tile;
+            v_stage = stage;
+            v_phase = phase;
+          }
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
@@ -188,14 +264,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       __syncwarp();
     }
-    if (tid == 0) {  // end of the stream
-      mbar_wait(empty + stage, phase ^ 1);
+    if (tid == 0) {  // the last V, then the end of the stream
+      if (v_tile >= 0) issue_v();
+      mbar_wait(empty_k + stage, phase ^ 1);
       meta[stage].tile = -1;
       mbar_arrive(full_k + stage);
     }
-    return;
-  }
-
+  } else {
   // ---------------- consumers ----------------
   setmaxnreg_inc<kConsumerRegs>();
   const int wg = warp / 4 - 1, wt = tid % 128, ww = wt / 32, g = lane >> 2, t = lane & 3;
@@ -204,13 +279,43 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t qp_hi = r_hi < rows ? q_pos[m0 + r_hi] : LLONG_MIN;
   const int64_t wg_qmin = qmin[2 * wg] < qmin[2 * wg + 1] ? qmin[2 * wg] : qmin[2 * wg + 1];
   const int64_t wg_qmax = qmax[2 * wg] > qmax[2 * wg + 1] ? qmax[2 * wg] : qmax[2 * wg + 1];
-  const unsigned char* q_wg = smem + Layout::q + wg * 4 * kBox;
+  const unsigned char* q_wg = smem + L::q + wg * 4 * kQBox;
 
   float o[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 
+  // Software pipeline across tiles: the scores of tile i are formed and exponentiated while the tensor cores
+  // run P_{i-1} V_{i-1}; O is rescaled once that product has landed.
+  uint32_t pa[kBN / 16][4];         // P of the pending tile (bf16 pairs, the A layout of the P V product)
+  int p_stage = -1;          // its stage (-1: none pending)
+  uint32_t p_phase = 0;
+  // Ping-pong turns: warpgroup w waits on barrier 2 + w before issuing products and then opens the other's.
+  constexpr bool kTurns = SCHED == kPingPong;
+  auto turn_begin = [&] {
+    if (kTurns) named_barrier(2 + wg, 256);
+  };
+  auto turn_end = [&] {
+    if (kTurns) asm volatile("barrier.arrive %0, %1;\n" ::"r"(2 + (wg ^ 1)), "r"(256) : "memory");
+  };
+  if (kTurns && wg == 1) asm volatile("barrier.arrive %0, %1;\n" ::"r"(2), "r"(256) : "memory");  // warpgroup 0 first
+  // P_{i-1} V_{i-1} on its own, its V stage released.
+  auto flush = [&] {
+    if (p_stage < 0) return;
+    mbar_wait(full_v + p_stage, p_phase);
+    const unsigned char* vst = smem + L::kv + p_stage * 2 * kTileBytes + kTileBytes;
+    fence_regs(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) wgmma_m64n256k16_rs(o, pa[kk], desc_sw128(vst + kk * 16 * 128, kBox, 1024));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_u32(pa);
+    release(empty_v + p_stage);
+    p_stage = -1;
+  };
   mbar_wait(q_full, 0);
   int stage = 0;
   uint32_t phase = 0;
@@ -219,38 +324,71 @@ __global__ void __launch_bounds__(kThreads, 1)
     const StageMeta mt = meta[stage];
     if (mt.tile < 0) break;
     const bool hidden = mt.kmin > wg_qmax, mixed = !hidden && mt.kmax > wg_qmin;
-    if (!hidden) {
-      const unsigned char* kst = smem + Layout::kv + stage * 2 * kTileBytes;
-      float sc[32];
-      wgmma_fence();
+    if (hidden) {
+      // A pending V is not held across a tile this warpgroup skips: the producer's next V may need its stage
+      // before this warpgroup computes another tile.
+      turn_begin();
+      flush();
+      turn_end();
+      release(empty_k + stage);
+      // Every release of a V stage follows the wait for that V: the K stage refills ahead of V, so an early
+      // arrival could complete the phase of the V before it.
+      mbar_wait(full_v + stage, phase);
+      release(empty_v + stage);
+    } else {
+      const unsigned char* kst = smem + L::kv + stage * 2 * kTileBytes;
+      float sc[kBN / 2];
+      // S = Q K^T, and P_{i-1} V_{i-1} behind it where a tile is pending. Each path is one fence-issue-commit
+      // block: a wgmma issued under a branch after others were issued outside it makes ptxas serialise them all.
+      auto issue_s = [&] {
 #pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        const uint32_t off = (ks / 4) * kBox + (ks % 4) * 32;
-        wgmma_m64n64k16_ss(sc, desc_sw128(q_wg + off, 16, 1024), desc_sw128(kst + off, 16, 1024), ks > 0);
+        for (int ks = 0; ks < kD / 16; ++ks) {
+          const uint32_t in = (ks % 4) * 32;  // the 16-column slice inside a 128-byte swizzled row
+          wgmma_m64n64k16_ss(sc, desc_sw128(q_wg + (ks / 4) * kQBox + in, 16, 1024),
+                             desc_sw128(kst + (ks / 4) * kBox + in, 16, 1024), ks > 0);
+        }
+        wgmma_commit();
+      };
+      if (p_stage >= 0) {
+        mbar_wait(full_v + p_stage, p_phase);
+        const unsigned char* vst = smem + L::kv + p_stage * 2 * kTileBytes + kTileBytes;
+        turn_begin();
+        fence_regs(o);
+        wgmma_fence();
+        issue_s();
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; ++kk)
+          wgmma_m64n256k16_rs(o, pa[kk], desc_sw128(vst + kk * 16 * 128, kBox, 1024));
+        wgmma_commit();
+        turn_end();
+        wgmma_wait<1>();
+      } else {
+        turn_begin();
+        fence_regs(o);
+        wgmma_fence();
+        issue_s();
+        turn_end();
+        wgmma_wait<0>();
       }
-      wgmma_commit();
-      wgmma_wait<0>();
       fence_regs(sc);
+      release(empty_k + stage);
 
-      // Scale into log2 units; mask by position where the tile straddles this warpgroup's queries.
+      // Raw scores; masked ones to -inf where the tile straddles this warpgroup's queries.
       if (mixed) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
+        for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int64_t key = mt.tile * kBN + j * 8 + 2 * t + e;
             const int64_t kp = key < s.Tk ? __ldg(k_pos + key) : LLONG_MAX;
-            sc[4 * j + e] = kp <= qp_lo ? sc[4 * j + e] * scale_log2 : -INFINITY;
-            sc[4 * j + 2 + e] = kp <= qp_hi ? sc[4 * j + 2 + e] * scale_log2 : -INFINITY;
+            if (kp > qp_lo) sc[4 * j + e] = -INFINITY;
+            if (kp > qp_hi) sc[4 * j + 2 + e] = -INFINITY;
           }
         }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 32; ++i) sc[i] *= scale_log2;
       }
       float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < kBN / 8; ++j) {
         tmax_lo = fmaxf(tmax_lo, fmaxf(sc[4 * j], sc[4 * j + 1]));
         tmax_hi = fmaxf(tmax_hi, fmaxf(sc[4 * j + 2], sc[4 * j + 3]));
       }
@@ -259,25 +397,32 @@ __global__ void __launch_bounds__(kThreads, 1)
         tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
         tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
       }
-      const float mn_lo = fmaxf(m_lo, tmax_lo), mn_hi = fmaxf(m_hi, tmax_hi);
+      // Running maxima in log2 units (scale > 0, so the max of the scaled scores is the scaled max).
+      const float mn_lo = fmaxf(m_lo, tmax_lo * scale_log2), mn_hi = fmaxf(m_hi, tmax_hi * scale_log2);
       // A row that has seen no key yet keeps reference 0 so that exp2(-inf - ref) = 0, never NaN.
       const float ref_lo = mn_lo == -INFINITY ? 0.0f : mn_lo, ref_hi = mn_hi == -INFINITY ? 0.0f : mn_hi;
       const float al_lo = ex2(m_lo - ref_lo), al_hi = ex2(m_hi - ref_hi);
       m_lo = mn_lo;
       m_hi = mn_hi;
-      uint32_t pa[4][4];
       float sum_lo = 0.0f, sum_hi = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float p0 = ex2(sc[4 * j] - ref_lo), p1 = ex2(sc[4 * j + 1] - ref_lo);
-        const float p2 = ex2(sc[4 * j + 2] - ref_hi), p3 = ex2(sc[4 * j + 3] - ref_hi);
-        sum_lo += p0 + p1;
-        sum_hi += p2 + p3;
-        pa[j / 2][(j % 2) * 2 + 0] = detail::pack_bf16(p0, p1);
-        pa[j / 2][(j % 2) * 2 + 1] = detail::pack_bf16(p2, p3);
+      for (int j = 0; j < kBN / 8; ++j) {
+        sc[4 * j] = ex2(fmaf(sc[4 * j], scale_log2, -ref_lo));
+        sc[4 * j + 1] = ex2(fmaf(sc[4 * j + 1], scale_log2, -ref_lo));
+        sc[4 * j + 2] = ex2(fmaf(sc[4 * j + 2], scale_log2, -ref_hi));
+        sc[4 * j + 3] = ex2(fmaf(sc[4 * j + 3], scale_log2, -ref_hi));
+        sum_lo += sc[4 * j] + sc[4 * j + 1];
+        sum_hi += sc[4 * j + 2] + sc[4 * j + 3];
       }
       l_lo = l_lo * al_lo + sum_lo;
       l_hi = l_hi * al_hi + sum_hi;
+      // On every path (a no-op where nothing was pending): a wait under a branch also serialises the products.
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_u32(pa);
+      if (p_stage >= 0) {  // P_{i-1} V_{i-1} has landed: its V stage is free, its P registers too
+        release(empty_v + p_stage);
+      }
       if (__any_sync(0xffffffffu, al_lo != 1.0f || al_hi != 1.0f)) {
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
@@ -287,23 +432,25 @@ __global__ void __launch_bounds__(kThreads, 1)
           o[4 * j + 3] *= al_hi;
         }
       }
-      mbar_wait(full_v + stage, phase);
-      const unsigned char* vst = kst + kTileBytes;
-      fence_regs(o);
-      wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk) wgmma_m64n256k16_rs(o, pa[kk], desc_sw128(vst + kk * 16 * 128, kBox, 1024));
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs(o);
+      for (int j = 0; j < kBN / 8; ++j) {
+        pa[j / 2][(j % 2) * 2 + 0] = detail::pack_bf16(sc[4 * j], sc[4 * j + 1]);
+        pa[j / 2][(j % 2) * 2 + 1] = detail::pack_bf16(sc[4 * j + 2], sc[4 * j + 3]);
+      }
+      p_stage = stage;
+      p_phase = phase;
+      if (SCHED == kPlain) flush();
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty + stage);
     if (++stage == kStages) {
       stage = 0;
       phase ^= 1;
     }
   }
+  // The last tile's P V (a turn of its own for both warpgroups, so that the turns pair up; warpgroup 1 opens
+  // no further turn).
+  if (kTurns) named_barrier(2 + wg, 256);
+  flush();
+  if (kTurns && wg == 0) asm volatile("barrier.arrive %0, %1;\n" ::"r"(3), "r"(256) : "memory");
 
 #pragma unroll
   for (int off = 1; off < 4; off <<= 1) {
@@ -324,8 +471,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (r_lo < rows) *reinterpret_cast<float2*>(part_ml + (row_lo * splits + split) * 2) = make_float2(m_lo, l_lo);
       if (r_hi < rows) *reinterpret_cast<float2*>(part_ml + (row_hi * splits + split) * 2) = make_float2(m_hi, l_hi);
     }
-    return;
-  }
+  } else {
   const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
   bf16* out_lo = out + ((m0 + r_lo) * s.Hq + h) * kD;
   bf16* out_hi = out + ((m0 + r_hi) * s.Hq + h) * kD;
@@ -336,6 +482,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (r_hi < rows)
       *reinterpret_cast<uint32_t*>(out_hi + c) = detail::pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
   }
+  }  // SPLIT
+  }  // consumers
+  // A block of a pair leaves only when its peer no longer arrives on its barriers nor copies into it.
+  if constexpr (CLUSTER) cluster_sync();
 #endif
 }
 
@@ -350,12 +500,12 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-// rows x width bf16 matrix (row stride = width), read in boxes of 64 rows x 64 columns, 128-byte swizzle.
-CUtensorMap tensor_map(const bf16* base, int64_t width, int64_t rows) {
+// rows x width bf16 matrix (row stride = width), read in boxes of box_rows rows x 64 columns, 128-byte swizzle.
+CUtensorMap tensor_map(const bf16* base, int64_t width, int64_t rows, uint32_t box_rows) {
   CUtensorMap m;
   const cuuint64_t dims[2] = {cuuint64_t(width), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(width) * sizeof(bf16)};
-  const cuuint32_t box[2] = {64, 64}, elem[2] = {1, 1};
+  const cuuint32_t box[2] = {64, box_rows}, elem[2] = {1, 1};
   const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box,
                                  elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -369,11 +519,69 @@ bool env_enabled() {
   return !(e && std::strcmp(e, "0") == 0);
 }
 
+// HYPIC_CUDA_ATTN_SM90_SCHEDULE=0|1|2 picks the consumers' schedule (benches; default kOverlap).
+int schedule() {
+  const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_SCHEDULE");
+  const int v = e ? std::atoi(e) : int(kOverlap);
+  return v >= kPlain && v <= kPingPong ? v : int(kOverlap);
+}
+
+// HYPIC_CUDA_ATTN_SM90_CLUSTER=1: blocks in pairs sharing K/V loads (needs an even number of query heads per kv head).
+bool use_cluster(const AttentionShape& s) {
+  const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_CLUSTER");
+  return e && std::strcmp(e, "1") == 0 && (s.Hq / s.Hkv) % 2 == 0;
+}
+
+using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, AttentionShape, const int64_t*, const int64_t*, float,
+                          bf16*, int64_t, float*, float*);
+
+template <int BN, bool SPLIT, bool CLUSTER>
+KernelFn pick_sched(int sched) {
+  return sched == kPlain     ? attention_sm90_kernel<SPLIT, kPlain, BN, CLUSTER>
+         : sched == kOverlap ? attention_sm90_kernel<SPLIT, kOverlap, BN, CLUSTER>
+                             : attention_sm90_kernel<SPLIT, kPingPong, BN, CLUSTER>;
+}
+template <int BN>
+KernelFn pick(bool split, int sched, bool cluster) {
+  if (split) return cluster ? pick_sched<BN, true, true>(sched) : pick_sched<BN, true, false>(sched);
+  return cluster ? pick_sched<BN, false, true>(sched) : pick_sched<BN, false, false>(sched);
+}
+
+template <int BN>
+void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
+            const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream, int64_t splits, float* part_o,
+            float* part_ml) {
+  const CUtensorMap tq = tensor_map(q, s.Hq * kD, s.Tq, 64);
+  const CUtensorMap tk = tensor_map(k, s.Hkv * kD, s.Tk, BN);
+  const CUtensorMap tv = tensor_map(v, s.Hkv * kD, s.Tk, BN);
+  const int sched = schedule();
+  const bool cluster = use_cluster(s);
+  auto* kernel = pick<BN>(splits > 1, sched, cluster);
+  constexpr uint32_t smem = Layout<BN>::alloc;
+  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq * splits;
+  HYPIC_CUDA_REQUIRE(blocks <= INT_MAX, "attention_prefill: too many query rows x heads");
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(blocks));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster ? 2 : 1;
+  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, s, q_pos, k_pos, float(scale * 1.4426950408889634f),
+                                      out, splits, part_o, part_ml));
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 bool attention_prefill_sm90_applies(const AttentionShape& s) {
   if (!env_enabled() || s.d != kD || s.Tq <= 0 || s.Tk <= 0) return false;
-  if (s.Tq > int64_t(INT_MAX) - kBM || s.Tk > int64_t(INT_MAX) - kBN) return false;  // TMA coordinates are int32
+  if (s.Tq > int64_t(INT_MAX) - kBM || s.Tk > int64_t(INT_MAX) - 128) return false;  // TMA coordinates are int32
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
@@ -383,7 +591,7 @@ bool attention_prefill_sm90_applies(const AttentionShape& s) {
 }
 
 int64_t attention_prefill_sm90_splits(const AttentionShape& s, int sm_count) {
-  const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq, tiles = (s.Tk + kBN - 1) / kBN;
+  const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq, tiles = (s.Tk + kKeys - 1) / kKeys;
   if (blocks <= 0 || blocks >= sm_count) return 1;
   // One block an SM (its shared memory), rounded down to whole waves; at least 4 key tiles a split.
   int64_t n = int64_t(sm_count) / blocks;
@@ -396,16 +604,7 @@ void attention_prefill_sm90(const AttentionShape& s, const bf16* q, const bf16* 
                             const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream, int64_t splits,
                             float* part_o, float* part_ml) {
   HYPIC_CUDA_REQUIRE(s.d == kD, "attention_prefill_sm90: head dim 256 only");
-  const CUtensorMap tq = tensor_map(q, s.Hq * kD, s.Tq);
-  const CUtensorMap tk = tensor_map(k, s.Hkv * kD, s.Tk);
-  const CUtensorMap tv = tensor_map(v, s.Hkv * kD, s.Tk);
-  auto* kernel = splits > 1 ? attention_sm90_kernel<true> : attention_sm90_kernel<false>;
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Layout::alloc)));
-  const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq * splits;
-  HYPIC_CUDA_REQUIRE(blocks <= INT_MAX, "attention_prefill: too many query rows x heads");
-  kernel<<<unsigned(blocks), kThreads, Layout::alloc, stream>>>(tq, tk, tv, s, q_pos, k_pos,
-                                                               scale * 1.4426950408889634f, out, splits, part_o, part_ml);
-  HYPIC_CUDA_LAUNCH_CHECK();
+  launch<kKeys>(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
 }
 
 }  // namespace hypic::cuda

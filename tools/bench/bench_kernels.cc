@@ -406,6 +406,28 @@ int main(int argc, char** argv) {
       // The mma.sync form of the same calls (what runs where the Hopper form does not: other head dims,
       // other GPUs), side by side in this process.
       if (attention_prefill_sm90_applies(s)) {
+        // The Hopper form's consumer schedules (HYPIC_CUDA_ATTN_SM90_SCHEDULE; the rows above run the default).
+        for (const char* variant : {"0 0", "1 0", "2 0", "0 1", "1 1", "2 1"}) {  // schedule, clusters of two
+          const std::string sched(variant, 1), cluster(variant + 2);
+          setenv("HYPIC_CUDA_ATTN_SM90_SCHEDULE", sched.c_str(), 1);
+          setenv("HYPIC_CUDA_ATTN_SM90_CLUSTER", cluster.c_str(), 1);
+          const int64_t splits_v = attention_prefill_splits(ss, prop.multiProcessorCount);
+          DeviceBuffer ws_v(pool, std::max<size_t>(16, attention_prefill_workspace_bytes(ss, splits_v)));
+          const double ms_c = time_ms([&] {
+            attention_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>(), pos.as<int64_t>(),
+                              0.0625f, out.as<bf16>(), st);
+          }, iters, st);
+          emit("attention_prefill", T, ("causal schedule " + sched + " cluster " + cluster).c_str(), ms_c, flops);
+          const double ms_c2 = time_ms([&] {
+            attention_prefill_split(ss, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>() + (T - Tq),
+                                    pos.as<int64_t>(), 0.0625f, splits_v, ws_v.get(), out.as<bf16>(), st);
+          }, iters, st);
+          emit("attention_prefill", T,
+               ("stitch split " + std::to_string(splits_v) + " schedule " + sched + " cluster " + cluster).c_str(), ms_c2,
+               flops_s);
+        }
+        unsetenv("HYPIC_CUDA_ATTN_SM90_SCHEDULE");
+        unsetenv("HYPIC_CUDA_ATTN_SM90_CLUSTER");
         setenv("HYPIC_CUDA_ATTN_SM90", "0", 1);
         const double ms_old = time_ms([&] {
           attention_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>(), pos.as<int64_t>(),

@@ -19,6 +19,10 @@
 #                                        # batch 1/8/32, each kernel of a launched decode step (ncu); and the
 #                                        # segment chain bench's three variants under Nsight Compute's full set
 #                                        # (PROBE_CHAIN_NCU=0 / PROBE_TESTS=0: without that ncu / the tests)
+#   tools/bench/gpu_full_check.sh attention  # the Hopper attention prefill: its op tests under each schedule, the
+#                                            # kernel bench, torch SDPA (default / cuDNN / FA2) in the same call,
+#                                            # the stitch, backend-op, model and engine tests, 8k prefill and RAG
+#                                            # TTFT with HYPIC_CUDA_ATTN_SM90=1 and 0
 #   tools/bench/gpu_full_check.sh fusion # RAG TTFT (hypic mode) and decode with the fused kernels on and off
 #                                        # (HYPIC_CUDA_DECODE_FUSION=1/0), each kernel of one all-hit request (ncu)
 #   tools/bench/gpu_full_check.sh verify # the CUDA op, model, engine and SDK tests of the decode and MoE paths, decode
@@ -324,6 +328,39 @@ if [ "$stage" = prefill ]; then  # where the 8k-token prefill's device time goes
     "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 |
       tee "$O/bench_ttft_rag.json" | grep -oE "\"mode\": \"[a-z]+\", \"ttft_ms\": \{[^}]*\}"
   fi
+fi
+if [ "$stage" = attention ]; then  # the Hopper attention prefill (issue 12 goal 1) against SDPA, in one call
+  for v in 1_0 0_0 2_0 1_1 0_1 2_1; do  # its op tests under each consumer schedule, without and with block pairs
+    step "attention op tests, schedule and cluster $v"
+    HYPIC_CUDA_ATTN_SM90_SCHEDULE=${v%_*} HYPIC_CUDA_ATTN_SM90_CLUSTER=${v#*_} timeout 120 \
+      "$(bin cuda_attention_prefill_test)" > "$O/cuda_attention_prefill_test_$v.txt" 2>&1
+    echo "$v: exit $?"; grep -E "^\[  PASSED  \]|^\[  FAILED  \]|Failure$" "$O/cuda_attention_prefill_test_$v.txt" | head -5
+  done
+  step "attention kernels"
+  timeout 300 "$(bin hypic_bench_kernels)" --only attention --tokens 8192,32768 --iters 20 | tee "$O/bench_attention.json" |
+    grep -oE '"tokens": [0-9]+, "variant": "[^"]*", "ms": [0-9.]+, "tflops": [0-9.]+'
+  step "peers (torch SDPA default / cuDNN / FA2)"
+  python3 tools/bench/bench_peers.py --tokens 8192,32768 --iters 20 > "$O/bench_peers.json" 2>&1
+  grep -A4 '"torch_sdpa' "$O/bench_peers.json" | grep -E "op|tokens|variant|\"ms\"" | paste - - - - | tr -s ' \t' ' '
+  for t in cuda_stitch_ops_test cuda_backend_ops_test cuda_model_test; do run_test $t; done
+  run_test engine_model_test "${ENGINE_FILTER:-*cuda*}"
+  for f in 1 0 cluster; do  # the Hopper form, the mma.sync form, the Hopper form in block pairs
+    step "prefill 8k and RAG TTFT, $f"
+    ( if [ $f = cluster ]; then export HYPIC_CUDA_ATTN_SM90_CLUSTER=1; else export HYPIC_CUDA_ATTN_SM90=$f; fi
+      "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
+        --prefill 8192 --decode 0 | tee "$O/bench_prefill_sm90_$f.json" | grep -A3 '"prefill"'
+      "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 \
+        > "$O/bench_ttft_rag_sm90_$f.json" 2> "$O/bench_ttft_rag_sm90_$f.err"
+      grep -oE "\"mode\": \"[a-z]+\", \"ttft_ms\": \{[^}]*\}" "$O/bench_ttft_rag_sm90_$f.json" )
+  done
+  step "model and engine tests with block pairs"
+  ( export HYPIC_CUDA_ATTN_SM90_CLUSTER=1
+    for t in cuda_stitch_ops_test cuda_model_test; do
+      timeout 300 "$(bin $t)" > "$O/${t}_cluster.txt" 2>&1; echo "$t (pairs): exit $?"
+      grep -E "^\[  PASSED  \]|^\[  FAILED  \]|Failure$" "$O/${t}_cluster.txt" | head -5
+    done
+    timeout 300 "$(bin engine_model_test)" --gtest_filter="${ENGINE_FILTER:-*cuda*}" > "$O/engine_model_test_cluster.txt" 2>&1
+    echo "engine_model_test (pairs): exit $?"; grep -E "^\[  PASSED  \]|^\[  FAILED  \]|Failure$" "$O/engine_model_test_cluster.txt" | head -5 )
 fi
 if [ "$stage" = fusion ]; then
   for f in 1 0 1 0; do

@@ -189,7 +189,13 @@ TEST_F(CudaOps, AttentionPrefillSm90) {
     attention_prefill(s, a...);
     unsetenv("HYPIC_CUDA_ATTN_SM90");
   };
-  const std::vector<std::pair<std::string, Launch>> both = {{" sm90", sm90}, {" mma.sync", old}};
+  // Block pairs that share their K/V loads (used where a kv head has an even number of query heads).
+  auto pairs = [](auto&&... a) {
+    setenv("HYPIC_CUDA_ATTN_SM90_CLUSTER", "1", 1);
+    attention_prefill_sm90(a..., 1, nullptr, nullptr);
+    unsetenv("HYPIC_CUDA_ATTN_SM90_CLUSTER");
+  };
+  const std::vector<std::pair<std::string, Launch>> both = {{" sm90", sm90}, {" sm90 pairs", pairs}, {" mma.sync", old}};
   // Several query tiles of both warpgroups, one query tile with a single valid row, a partial last key tile.
   check_launches(pool, {"sm90 causal", 2049, 2049, 16, 2, 256, iota_from(2049, 0), iota_from(2049, 0)}, 100, both);
   // One kv head for all query heads; keys far from zero.
