@@ -27,6 +27,8 @@ struct AttentionShape {
 //   aligned (UnsupportedShape otherwise).
 // Key tiles whose every position lies after the block's last query are skipped; per-element masks are
 // applied only to tiles whose positions straddle a warp's queries.
+// Head dim 256 on compute capability 9.0 takes the Hopper form instead (TMA + wgmma, same arguments and
+// results; kernels/cuda/attention_prefill_sm90.h), here and in attention_prefill_split.
 void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
                        const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream);
 
@@ -34,7 +36,7 @@ void attention_prefill(const AttentionShape& s, const bf16* q, const bf16* k, co
 // the key tiles of each 128-row query tile are cut into `splits` ranges, one block each, and a combine pass
 // merges their partial softmaxes. Same arguments as attention_prefill, plus
 //   splits: 1..kMaxPrefillSplits (attention_prefill_splits(s, SMs) picks up to two blocks per SM without a
-//           partial wave, at least 4 key tiles per split; 1 is attention_prefill itself);
+//           partial wave, one for the Hopper form, at least 4 key tiles per split; 1 is attention_prefill itself);
 //   workspace: attention_prefill_workspace_bytes(s, splits) bytes of device memory (none for 1 split),
 //           fp32 [Tq * Hq, splits, padded d + 2].
 // CudaModel::attention_core calls it for every prefill-sized pass (a split count of 1 where the query tiles

@@ -344,7 +344,7 @@ if [ "$stage" = attention ]; then  # the Hopper attention prefill (issue 12 goal
   grep -A4 '"torch_sdpa' "$O/bench_peers.json" | grep -E "op|tokens|variant|\"ms\"" | paste - - - - | tr -s ' \t' ' '
   for t in cuda_stitch_ops_test cuda_backend_ops_test cuda_model_test; do run_test $t; done
   run_test engine_model_test "${ENGINE_FILTER:-*cuda*}"
-  for f in 1 0 cluster; do  # the Hopper form, the mma.sync form, the Hopper form in block pairs
+  for f in ${ATTN_VARIANTS:-1 0 cluster}; do  # the Hopper form, the mma.sync form, the Hopper form in block pairs
     step "prefill 8k and RAG TTFT, $f"
     ( if [ $f = cluster ]; then export HYPIC_CUDA_ATTN_SM90_CLUSTER=1; else export HYPIC_CUDA_ATTN_SM90=$f; fi
       "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
