@@ -332,6 +332,41 @@ TEST(CudaModelMoe, TiledPrefillMatchesGroupedGemm) {
   EXPECT_NE(a, r);
 }
 
+// The attention layers at head dim 256 on the Hopper kernel (TMA + wgmma, kernels/cuda/attention_prefill_sm90.h)
+// against the mma.sync kernel, through a whole forward pass: one random model of the Qwen3.5 MoE fixture's
+// layout with its attention heads widened to 256 dimensions, a 600-token prompt (5 query tiles x 4 heads, so
+// the engine's attention takes the split form). The fixture heads (32 dimensions) never reach that kernel.
+TEST(CudaModelAttention, HopperPrefillMatchesMmaSync) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  int dev = 0, major = 0, minor = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (major != 9 || minor != 0) GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0";
+  const std::string dir = kModels + "qwen3_5_moe";
+  ModelConfig cfg = ModelConfig::load(dir + "/config.json");
+  cfg.head_dim = 256;
+  const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
+  auto model = CudaBackend::random(cfg, 78);
+  std::vector<int> ids;
+  for (int i = 0; i < 600; ++i) ids.push_back((i * 7919 + 29) % static_cast<int>(cfg.vocab_size));
+  auto run = [&](const char* sm90) {  // the switch is read at every launch
+    setenv("HYPIC_CUDA_ATTN_SM90", sm90, 1);
+    Engine e(*model, CacheMode::Full, {});
+    auto st = model->new_state();
+    auto logits = e.forward(ids, *st, true);
+    unsetenv("HYPIC_CUDA_ATTN_SM90");
+    return logits;
+  };
+  const auto a = run("1"), r = run("0");
+  ASSERT_EQ(a.size(), r.size());
+  const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
+  const int64_t T = static_cast<int64_t>(ids.size());
+  expect_close(compare(a.data(), r.data(), T, cfg.vocab_size, *hi - *lo), b.two, "Hopper vs mma.sync attention");
+  // The kernels sum in different orders: identical logits would mean the Hopper kernel never ran.
+  EXPECT_NE(a, r);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, CudaModelFixture,
                          ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe", "bailing_moe_linear",
                                            "minimax", "kimi_linear", "bailing_hybrid"));
