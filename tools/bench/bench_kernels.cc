@@ -403,10 +403,10 @@ int main(int argc, char** argv) {
                                 pos.as<int64_t>(), 0.0625f, splits, ws.get(), out.as<bf16>(), st);
       }, iters, st);
       emit("attention_prefill", T, ("stitch split " + std::to_string(splits)).c_str(), ms_sp, flops_s);
-      // The mma.sync form of the same calls (what runs where the Hopper form does not: other head dims,
-      // other GPUs), side by side in this process.
+      // Where the Hopper form ran the rows above: its consumer schedules with and without block pairs
+      // (HYPIC_CUDA_ATTN_SM90_SCHEDULE / _CLUSTER), then the mma.sync form of the same calls (what runs for
+      // other head dims and other GPUs), side by side in this process.
       if (attention_prefill_sm90_applies(s)) {
-        // The Hopper form's consumer schedules (HYPIC_CUDA_ATTN_SM90_SCHEDULE; the rows above run the default).
         for (const char* variant : {"0 0", "1 0", "2 0", "0 1", "1 1", "2 1"}) {  // schedule, clusters of two
           const std::string sched(variant, 1), cluster(variant + 2);
           setenv("HYPIC_CUDA_ATTN_SM90_SCHEDULE", sched.c_str(), 1);
