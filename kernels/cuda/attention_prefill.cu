@@ -23,6 +23,7 @@
 #include "kernels/cuda/attention_combine.cuh"
 #include "kernels/cuda/attention_prefill_sm90.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace hypic::cuda {
@@ -47,28 +48,9 @@ struct Smem {
   static constexpr size_t bytes = keep + kChunk;
 };
 
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ int64_t warp_min_i64(int64_t v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const int64_t u = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o);
-    v = u < v ? u : v;
-  }
-  return v;
-}
-__device__ __forceinline__ int64_t warp_max_i64(int64_t v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const int64_t u = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o);
-    v = u > v ? u : v;
-  }
-  return v;
-}
+using detail::ex2;
+using detail::warp_max_i64;
+using detail::warp_min_i64;
 
 // rows x D tile (row stride ld_src elements) -> shared (row stride ld_dst), asynchronously; rows at or
 // beyond `valid` and columns at or beyond d are zero-filled. All threads of the block take part.

@@ -23,6 +23,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_prefill_sm90.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/sm90.cuh"
 
@@ -37,10 +38,9 @@ struct StageMeta {
   int64_t tile, kmin, kmax, pad;
 };
 
-// Offsets from the 1024-aligned base of dynamic shared memory, for key tiles of BN rows.
-template <int BN>
+// Offsets from the 1024-aligned base of dynamic shared memory.
 struct Layout {
-  static constexpr uint32_t kv_box = BN * 128;                  // one K or V box: BN rows x 64 columns
+  static constexpr uint32_t kv_box = kKeys * 128;               // one K or V box: 64 keys x 64 columns
   static constexpr uint32_t tile_bytes = 4 * kv_box;            // one K (or V) tile
   static constexpr int chunk = 256;                             // key tiles classified per scan
   static constexpr uint32_t q = 0;                              // [wg 2][chunk 4] boxes of 64 rows x 64 dims
@@ -58,27 +58,9 @@ struct Layout {
 };
 
 
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ int64_t warp_min_i64(int64_t v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const int64_t u = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o);
-    v = u < v ? u : v;
-  }
-  return v;
-}
-__device__ __forceinline__ int64_t warp_max_i64(int64_t v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const int64_t u = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o);
-    v = u > v ? u : v;
-  }
-  return v;
-}
+using detail::ex2;
+using detail::warp_max_i64;
+using detail::warp_min_i64;
 
 // Consumer schedules (compared on the H200, docs/benchmarks.md): kPlain: S, softmax, P V in turn per tile;
 // kOverlap: the softmax of tile i runs while P_{i-1} V_{i-1} is on the tensor cores; kPingPong: kOverlap, and
@@ -89,7 +71,7 @@ enum Schedule { kPlain = 0, kOverlap = 1, kPingPong = 2 };
 // CLUSTER: blocks in clusters of two, query heads 2j and 2j + 1 of one kv head over the same query rows and
 // key tiles; each block loads half of every K and V tile and multicasts it to both, so the pair reads each
 // tile from L2 once (the eight query heads of a kv head otherwise read every tile eight times).
-template <bool SPLIT, int SCHED, int BN, bool CLUSTER>
+template <bool SPLIT, int SCHED, bool CLUSTER>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                           const __grid_constant__ CUtensorMap tv, AttentionShape s, const int64_t* __restrict__ q_pos,
@@ -97,9 +79,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                           int64_t splits_arg, float* __restrict__ part_o, float* __restrict__ part_ml) {
 #if HYPIC_SM90A
   using namespace sm90;
-  using L = Layout<BN>;
+  using L = Layout;
   constexpr uint32_t kTileBytes = L::tile_bytes, kBox = L::kv_box;
-  constexpr int kChunk = L::chunk, kBN = BN;
+  constexpr int kChunk = L::chunk;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   StageMeta* meta = reinterpret_cast<StageMeta*>(smem + L::meta);
@@ -160,9 +142,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto load_tile = [&](unsigned char* dst, const CUtensorMap* map, int64_t tile, uint64_t* bar) {
     if constexpr (CLUSTER) {
       for (int c = 2 * int(crank); c < 2 * int(crank) + 2; ++c)
-        tma_load_2d_multicast(dst + c * kBox, map, int(kh * kD + c * 64), int(tile * kBN), bar, 0x3);
+        tma_load_2d_multicast(dst + c * kBox, map, int(kh * kD + c * 64), int(tile * kKeys), bar, 0x3);
     } else {
-      for (int c = 0; c < 4; ++c) tma_load_2d(dst + c * kBox, map, int(kh * kD + c * 64), int(tile * kBN), bar);
+      for (int c = 0; c < 4; ++c) tma_load_2d(dst + c * kBox, map, int(kh * kD + c * 64), int(tile * kKeys), bar);
     }
   };
   // A consumer warp's release of a stage: to both blocks of a pair (either block's next copy lands in both).
@@ -174,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  const int64_t n_tiles = (s.Tk + kBN - 1) / kBN;
+  const int64_t n_tiles = (s.Tk + kKeys - 1) / kKeys;
   int64_t t_lo = 0, t_hi = n_tiles;
   if constexpr (SPLIT) {
     const int64_t per_split = (n_tiles + splits - 1) / splits;
@@ -219,9 +201,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int lt = warp; lt < nc; lt += 4) {
         int64_t lo = LLONG_MAX, hi = LLONG_MIN;
 #pragma unroll
-        for (int r = 0; r < kBN; r += 32) {
-          const int64_t j = (c0 + lt) * kBN + r + lane;
-          if (r + lane < kBN) {  // a key past the end counts as never visible (the tile is then masked)
+        for (int r = 0; r < kKeys; r += 32) {
+          const int64_t j = (c0 + lt) * kKeys + r + lane;
+          if (r + lane < kKeys) {  // a key past the end counts as never visible (the tile is then masked)
             const int64_t x = j < s.Tk ? k_pos[j] : LLONG_MAX;
             hi = x > hi ? x : hi;
             lo = x < lo ? x : lo;
@@ -288,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // Software pipeline across tiles: the scores of tile i are formed and exponentiated while the tensor cores
   // run P_{i-1} V_{i-1}; O is rescaled once that product has landed.
-  uint32_t pa[kBN / 16][4];         // P of the pending tile (bf16 pairs, the A layout of the P V product)
+  uint32_t pa[kKeys / 16][4];         // P of the pending tile (bf16 pairs, the A layout of the P V product)
   int p_stage = -1;          // its stage (-1: none pending)
   uint32_t p_phase = 0;
   // Ping-pong turns: warpgroup w waits on barrier 2 + w before issuing products and then opens the other's.
@@ -308,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_regs(o);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) wgmma_m64n256k16_rs(o, pa[kk], desc_sw128(vst + kk * 16 * 128, kBox, 1024));
+    for (int kk = 0; kk < kKeys / 16; ++kk) wgmma_m64n256k16_rs(o, pa[kk], desc_sw128(vst + kk * 16 * 128, kBox, 1024));
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
@@ -337,7 +319,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       release(empty_v + stage);
     } else {
       const unsigned char* kst = smem + L::kv + stage * 2 * kTileBytes;
-      float sc[kBN / 2];
+      float sc[kKeys / 2];
       // S = Q K^T, and P_{i-1} V_{i-1} behind it where a tile is pending. Each path is one fence-issue-commit
       // block: a wgmma issued under a branch after others were issued outside it makes ptxas serialise them all.
       auto issue_s = [&] {
@@ -357,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_fence();
         issue_s();
 #pragma unroll
-        for (int kk = 0; kk < kBN / 16; ++kk)
+        for (int kk = 0; kk < kKeys / 16; ++kk)
           wgmma_m64n256k16_rs(o, pa[kk], desc_sw128(vst + kk * 16 * 128, kBox, 1024));
         wgmma_commit();
         turn_end();
@@ -376,10 +358,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       // Raw scores; masked ones to -inf where the tile straddles this warpgroup's queries.
       if (mixed) {
 #pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
+        for (int j = 0; j < kKeys / 8; ++j) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int64_t key = mt.tile * kBN + j * 8 + 2 * t + e;
+            const int64_t key = mt.tile * kKeys + j * 8 + 2 * t + e;
             const int64_t kp = key < s.Tk ? __ldg(k_pos + key) : LLONG_MAX;
             if (kp > qp_lo) sc[4 * j + e] = -INFINITY;
             if (kp > qp_hi) sc[4 * j + 2 + e] = -INFINITY;
@@ -388,7 +370,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       float tmax_lo = -INFINITY, tmax_hi = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
+      for (int j = 0; j < kKeys / 8; ++j) {
         tmax_lo = fmaxf(tmax_lo, fmaxf(sc[4 * j], sc[4 * j + 1]));
         tmax_hi = fmaxf(tmax_hi, fmaxf(sc[4 * j + 2], sc[4 * j + 3]));
       }
@@ -406,7 +388,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       m_hi = mn_hi;
       float sum_lo = 0.0f, sum_hi = 0.0f;
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
+      for (int j = 0; j < kKeys / 8; ++j) {
         sc[4 * j] = ex2(fmaf(sc[4 * j], scale_log2, -ref_lo));
         sc[4 * j + 1] = ex2(fmaf(sc[4 * j + 1], scale_log2, -ref_lo));
         sc[4 * j + 2] = ex2(fmaf(sc[4 * j + 2], scale_log2, -ref_hi));
@@ -433,7 +415,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
+      for (int j = 0; j < kKeys / 8; ++j) {
         pa[j / 2][(j % 2) * 2 + 0] = detail::pack_bf16(sc[4 * j], sc[4 * j + 1]);
         pa[j / 2][(j % 2) * 2 + 1] = detail::pack_bf16(sc[4 * j + 2], sc[4 * j + 3]);
       }
@@ -535,29 +517,27 @@ bool use_cluster(const AttentionShape& s) {
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, AttentionShape, const int64_t*, const int64_t*, float,
                           bf16*, int64_t, float*, float*);
 
-template <int BN, bool SPLIT, bool CLUSTER>
+template <bool SPLIT, bool CLUSTER>
 KernelFn pick_sched(int sched) {
-  return sched == kPlain     ? attention_sm90_kernel<SPLIT, kPlain, BN, CLUSTER>
-         : sched == kOverlap ? attention_sm90_kernel<SPLIT, kOverlap, BN, CLUSTER>
-                             : attention_sm90_kernel<SPLIT, kPingPong, BN, CLUSTER>;
+  return sched == kPlain     ? attention_sm90_kernel<SPLIT, kPlain, CLUSTER>
+         : sched == kOverlap ? attention_sm90_kernel<SPLIT, kOverlap, CLUSTER>
+                             : attention_sm90_kernel<SPLIT, kPingPong, CLUSTER>;
 }
-template <int BN>
 KernelFn pick(bool split, int sched, bool cluster) {
-  if (split) return cluster ? pick_sched<BN, true, true>(sched) : pick_sched<BN, true, false>(sched);
-  return cluster ? pick_sched<BN, false, true>(sched) : pick_sched<BN, false, false>(sched);
+  if (split) return cluster ? pick_sched<true, true>(sched) : pick_sched<true, false>(sched);
+  return cluster ? pick_sched<false, true>(sched) : pick_sched<false, false>(sched);
 }
 
-template <int BN>
 void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
             const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream, int64_t splits, float* part_o,
             float* part_ml) {
   const CUtensorMap tq = tensor_map(q, s.Hq * kD, s.Tq, 64);
-  const CUtensorMap tk = tensor_map(k, s.Hkv * kD, s.Tk, BN);
-  const CUtensorMap tv = tensor_map(v, s.Hkv * kD, s.Tk, BN);
+  const CUtensorMap tk = tensor_map(k, s.Hkv * kD, s.Tk, kKeys);
+  const CUtensorMap tv = tensor_map(v, s.Hkv * kD, s.Tk, kKeys);
   const int sched = schedule();
   const bool cluster = use_cluster(s);
-  auto* kernel = pick<BN>(splits > 1, sched, cluster);
-  constexpr uint32_t smem = Layout<BN>::alloc;
+  auto* kernel = pick(splits > 1, sched, cluster);
+  constexpr uint32_t smem = Layout::alloc;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq * splits;
   HYPIC_CUDA_REQUIRE(blocks <= INT_MAX, "attention_prefill: too many query rows x heads");
@@ -604,7 +584,7 @@ void attention_prefill_sm90(const AttentionShape& s, const bf16* q, const bf16* 
                             const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream, int64_t splits,
                             float* part_o, float* part_ml) {
   HYPIC_CUDA_REQUIRE(s.d == kD, "attention_prefill_sm90: head dim 256 only");
-  launch<kKeys>(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
+  launch(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
 }
 
 }  // namespace hypic::cuda

@@ -19,6 +19,31 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Min / max of an int64 over the warp (key and query positions).
+__device__ __forceinline__ int64_t warp_min_i64(int64_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const int64_t u = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o);
+    v = u < v ? u : v;
+  }
+  return v;
+}
+__device__ __forceinline__ int64_t warp_max_i64(int64_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const int64_t u = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o);
+    v = u > v ? u : v;
+  }
+  return v;
+}
+
+// 2^x by the special-function unit (flushes denormals): the attention kernels' softmax in base 2.
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // acc + w . x over 8 bf16 pairs (one 16-byte load of each), fp32, pairs in order.
 __device__ __forceinline__ float dot8_bf16(const uint4& w, const uint4& x, float acc) {
   const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&w);

@@ -381,28 +381,36 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < T; ++i) hp[i] = i;
       HYPIC_CUDA_CHECK(cudaMemcpy(pos.get(), hp.data(), 8 * T, cudaMemcpyHostToDevice));
       const double flops = 4.0 * double(T) * double(T) / 2 * 16 * 256;  // causal: half of QK^T and PV
-      const double ms = time_ms([&] {
-        attention_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>(), pos.as<int64_t>(),
-                          0.0625f, out.as<bf16>(), st);
-      }, iters, st);
-      emit("attention_prefill", T, "causal", ms, flops);
       // The stitch's shape: the last 256 positions' queries (seams and question) over all T cached keys.
       constexpr int64_t Tq = 256;
       const AttentionShape ss{Tq, T, 16, 2, 256};
       const double flops_s = 4.0 * double(Tq) * double(T) * 16 * 256;
+      // Each row runs whichever form the environment selects at the time (HYPIC_CUDA_ATTN_SM90*).
+      auto causal = [&](const std::string& name) {
+        const double ms = time_ms([&] {
+          attention_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>(), pos.as<int64_t>(),
+                            0.0625f, out.as<bf16>(), st);
+        }, iters, st);
+        emit("attention_prefill", T, name.c_str(), ms, flops);
+      };
+      // The stitch's shape in the split form (keys cut over blocks, then a combine pass), the split count the
+      // engine would take.
+      auto stitch_split = [&](const std::string& suffix) {
+        const int64_t splits = attention_prefill_splits(ss, prop.multiProcessorCount);
+        DeviceBuffer ws(pool, std::max<size_t>(16, attention_prefill_workspace_bytes(ss, splits)));
+        const double ms = time_ms([&] {
+          attention_prefill_split(ss, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>() + (T - Tq),
+                                  pos.as<int64_t>(), 0.0625f, splits, ws.get(), out.as<bf16>(), st);
+        }, iters, st);
+        emit("attention_prefill", T, ("stitch split " + std::to_string(splits) + suffix).c_str(), ms, flops_s);
+      };
+      causal("causal");
       const double ms_s = time_ms([&] {
         attention_prefill(ss, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>() + (T - Tq), pos.as<int64_t>(),
                           0.0625f, out.as<bf16>(), st);
       }, iters, st);
       emit("attention_prefill", T, "stitch", ms_s, flops_s);
-      // The same in the split form (keys cut over blocks, then a combine pass).
-      const int64_t splits = attention_prefill_splits(ss, prop.multiProcessorCount);
-      DeviceBuffer ws(pool, std::max<size_t>(16, attention_prefill_workspace_bytes(ss, splits)));
-      const double ms_sp = time_ms([&] {
-        attention_prefill_split(ss, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>() + (T - Tq),
-                                pos.as<int64_t>(), 0.0625f, splits, ws.get(), out.as<bf16>(), st);
-      }, iters, st);
-      emit("attention_prefill", T, ("stitch split " + std::to_string(splits)).c_str(), ms_sp, flops_s);
+      stitch_split("");
       // Where the Hopper form ran the rows above: its consumer schedules with and without block pairs
       // (HYPIC_CUDA_ATTN_SM90_SCHEDULE / _CLUSTER), then the mma.sync form of the same calls (what runs for
       // other head dims and other GPUs), side by side in this process.
@@ -411,37 +419,14 @@ int main(int argc, char** argv) {
           const std::string sched(variant, 1), cluster(variant + 2);
           setenv("HYPIC_CUDA_ATTN_SM90_SCHEDULE", sched.c_str(), 1);
           setenv("HYPIC_CUDA_ATTN_SM90_CLUSTER", cluster.c_str(), 1);
-          const int64_t splits_v = attention_prefill_splits(ss, prop.multiProcessorCount);
-          DeviceBuffer ws_v(pool, std::max<size_t>(16, attention_prefill_workspace_bytes(ss, splits_v)));
-          const double ms_c = time_ms([&] {
-            attention_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>(), pos.as<int64_t>(),
-                              0.0625f, out.as<bf16>(), st);
-          }, iters, st);
-          emit("attention_prefill", T, ("causal schedule " + sched + " cluster " + cluster).c_str(), ms_c, flops);
-          const double ms_c2 = time_ms([&] {
-            attention_prefill_split(ss, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>() + (T - Tq),
-                                    pos.as<int64_t>(), 0.0625f, splits_v, ws_v.get(), out.as<bf16>(), st);
-          }, iters, st);
-          emit("attention_prefill", T,
-               ("stitch split " + std::to_string(splits_v) + " schedule " + sched + " cluster " + cluster).c_str(), ms_c2,
-               flops_s);
+          causal("causal schedule " + sched + " cluster " + cluster);
+          stitch_split(" schedule " + sched + " cluster " + cluster);
         }
         unsetenv("HYPIC_CUDA_ATTN_SM90_SCHEDULE");
         unsetenv("HYPIC_CUDA_ATTN_SM90_CLUSTER");
         setenv("HYPIC_CUDA_ATTN_SM90", "0", 1);
-        const double ms_old = time_ms([&] {
-          attention_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>(), pos.as<int64_t>(),
-                            0.0625f, out.as<bf16>(), st);
-        }, iters, st);
-        emit("attention_prefill", T, "causal mma.sync", ms_old, flops);
-        const int64_t splits_old = attention_prefill_splits(ss, prop.multiProcessorCount);
-        DeviceBuffer ws_old(pool, std::max<size_t>(16, attention_prefill_workspace_bytes(ss, splits_old)));
-        const double ms_sp_old = time_ms([&] {
-          attention_prefill_split(ss, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>() + (T - Tq),
-                                  pos.as<int64_t>(), 0.0625f, splits_old, ws_old.get(), out.as<bf16>(), st);
-        }, iters, st);
-        emit("attention_prefill", T, ("stitch split " + std::to_string(splits_old) + " mma.sync").c_str(), ms_sp_old,
-             flops_s);
+        causal("causal mma.sync");
+        stitch_split(" mma.sync");
         unsetenv("HYPIC_CUDA_ATTN_SM90");
       }
     }
