@@ -28,6 +28,25 @@ __global__ void sigmoid_mul_kernel(bf16* x, int64_t lx, const bf16* __restrict__
   x[r * lx + c] = __float2bfloat16_rn(__bfloat162float(x[r * lx + c]) * detail::sigmoid_f(__bfloat162float(gate[r * lg + c])));
 }
 
+// Eight consecutive columns a thread (16-byte loads and stores; the same math per element): the scalar form
+// spent most of its time on the 64-bit index division and 2-byte accesses. n, lx, lg % 8 == 0, 16-byte aligned.
+__global__ void sigmoid_mul8_kernel(bf16* x, int64_t lx, const bf16* __restrict__ gate, int64_t lg, int64_t rows,
+                                    int64_t n8) {
+  detail::pdl_trigger();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * n8) return;
+  const int64_t r = i / n8, c = (i % n8) * 8;
+  uint4* px = reinterpret_cast<uint4*>(x + r * lx + c);
+  uint4 u = *px;
+  const uint4 gu = *reinterpret_cast<const uint4*>(gate + r * lg + c);
+  __nv_bfloat16* xv = reinterpret_cast<__nv_bfloat16*>(&u);
+  const __nv_bfloat16* gv = reinterpret_cast<const __nv_bfloat16*>(&gu);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    xv[j] = __float2bfloat16_rn(__bfloat162float(xv[j]) * detail::sigmoid_f(__bfloat162float(gv[j])));
+  *px = u;
+}
+
 }  // namespace
 
 void silu_inplace(bf16* x, int64_t n, cudaStream_t stream) {
@@ -48,7 +67,12 @@ void sigmoid_mul(bf16* x, int64_t ld_x, const bf16* gate, int64_t ld_gate, int64
                  cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE(ld_x >= n && ld_gate >= n, "sigmoid_mul: row stride smaller than n");
   if (rows <= 0 || n <= 0) return;
-  sigmoid_mul_kernel<<<detail::blocks_for(rows * n, 256), 256, 0, stream>>>(x, ld_x, gate, ld_gate, rows, n);
+  const bool vec = n % 8 == 0 && ld_x % 8 == 0 && ld_gate % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 &&
+                   (reinterpret_cast<uintptr_t>(gate) & 15) == 0;
+  if (vec)
+    sigmoid_mul8_kernel<<<detail::blocks_for(rows * (n / 8), 256), 256, 0, stream>>>(x, ld_x, gate, ld_gate, rows, n / 8);
+  else
+    sigmoid_mul_kernel<<<detail::blocks_for(rows * n, 256), 256, 0, stream>>>(x, ld_x, gate, ld_gate, rows, n);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

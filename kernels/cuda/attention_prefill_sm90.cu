@@ -18,14 +18,13 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <cudaTypedefs.h>
-
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_prefill_sm90.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/sm90.cuh"
+#include "kernels/cuda/sm90_host.h"
 
 namespace hypic::cuda {
 namespace {
@@ -471,30 +470,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    HYPIC_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
-    HYPIC_CUDA_REQUIRE(q == cudaDriverEntryPointSuccess && p != nullptr, "attention_prefill: no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-// rows x width bf16 matrix (row stride = width), read in boxes of box_rows rows x 64 columns, 128-byte swizzle.
-CUtensorMap tensor_map(const bf16* base, int64_t width, int64_t rows, uint32_t box_rows) {
-  CUtensorMap m;
-  const cuuint64_t dims[2] = {cuuint64_t(width), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(width) * sizeof(bf16)};
-  const cuuint32_t box[2] = {64, box_rows}, elem[2] = {1, 1};
-  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box,
-                                 elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  HYPIC_CUDA_REQUIRE(r == CUDA_SUCCESS, "attention_prefill: cuTensorMapEncodeTiled failed");
-  return m;
-}
-
 // Read on every call (a getenv is cheap next to a launch) so that a bench can time both forms in one process.
 bool env_enabled() {
   const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90");
@@ -531,9 +506,9 @@ KernelFn pick(bool split, int sched, bool cluster) {
 void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
             const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream, int64_t splits, float* part_o,
             float* part_ml) {
-  const CUtensorMap tq = tensor_map(q, s.Hq * kD, s.Tq, 64);
-  const CUtensorMap tk = tensor_map(k, s.Hkv * kD, s.Tk, kKeys);
-  const CUtensorMap tv = tensor_map(v, s.Hkv * kD, s.Tk, kKeys);
+  const CUtensorMap tq = tensor_map_sw128(q, s.Hq * kD, s.Tq, 64, "attention_prefill");
+  const CUtensorMap tk = tensor_map_sw128(k, s.Hkv * kD, s.Tk, kKeys, "attention_prefill");
+  const CUtensorMap tv = tensor_map_sw128(v, s.Hkv * kD, s.Tk, kKeys, "attention_prefill");
   const int sched = schedule();
   const bool cluster = use_cluster(s);
   auto* kernel = pick(splits > 1, sched, cluster);
@@ -562,12 +537,7 @@ void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v
 bool attention_prefill_sm90_applies(const AttentionShape& s) {
   if (!env_enabled() || s.d != kD || s.Tq <= 0 || s.Tk <= 0) return false;
   if (s.Tq > int64_t(INT_MAX) - kBM || s.Tk > int64_t(INT_MAX) - 128) return false;  // TMA coordinates are int32
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0;  // sm_90a code runs on compute capability 9.0 only
+  return current_device_is_sm90();
 }
 
 int64_t attention_prefill_sm90_splits(const AttentionShape& s, int sm_count) {

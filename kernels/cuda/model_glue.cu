@@ -39,7 +39,10 @@ __global__ void gdn_gates_kernel(const float* __restrict__ ba, int64_t T, int64_
   g[i] = -expf(A_log[j]) * sp;
 }
 
-// One block per token: warps l2-normalise the q and k heads, then every thread copies v.
+// One block per token: warps l2-normalise the q and k heads, then every thread copies v. A lane sums its
+// elements i = lane, lane + 32, ... in that order (conv_split_rows_kernel forms the norm the same way, bit for
+// bit); up to kSplitHeld of them stay in registers for the scaled copy (dk <= 256), the rest are read again.
+constexpr int kSplitHeld = 8;
 __global__ void gdn_split_kernel(const bf16* __restrict__ conv, int Hk, int dk, int Hv, int dv, float q_scale,
                                  float eps, bf16* __restrict__ q, bf16* __restrict__ k, bf16* __restrict__ v) {
   const int64_t t = blockIdx.x;
@@ -50,19 +53,36 @@ __global__ void gdn_split_kernel(const bf16* __restrict__ conv, int Hk, int dk, 
     const bool is_q = hh < Hk;
     const int head = is_q ? hh : hh - Hk;
     const bf16* src = row + (is_q ? 0 : key_dim) + int64_t(head) * dk;
+    float held[kSplitHeld];
     float ss = 0.0f;
-    for (int i = lane; i < dk; i += 32) {
+#pragma unroll
+    for (int j = 0; j < kSplitHeld; ++j) {
+      const int i = lane + 32 * j;
+      held[j] = i < dk ? __bfloat162float(src[i]) : 0.0f;
+      if (i < dk) ss += held[j] * held[j];
+    }
+    for (int i = lane + 32 * kSplitHeld; i < dk; i += 32) {
       const float x = __bfloat162float(src[i]);
       ss += x * x;
     }
     ss = detail::warp_sum(ss);
     const float f = (is_q ? q_scale : 1.0f) / sqrtf(ss + eps);
     bf16* dst = (is_q ? q : k) + (t * Hk + head) * dk;
-    for (int i = lane; i < dk; i += 32) dst[i] = __float2bfloat16_rn(__bfloat162float(src[i]) * f);
+#pragma unroll
+    for (int j = 0; j < kSplitHeld; ++j) {
+      const int i = lane + 32 * j;
+      if (i < dk) dst[i] = __float2bfloat16_rn(held[j] * f);
+    }
+    for (int i = lane + 32 * kSplitHeld; i < dk; i += 32) dst[i] = __float2bfloat16_rn(__bfloat162float(src[i]) * f);
   }
   const bf16* vs = row + 2 * key_dim;
   bf16* vd = v + t * value_dim;
-  for (int64_t i = threadIdx.x; i < value_dim; i += blockDim.x) vd[i] = vs[i];
+  if (value_dim % 8 == 0 && ((reinterpret_cast<uintptr_t>(vs) | reinterpret_cast<uintptr_t>(vd)) & 15) == 0) {
+    for (int64_t i = threadIdx.x; i < value_dim / 8; i += blockDim.x)
+      reinterpret_cast<uint4*>(vd)[i] = reinterpret_cast<const uint4*>(vs)[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < value_dim; i += blockDim.x) vd[i] = vs[i];
+  }
 }
 
 // Block (x, row): x < 2*Hk is one q or k head (its channels' conv, then its l2 norm as gdn_split_kernel

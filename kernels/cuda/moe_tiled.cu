@@ -4,6 +4,7 @@
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/moe_tiled.h"
+#include "kernels/cuda/moe_tiled_sm90.h"
 
 namespace hypic::cuda {
 namespace {
@@ -192,15 +193,19 @@ void moe_tile_list(const int32_t* offsets, int64_t E, int2* tiles, int64_t slots
   HYPIC_CUDA_CHECK(cudaGetLastError());
 }
 
-void moe_tiled_gate_up(const bf16* x, int64_t D, const int32_t* src_rows, const int32_t* offsets, const int2* tiles,
-                       int64_t slots, const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream) {
+void moe_tiled_gate_up(const bf16* x, int64_t D, const int32_t* src_rows, const int32_t* offsets, int64_t E,
+                       const int2* tiles, int64_t slots, const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE(D > 0 && D % kBK == 0 && I > 0 && I % 64 == 0, "moe_tiled_gate_up: bad D or I");
+  if (moe_tiled_sm90_gate_up_applies(D, I))
+    return moe_tiled_sm90_gate_up(x, D, src_rows, offsets, E, tiles, slots, gate_up, I, act, stream);
   launch<true>(x, D, src_rows, offsets, tiles, slots, gate_up, I, act, stream, "moe_tiled_gate_up");
 }
 
-void moe_tiled_down(const bf16* act, int64_t I, const int32_t* offsets, const int2* tiles, int64_t slots,
+void moe_tiled_down(const bf16* act, int64_t I, const int32_t* offsets, int64_t E, const int2* tiles, int64_t slots,
                     const bf16* down, int64_t D, bf16* ys, cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE(D > 0 && D % 128 == 0 && I > 0 && I % kBK == 0, "moe_tiled_down: bad D or I");
+  if (moe_tiled_sm90_down_applies(D, I))
+    return moe_tiled_sm90_down(act, I, offsets, E, tiles, slots, down, D, ys, stream);
   launch<false>(act, I, nullptr, offsets, tiles, slots, down, D, ys, stream, "moe_tiled_down");
 }
 

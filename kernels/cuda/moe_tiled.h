@@ -32,12 +32,13 @@ void moe_tile_list(const int32_t* offsets, int64_t E, int2* tiles, int64_t slots
 //   offsets:  [E + 1] int32; tiles: moe_tile_list's [slots]
 //   gate_up:  [E, 2I, D] bf16, per expert the I gate rows then the I up rows
 //   act:      [T*K, I] bf16 (grouped)
-void moe_tiled_gate_up(const bf16* x, int64_t D, const int32_t* src_rows, const int32_t* offsets, const int2* tiles,
-                       int64_t slots, const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream);
+// On an H200 / H100 the Hopper form (moe_tiled_sm90.h) runs where it takes the shape.
+void moe_tiled_gate_up(const bf16* x, int64_t D, const int32_t* src_rows, const int32_t* offsets, int64_t E,
+                       const int2* tiles, int64_t slots, const bf16* gate_up, int64_t I, bf16* act, cudaStream_t stream);
 
 // ys[r, :] = W_e act[r] for each grouped row r of expert e
 //   act: [T*K, I] bf16 (grouped, 16-byte aligned); down: [E, D, I] bf16; ys: [T*K, D] bf16 (grouped).
-void moe_tiled_down(const bf16* act, int64_t I, const int32_t* offsets, const int2* tiles, int64_t slots,
+void moe_tiled_down(const bf16* act, int64_t I, const int32_t* offsets, int64_t E, const int2* tiles, int64_t slots,
                     const bf16* down, int64_t D, bf16* ys, cudaStream_t stream);
 
 }  // namespace hypic::cuda

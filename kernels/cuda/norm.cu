@@ -77,15 +77,33 @@ __global__ void rmsnorm_gated_kernel(const bf16* o, const bf16* __restrict__ z, 
   const int lane = threadIdx.x % 32;
   if (r >= rows) return;
   const bf16* orow = o + r * dim;
+  const bf16* zr = z + r * dim;
+  // The first kHeld of a lane's elements (lane, lane + 32, ...) stay in registers with their gates, loaded
+  // together; the sum keeps its order, so the result is the same bits as reading them twice.
+  constexpr int kHeld = 8;
+  float ov[kHeld], zv[kHeld];
+#pragma unroll
+  for (int j = 0; j < kHeld; ++j) {
+    const int i = lane + 32 * j;
+    ov[j] = i < dim ? to_f(orow[i]) : 0.0f;
+    zv[j] = i < dim ? to_f(zr[i]) : 0.0f;
+  }
   float ss = 0;
-  for (int i = lane; i < dim; i += 32) {
+#pragma unroll
+  for (int j = 0; j < kHeld; ++j)
+    if (lane + 32 * j < dim) ss += ov[j] * ov[j];
+  for (int i = lane + 32 * kHeld; i < dim; i += 32) {
     const float v = to_f(orow[i]);
     ss += v * v;
   }
   const float inv = rsqrtf(warp_sum(ss) / dim + eps);
-  const bf16* zr = z + r * dim;
   bf16* yr = y + r * dim;
-  for (int i = lane; i < dim; i += 32)
+#pragma unroll
+  for (int j = 0; j < kHeld; ++j) {
+    const int i = lane + 32 * j;
+    if (i < dim) yr[i] = __float2bfloat16_rn(w[i] * (ov[j] * inv) * detail::silu_f(zv[j]));
+  }
+  for (int i = lane + 32 * kHeld; i < dim; i += 32)
     yr[i] = __float2bfloat16_rn(w[i] * (to_f(orow[i]) * inv) * detail::silu_f(to_f(zr[i])));
 }
 

@@ -1092,9 +1092,9 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
     cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, nullptr, cs);
     int2* tiles = s.moe_tiles.as<int2>();
     cuda::moe_tile_list(plan.offsets, E, tiles, slots, cs);
-    cuda::moe_tiled_gate_up(s.xp(), D, plan.src_token, plan.offsets, tiles, slots, M.gate_up, I, s.eact.as<bf16>(),
+    cuda::moe_tiled_gate_up(s.xp(), D, plan.src_token, plan.offsets, E, tiles, slots, M.gate_up, I, s.eact.as<bf16>(),
                             cs);
-    cuda::moe_tiled_down(s.eact.as<bf16>(), I, plan.offsets, tiles, slots, M.down, D, s.ys.as<bf16>(), cs);
+    cuda::moe_tiled_down(s.eact.as<bf16>(), I, plan.offsets, E, tiles, slots, M.down, D, s.ys.as<bf16>(), cs);
     combine_pending = !cfg_.residual_from_norm;
     if (!combine_pending) cuda::moe_combine(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), y, false, cs);
   } else {

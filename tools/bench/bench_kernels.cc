@@ -37,6 +37,7 @@
 #include "kernels/cuda/moe_grouped_mma.h"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/moe_tiled.h"
+#include "kernels/cuda/moe_tiled_sm90.h"
 #include "kernels/cuda/activation.h"
 #include "tools/common/options.h"
 
@@ -309,19 +310,25 @@ int main(int argc, char** argv) {
       if (T * K <= 4096) times.emplace_back("expert-major cuda cores", time_ms([&] { expert_major(false); }, iters, st));
       if (T * K <= 16384)
         times.emplace_back("expert-major tensor cores", time_ms([&] { expert_major(true); }, iters, st));
+      // The tiled kernels in both forms: the Hopper one (where the device and shape take it) and mma.sync.
       if (T * K > 2048 && moe_tiled_supported(D, I, T * K, E))
-        times.emplace_back("tiled tensor cores", time_ms([&] {
-          const int32_t* id = ids_of(it);
-          const int64_t tslots = moe_tile_slots(T * K, E);
-          int2* tl = tiles.as<int2>();
-          moe_plan(id, T, K, E, plan, nullptr, st);
-          moe_tile_list(plan.offsets, E, tl, tslots, st);
-          moe_tiled_gate_up(x.as<bf16>(), D, plan.src_token, plan.offsets, tl, tslots, gate_up.as<bf16>(), I,
-                            act.as<bf16>(), st);
-          moe_tiled_down(act.as<bf16>(), I, plan.offsets, tl, tslots, down.as<bf16>(), D, ys.as<bf16>(), st);
-          moe_combine(ys.as<bf16>(), T, K, D, plan, wts_of(it), y.as<bf16>(), false, st);
-          ++it;
-        }, iters, st));
+        for (const bool sm90 : {true, false}) {
+          if (sm90 && !(moe_tiled_sm90_gate_up_applies(D, I) && moe_tiled_sm90_down_applies(D, I))) continue;
+          setenv("HYPIC_CUDA_MOE_SM90", sm90 ? "1" : "0", 1);
+          times.emplace_back(sm90 ? "tiled wgmma (sm90)" : "tiled tensor cores", time_ms([&] {
+            const int32_t* id = ids_of(it);
+            const int64_t tslots = moe_tile_slots(T * K, E);
+            int2* tl = tiles.as<int2>();
+            moe_plan(id, T, K, E, plan, nullptr, st);
+            moe_tile_list(plan.offsets, E, tl, tslots, st);
+            moe_tiled_gate_up(x.as<bf16>(), D, plan.src_token, plan.offsets, E, tl, tslots, gate_up.as<bf16>(), I,
+                              act.as<bf16>(), st);
+            moe_tiled_down(act.as<bf16>(), I, plan.offsets, E, tl, tslots, down.as<bf16>(), D, ys.as<bf16>(), st);
+            moe_combine(ys.as<bf16>(), T, K, D, plan, wts_of(it), y.as<bf16>(), false, st);
+            ++it;
+          }, iters, st));
+          unsetenv("HYPIC_CUDA_MOE_SM90");
+        }
       times.emplace_back("cublas grouped gemm (host sync)", time_ms([&] {
         const int32_t* id = ids_of(it);
         moe_plan(id, T, K, E, plan, counts.data(), st);

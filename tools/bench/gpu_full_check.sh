@@ -23,6 +23,8 @@
 #                                            # kernel bench, torch SDPA (default / cuDNN / FA2) in the same call,
 #                                            # the stitch, backend-op, model and engine tests, 8k prefill and RAG
 #                                            # TTFT with HYPIC_CUDA_ATTN_SM90=1 and 0
+#   tools/bench/gpu_full_check.sh prefill  # the long prefill: MoE op tests, model tests, every MoE path's timing, the 8k
+#                                          # prefill (and its kernels under ncu) for each of PREFILL_ENVS, RAG TTFT
 #   tools/bench/gpu_full_check.sh fusion # RAG TTFT (hypic mode) and decode with the fused kernels on and off
 #                                        # (HYPIC_CUDA_DECODE_FUSION=1/0), each kernel of one all-hit request (ncu)
 #   tools/bench/gpu_full_check.sh verify # the CUDA op, model, engine and SDK tests of the decode and MoE paths, decode
@@ -85,7 +87,7 @@ run_test() {  # runs a gtest binary if there is one (optional gtest filter); sum
   local b; b=$(bin "$1")
   [ -n "$b" ] && [ -x "$b" ] || { echo "$1: not built"; return; }
   step "$1"
-  "$b" ${2:+--gtest_filter=$2} > "$O/$1.txt" 2>&1; echo "$1: exit $?"
+  timeout "${TEST_TIMEOUT:-900}" "$b" ${2:+--gtest_filter=$2} > "$O/$1.txt" 2>&1; echo "$1: exit $?"
   grep -E "^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]|Failure$" "$O/$1.txt" | head -20
 }
 

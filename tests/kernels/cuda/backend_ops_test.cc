@@ -22,6 +22,8 @@
 #include "kernels/cuda/moe_grouped_mma.h"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/moe_tiled.h"
+#include "kernels/cuda/moe_tiled_sm90.h"
+#include "kernels/cuda/sm90_host.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/sampling.h"
@@ -223,6 +225,18 @@ TEST_F(CudaOps, ActivationsMatchCpu) {
   auto dx = to_device_bf16(pool, gate), du = to_device_bf16(pool, up);
   sigmoid_mul(dx.get(), I, du.get(), I, R, I, st);
   HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(dx), ref), kTolBf16Out);
+  // The gate read with a row stride (the up half of the fused rows; the 8-column form), then n % 8 != 0 (the
+  // scalar form): the columns past n untouched.
+  auto dy = to_device_bf16(pool, gate);
+  sigmoid_mul(dy.get(), I, dgu.get() + I, 2 * I, R, I, st);
+  EXPECT_EQ(from_device_bf16(dy), from_device_bf16(dx)) << "strided gate";
+  auto dz = to_device_bf16(pool, gate);
+  sigmoid_mul(dz.get(), I, du.get(), I, R, I - 3, st);
+  auto d0 = to_device_bf16(pool, gate);
+  const std::vector<float> z = from_device_bf16(dz), full = from_device_bf16(dx), g0 = from_device_bf16(d0);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t i = 0; i < I; ++i)
+      ASSERT_EQ(z[r * I + i], i < I - 3 ? full[r * I + i] : g0[r * I + i]) << "row " << r << " col " << i;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -807,6 +821,12 @@ TEST_F(CudaOps, MoeTiledMatchesCpu) {
     MoeCase c;
     float skew;
   };
+  // The Hopper form is on unless the run turned it off; the variable is restored after each forced run.
+  const char* env = std::getenv("HYPIC_CUDA_MOE_SM90");
+  const bool had_env = env != nullptr;
+  const std::string saved = had_env ? env : "";
+  const bool sm90_wanted = !(had_env && saved == "0");
+  int sm90_cases = 0;
   for (const TiledCase tc : {TiledCase{{2048, 16, 4, 256, 128}, 0.0f}, TiledCase{{1000, 64, 8, 512, 192}, 0.0f},
                              TiledCase{{300, 256, 8, 2048, 512}, 0.0f}, TiledCase{{700, 32, 2, 128, 64}, 3.0f}}) {
     const MoeCase c = tc.c;
@@ -832,10 +852,31 @@ TEST_F(CudaOps, MoeTiledMatchesCpu) {
     int2* dtiles = reinterpret_cast<int2*>(tiles.get());
     moe_tile_list(plan.offsets, c.E, dtiles, slots, st);
     DevArray<bf16> act(pool, R * c.I), ys(pool, R * c.D), out(pool, c.T * c.D);
-    moe_tiled_gate_up(dx.get(), c.D, plan.src_token, plan.offsets, dtiles, slots, dgu.get(), c.I, act.get(), st);
-    moe_tiled_down(act.get(), c.I, plan.offsets, dtiles, slots, ddown.get(), c.D, ys.get(), st);
-    moe_combine(ys.get(), c.T, c.K, c.D, plan, dw.get(), out.get(), false, st);
+    // Both forms: the Hopper kernels (where the device and shape take them) and the mma.sync ones.
+    auto run_tiled = [&](bool sm90) {
+      setenv("HYPIC_CUDA_MOE_SM90", sm90 ? "1" : "0", 1);
+      moe_tiled_gate_up(dx.get(), c.D, plan.src_token, plan.offsets, c.E, dtiles, slots, dgu.get(), c.I, act.get(), st);
+      moe_tiled_down(act.get(), c.I, plan.offsets, c.E, dtiles, slots, ddown.get(), c.D, ys.get(), st);
+      moe_combine(ys.get(), c.T, c.K, c.D, plan, dw.get(), out.get(), false, st);
+      if (had_env)
+        setenv("HYPIC_CUDA_MOE_SM90", saved.c_str(), 1);
+      else
+        unsetenv("HYPIC_CUDA_MOE_SM90");
+    };
+    const bool sm90 =
+        sm90_wanted && (moe_tiled_sm90_gate_up_applies(c.D, c.I) || moe_tiled_sm90_down_applies(c.D, c.I));
+    sm90_cases += sm90;
+    std::vector<float> sm90_act;
+    if (sm90) {
+      run_tiled(true);
+      HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(out), m.out), 2 * kTolBf16Out) << "Hopper tiled MoE E " << c.E;
+      sm90_act = from_device_bf16(act);
+    }
+    run_tiled(false);
     HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(out), m.out), 2 * kTolBf16Out) << "tiled MoE E " << c.E;
+    if (sm90) {
+      HYPIC_EXPECT_ERR_LT(rel_err(sm90_act, from_device_bf16(act)), kTolBf16Out) << "Hopper vs mma.sync act E " << c.E;
+    }
 
     // The tile list: every expert's rows covered once by tiles of 128 in expert order, then empty slots.
     st.synchronize();
@@ -860,6 +901,10 @@ TEST_F(CudaOps, MoeTiledMatchesCpu) {
                             plan.src_token);
     HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(act), from_device_bf16(mact)), kTolBf16Out) << "act E " << c.E;
   }
+  // On an H100 / H200 the Hopper kernels took the cases whose shapes they support: gate/up at D 256 / I 128 and
+  // D 2048 / I 512, down at those and D 512 / I 192. (They measured bit-identical to the mma.sync kernels there:
+  // the same k16 tensor-core products summed in the same k order.)
+  if (current_device_is_sm90() && sm90_wanted) EXPECT_EQ(sm90_cases, 3);
 }
 
 // ---------------------------------------------------------------------------------------------------

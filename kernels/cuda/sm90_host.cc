@@ -1,0 +1,46 @@
+#include "kernels/cuda/sm90_host.h"
+
+#include <cudaTypedefs.h>
+
+#include <string>
+
+#include "kernels/cuda/check.h"
+
+namespace hypic::cuda {
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    HYPIC_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    HYPIC_CUDA_REQUIRE(q == cudaDriverEntryPointSuccess && p != nullptr, "the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+}  // namespace
+
+CUtensorMap tensor_map_sw128(const bf16* base, int64_t width, int64_t rows, uint32_t box_rows, const char* what) {
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {cuuint64_t(width), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(width) * sizeof(bf16)};
+  const cuuint32_t box[2] = {64, box_rows}, elem[2] = {1, 1};
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box,
+                                 elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  HYPIC_CUDA_REQUIRE(r == CUDA_SUCCESS, std::string(what) + ": cuTensorMapEncodeTiled failed");
+  return m;
+}
+
+bool current_device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+}
+
+}  // namespace hypic::cuda
