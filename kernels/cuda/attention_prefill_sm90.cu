@@ -467,6 +467,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }  // consumers
   // A block of a pair leaves only when its peer no longer arrives on its barriers nor copies into it.
   if constexpr (CLUSTER) cluster_sync();
+#else
+  // Built without the sm_90a target (plain sm_90): fail loudly rather than return nothing on a Hopper GPU.
+  __trap();
 #endif
 }
 

@@ -178,6 +178,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+#else
+  // Built without the sm_90a target (plain sm_90): fail loudly rather than return nothing on a Hopper GPU.
+  __trap();
 #endif
 }
 
