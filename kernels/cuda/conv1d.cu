@@ -20,19 +20,24 @@ template <int V>
 struct Lanes {
   float v[V];
 };
+// 16 bytes of bf16 as 8 floats.
+__device__ __forceinline__ Lanes<8> lanes8(uint4 u) {
+  Lanes<8> r;
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    r.v[2 * i] = f.x;
+    r.v[2 * i + 1] = f.y;
+  }
+  return r;
+}
 template <int V>
 __device__ __forceinline__ Lanes<V> load_lanes(const bf16* p) {
   Lanes<V> r;
   if constexpr (V == 8) {
     if ((reinterpret_cast<uintptr_t>(p) & 15) == 0) {
-      const uint4 u = *reinterpret_cast<const uint4*>(p);
-      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(h[i]);
-        r.v[2 * i] = f.x;
-        r.v[2 * i + 1] = f.y;
-      }
+      r = lanes8(*reinterpret_cast<const uint4*>(p));
       return r;
     }
   }
@@ -89,14 +94,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_kernel(const bf16* __restri
   auto row_in = [&](int64_t row) {
     if constexpr (V == 8) {
       const uint4 u = stage[(row - (r0 - P)) * kConvThreads + threadIdx.x];
-      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-      Lanes<V> l;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(h[i]);
-        l.v[2 * i] = f.x;
-        l.v[2 * i + 1] = f.y;
-      }
+      Lanes<V> l = lanes8(u);
       return l;
     } else {
       return load_lanes<V>(x + row * C + c);

@@ -300,6 +300,23 @@ TEST_P(CudaModelFixture, RandomWeightsOfTheFixtureShape) {
   expect_close(compare(dec.data(), full.data(), 40, V_, *hi - *lo), two_, GetParam() + " random: decode vs prefill");
 }
 
+// A 600-token prompt of spread-out ids (`salt` varies it between tests).
+std::vector<int> long_prompt(int64_t vocab, int salt) {
+  std::vector<int> ids;
+  for (int i = 0; i < 600; ++i) ids.push_back((i * 7919 + salt) % static_cast<int>(vocab));
+  return ids;
+}
+
+// Full-mode logits of `ids` with the kernel switch `var` set to `value` (the switches are read at every launch).
+std::vector<float> logits_with_switch(CudaBackend& model, const std::vector<int>& ids, const char* var, const char* value) {
+  setenv(var, value, 1);
+  Engine e(model, CacheMode::Full, {});
+  auto st = model.new_state();
+  auto logits = e.forward(ids, *st, true);
+  unsetenv(var);
+  return logits;
+}
+
 // A long prefill's MoE on the tiled tensor-core GEMMs (moe_tiled.h) against cuBLAS's grouped GEMM, one
 // random model of the Qwen3.5 MoE fixture's layout widened to a shape the tiled kernels take (hidden 128,
 // expert width 64). HYPIC_CUDA_MOE_DEVICE_ROWS=0 sends every MoE above the few-row kernels down the
@@ -320,8 +337,7 @@ TEST(CudaModelMoe, TiledPrefillMatchesGroupedGemm) {
     return m;
   };
   auto tiled = with_env("1"), cublas = with_env("0");
-  std::vector<int> ids;
-  for (int i = 0; i < 600; ++i) ids.push_back((i * 7919 + 13) % static_cast<int>(cfg.vocab_size));
+  const std::vector<int> ids = long_prompt(cfg.vocab_size, 13);
   Engine et(*tiled, CacheMode::Full, {}), ec(*cublas, CacheMode::Full, {});
   auto st = tiled->new_state(), sc = cublas->new_state();
   const auto a = et.forward(ids, *st, true), r = ec.forward(ids, *sc, true);
@@ -340,27 +356,15 @@ TEST(CudaModelMoe, TiledPrefillMatchesGroupedGemm) {
 // the engine's attention takes the split form). The fixture heads (32 dimensions) never reach that kernel.
 TEST(CudaModelAttention, HopperPrefillMatchesMmaSync) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
-  int dev = 0, major = 0, minor = 0;
-  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  if (major != 9 || minor != 0) GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0";
+  if (!cuda::current_device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0";
   const std::string dir = kModels + "qwen3_5_moe";
   ModelConfig cfg = ModelConfig::load(dir + "/config.json");
   cfg.head_dim = 256;
   const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
   auto model = CudaBackend::random(cfg, 78);
-  std::vector<int> ids;
-  for (int i = 0; i < 600; ++i) ids.push_back((i * 7919 + 29) % static_cast<int>(cfg.vocab_size));
-  auto run = [&](const char* sm90) {  // the switch is read at every launch
-    setenv("HYPIC_CUDA_ATTN_SM90", sm90, 1);
-    Engine e(*model, CacheMode::Full, {});
-    auto st = model->new_state();
-    auto logits = e.forward(ids, *st, true);
-    unsetenv("HYPIC_CUDA_ATTN_SM90");
-    return logits;
-  };
-  const auto a = run("1"), r = run("0");
+  const std::vector<int> ids = long_prompt(cfg.vocab_size, 29);
+  const auto a = logits_with_switch(*model, ids, "HYPIC_CUDA_ATTN_SM90", "1");
+  const auto r = logits_with_switch(*model, ids, "HYPIC_CUDA_ATTN_SM90", "0");
   ASSERT_EQ(a.size(), r.size());
   const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
   const int64_t T = static_cast<int64_t>(ids.size());
@@ -386,17 +390,9 @@ TEST(CudaModelMoe, TiledPrefillHopperMatchesMmaSync) {
   unsetenv("HYPIC_CUDA_MOE_DEVICE_ROWS");
   ASSERT_TRUE(cuda::moe_tiled_sm90_gate_up_applies(cfg.hidden_size, cfg.moe_intermediate_size));
   ASSERT_TRUE(cuda::moe_tiled_sm90_down_applies(cfg.hidden_size, cfg.moe_intermediate_size));
-  std::vector<int> ids;
-  for (int i = 0; i < 600; ++i) ids.push_back((i * 7919 + 31) % static_cast<int>(cfg.vocab_size));
-  auto run = [&](const char* sm90) {  // the switch is read at every launch
-    setenv("HYPIC_CUDA_MOE_SM90", sm90, 1);
-    Engine e(*model, CacheMode::Full, {});
-    auto st = model->new_state();
-    auto logits = e.forward(ids, *st, true);
-    unsetenv("HYPIC_CUDA_MOE_SM90");
-    return logits;
-  };
-  const auto a = run("1"), r = run("0");
+  const std::vector<int> ids = long_prompt(cfg.vocab_size, 31);
+  const auto a = logits_with_switch(*model, ids, "HYPIC_CUDA_MOE_SM90", "1");
+  const auto r = logits_with_switch(*model, ids, "HYPIC_CUDA_MOE_SM90", "0");
   ASSERT_EQ(a.size(), r.size());
   const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
   const int64_t T = static_cast<int64_t>(ids.size());
