@@ -210,6 +210,13 @@ Engine::Engine(Backend& backend, CacheMode mode, EngineOptions opt)
 
 Engine::~Engine() = default;
 
+void Engine::report_profile(double total_ms) {
+  std::fprintf(stderr, "[profile%s %s] %.1f ms:", prof_->host ? " host" : "", mode_name(mode_), total_ms);
+  for (auto& [name, ms] : prof_->ms) std::fprintf(stderr, " %s %.2f", name.c_str(), ms);
+  std::fprintf(stderr, "\n");
+  prof_->ms.clear();
+}
+
 void Engine::mark(const char* step) {
   if (!prof_) return;
   if (!prof_->host) backend_.sync();
@@ -237,7 +244,9 @@ std::vector<float> Engine::execute(Plan& plan) {
       if (cfg.layer_kinds[l] == LayerKind::FullAttention) have = std::max(have, b.kv_rows(l, *lane.st));
     b.reserve_kv(*lane.st, have + add);
   }
+  mark("reserve_kv");
   std::unique_ptr<Rows> rows = b.rows(plan.rows);
+  mark("activations");
   b.embed(plan.ids, plan.pos, *rows);
   mark("embed");
   for (int l = 0; l < cfg.num_layers; ++l) {
@@ -403,6 +412,11 @@ std::vector<float> Engine::forward(std::span<const int> ids, State& st, bool all
     std::vector<float> fast = backend_.decode_step(ids[0], st);
     if (!fast.empty()) return fast;
   }
+  const auto t0 = std::chrono::steady_clock::now();
+  if (prof_) {
+    if (!prof_->host) backend_.sync();
+    prof_->last = std::chrono::steady_clock::now();
+  }
   Plan plan;
   Lane lane;
   lane.st = &st;
@@ -417,6 +431,7 @@ std::vector<float> Engine::forward(std::span<const int> ids, State& st, bool all
   }
   std::vector<float> out = execute(plan);
   st.length += T;
+  if (prof_) report_profile(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   return out;
 }
 
@@ -643,10 +658,7 @@ PromptResult PromptJob::finish() {
   PromptResult r = std::move(w.r);
   if (eng.prof_) {
     eng.mark("finish");
-    std::fprintf(stderr, "[profile%s %s] %.1f ms:", eng.prof_->host ? " host" : "", mode_name(eng.mode_), r.ttft_ms);
-    for (auto& [name, ms] : eng.prof_->ms) std::fprintf(stderr, " %s %.2f", name.c_str(), ms);
-    std::fprintf(stderr, "\n");
-    eng.prof_->ms.clear();
+    eng.report_profile(r.ttft_ms);
   }
   r.prompt_tokens = static_cast<int64_t>(w.all.size());
   int64_t hits = 0;

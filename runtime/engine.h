@@ -216,6 +216,8 @@ class Engine {
   // not the device, sets the pace).
   struct Profile;
   void mark(const char* step);
+  // HYPIC_PROFILE: prints the steps' times since the last report (stderr) and starts over.
+  void report_profile(double total_ms);
 
   Backend& backend_;
   std::unique_ptr<Profile> prof_;

@@ -50,12 +50,48 @@ __device__ __forceinline__ Lanes<V> load_lanes(const bf16* p) {
 // over `span` (<= kSpan) consecutive rows of the packed input; a span may cross into later sequences, whose windows
 // restart from their own tails. Sequence n holds rows [cu[n], cu[n+1]) (cu null: one sequence of T rows
 // with `tail`). V = 8 needs C % 8 == 0 and 16-byte aligned x and out.
-template <int K, int V>
+// The split form's store of one row's 8 channels: q / k heads normalised over their head's lanes (G = head / 8
+// consecutive lanes, G a power of two <= 32 so that a head never straddles a warp), v as is.
+__device__ __forceinline__ void store_split(const ConvSplit& sp, int64_t r, int64_t c, int64_t C, const float (&y)[8]) {
+  const int64_t a = sp.key_width;
+  float o[8];
+  bf16* dst;
+  if (c < 2 * a) {
+    const bool is_q = c < a;
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      o[i] = detail::round_bf16(y[i]);  // what the unsplit conv stores
+      ss += o[i] * o[i];
+    }
+    const int G = int(sp.head / 8);
+    const unsigned lane = threadIdx.x % 32;
+    const unsigned mask = G == 32 ? 0xffffffffu : ((1u << G) - 1) << (lane & ~unsigned(G - 1));
+    // xor butterfly: every lane of the head ends with the same sum (each step adds the same two partials)
+    for (int s = G / 2; s >= 1; s /= 2) ss += __shfl_xor_sync(mask, ss, s);
+    const float f = (is_q ? sp.q_scale : 1.0f) / sqrtf(ss + sp.eps);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[i] *= f;
+    dst = is_q ? sp.q + r * a + c : sp.k + r * a + (c - a);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[i] = y[i];
+    dst = sp.v + r * (C - 2 * a) + (c - 2 * a);
+  }
+  uint4 u;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(o[2 * i], o[2 * i + 1]);
+  *reinterpret_cast<uint4*>(dst) = u;
+}
+
+template <int K, int V, bool kSplit>
 __global__ void __launch_bounds__(kConvThreads) conv_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ cu,
                                                             int64_t N, int64_t T, int64_t C, const bf16* __restrict__ w,
                                                             const bf16* const* __restrict__ tails,
                                                             const bf16* __restrict__ tail1, bf16* __restrict__ out,
-                                                            int span) {
+                                                            int span, ConvSplit sp) {
+  static_assert(!kSplit || V == 8, "the split form stores 8 channels a thread");
   constexpr int P = K - 1;
   const int64_t c = (int64_t(blockIdx.y) * kConvThreads + threadIdx.x) * V;
   const int64_t r0 = int64_t(blockIdx.x) * span;
@@ -141,7 +177,9 @@ __global__ void __launch_bounds__(kConvThreads) conv_kernel(const bf16* __restri
       for (int m = 0; m < P; ++m) win[i][m] = win[i][m + 1];
     }
     bf16* o = out + r * C + c;
-    if constexpr (V == 8) {
+    if constexpr (kSplit) {
+      store_split(sp, r, c, C, y);
+    } else if constexpr (V == 8) {
       uint4 u;
       __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
 #pragma unroll
@@ -156,31 +194,34 @@ __global__ void __launch_bounds__(kConvThreads) conv_kernel(const bf16* __restri
 
 template <int K>
 void launch_conv_k(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C, const bf16* w,
-                   const bf16* const* tails, const bf16* tail1, bf16* out, cudaStream_t stream) {
-  const bool vec = C % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+                   const bf16* const* tails, const bf16* tail1, bf16* out, const ConvSplit* sp, cudaStream_t stream) {
+  const bool vec = sp || (C % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 &&
+                          (reinterpret_cast<uintptr_t>(out) & 15) == 0);
   const int V = vec ? 8 : 1;
   const int64_t col_blocks = detail::blocks_for(C, kConvThreads * V);
   const int span = int(std::clamp<int64_t>((T * col_blocks + kConvBlocks - 1) / kConvBlocks, 1, kSpan));
   const dim3 grid(unsigned((T + span - 1) / span), unsigned(col_blocks));
   const size_t stage_bytes = size_t(span + K - 1) * kConvThreads * 16;  // <= 23 rows x 2 KB: under the 48 KB default
-  if (vec)
-    conv_kernel<K, 8><<<grid, kConvThreads, stage_bytes, stream>>>(x, cu, N, T, C, w, tails, tail1, out, span);
+  if (sp)
+    conv_kernel<K, 8, true><<<grid, kConvThreads, stage_bytes, stream>>>(x, cu, N, T, C, w, tails, tail1, out, span, *sp);
+  else if (vec)
+    conv_kernel<K, 8, false><<<grid, kConvThreads, stage_bytes, stream>>>(x, cu, N, T, C, w, tails, tail1, out, span, {});
   else
-    conv_kernel<K, 1><<<grid, kConvThreads, 0, stream>>>(x, cu, N, T, C, w, tails, tail1, out, span);
+    conv_kernel<K, 1, false><<<grid, kConvThreads, 0, stream>>>(x, cu, N, T, C, w, tails, tail1, out, span, {});
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
 void launch_conv(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C, const bf16* w, int64_t K,
-                 const bf16* const* tails, const bf16* tail1, bf16* out, cudaStream_t stream) {
+                 const bf16* const* tails, const bf16* tail1, bf16* out, const ConvSplit* sp, cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE((T + kSpan - 1) / kSpan < (int64_t{1} << 31), "causal_conv1d_silu: too many rows for one call");
   switch (K) {
-    case 2: return launch_conv_k<2>(x, cu, N, T, C, w, tails, tail1, out, stream);
-    case 3: return launch_conv_k<3>(x, cu, N, T, C, w, tails, tail1, out, stream);
-    case 4: return launch_conv_k<4>(x, cu, N, T, C, w, tails, tail1, out, stream);
-    case 5: return launch_conv_k<5>(x, cu, N, T, C, w, tails, tail1, out, stream);
-    case 6: return launch_conv_k<6>(x, cu, N, T, C, w, tails, tail1, out, stream);
-    case 7: return launch_conv_k<7>(x, cu, N, T, C, w, tails, tail1, out, stream);
-    default: return launch_conv_k<8>(x, cu, N, T, C, w, tails, tail1, out, stream);
+    case 2: return launch_conv_k<2>(x, cu, N, T, C, w, tails, tail1, out, sp, stream);
+    case 3: return launch_conv_k<3>(x, cu, N, T, C, w, tails, tail1, out, sp, stream);
+    case 4: return launch_conv_k<4>(x, cu, N, T, C, w, tails, tail1, out, sp, stream);
+    case 5: return launch_conv_k<5>(x, cu, N, T, C, w, tails, tail1, out, sp, stream);
+    case 6: return launch_conv_k<6>(x, cu, N, T, C, w, tails, tail1, out, sp, stream);
+    case 7: return launch_conv_k<7>(x, cu, N, T, C, w, tails, tail1, out, sp, stream);
+    default: return launch_conv_k<8>(x, cu, N, T, C, w, tails, tail1, out, sp, stream);
   }
 }
 
@@ -208,16 +249,14 @@ __global__ void tail_varlen_kernel(const bf16* __restrict__ x, const int32_t* __
   }
 }
 
-}  // namespace
-
-void causal_conv1d_silu_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C, const bf16* w,
-                               int64_t K, const bf16* const* tails_in, bf16* const* tails_out, bf16* out,
-                               cudaStream_t stream) {
+void conv_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C, const bf16* w, int64_t K,
+                 const bf16* const* tails_in, bf16* const* tails_out, bf16* out, const ConvSplit* sp,
+                 cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE(K >= 2 && K <= kMaxK, "causal_conv1d_silu_varlen: kernel size must be in [2, 8]");
   HYPIC_CUDA_REQUIRE(C > 0 && N >= 0 && T >= 0, "causal_conv1d_silu_varlen: bad shape");
   HYPIC_CUDA_REQUIRE(N <= 65535, "causal_conv1d_silu_varlen: at most 65535 sequences per call");
   if (N == 0) return;
-  if (T > 0) launch_conv(x, cu, N, T, C, w, K, tails_in, nullptr, out, stream);
+  if (T > 0) launch_conv(x, cu, N, T, C, w, K, tails_in, nullptr, out, sp, stream);
   if (tails_out) {
     tail_varlen_kernel<<<dim3(detail::blocks_for(C, 128), unsigned(N)), 128, 0, stream>>>(x, cu, C, int(K - 1),
                                                                                          tails_in, tails_out);
@@ -225,14 +264,54 @@ void causal_conv1d_silu_varlen(const bf16* x, const int32_t* cu, int64_t N, int6
   }
 }
 
-void causal_conv1d_silu(const bf16* x, int64_t T, int64_t C, const bf16* w, int64_t K, bf16* tail, bf16* out,
-                        cudaStream_t stream) {
+void conv_one(const bf16* x, int64_t T, int64_t C, const bf16* w, int64_t K, bf16* tail, bf16* out,
+              const ConvSplit* sp, cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE(K >= 2 && K <= kMaxK, "causal_conv1d_silu: kernel size must be in [2, 8]");
   HYPIC_CUDA_REQUIRE(C > 0 && T >= 0, "causal_conv1d_silu: bad shape");
   if (T == 0) return;
-  launch_conv(x, nullptr, 1, T, C, w, K, nullptr, tail, out, stream);
+  launch_conv(x, nullptr, 1, T, C, w, K, nullptr, tail, out, sp, stream);
   tail_kernel<<<detail::blocks_for(C, 128), 128, 0, stream>>>(x, T, C, int(K - 1), tail);
   HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+void require_split(const bf16* x, int64_t C, const ConvSplit& sp) {
+  HYPIC_CUDA_REQUIRE(conv_split_supported(x, C, sp),
+                     "causal_conv1d_silu_split: unsupported shape (C % 8, head a power of two in [8, 256], "
+                     "2 * key_width <= C in whole heads, 16-byte aligned x, q, k, v)");
+}
+
+}  // namespace
+
+bool conv_split_supported(const bf16* x, int64_t C, const ConvSplit& sp) {
+  const int64_t h = sp.head;
+  return C % 8 == 0 && h >= 8 && h <= 256 && (h & (h - 1)) == 0 && sp.key_width >= 0 && sp.key_width % h == 0 &&
+         2 * sp.key_width <= C && aligned16(x) && aligned16(sp.q) && aligned16(sp.k) && aligned16(sp.v);
+}
+
+void causal_conv1d_silu_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C, const bf16* w,
+                               int64_t K, const bf16* const* tails_in, bf16* const* tails_out, bf16* out,
+                               cudaStream_t stream) {
+  conv_varlen(x, cu, N, T, C, w, K, tails_in, tails_out, out, nullptr, stream);
+}
+
+void causal_conv1d_silu(const bf16* x, int64_t T, int64_t C, const bf16* w, int64_t K, bf16* tail, bf16* out,
+                        cudaStream_t stream) {
+  conv_one(x, T, C, w, K, tail, out, nullptr, stream);
+}
+
+void causal_conv1d_silu_split(const bf16* x, int64_t T, int64_t C, const bf16* w, int64_t K, bf16* tail,
+                              const ConvSplit& out, cudaStream_t stream) {
+  require_split(x, C, out);
+  conv_one(x, T, C, w, K, tail, nullptr, &out, stream);
+}
+
+void causal_conv1d_silu_split_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C, const bf16* w,
+                                     int64_t K, const bf16* const* tails_in, bf16* const* tails_out,
+                                     const ConvSplit& out, cudaStream_t stream) {
+  require_split(x, C, out);
+  conv_varlen(x, cu, N, T, C, w, K, tails_in, tails_out, nullptr, &out, stream);
 }
 
 }  // namespace hypic::cuda

@@ -29,4 +29,24 @@ void causal_conv1d_silu_varlen(const bf16* x, const int32_t* cu, int64_t N, int6
                                const bf16* w, int64_t K, const bf16* const* tails_in, bf16* const* tails_out,
                                bf16* out, cudaStream_t stream);
 
+// The conv's output split as Gated DeltaNet reads it, in the same pass (no [T, C] intermediate):
+//   channels [0, a) -> q: [T, a] bf16, l2norm over each `head` channels, times q_scale;
+//   channels [a, 2a) -> k: [T, a] bf16, l2norm over each head;  channels [2a, C) -> v: [T, C - 2a] bf16 as is;
+//   a = key_width. Each value is first rounded to bf16 (what causal_conv1d_silu stores), then
+//   l2norm(x) = x / sqrt(sum x^2 + eps) in fp32 (the sum in another order than gdn_split_qkv's).
+struct ConvSplit {
+  int64_t key_width = 0;  // a: a whole number of heads
+  int64_t head = 0;       // channels per q / k head: a power of two in [8, 256]
+  float q_scale = 1.0f, eps = 1e-6f;
+  bf16 *q = nullptr, *k = nullptr, *v = nullptr;
+};
+// Whether the split forms take this shape: C % 8 == 0, the head as above, 2a <= C, x, q, k, v 16-byte aligned.
+bool conv_split_supported(const bf16* x, int64_t C, const ConvSplit& sp);
+// causal_conv1d_silu / causal_conv1d_silu_varlen writing `out` split instead of one [T, C] array (same tails).
+void causal_conv1d_silu_split(const bf16* x, int64_t T, int64_t C, const bf16* w, int64_t K, bf16* tail,
+                              const ConvSplit& out, cudaStream_t stream);
+void causal_conv1d_silu_split_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t C, const bf16* w,
+                                     int64_t K, const bf16* const* tails_in, bf16* const* tails_out,
+                                     const ConvSplit& out, cudaStream_t stream);
+
 }  // namespace hypic::cuda

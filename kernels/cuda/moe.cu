@@ -4,6 +4,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/row_norm8.cuh"
 #include "kernels/cuda/moe_route.cuh"
 
 namespace hypic::cuda {
@@ -28,19 +29,58 @@ __global__ void route_kernel(const float* __restrict__ logits, int64_t T, int E,
   }
 }
 
-__global__ void count_kernel(const int32_t* __restrict__ ids, int64_t n, int32_t* counts, int32_t* rank) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) rank[i] = atomicAdd(&counts[ids[i]], 1);
+// Each block counts kCountIds ids in shared memory, then takes one range per expert from the global
+// counters: one global atomic an (expert, block) instead of one an id (a long prefill's 65536 routed rows on
+// 256 counters contended for ~19 us). A row's rank within its expert depends on the atomics' order, as before.
+constexpr int kCountThreads = 256, kCountPer = 16, kCountIds = kCountThreads * kCountPer;
+__global__ void __launch_bounds__(kCountThreads) count_kernel(const int32_t* __restrict__ ids, int64_t n, int E,
+                                                              int32_t* counts, int32_t* rank) {
+  __shared__ int32_t local[kMaxE], base[kMaxE];
+  for (int e = threadIdx.x; e < E; e += kCountThreads) local[e] = 0;
+  __syncthreads();
+  const int64_t i0 = int64_t(blockIdx.x) * kCountIds + threadIdx.x;
+  int32_t id[kCountPer], r[kCountPer];
+#pragma unroll
+  for (int j = 0; j < kCountPer; ++j) {
+    const int64_t i = i0 + int64_t(j) * kCountThreads;
+    id[j] = i < n ? ids[i] : -1;
+    if (id[j] >= 0) r[j] = atomicAdd(&local[id[j]], 1);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += kCountThreads) base[e] = local[e] ? atomicAdd(&counts[e], local[e]) : 0;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kCountPer; ++j)
+    if (id[j] >= 0) rank[i0 + int64_t(j) * kCountThreads] = base[id[j]] + r[j];
 }
 
-__global__ void scan_kernel(const int32_t* __restrict__ counts, int E, int32_t* offsets) {
-  if (threadIdx.x != 0) return;  // E <= 1024: a serial scan is a few microseconds
-  int32_t acc = 0;
-  for (int e = 0; e < E; ++e) {
-    offsets[e] = acc;
-    acc += counts[e];
+// One block of kMaxE threads, one an expert: warp scans, then a scan of the warps' totals (a serial loop over
+// 256 experts took ~6 us a layer).
+__global__ void __launch_bounds__(kMaxE) scan_kernel(const int32_t* __restrict__ counts, int E, int32_t* offsets) {
+  __shared__ int32_t warp_total[kMaxE / 32];
+  const int e = threadIdx.x, lane = e % 32, warp = e / 32;
+  const int32_t n = e < E ? counts[e] : 0;
+  int32_t v = n;  // inclusive within the warp
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int32_t y = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += y;
   }
-  offsets[E] = acc;
+  if (lane == 31) warp_total[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    int32_t t = lane < kMaxE / 32 ? warp_total[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t y = __shfl_up_sync(0xffffffffu, t, o);
+      if (lane >= o) t += y;
+    }
+    if (lane < kMaxE / 32) warp_total[lane] = t;  // inclusive over warps
+  }
+  __syncthreads();
+  const int32_t before = v - n + (warp > 0 ? warp_total[warp - 1] : 0);
+  if (e < E) offsets[e] = before;
+  if (e == E - 1) offsets[E] = before + n;
 }
 
 __global__ void place_kernel(const int32_t* __restrict__ ids, int64_t n, int K, const int32_t* __restrict__ offsets,
@@ -182,6 +222,43 @@ __global__ void combine_residual8_kernel(const bf16* __restrict__ ys, int64_t T,
   hp[1] = b;
 }
 
+// combine_residual8_kernel's sums, one block a row (D / 8 threads), then the new row normed into x
+// (detail::norm_row8: the bits cuda::rmsnorm gives for the row).
+__global__ void combine_residual_norm_kernel(const bf16* __restrict__ ys, int K, int64_t D,
+                                             const int32_t* __restrict__ slot_row, const float* __restrict__ w,
+                                             float* __restrict__ h, const bf16* __restrict__ shared,
+                                             const float* __restrict__ shared_gate, const float* __restrict__ norm_w,
+                                             float eps, bool zc, bf16* __restrict__ x) {
+  __shared__ float part[32];
+  const int64_t t = blockIdx.x, c = 8 * threadIdx.x;
+  float acc[8] = {};
+  for (int j = 0; j < K; ++j) {
+    const float wj = w[t * K + j];
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(ys + int64_t(slot_row[t * K + j]) * D + c));
+    const __nv_bfloat16* y = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q] += wj * __bfloat162float(y[q]);
+  }
+  float v[8];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) v[q] = detail::round_bf16(acc[q]);
+  if (shared) {
+    const float g = shared_gate ? detail::sigmoid_f(shared_gate[t]) : 1.0f;
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(shared + t * D + c));
+    const __nv_bfloat16* sh = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) v[q] += g * __bfloat162float(sh[q]);
+  }
+  float4* hp = reinterpret_cast<float4*>(h + t * D + c);
+  float4 a = hp[0], b = hp[1];
+  a.x += v[0], a.y += v[1], a.z += v[2], a.w += v[3];
+  b.x += v[4], b.y += v[5], b.z += v[6], b.w += v[7];
+  hp[0] = a;
+  hp[1] = b;
+  const float nh[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  detail::norm_row8(nh, int(D), norm_w, eps, zc, x + t * D, part);
+}
+
 }  // namespace
 
 void moe_route(const float* logits, int64_t T, int64_t E, int64_t K, bool normalize, int32_t* ids, float* weights,
@@ -221,10 +298,11 @@ void moe_plan(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan
   const int64_t n = T * K;
   HYPIC_CUDA_CHECK(cudaMemsetAsync(plan.counts, 0, sizeof(int32_t) * E, stream));
   if (n > 0) {
-    count_kernel<<<detail::blocks_for(n, 256), 256, 0, stream>>>(ids, n, plan.counts, plan.rank);
+    count_kernel<<<detail::blocks_for(n, kCountIds), kCountThreads, 0, stream>>>(ids, n, int(E), plan.counts,
+                                                                                 plan.rank);
     HYPIC_CUDA_LAUNCH_CHECK();
   }
-  scan_kernel<<<1, 32, 0, stream>>>(plan.counts, int(E), plan.offsets);
+  scan_kernel<<<1, kMaxE, 0, stream>>>(plan.counts, int(E), plan.offsets);
   HYPIC_CUDA_LAUNCH_CHECK();
   if (n > 0) {
     place_kernel<<<detail::blocks_for(n, 256), 256, 0, stream>>>(ids, n, int(K), plan.offsets, plan.rank,
@@ -331,6 +409,19 @@ void moe_combine_residual(const bf16* ys, int64_t T, int64_t K, int64_t D, const
     combine_residual_kernel<<<detail::blocks_for(T * D, 256), 256, 0, stream>>>(ys, T, int(K), D, plan.slot_row,
                                                                                 weights, h, shared, shared_gate);
   HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+bool moe_combine_residual_norm(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan& plan,
+                               const float* weights, float* h, const bf16* shared, const float* shared_gate,
+                               const float* norm_w, float eps, bool zero_centred, bf16* x, cudaStream_t stream) {
+  const bool fits = detail::row_norm8_fits(D, h, norm_w, x) && reinterpret_cast<uintptr_t>(ys) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(shared) % 16 == 0 && T <= 2147483647;
+  if (!fits) return false;
+  if (T == 0) return true;
+  combine_residual_norm_kernel<<<unsigned(T), unsigned(D / 8), 0, stream>>>(
+      ys, int(K), D, plan.slot_row, weights, h, shared, shared_gate, norm_w, eps, zero_centred, x);
+  HYPIC_CUDA_LAUNCH_CHECK();
+  return true;
 }
 
 }  // namespace hypic::cuda

@@ -63,4 +63,12 @@ void moe_combine(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan&
 void moe_combine_residual(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan& plan, const float* weights,
                           float* h, const bf16* shared, const float* shared_gate, cudaStream_t stream);
 
+// moe_combine_residual, then the new rows normed into x as cuda::rmsnorm(h, x, T, D, norm_w, eps, zero_centred)
+// would (the same bits), in one pass. x: [T, D] bf16; norm_w: [D] fp32. Returns false, launching nothing, where
+// the one-pass form does not apply (D % 256 != 0 or D > 8192, rows or weights not 16-byte aligned): the caller
+// runs the two ops.
+bool moe_combine_residual_norm(const bf16* ys, int64_t T, int64_t K, int64_t D, const MoePlan& plan,
+                               const float* weights, float* h, const bf16* shared, const float* shared_gate,
+                               const float* norm_w, float eps, bool zero_centred, bf16* x, cudaStream_t stream);
+
 }  // namespace hypic::cuda

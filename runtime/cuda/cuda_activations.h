@@ -34,6 +34,9 @@ struct CudaActivations {
   // One-row passes (decode) defer a sublayer's input norm into the products that read it (cuda::gemv
   // norms h itself): the norm weights wait here until then, and x is not written before.
   const float* norm_pending = nullptr;
+  // Prefill: the MoE's residual add may also norm the new h into x with the next sublayer's weights (one pass);
+  // those weights wait here, and that sublayer's norm, finding them, has nothing left to do.
+  const float* x_normed_with = nullptr;
 
   float* hp() const { return h.as<float>(); }
   cuda::bf16* xp() const {

@@ -93,6 +93,8 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<D
   batch_on_ = !(batch && std::strcmp(batch, "0") == 0);
   const char* fusion = std::getenv("HYPIC_CUDA_DECODE_FUSION");
   fusion_on_ = !(fusion && std::strcmp(fusion, "0") == 0);
+  const char* pf = std::getenv("HYPIC_CUDA_PREFILL_FUSION");
+  prefill_fusion_ = !(pf && std::strcmp(pf, "0") == 0);
   moe_mma_ = cuda::moe_grouped_mma_supported(cfg_.hidden_size, cfg_.moe_intermediate_size);
   device_moe_rows_ = moe_mma_ ? kDeviceMmaMoeRows : kDeviceMoeRows;
   if (const char* rows = std::getenv("HYPIC_CUDA_MOE_DEVICE_ROWS")) {
@@ -114,6 +116,7 @@ std::unique_ptr<CudaModel> CudaModel::sibling() const {
   m->split_invariant_ = split_invariant_;
   m->batch_on_ = batch_on_;
   m->fusion_on_ = fusion_on_;
+  m->prefill_fusion_ = prefill_fusion_;
   m->device_moe_rows_ = device_moe_rows_;
   m->moe_tiled_ = moe_tiled_;
   return m;
@@ -274,11 +277,13 @@ void CudaModel::embed(std::span<const int> ids, std::span<const int64_t> pos, Cu
     if (ids[t] < 0 || ids[t] >= V)
       throw InvalidArgument("token id " + std::to_string(ids[t]) + " at index " + std::to_string(t) +
                             " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  a.x_normed_with = nullptr;
   cudaStream_t cs = stream_;
-  // Pageable host copies return once the data is staged, so the host vectors may go out of scope.
+  // Through the pinned ring (copied there at once, so the host vectors may go out of scope): a pageable copy
+  // may wait for the stream to drain, holding the host back while work is still queued.
   const std::vector<int32_t> ids32(ids.begin(), ids.end());
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(a.ids.get(), ids32.data(), sizeof(int32_t) * T, cudaMemcpyHostToDevice, cs));
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(a.pos.get(), pos.data(), sizeof(int64_t) * T, cudaMemcpyHostToDevice, cs));
+  upload_.upload(a.ids.get(), ids32.data(), sizeof(int32_t) * T, cs);
+  upload_.upload(a.pos.get(), pos.data(), sizeof(int64_t) * T, cs);
   cuda::embed_rows(w_.embed.w, a.ids.as<int32_t>(), T, cfg_.hidden_size, a.hp(), cs);
 }
 
@@ -293,6 +298,9 @@ void CudaModel::post_norm(int layer, CudaActivations& a) {
 }
 
 void CudaModel::sublayer_norm(CudaActivations& a, const float* w, float alpha) {
+  const float* done = a.x_normed_with;
+  a.x_normed_with = nullptr;
+  if (done == w && !cfg_.residual_from_norm) return;  // the residual add before it left x = norm(h) with w
   run_pending_norm(a);
   if (cfg_.residual_from_norm) {
     cuda::rmsnorm_into_residual(a.hp(), a.xp(), a.T, cfg_.hidden_size, w, cfg_.rms_norm_eps, cfg_.zero_centred_norms,
@@ -384,6 +392,31 @@ void CudaModel::linear_project(int layer, CudaActivations& s) {
   cuda::gdn_gates(s.ba.as<float>(), T, Hv, G.A_log, G.dt_bias, s.g.as<float>(), s.beta.as<float>(), stream_);
 }
 
+void CudaModel::gdn_conv_split(const bf16* qkv, const int32_t* cu, int64_t N, int64_t total, const bf16* conv_w,
+                               const bf16* const* tails_in, bf16* const* tails_out, bf16* tail, bf16* conv, bf16* q,
+                               bf16* k, bf16* v) {
+  const int64_t Hk = cfg_.lin_k_heads, Hv = cfg_.lin_v_heads, dk = cfg_.lin_k_dim, dv = cfg_.lin_v_dim;
+  const int64_t C = cfg_.lin_conv_dim(), K = cfg_.conv_kernel;
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  cudaStream_t cs = stream_;
+  cuda::ConvSplit sp;
+  sp.key_width = Hk * dk;
+  sp.head = dk;
+  sp.q_scale = q_scale;
+  sp.eps = 1e-6f;
+  sp.q = q;
+  sp.k = k;
+  sp.v = v;
+  if (prefill_fusion_ && cuda::conv_split_supported(qkv, C, sp)) {  // no [total, C] conv output in between
+    if (cu) cuda::causal_conv1d_silu_split_varlen(qkv, cu, N, total, C, conv_w, K, tails_in, tails_out, sp, cs);
+    else cuda::causal_conv1d_silu_split(qkv, total, C, conv_w, K, tail, sp, cs);
+    return;
+  }
+  if (cu) cuda::causal_conv1d_silu_varlen(qkv, cu, N, total, C, conv_w, K, tails_in, tails_out, conv, cs);
+  else cuda::causal_conv1d_silu(qkv, total, C, conv_w, K, tail, conv, cs);
+  cuda::gdn_split_qkv(conv, total, Hk, dk, Hv, dv, q_scale, 1e-6f, q, k, v, cs);
+}
+
 void CudaModel::linear_recur(int layer, CudaActivations& s, int64_t row0, int64_t n, CudaLinearLayerState& st,
                              float* transfer) {
   HYPIC_ASSERT(row0 >= 0 && n > 0 && row0 + n <= s.T, "linear_recur: rows out of range");
@@ -402,9 +435,8 @@ void CudaModel::linear_recur(int layer, CudaActivations& s, int64_t row0, int64_
     cuda::gdn_conv_split_rows(s.qkv.as<bf16>() + row0 * C, 1, Hk, dk, Hv, dv, conv_w, cfg_.conv_kernel,
                               st.conv_tail.as<bf16>(), nullptr, q_scale, 1e-6f, q, k, v, cs);
   } else {
-    cuda::causal_conv1d_silu(s.qkv.as<bf16>() + row0 * C, n, C, conv_w, cfg_.conv_kernel, st.conv_tail.as<bf16>(),
-                             conv, cs);
-    cuda::gdn_split_qkv(conv, n, Hk, dk, Hv, dv, q_scale, 1e-6f, q, k, v, cs);
+    gdn_conv_split(s.qkv.as<bf16>() + row0 * C, nullptr, 1, n, conv_w, nullptr, nullptr, st.conv_tail.as<bf16>(), conv,
+                   q, k, v);
   }
   const cuda::GdnShape shape{n, 1, Hv, Hk, dk, dv};
   // Only the chunked kernels build the transfer operator.
@@ -591,12 +623,10 @@ bool CudaModel::linear_isolated(int layer, CudaActivations& s, const std::vector
   const DeviceBuffer args = pack.upload(pool_, upload_, cs);
   const int32_t* cu_dev = at<int32_t>(args, o_cu);
   // Every block's conv from a zero tail, in one call; the tail left behind is the block's conv tail.
-  cuda::causal_conv1d_silu_varlen(s.qkv.as<bf16>() + r0 * C, cu_dev, N, total, C, G.conv_w, cfg_.conv_kernel,
-                                  nullptr, at<bf16* const>(args, o_tails), s.conv.as<bf16>() + r0 * C, cs);
   bf16 *q = s.q.as<bf16>() + r0 * kd, *k = s.k.as<bf16>() + r0 * kd, *v = s.v.as<bf16>() + r0 * vd;
   const float *g = s.g.as<float>() + r0 * Hv, *beta = s.beta.as<float>() + r0 * Hv;
-  cuda::gdn_split_qkv(s.conv.as<bf16>() + r0 * C, total, Hk, dk, Hv, dv, 1.0f / std::sqrt(static_cast<float>(dk)),
-                      1e-6f, q, k, v, cs);
+  gdn_conv_split(s.qkv.as<bf16>() + r0 * C, cu_dev, N, total, G.conv_w, nullptr, at<bf16* const>(args, o_tails),
+                 nullptr, s.conv.as<bf16>() + r0 * C, q, k, v);
   // Every block one packed sequence from zero: its outputs and the state after it, and in the same
   // preparation its body's (T, S(body | 0)) (the rows after its seam, read with the conv context the seam
   // gave them).
@@ -694,12 +724,9 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
   const int32_t* cu_dev = at<int32_t>(args, o_cu);
   const int64_t total = cu.back();
   if (m > 0) {
-    cuda::causal_conv1d_silu_varlen(s.qkv.as<bf16>() + row0 * C, cu_dev, m, total, C, G.conv_w, cfg_.conv_kernel,
-                                    at<const bf16* const>(args, o_in), at<bf16* const>(args, o_out),
-                                    s.conv.as<bf16>() + row0 * C, cs);
     bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;
-    cuda::gdn_split_qkv(s.conv.as<bf16>() + row0 * C, total, Hk, dk, Hv, dv,
-                        1.0f / std::sqrt(static_cast<float>(dk)), 1e-6f, q, k, v, cs);
+    gdn_conv_split(s.qkv.as<bf16>() + row0 * C, cu_dev, m, total, G.conv_w, at<const bf16* const>(args, o_in),
+                   at<bf16* const>(args, o_out), nullptr, s.conv.as<bf16>() + row0 * C, q, k, v);
   }
   if (m > 0 && !recur) {
     bf16 *q = s.q.as<bf16>() + row0 * kd, *k = s.k.as<bf16>() + row0 * kd, *v = s.v.as<bf16>() + row0 * vd;
@@ -1105,7 +1132,7 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   cuda::scale_bf16(y, beta, T * D, cs);
   if (!M.has_shared) {
     if (combine_pending)
-      cuda::moe_combine_residual(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), s.hp(), nullptr, nullptr, cs);
+      combine_residual(layer, s, plan, nullptr, nullptr);
     else
       cuda::residual_add(s.hp(), y, nullptr, nullptr, T, D, cs);
     return;
@@ -1122,9 +1149,27 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
     gate = s.sg.as<float>();
   }
   if (combine_pending)
-    cuda::moe_combine_residual(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), s.hp(), s.sh.as<bf16>(), gate, cs);
+    combine_residual(layer, s, plan, s.sh.as<bf16>(), gate);
   else
     cuda::residual_add(s.hp(), y, s.sh.as<bf16>(), gate, T, D, cs);
+}
+
+void CudaModel::combine_residual(int layer, CudaActivations& s, const cuda::MoePlan& plan, const bf16* shared,
+                                 const float* gate) {
+  const int64_t T = s.T, K = cfg_.experts_per_tok, D = cfg_.hidden_size;
+  // The next layer's input norm in the same pass where nothing else writes h before it (a plain norm: not
+  // MiniMax's norm into the residual; not under tensor parallelism, whose reduce of h comes after this).
+  const bool fuse = prefill_fusion_ && layer + 1 < cfg_.num_layers && !tensor_parallel() &&
+                    !cfg_.residual_from_norm && !one_row(s);
+  if (fuse) {
+    const float* next = w_.layers[layer + 1].input_norm;
+    if (cuda::moe_combine_residual_norm(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), s.hp(), shared, gate, next,
+                                        cfg_.rms_norm_eps, cfg_.zero_centred_norms, s.xp(), stream_)) {
+      s.x_normed_with = next;
+      return;
+    }
+  }
+  cuda::moe_combine_residual(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), s.hp(), shared, gate, stream_);
 }
 
 void CudaModel::moe_grouped(int layer, CudaActivations& s, bf16* y) {

@@ -18,6 +18,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/memory.h"
+#include "kernels/cuda/moe.h"
 #include "kernels/cuda/sampling.h"
 #include "runtime/cuda/cuda_activations.h"
 #include "runtime/cuda/cuda_sequence_state.h"
@@ -213,6 +214,16 @@ class CudaModel {
   // deferred for a one-row pass.
   void sublayer_norm(CudaActivations& a, const float* w, float alpha);
   // Runs a deferred input norm (x = norm(h)) for a step that reads x itself.
+  // A GDN / KDA layer's causal conv over qkv rows and the split into q (normed, scaled), k (normed), v: one
+  // launch where the shape allows, else the conv into `conv` then gdn_split_qkv. One sequence over `tail`
+  // (cu null) or N packed ones (cu, tails_in / tails_out as causal_conv1d_silu_varlen takes them).
+  void gdn_conv_split(const cuda::bf16* qkv, const int32_t* cu, int64_t N, int64_t total, const cuda::bf16* conv_w,
+                      const cuda::bf16* const* tails_in, cuda::bf16* const* tails_out, cuda::bf16* tail,
+                      cuda::bf16* conv, cuda::bf16* q, cuda::bf16* k, cuda::bf16* v);
+  // The MoE's weighted sum, the shared expert's output and h in one pass; the next layer's input norm into x in
+  // the same pass where that applies (a.x_normed_with).
+  void combine_residual(int layer, CudaActivations& s, const cuda::MoePlan& plan, const cuda::bf16* shared,
+                        const float* gate);
   void run_pending_norm(CudaActivations& a);
   // The input row of a one-row product: the deferred norm of h (taken, x written on the way), or x.
   cuda::GemvInput gemv_input(CudaActivations& a);
@@ -260,6 +271,9 @@ class CudaModel {
   bool graphs_on_ = true;
   bool split_invariant_ = false;
   bool fusion_on_ = true;
+  // HYPIC_CUDA_PREFILL_FUSION=0: the unfused prefill kernels (conv then split; the MoE's residual sum then the
+  // next layer's norm), for A/B runs.
+  bool prefill_fusion_ = true;
   bool moe_mma_ = false;            // the expert-major MoE on tensor cores (moe_grouped_mma.h) takes this shape
   int64_t device_moe_rows_ = 0;     // most routed rows for the expert-major MoE (HYPIC_CUDA_MOE_DEVICE_ROWS)
   bool moe_tiled_ = true;           // more rows: the tiled GEMMs (moe_tiled.h) where they take the shape, else

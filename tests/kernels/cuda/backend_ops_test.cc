@@ -110,7 +110,7 @@ TEST_F(CudaOps, NormsMatchCpu) {
     int64_t rows, dim;
   };
   for (const Case c : {Case{37, 64}, Case{64, 2048}, Case{16 * 300, 256}, Case{32 * 50, 128}, Case{1, 4096},
-                       Case{5, 1100}}) {
+                       Case{5, 1100}, Case{3, 768}}) {
     const auto x = randn_bf16(c.rows * c.dim, 3, 2.0f);
     const auto z = randn_bf16(c.rows * c.dim, 4);
     const auto w = hypic::test::randn(c.dim, 5, 0.3f);
@@ -194,6 +194,103 @@ TEST_F(CudaOps, CausalConvMatchesCpuPrefillAndDecode) {
       EXPECT_EQ(rel_err(from_device_bf16(dtail), tail), 0.0f) << "tail, C " << C << " T " << T;
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The conv with the Gated DeltaNet split in the same pass, against the CPU conv then l2 norms, and against
+// the two CUDA ops it replaces: v and the tails the same bits, q / k within a bf16 step (another sum order).
+// Shapes: 35B-A3B's (16 heads of 128, C 8192), heads of 64 and of 256 (a whole warp a head); one sequence
+// over a tail, then packed sequences (lengths below and above the tail's, one empty, one from zero).
+TEST_F(CudaOps, CausalConvSplitMatchesConvThenSplit) {
+  Stream st;
+  struct Shape {
+    int64_t Hk, dk, Hv, dv;
+  };
+  const int64_t K = 4, P = K - 1;
+  for (const Shape& c : {Shape{16, 128, 32, 128}, Shape{2, 64, 4, 32}, Shape{1, 256, 2, 64}}) {
+    SCOPED_TRACE("dk " + std::to_string(c.dk));
+    const int64_t kd = c.Hk * c.dk, vd = c.Hv * c.dv, C = 2 * kd + vd;
+    const float qs = 1.0f / std::sqrt(float(c.dk));
+    const auto w = randn_bf16(C * K, 40, 0.5f);
+    auto dw = to_device_bf16(pool, w);
+    const std::vector<int64_t> lens = {100, 2, 0, 37};
+    std::vector<int32_t> cu(1, 0);
+    for (int64_t n : lens) cu.push_back(cu.back() + static_cast<int32_t>(n));
+    const int64_t T = cu.back(), N = static_cast<int64_t>(lens.size());
+    const auto x = randn_bf16(T * C, 41);
+    auto dx = to_device_bf16(pool, x);
+    DevArray<bf16> q(pool, T * kd), k(pool, T * kd), v(pool, T * vd), qa(pool, T * kd), ka(pool, T * kd),
+        va(pool, T * vd), conv(pool, T * C);
+    ConvSplit sp;
+    sp.key_width = kd;
+    sp.head = c.dk;
+    sp.q_scale = qs;
+    sp.q = q.get();
+    sp.k = k.get();
+    sp.v = v.get();
+    ASSERT_TRUE(conv_split_supported(dx.get(), C, sp));
+    // One sequence: the first 100 rows over a random tail.
+    const int64_t T1 = lens[0];
+    auto tail = randn_bf16(P * C, 42);
+    auto dtail = to_device_bf16(pool, tail), dtail_a = to_device_bf16(pool, tail);
+    causal_conv1d_silu_split(dx.get(), T1, C, dw.get(), K, dtail.get(), sp, st);
+    causal_conv1d_silu(dx.get(), T1, C, dw.get(), K, dtail_a.get(), conv.get(), st);
+    gdn_split_qkv(conv.get(), T1, c.Hk, c.dk, c.Hv, c.dv, qs, 1e-6f, qa.get(), ka.get(), va.get(), st);
+    std::vector<float> ref(T1 * C);
+    cpu::causal_conv1d_silu(x.data(), T1, C, w.data(), K, tail.data(), ref.data());
+    round_bf16(ref);
+    std::vector<float> rq(T1 * kd), rk(T1 * kd), rv(T1 * vd);
+    for (int64_t t = 0; t < T1; ++t) {
+      std::copy_n(ref.begin() + t * C, kd, rq.begin() + t * kd);
+      std::copy_n(ref.begin() + t * C + kd, kd, rk.begin() + t * kd);
+      std::copy_n(ref.begin() + t * C + 2 * kd, vd, rv.begin() + t * vd);
+    }
+    cpu::l2norm_rows(rq.data(), T1 * c.Hk, c.dk, 1e-6f, qs);
+    cpu::l2norm_rows(rk.data(), T1 * c.Hk, c.dk, 1e-6f);
+    auto head = [](const std::vector<float>& a, int64_t n) { return std::vector<float>(a.begin(), a.begin() + n); };
+    HYPIC_EXPECT_ERR_LT(rel_err(head(from_device_bf16(q), T1 * kd), rq), kTolBf16Out);
+    HYPIC_EXPECT_ERR_LT(rel_err(head(from_device_bf16(k), T1 * kd), rk), kTolBf16Out);
+    HYPIC_EXPECT_ERR_LT(rel_err(head(from_device_bf16(v), T1 * vd), rv), kTolBf16Out);
+    HYPIC_EXPECT_ERR_LT(rel_err(head(from_device_bf16(q), T1 * kd), head(from_device_bf16(qa), T1 * kd)), 5e-3f);
+    HYPIC_EXPECT_ERR_LT(rel_err(head(from_device_bf16(k), T1 * kd), head(from_device_bf16(ka), T1 * kd)), 5e-3f);
+    EXPECT_EQ(head(from_device_bf16(v), T1 * vd), head(from_device_bf16(va), T1 * vd));
+    EXPECT_EQ(from_device_bf16(dtail), from_device_bf16(dtail_a)) << "advanced tail";
+    // Packed sequences, each from its own tail (sequence 1 from zeros), tails written to other buffers.
+    std::vector<DevArray<bf16>> tin, tout, tout_a;
+    std::vector<const bf16*> pin;
+    std::vector<bf16*> pout, pout_a;
+    for (int64_t i = 0; i < N; ++i) {
+      tin.push_back(to_device_bf16(pool, randn_bf16(P * C, 50 + uint32_t(i))));
+      tout.emplace_back(pool, P * C);
+      tout_a.emplace_back(pool, P * C);
+      pin.push_back(i == 1 ? nullptr : tin.back().get());
+      pout.push_back(tout.back().get());
+      pout_a.push_back(tout_a.back().get());
+    }
+    DevArray<int32_t> dcu(pool, cu);
+    DevArray<const bf16*> dpin(pool, pin);
+    DevArray<bf16*> dpout(pool, pout), dpout_a(pool, pout_a);
+    causal_conv1d_silu_split_varlen(dx.get(), dcu.get(), N, T, C, dw.get(), K, dpin.get(), dpout.get(), sp, st);
+    causal_conv1d_silu_varlen(dx.get(), dcu.get(), N, T, C, dw.get(), K, dpin.get(), dpout_a.get(), conv.get(), st);
+    gdn_split_qkv(conv.get(), T, c.Hk, c.dk, c.Hv, c.dv, qs, 1e-6f, qa.get(), ka.get(), va.get(), st);
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(q), from_device_bf16(qa)), 5e-3f);
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(k), from_device_bf16(ka)), 5e-3f);
+    EXPECT_EQ(from_device_bf16(v), from_device_bf16(va));
+    for (int64_t i = 0; i < N; ++i)
+      EXPECT_EQ(from_device_bf16(tout[i]), from_device_bf16(tout_a[i])) << "tail of sequence " << i;
+  }
+  // Shapes it does not take: a head of 96 channels, a misaligned output.
+  ConvSplit bad;
+  DevArray<bf16> buf(pool, 1024);
+  bad.key_width = 96;
+  bad.head = 96;
+  bad.q = bad.k = bad.v = buf.get();
+  EXPECT_FALSE(conv_split_supported(buf.get(), 384, bad));
+  bad.key_width = 128;
+  bad.head = 64;
+  EXPECT_TRUE(conv_split_supported(buf.get(), 384, bad));
+  bad.v = buf.get() + 1;
+  EXPECT_FALSE(conv_split_supported(buf.get(), 384, bad));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -775,6 +872,25 @@ TEST_F(CudaOps, MoeMatchesCpu) {
       moe_combine_residual(mys.get(), c.T, c.K, c.D, dplan, dw.get(), h_one.get(),
                            with_shared ? dshared.get() : nullptr, with_shared ? dsgate.get() : nullptr, st);
       EXPECT_EQ(h_one.download(), h_two.download()) << "combine + residual E " << c.E << " shared " << with_shared;
+      // And the next norm in the same pass: h and x the same bits as the residual add then cuda::rmsnorm.
+      const auto nw = hypic::test::randn(c.D, 105, 0.3f);
+      DevArray<float> dnw(pool, nw), h_norm(pool, h0);
+      DevArray<bf16> x_one(pool, c.T * c.D), x_two(pool, c.T * c.D);
+      for (const bool zc : {false, true}) {
+        h_norm.upload(h0);
+        const bool one = moe_combine_residual_norm(mys.get(), c.T, c.K, c.D, dplan, dw.get(), h_norm.get(),
+                                                   with_shared ? dshared.get() : nullptr,
+                                                   with_shared ? dsgate.get() : nullptr, dnw.get(), 1e-6f, zc,
+                                                   x_one.get(), st);
+        EXPECT_EQ(one, c.D % 256 == 0) << "D " << c.D;
+        if (!one) continue;
+        rmsnorm(h_one.get(), x_two.get(), c.T, c.D, dnw.get(), 1e-6f, zc, st);
+        EXPECT_EQ(h_norm.download(), h_one.download()) << "combine + residual + norm, h, E " << c.E;
+        EXPECT_EQ(from_device_bf16(x_one), from_device_bf16(x_two)) << "combine + residual + norm, x, E " << c.E;
+        std::vector<float> ref(size_t(c.T * c.D));
+        cpu::rmsnorm(h_one.download().data(), ref.data(), c.T, c.D, nw.data(), 1e-6f, zc);
+        HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(x_one), ref), kTolBf16Out);
+      }
     }
     // The one-launch device plan: the same counts, offsets and expert list, every (token, slot) placed once
     // within its expert's rows; the whole path over it (no gather, fused combine) gives the same output.
@@ -827,8 +943,10 @@ TEST_F(CudaOps, MoeTiledMatchesCpu) {
   const std::string saved = had_env ? env : "";
   const bool sm90_wanted = !(had_env && saved == "0");
   int sm90_cases = 0;
+  // Expert tile counts: 4 each, 1 each, and skewed (many tiles for a few experts, none for many) twice.
   for (const TiledCase tc : {TiledCase{{2048, 16, 4, 256, 128}, 0.0f}, TiledCase{{1000, 64, 8, 512, 192}, 0.0f},
-                             TiledCase{{300, 256, 8, 2048, 512}, 0.0f}, TiledCase{{700, 32, 2, 128, 64}, 3.0f}}) {
+                             TiledCase{{300, 256, 8, 2048, 512}, 0.0f}, TiledCase{{700, 32, 2, 128, 64}, 3.0f},
+                             TiledCase{{1500, 32, 4, 256, 128}, 2.0f}}) {
     const MoeCase c = tc.c;
     const MoeReference m = moe_reference(c, tc.skew);
     const int64_t R = c.T * c.K;
@@ -901,10 +1019,10 @@ TEST_F(CudaOps, MoeTiledMatchesCpu) {
                             plan.src_token);
     HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(act), from_device_bf16(mact)), kTolBf16Out) << "act E " << c.E;
   }
-  // On an H100 / H200 the Hopper kernels took the cases whose shapes they support: gate/up at D 256 / I 128 and
-  // D 2048 / I 512, down at those and D 512 / I 192. (They measured bit-identical to the mma.sync kernels there:
+  // On an H100 / H200 the Hopper kernels took the cases whose shapes they support: gate/up at D 256 / I 128 (two
+  // cases) and D 2048 / I 512, down at those and D 512 / I 192. (They measured bit-identical to the mma.sync kernels there:
   // the same k16 tensor-core products summed in the same k order.)
-  if (current_device_is_sm90() && sm90_wanted) EXPECT_EQ(sm90_cases, 3);
+  if (current_device_is_sm90() && sm90_wanted) EXPECT_EQ(sm90_cases, 4);
 }
 
 // ---------------------------------------------------------------------------------------------------

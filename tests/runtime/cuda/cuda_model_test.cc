@@ -402,6 +402,43 @@ TEST(CudaModelMoe, TiledPrefillHopperMatchesMmaSync) {
   EXPECT_EQ(a, r);
 }
 
+// The prefill's fused kernels (HYPIC_CUDA_PREFILL_FUSION, default on: the conv writing the split q / k / v, the
+// MoE's residual add norming the next layer's input) against the unfused ones through a whole forward: the
+// Qwen3.5 MoE fixture's layout at hidden 256 (a row the one-pass norm takes) and expert width 128, a
+// 600-token prompt on the long-prefill MoE path in every layer. The norm gives the same bits either way and
+// the conv's split sums its 16-channel head norms in another order (the ops test checks both kernels): the
+// logits may agree bit for bit, and must agree within the bf16 bound.
+TEST(CudaModelPrefill, FusedKernelsMatchUnfused) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = kModels + "qwen3_5_moe";
+  ModelConfig cfg = ModelConfig::load(dir + "/config.json");
+  cfg.hidden_size = 256;
+  cfg.moe_intermediate_size = 128;
+  const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
+  auto with_env = [&](const char* fused) {
+    setenv("HYPIC_CUDA_MOE_DEVICE_ROWS", "0", 1);
+    setenv("HYPIC_CUDA_PREFILL_FUSION", fused, 1);
+    auto m = CudaBackend::random(cfg, 80);
+    unsetenv("HYPIC_CUDA_MOE_DEVICE_ROWS");
+    unsetenv("HYPIC_CUDA_PREFILL_FUSION");
+    return m;
+  };
+  auto fused = with_env("1"), plain = with_env("0");
+  const std::vector<int> ids = long_prompt(cfg.vocab_size, 37);
+  Engine ef(*fused, CacheMode::Full, {}), ep(*plain, CacheMode::Full, {});
+  auto sf = fused->new_state(), sp = plain->new_state();
+  const auto a = ef.forward(ids, *sf, true), r = ep.forward(ids, *sp, true);
+  ASSERT_EQ(a.size(), r.size());
+  const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
+  const int64_t T = static_cast<int64_t>(ids.size());
+  expect_close(compare(a.data(), r.data(), T, cfg.vocab_size, *hi - *lo), b.two, "fused vs unfused prefill");
+  // Decode continues from either prefill's state alike.
+  const int one[1] = {ids[5]};
+  const auto da = ef.forward(one, *sf), dr = ep.forward(one, *sp);
+  const auto [dlo, dhi] = std::minmax_element(dr.begin(), dr.end());
+  expect_close(compare(da.data(), dr.data(), 1, cfg.vocab_size, *dhi - *dlo), b.two, "decode after the prefill");
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, CudaModelFixture,
                          ::testing::Values("qwen3_next_moe", "qwen3_5_dense", "qwen3_5_moe", "bailing_moe_linear",
                                            "minimax", "kimi_linear", "bailing_hybrid"));
