@@ -47,6 +47,25 @@ __global__ void sigmoid_mul8_kernel(bf16* x, int64_t lx, const bf16* __restrict_
   *px = u;
 }
 
+// swiglu_kernel's math, eight consecutive columns a thread (16-byte accesses; as sigmoid_mul8_kernel).
+// I, lg, lu, lo % 8 == 0, 16-byte aligned; out may alias gate (each thread reads its columns before writing).
+__global__ void swiglu8_kernel(const bf16* gate, int64_t lg, const bf16* __restrict__ up, int64_t lu, bf16* out,
+                               int64_t lo, int64_t rows, int64_t I8) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * I8) return;
+  const int64_t r = i / I8, c = (i % I8) * 8;
+  const uint4 gu = *reinterpret_cast<const uint4*>(gate + r * lg + c);
+  const uint4 uu = *reinterpret_cast<const uint4*>(up + r * lu + c);
+  const __nv_bfloat16* gv = reinterpret_cast<const __nv_bfloat16*>(&gu);
+  const __nv_bfloat16* uv = reinterpret_cast<const __nv_bfloat16*>(&uu);
+  uint4 o;
+  __nv_bfloat16* ov = reinterpret_cast<__nv_bfloat16*>(&o);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    ov[j] = __float2bfloat16_rn(detail::silu_f(__bfloat162float(gv[j])) * __bfloat162float(uv[j]));
+  *reinterpret_cast<uint4*>(out + r * lo + c) = o;
+}
+
 }  // namespace
 
 void silu_inplace(bf16* x, int64_t n, cudaStream_t stream) {
@@ -59,7 +78,14 @@ void swiglu(const bf16* gate, int64_t ld_gate, const bf16* up, int64_t ld_up, bf
             int64_t I, cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE(ld_gate >= I && ld_up >= I && ld_out >= I, "swiglu: row stride smaller than I");
   if (rows <= 0 || I <= 0) return;
-  swiglu_kernel<<<detail::blocks_for(rows * I, 256), 256, 0, stream>>>(gate, ld_gate, up, ld_up, out, ld_out, rows, I);
+  const bool vec = I % 8 == 0 && ld_gate % 8 == 0 && ld_up % 8 == 0 && ld_out % 8 == 0 &&
+                   ((reinterpret_cast<uintptr_t>(gate) | reinterpret_cast<uintptr_t>(up) |
+                     reinterpret_cast<uintptr_t>(out)) & 15) == 0;
+  if (vec)
+    swiglu8_kernel<<<detail::blocks_for(rows * (I / 8), 256), 256, 0, stream>>>(gate, ld_gate, up, ld_up, out, ld_out,
+                                                                                rows, I / 8);
+  else
+    swiglu_kernel<<<detail::blocks_for(rows * I, 256), 256, 0, stream>>>(gate, ld_gate, up, ld_up, out, ld_out, rows, I);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

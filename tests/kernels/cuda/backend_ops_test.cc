@@ -310,6 +310,22 @@ TEST_F(CudaOps, ActivationsMatchCpu) {
   DevArray<bf16> dout(pool, R * I);
   swiglu(dgu.get(), 2 * I, dgu.get() + I, 2 * I, dout.get(), I, R, I, st);
   HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(dout), ref), kTolBf16Out);
+  // The 8-column form (above) and the scalar one (a misaligned up pointer) are the same math per element; the
+  // in-place form the model uses (out = gate, row stride 2I) too.
+  {
+    DevArray<bf16> dscalar(pool, R * I);
+    std::vector<float> shifted(R * I + 1, 0.0f);
+    for (int64_t k = 0; k < R * I; ++k) shifted[k + 1] = up[k];
+    auto dsh = to_device_bf16(pool, shifted);
+    auto dg = to_device_bf16(pool, gate);
+    swiglu(dg.get(), I, dsh.get() + 1, I, dscalar.get(), I, R, I, st);
+    EXPECT_EQ(from_device_bf16(dscalar), from_device_bf16(dout)) << "scalar vs 8-column swiglu";
+    auto dinplace = to_device_bf16(pool, gu);
+    swiglu(dinplace.get(), 2 * I, dinplace.get() + I, 2 * I, dinplace.get(), 2 * I, R, I, st);
+    const std::vector<float> ip = from_device_bf16(dinplace), o = from_device_bf16(dout);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < I; ++c) ASSERT_EQ(ip[r * 2 * I + c], o[r * I + c]) << "in place, row " << r;
+  }
 
   ref = gate;
   cpu::silu_inplace(ref.data(), R * I);
