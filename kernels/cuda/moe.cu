@@ -188,74 +188,62 @@ __global__ void combine_residual_kernel(const bf16* __restrict__ ys, int64_t T, 
   h[i] += v;
 }
 
-// The same sums, 8 columns a thread (16-byte loads of the rows): D % 8 == 0, rows 16-byte aligned.
+// The same sums for columns c .. c + 7 of row t (16-byte loads of the rows: D % 8 == 0, rows 16-byte
+// aligned); h's new values also land in nh.
+__device__ __forceinline__ void combine_add8(const bf16* __restrict__ ys, int K, int64_t D,
+                                             const int32_t* __restrict__ slot_row, const float* __restrict__ w,
+                                             float* __restrict__ h, const bf16* __restrict__ shared,
+                                             const float* __restrict__ shared_gate, int64_t t, int64_t c,
+                                             float (&nh)[8]) {
+  float acc[8] = {};
+  for (int j = 0; j < K; ++j) {
+    const float wj = w[t * K + j];
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(ys + int64_t(slot_row[t * K + j]) * D + c));
+    const __nv_bfloat16* y = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q] += wj * __bfloat162float(y[q]);
+  }
+  float v[8];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) v[q] = detail::round_bf16(acc[q]);
+  if (shared) {
+    const float g = shared_gate ? detail::sigmoid_f(shared_gate[t]) : 1.0f;
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(shared + t * D + c));
+    const __nv_bfloat16* sh = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) v[q] += g * __bfloat162float(sh[q]);
+  }
+  float4* hp = reinterpret_cast<float4*>(h + t * D + c);
+  float4 a = hp[0], b = hp[1];
+  a.x += v[0], a.y += v[1], a.z += v[2], a.w += v[3];
+  b.x += v[4], b.y += v[5], b.z += v[6], b.w += v[7];
+  hp[0] = a;
+  hp[1] = b;
+  nh[0] = a.x, nh[1] = a.y, nh[2] = a.z, nh[3] = a.w, nh[4] = b.x, nh[5] = b.y, nh[6] = b.z, nh[7] = b.w;
+}
+
+// 8 columns a thread over all rows.
 __global__ void combine_residual8_kernel(const bf16* __restrict__ ys, int64_t T, int K, int64_t D,
                                          const int32_t* __restrict__ slot_row, const float* __restrict__ w,
                                          float* __restrict__ h, const bf16* __restrict__ shared,
                                          const float* __restrict__ shared_gate) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, D8 = D / 8;
   if (i >= T * D8) return;
-  const int64_t t = i / D8, c = 8 * (i % D8);
-  float acc[8] = {};
-  for (int j = 0; j < K; ++j) {
-    const float wj = w[t * K + j];
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(ys + int64_t(slot_row[t * K + j]) * D + c));
-    const __nv_bfloat16* y = reinterpret_cast<const __nv_bfloat16*>(&raw);
-#pragma unroll
-    for (int q = 0; q < 8; ++q) acc[q] += wj * __bfloat162float(y[q]);
-  }
-  float v[8];
-#pragma unroll
-  for (int q = 0; q < 8; ++q) v[q] = detail::round_bf16(acc[q]);
-  if (shared) {
-    const float g = shared_gate ? detail::sigmoid_f(shared_gate[t]) : 1.0f;
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(shared + t * D + c));
-    const __nv_bfloat16* sh = reinterpret_cast<const __nv_bfloat16*>(&raw);
-#pragma unroll
-    for (int q = 0; q < 8; ++q) v[q] += g * __bfloat162float(sh[q]);
-  }
-  float4* hp = reinterpret_cast<float4*>(h + t * D + c);
-  float4 a = hp[0], b = hp[1];
-  a.x += v[0], a.y += v[1], a.z += v[2], a.w += v[3];
-  b.x += v[4], b.y += v[5], b.z += v[6], b.w += v[7];
-  hp[0] = a;
-  hp[1] = b;
+  float nh[8];
+  combine_add8(ys, K, D, slot_row, w, h, shared, shared_gate, i / D8, 8 * (i % D8), nh);
 }
 
-// combine_residual8_kernel's sums, one block a row (D / 8 threads), then the new row normed into x
-// (detail::norm_row8: the bits cuda::rmsnorm gives for the row).
+// One block a row (D / 8 threads), then the new row normed into x (detail::norm_row8: the bits cuda::rmsnorm
+// gives for the row).
 __global__ void combine_residual_norm_kernel(const bf16* __restrict__ ys, int K, int64_t D,
                                              const int32_t* __restrict__ slot_row, const float* __restrict__ w,
                                              float* __restrict__ h, const bf16* __restrict__ shared,
                                              const float* __restrict__ shared_gate, const float* __restrict__ norm_w,
                                              float eps, bool zc, bf16* __restrict__ x) {
   __shared__ float part[32];
-  const int64_t t = blockIdx.x, c = 8 * threadIdx.x;
-  float acc[8] = {};
-  for (int j = 0; j < K; ++j) {
-    const float wj = w[t * K + j];
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(ys + int64_t(slot_row[t * K + j]) * D + c));
-    const __nv_bfloat16* y = reinterpret_cast<const __nv_bfloat16*>(&raw);
-#pragma unroll
-    for (int q = 0; q < 8; ++q) acc[q] += wj * __bfloat162float(y[q]);
-  }
-  float v[8];
-#pragma unroll
-  for (int q = 0; q < 8; ++q) v[q] = detail::round_bf16(acc[q]);
-  if (shared) {
-    const float g = shared_gate ? detail::sigmoid_f(shared_gate[t]) : 1.0f;
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(shared + t * D + c));
-    const __nv_bfloat16* sh = reinterpret_cast<const __nv_bfloat16*>(&raw);
-#pragma unroll
-    for (int q = 0; q < 8; ++q) v[q] += g * __bfloat162float(sh[q]);
-  }
-  float4* hp = reinterpret_cast<float4*>(h + t * D + c);
-  float4 a = hp[0], b = hp[1];
-  a.x += v[0], a.y += v[1], a.z += v[2], a.w += v[3];
-  b.x += v[4], b.y += v[5], b.z += v[6], b.w += v[7];
-  hp[0] = a;
-  hp[1] = b;
-  const float nh[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  const int64_t t = blockIdx.x;
+  float nh[8];
+  combine_add8(ys, K, D, slot_row, w, h, shared, shared_gate, t, int64_t(8 * threadIdx.x), nh);
   detail::norm_row8(nh, int(D), norm_w, eps, zc, x + t * D, part);
 }
 

@@ -307,14 +307,28 @@ std::vector<int> long_prompt(int64_t vocab, int salt) {
   return ids;
 }
 
+// Full-mode logits of every row of `ids` from a fresh state.
+std::vector<float> full_logits(CudaBackend& model, const std::vector<int>& ids) {
+  Engine e(model, CacheMode::Full, {});
+  auto st = model.new_state();
+  return e.forward(ids, *st, true);
+}
+
 // Full-mode logits of `ids` with the kernel switch `var` set to `value` (the switches are read at every launch).
 std::vector<float> logits_with_switch(CudaBackend& model, const std::vector<int>& ids, const char* var, const char* value) {
   setenv(var, value, 1);
-  Engine e(model, CacheMode::Full, {});
-  auto st = model.new_state();
-  auto logits = e.forward(ids, *st, true);
+  auto logits = full_logits(model, ids);
   unsetenv(var);
   return logits;
+}
+
+// A random model of `cfg` built with the environment variables `env` set (switches read when the model is made).
+std::unique_ptr<CudaBackend> random_model_with_env(const ModelConfig& cfg, uint64_t seed,
+                                                   const std::vector<std::pair<const char*, const char*>>& env) {
+  for (const auto& [var, value] : env) setenv(var, value, 1);
+  auto m = CudaBackend::random(cfg, seed);
+  for (const auto& [var, value] : env) unsetenv(var);
+  return m;
 }
 
 // A long prefill's MoE on the tiled tensor-core GEMMs (moe_tiled.h) against cuBLAS's grouped GEMM, one
@@ -328,19 +342,10 @@ TEST(CudaModelMoe, TiledPrefillMatchesGroupedGemm) {
   cfg.hidden_size = 128;
   cfg.moe_intermediate_size = 64;
   const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
-  auto with_env = [&](const char* tiled) {
-    setenv("HYPIC_CUDA_MOE_DEVICE_ROWS", "0", 1);
-    setenv("HYPIC_CUDA_MOE_TILED", tiled, 1);
-    auto m = CudaBackend::random(cfg, 77);
-    unsetenv("HYPIC_CUDA_MOE_DEVICE_ROWS");
-    unsetenv("HYPIC_CUDA_MOE_TILED");
-    return m;
-  };
-  auto tiled = with_env("1"), cublas = with_env("0");
+  auto tiled = random_model_with_env(cfg, 77, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "0"}, {"HYPIC_CUDA_MOE_TILED", "1"}});
+  auto cublas = random_model_with_env(cfg, 77, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "0"}, {"HYPIC_CUDA_MOE_TILED", "0"}});
   const std::vector<int> ids = long_prompt(cfg.vocab_size, 13);
-  Engine et(*tiled, CacheMode::Full, {}), ec(*cublas, CacheMode::Full, {});
-  auto st = tiled->new_state(), sc = cublas->new_state();
-  const auto a = et.forward(ids, *st, true), r = ec.forward(ids, *sc, true);
+  const auto a = full_logits(*tiled, ids), r = full_logits(*cublas, ids);
   ASSERT_EQ(a.size(), r.size());
   const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
   const int64_t T = static_cast<int64_t>(ids.size());
@@ -385,9 +390,7 @@ TEST(CudaModelMoe, TiledPrefillHopperMatchesMmaSync) {
   cfg.hidden_size = 256;
   cfg.moe_intermediate_size = 128;
   const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
-  setenv("HYPIC_CUDA_MOE_DEVICE_ROWS", "0", 1);
-  auto model = CudaBackend::random(cfg, 79);
-  unsetenv("HYPIC_CUDA_MOE_DEVICE_ROWS");
+  auto model = random_model_with_env(cfg, 79, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "0"}});
   ASSERT_TRUE(cuda::moe_tiled_sm90_gate_up_applies(cfg.hidden_size, cfg.moe_intermediate_size));
   ASSERT_TRUE(cuda::moe_tiled_sm90_down_applies(cfg.hidden_size, cfg.moe_intermediate_size));
   const std::vector<int> ids = long_prompt(cfg.vocab_size, 31);
@@ -415,15 +418,8 @@ TEST(CudaModelPrefill, FusedKernelsMatchUnfused) {
   cfg.hidden_size = 256;
   cfg.moe_intermediate_size = 128;
   const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
-  auto with_env = [&](const char* fused) {
-    setenv("HYPIC_CUDA_MOE_DEVICE_ROWS", "0", 1);
-    setenv("HYPIC_CUDA_PREFILL_FUSION", fused, 1);
-    auto m = CudaBackend::random(cfg, 80);
-    unsetenv("HYPIC_CUDA_MOE_DEVICE_ROWS");
-    unsetenv("HYPIC_CUDA_PREFILL_FUSION");
-    return m;
-  };
-  auto fused = with_env("1"), plain = with_env("0");
+  auto fused = random_model_with_env(cfg, 80, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "0"}, {"HYPIC_CUDA_PREFILL_FUSION", "1"}});
+  auto plain = random_model_with_env(cfg, 80, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "0"}, {"HYPIC_CUDA_PREFILL_FUSION", "0"}});
   const std::vector<int> ids = long_prompt(cfg.vocab_size, 37);
   Engine ef(*fused, CacheMode::Full, {}), ep(*plain, CacheMode::Full, {});
   auto sf = fused->new_state(), sp = plain->new_state();
