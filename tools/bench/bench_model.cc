@@ -7,6 +7,9 @@
 //   decode: bytes read per token (every weight a token touches: the non-expert matrices, the top-k
 //     experts of each MoE layer, the LM head; plus the recurrent states, conv tails and the KV cache at
 //     that step's context length) per second over HBM bandwidth (--peak-tbps, default 4.3).
+// The prefill is timed --prefill-repeats times from fresh states ("seconds" the first, "best_seconds" the
+// fastest), then once more queued behind a wait on the stream ("device_seconds": the device alone, its
+// kernels back to back; the wall time less this is what the device spent waiting or at lower clocks).
 // Usage:
 //   hypic_bench_model --config CONFIG.json --random-weights [--prefill 8192] [--decode 128] [--seed 1]
 //                     [--batch 1,8,32 [--batch-steps 32]]   (batched decode: N sequences per step)
