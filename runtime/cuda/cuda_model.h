@@ -213,7 +213,6 @@ class CudaModel {
   // x = norm(h) with norm weights w (MiniMax: alpha * norm(h) also becomes the residual), or the norm
   // deferred for a one-row pass.
   void sublayer_norm(CudaActivations& a, const float* w, float alpha);
-  // Runs a deferred input norm (x = norm(h)) for a step that reads x itself.
   // A GDN / KDA layer's causal conv over qkv rows and the split into q (normed, scaled), k (normed), v: one
   // launch where the shape allows, else the conv into `conv` then gdn_split_qkv. One sequence over `tail`
   // (cu null) or N packed ones (cu, tails_in / tails_out as causal_conv1d_silu_varlen takes them).
@@ -224,6 +223,7 @@ class CudaModel {
   // the same pass where that applies (a.x_normed_with).
   void combine_residual(int layer, CudaActivations& s, const cuda::MoePlan& plan, const cuda::bf16* shared,
                         const float* gate);
+  // Runs a deferred input norm (x = norm(h)) for a step that reads x itself.
   void run_pending_norm(CudaActivations& a);
   // The input row of a one-row product: the deferred norm of h (taken, x written on the way), or x.
   cuda::GemvInput gemv_input(CudaActivations& a);
