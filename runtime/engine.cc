@@ -412,10 +412,10 @@ std::vector<float> Engine::forward(std::span<const int> ids, State& st, bool all
     std::vector<float> fast = backend_.decode_step(ids[0], st);
     if (!fast.empty()) return fast;
   }
-  const auto t0 = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point t0;
   if (prof_) {
     if (!prof_->host) backend_.sync();
-    prof_->last = std::chrono::steady_clock::now();
+    t0 = prof_->last = std::chrono::steady_clock::now();
   }
   Plan plan;
   Lane lane;

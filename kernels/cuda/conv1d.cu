@@ -23,13 +23,7 @@ struct Lanes {
 // 16 bytes of bf16 as 8 floats.
 __device__ __forceinline__ Lanes<8> lanes8(uint4 u) {
   Lanes<8> r;
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(h[i]);
-    r.v[2 * i] = f.x;
-    r.v[2 * i + 1] = f.y;
-  }
+  detail::bf16x8_to_float(u, r.v);
   return r;
 }
 template <int V>

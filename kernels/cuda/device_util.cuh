@@ -91,6 +91,17 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+// 16 bytes of bf16 (8 values) as floats.
+__device__ __forceinline__ void bf16x8_to_float(uint4 u, float (&out)[8]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
 inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 }  // namespace hypic::cuda::detail

@@ -169,18 +169,8 @@ __global__ void rmsnorm_gated8_kernel(const bf16* o, const bf16* __restrict__ z,
   const bool ok = r < rows;
   float ov[8], zv[8];
   if (ok) {
-    const uint4 ou = *reinterpret_cast<const uint4*>(o + r * dim + c);
-    const uint4 zu = *reinterpret_cast<const uint4*>(z + r * dim + c);
-    const __nv_bfloat162* oh = reinterpret_cast<const __nv_bfloat162*>(&ou);
-    const __nv_bfloat162* zh = reinterpret_cast<const __nv_bfloat162*>(&zu);
-#pragma unroll
-    for (int h = 0; h < 4; ++h) {
-      const float2 of = __bfloat1622float2(oh[h]), zf = __bfloat1622float2(zh[h]);
-      ov[2 * h] = of.x;
-      ov[2 * h + 1] = of.y;
-      zv[2 * h] = zf.x;
-      zv[2 * h + 1] = zf.y;
-    }
+    detail::bf16x8_to_float(*reinterpret_cast<const uint4*>(o + r * dim + c), ov);
+    detail::bf16x8_to_float(*reinterpret_cast<const uint4*>(z + r * dim + c), zv);
   } else {  // past the last row: zeros, so that the whole warp still joins the shuffles
 #pragma unroll
     for (int e = 0; e < 8; ++e) ov[e] = zv[e] = 0.0f;
