@@ -70,7 +70,10 @@ enum Schedule { kPlain = 0, kOverlap = 1, kPingPong = 2 };
 // CLUSTER: blocks in clusters of two, query heads 2j and 2j + 1 of one kv head over the same query rows and
 // key tiles; each block loads half of every K and V tile and multicasts it to both, so the pair reads each
 // tile from L2 once (the eight query heads of a kv head otherwise read every tile eight times).
-template <bool SPLIT, int SCHED, bool CLUSTER>
+// STAGED (the unsplit form's default): each consumer warp writes its 16 output rows into shared memory (the
+// warpgroup's Q tile, no longer read) and stores them back as whole 512-byte rows, 16 bytes a lane, instead of
+// 4-byte stores that each touch 8 rows (HYPIC_CUDA_ATTN_SM90_STAGED=0 keeps those; the same bits).
+template <bool SPLIT, int SCHED, bool CLUSTER, bool STAGED = false>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                           const __grid_constant__ CUtensorMap tv, AttentionShape s, const int64_t* __restrict__ q_pos,
@@ -452,6 +455,28 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (r_lo < rows) *reinterpret_cast<float2*>(part_ml + (row_lo * splits + split) * 2) = make_float2(m_lo, l_lo);
       if (r_hi < rows) *reinterpret_cast<float2*>(part_ml + (row_hi * splits + split) * 2) = make_float2(m_hi, l_hi);
     }
+  } else if constexpr (STAGED) {
+  const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
+  // The warp's 8 KB of its warpgroup's Q tile (which holds other warps' Q rows too: the whole warpgroup is
+  // past its last product first). Row lr's 16-byte piece c at piece c ^ (lr & 7): conflict-free both ways.
+  named_barrier(4 + wg, 128);
+  unsigned char* stage_out = smem + L::q + wg * 4 * kQBox + ww * 8192;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const float inv = hh ? inv_hi : inv_lo;
+    unsigned char* put = stage_out + (g + 8 * hh) * 512 + 4 * t;
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      *reinterpret_cast<uint32_t*>(put + ((j ^ g) << 4)) =
+          detail::pack_bf16(o[4 * j + 2 * hh] * inv, o[4 * j + 2 * hh + 1] * inv);
+  }
+  __syncwarp();
+  const int row0 = wg * 64 + ww * 16;
+#pragma unroll 4
+  for (int i = 0; i < 16; ++i) {
+    const uint4 v = *reinterpret_cast<const uint4*>(stage_out + i * 512 + ((lane ^ (i & 7)) << 4));
+    if (row0 + i < rows) *reinterpret_cast<uint4*>(out + ((m0 + row0 + i) * s.Hq + h) * kD + 8 * lane) = v;
+  }
   } else {
   const float inv_lo = l_lo > 0.0f ? 1.0f / l_lo : 0.0f, inv_hi = l_hi > 0.0f ? 1.0f / l_hi : 0.0f;
   bf16* out_lo = out + ((m0 + r_lo) * s.Hq + h) * kD;
@@ -486,6 +511,11 @@ int schedule() {
   return v >= kPlain && v <= kPingPong ? v : int(kOverlap);
 }
 
+bool staged() {
+  const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_STAGED");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
 // HYPIC_CUDA_ATTN_SM90_CLUSTER=1: blocks in pairs sharing K/V loads (needs an even number of query heads per kv head).
 bool use_cluster(const AttentionShape& s) {
   const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_CLUSTER");
@@ -495,15 +525,16 @@ bool use_cluster(const AttentionShape& s) {
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, AttentionShape, const int64_t*, const int64_t*, float,
                           bf16*, int64_t, float*, float*);
 
-template <bool SPLIT, bool CLUSTER>
+template <bool SPLIT, bool CLUSTER, bool STAGED = false>
 KernelFn pick_sched(int sched) {
-  return sched == kPlain     ? attention_sm90_kernel<SPLIT, kPlain, CLUSTER>
-         : sched == kOverlap ? attention_sm90_kernel<SPLIT, kOverlap, CLUSTER>
-                             : attention_sm90_kernel<SPLIT, kPingPong, CLUSTER>;
+  return sched == kPlain     ? attention_sm90_kernel<SPLIT, kPlain, CLUSTER, STAGED>
+         : sched == kOverlap ? attention_sm90_kernel<SPLIT, kOverlap, CLUSTER, STAGED>
+                             : attention_sm90_kernel<SPLIT, kPingPong, CLUSTER, STAGED>;
 }
 KernelFn pick(bool split, int sched, bool cluster) {
   if (split) return cluster ? pick_sched<true, true>(sched) : pick_sched<true, false>(sched);
-  return cluster ? pick_sched<false, true>(sched) : pick_sched<false, false>(sched);
+  if (cluster) return pick_sched<false, true>(sched);
+  return staged() ? pick_sched<false, false, true>(sched) : pick_sched<false, false>(sched);
 }
 
 void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,

@@ -3,6 +3,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/row_norm8.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -91,6 +92,16 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
         if (p.in.x_out && blockIdx.x == 0) p.in.x_out[i] = x;
       }
     }
+  } else if (p.in.gated_o) {
+    // Eight elements a lane, head_dim / 8 lanes a head (K % 256 == 0: every lane of a warp has a head).
+    const int hd = int(p.in.head_dim);
+    for (int c = threadIdx.x * 8; c < K; c += kThreads * 8) {
+      float ov[8], zv[8];
+      detail::bf16x8_to_float(*reinterpret_cast<const uint4*>(p.in.gated_o + c), ov);
+      detail::bf16x8_to_float(*reinterpret_cast<const uint4*>(p.in.gated_z + c), zv);
+      const float inv = detail::gated_inv8(ov, hd, p.in.eps);
+      *reinterpret_cast<uint4*>(xs + c) = detail::gated_out8(ov, zv, inv, p.in.norm_w + c % hd);
+    }
   } else {
     for (int c = threadIdx.x * 8; c < K; c += kThreads * 8)
       *reinterpret_cast<uint4*>(xs + c) = *reinterpret_cast<const uint4*>(p.in.x + c);
@@ -175,14 +186,26 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 }  // namespace
 
+bool gemv_gated_input_fits(int64_t K, int64_t head_dim, const void* o, const void* z, const float* norm_w) {
+  return K > 0 && K % 256 == 0 && K <= kGemvMaxK && head_dim >= 8 && head_dim <= 256 &&
+         (head_dim & (head_dim - 1)) == 0 && K % head_dim == 0 && o && z && norm_w && aligned16(o) && aligned16(z) &&
+         aligned16(norm_w);
+}
+
 void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targets, cudaStream_t stream,
           int rows_per_warp) {
   HYPIC_CUDA_REQUIRE(targets && n_targets >= 1 && n_targets <= kGemvMaxTargets, "gemv: 1 to 4 targets");
   HYPIC_CUDA_REQUIRE(K > 0 && K % 8 == 0 && K <= kGemvMaxK, "gemv: K must be a positive multiple of 8 up to 8192");
   const bool normed = in.h != nullptr;
-  HYPIC_CUDA_REQUIRE(normed ? (in.norm_w && K >= 1024 && K <= int64_t{kThreads} * kNormPer)
-                            : (in.x && aligned16(in.x)),
-                     "gemv: a normed input needs norm weights and 1024 <= K <= 4096; a plain one a 16-byte aligned x");
+  if (in.gated_o) {
+    HYPIC_CUDA_REQUIRE(!normed && gemv_gated_input_fits(K, in.head_dim, in.gated_o, in.gated_z, in.norm_w),
+                       "gemv: a gated input needs K % 256 == 0, a power-of-two head dim in [8, 256] dividing K, "
+                       "16-byte aligned o, z and norm weights");
+  } else {
+    HYPIC_CUDA_REQUIRE(normed ? (in.norm_w && K >= 1024 && K <= int64_t{kThreads} * kNormPer)
+                              : (in.x && aligned16(in.x)),
+                       "gemv: a normed input needs norm weights and 1024 <= K <= 4096; a plain one a 16-byte aligned x");
+  }
   // Rows per warp by the number of rows, from hypic_bench_kernels --only gemv on the H200 at the 35B-A3B
   // decode shapes: one per warp up to ~12k rows (the output projections: 2048 rows of 4096, 1.2-1.7x
   // faster than more), four for the GDN input projections (12352 rows: 1.1x), two for the LM head

@@ -43,7 +43,10 @@ struct GemvTarget {
 // The input row: either x, or the RMS norm of the fp32 row h computed in the kernel,
 //   x[i] = bf16(h[i] * rsqrt(mean(h^2) + eps) * (zero_centred ? 1 + norm_w[i] : norm_w[i])),
 // bit-identical to cuda::rmsnorm of one row of K in [1024, 4096]; x_out (optional) receives that row for
-// the kernels that follow.
+// the kernels that follow. Or (gated_o given) the gated norm of a Gated DeltaNet layer's output by heads of
+// head_dim, bit-identical to cuda::rmsnorm_gated_silu(gated_o, gated_z, x, K / head_dim, head_dim, norm_w, eps):
+//   x[i] = bf16(norm_w[i % head_dim] * (o[i] * rsqrt(mean over i's head of o^2) + eps)) * silu(z[i]));
+// head_dim a power of two in [8, 256], K % 256 == 0, o and z 16-byte aligned, norm_w [head_dim] too.
 struct GemvInput {
   const bf16* x = nullptr;
   const float* h = nullptr;
@@ -51,7 +54,13 @@ struct GemvInput {
   float eps = 1e-6f;
   bool zero_centred = false;
   bf16* x_out = nullptr;
+  const bf16* gated_o = nullptr;
+  const bf16* gated_z = nullptr;
+  int64_t head_dim = 0;
 };
+
+// Whether gemv takes this gated input (the shapes and alignments above).
+bool gemv_gated_input_fits(int64_t K, int64_t head_dim, const void* o, const void* z, const float* norm_w);
 
 // y_j = epilogue_j(W_j x) for every target. K % 8 == 0, K <= kGemvMaxK (normed input: 1024 <= K <= 4096),
 // x and every W 16-byte aligned, 1..kGemvMaxTargets targets (a pointer and a count: the CUDA sources are

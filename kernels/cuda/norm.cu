@@ -175,20 +175,9 @@ __global__ void rmsnorm_gated8_kernel(const bf16* o, const bf16* __restrict__ z,
 #pragma unroll
     for (int e = 0; e < 8; ++e) ov[e] = zv[e] = 0.0f;
   }
-  float ss = 0;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) ss += ov[e] * ov[e];
-  for (int m = G / 2; m >= 1; m /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+  const float inv = detail::gated_inv8(ov, dim, eps);
   if (!ok) return;
-  const float inv = rsqrtf(ss / dim + eps);
-  const float4 w0 = *reinterpret_cast<const float4*>(w + c), w1 = *reinterpret_cast<const float4*>(w + c + 4);
-  const float wa[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-  uint4 out;
-  __nv_bfloat162* yh = reinterpret_cast<__nv_bfloat162*>(&out);
-#pragma unroll
-  for (int h = 0; h < 4; ++h)
-    yh[h] = __floats2bfloat162_rn(wa[2 * h] * (ov[2 * h] * inv) * detail::silu_f(zv[2 * h]),
-                                  wa[2 * h + 1] * (ov[2 * h + 1] * inv) * detail::silu_f(zv[2 * h + 1]));
+  const uint4 out = detail::gated_out8(ov, zv, inv, w + c);
   *reinterpret_cast<uint4*>(y + r * dim + c) = out;
 }
 

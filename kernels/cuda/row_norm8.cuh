@@ -45,4 +45,29 @@ __device__ __forceinline__ void norm_row8(const float (&v)[8], int dim, const fl
   *reinterpret_cast<uint4*>(y_row + c) = u;
 }
 
+// Gated RMS norm of heads of `dim` elements (a power of two, 8..256), 8 consecutive elements a lane, dim / 8
+// lanes a head, a head's lanes within one warp: shared by cuda::rmsnorm_gated_silu's 16-byte form and by
+// cuda::gemv's gated input, so that both give the same bits. Every lane of the warp calls gated_inv8 (the
+// head's sum of squares: the lane's eight in order, then an xor butterfly over its dim / 8 lanes); then
+// gated_out8 gives the lane's y = bf16(w * (o * inv) * silu(z)) (w: the head's weights from the lane's column).
+__device__ __forceinline__ float gated_inv8(const float (&ov)[8], int dim, float eps) {
+  float ss = 0;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) ss += ov[e] * ov[e];
+  for (int m = dim / 16; m >= 1; m /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+  return rsqrtf(ss / dim + eps);
+}
+__device__ __forceinline__ uint4 gated_out8(const float (&ov)[8], const float (&zv)[8], float inv,
+                                            const float* __restrict__ w) {
+  const float4 w0 = *reinterpret_cast<const float4*>(w), w1 = *reinterpret_cast<const float4*>(w + 4);
+  const float wa[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+  uint4 out;
+  __nv_bfloat162* yh = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+  for (int h = 0; h < 4; ++h)
+    yh[h] = __floats2bfloat162_rn(wa[2 * h] * (ov[2 * h] * inv) * silu_f(zv[2 * h]),
+                                  wa[2 * h + 1] * (ov[2 * h + 1] * inv) * silu_f(zv[2 * h + 1]));
+  return out;
+}
+
 }  // namespace hypic::cuda::detail

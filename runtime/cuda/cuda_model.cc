@@ -794,6 +794,19 @@ void CudaModel::linear_output_local(int layer, CudaActivations& s) {
   const DeviceGdn& G = w_.layers[layer].lin;
   const int64_t T = s.T, Hv = cfg_.lin_v_heads, dv = cfg_.lin_v_dim, vd = cfg_.lin_value_dim();
   bf16* o = s.o.as<bf16>();
+  // One row: the gated norm in the output product's prologue (one launch less a decode layer, same bits).
+  if (T == 1 && fusion_on_ && !split_invariant_ && G.out.in == vd &&
+      cuda::gemv_gated_input_fits(vd, dv, o, s.z.get(), G.norm_w)) {
+    cuda::GemvInput in;
+    in.gated_o = o;
+    in.gated_z = s.z.as<bf16>();
+    in.head_dim = dv;
+    in.norm_w = G.norm_w;
+    in.eps = cfg_.rms_norm_eps;
+    const cuda::GemvTarget t{G.out.w, G.out.out, s.hp(), DType::F32, cuda::GemvEpilogue::Add};
+    cuda::gemv(in, vd, &t, 1, stream_);
+    return;
+  }
   cuda::rmsnorm_gated_silu(o, s.z.as<bf16>(), o, T * Hv, dv, G.norm_w, cfg_.rms_norm_eps, stream_);
   gemm(o, T, vd, G.out, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }

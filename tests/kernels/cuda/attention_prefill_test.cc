@@ -6,6 +6,7 @@
 // keys and rows that see nothing.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <numeric>
@@ -195,7 +196,29 @@ TEST_F(CudaOps, AttentionPrefillSm90) {
     attention_prefill_sm90(a..., 1, nullptr, nullptr);
     unsetenv("HYPIC_CUDA_ATTN_SM90_CLUSTER");
   };
-  const std::vector<std::pair<std::string, Launch>> both = {{" sm90", sm90}, {" sm90 pairs", pairs}, {" mma.sync", old}};
+  // The output written straight from the accumulators (the staged epilogue is the default).
+  auto direct = [](auto&&... a) {
+    setenv("HYPIC_CUDA_ATTN_SM90_STAGED", "0", 1);
+    attention_prefill_sm90(a..., 1, nullptr, nullptr);
+    unsetenv("HYPIC_CUDA_ATTN_SM90_STAGED");
+  };
+  const std::vector<std::pair<std::string, Launch>> both = {
+      {" sm90", sm90}, {" sm90 direct epilogue", direct}, {" sm90 pairs", pairs}, {" mma.sync", old}};
+  // Both epilogues write the same bits (a partial last query tile included).
+  {
+    Stream st;
+    const int64_t T = 777, Hq = 16, Hkv = 2, d = 256;
+    auto dq = to_device_bf16(pool, randn_bf16(T * Hq * d, 99)), dk = to_device_bf16(pool, randn_bf16(T * Hkv * d, 98)),
+         dv = to_device_bf16(pool, randn_bf16(T * Hkv * d, 97));
+    DevArray<int64_t> pos(pool, iota_from(T, 0));
+    DevArray<bf16> a(pool, T * Hq * d), b(pool, T * Hq * d);
+    const AttentionShape s{T, T, Hq, Hkv, d};
+    sm90(s, dq.get(), dk.get(), dv.get(), pos.get(), pos.get(), 0.0625f, a.get(), st);
+    direct(s, dq.get(), dk.get(), dv.get(), pos.get(), pos.get(), 0.0625f, b.get(), st);
+    st.synchronize();
+    const auto fa = from_device_bf16(a), fb = from_device_bf16(b);
+    EXPECT_EQ(std::memcmp(fa.data(), fb.data(), sizeof(float) * fa.size()), 0) << "staged vs direct epilogue";
+  }
   // Several query tiles of both warpgroups, one query tile with a single valid row, a partial last key tile.
   check_launches(pool, {"sm90 causal", 2049, 2049, 16, 2, 256, iota_from(2049, 0), iota_from(2049, 0)}, 100, both);
   // One kv head for all query heads; keys far from zero.

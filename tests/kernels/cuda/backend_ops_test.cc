@@ -5,6 +5,8 @@
 // attention 16 q / 2 kv heads, head dim 256, rotary 64; conv dim 8192; 256 experts, top 8).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <type_traits>
 
@@ -1005,6 +1007,22 @@ TEST_F(CudaOps, MoeTiledMatchesCpu) {
       run_tiled(true);
       HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(out), m.out), 2 * kTolBf16Out) << "Hopper tiled MoE E " << c.E;
       sm90_act = from_device_bf16(act);
+      // The epilogue's two forms (HYPIC_CUDA_MOE_SM90_EPI: per-warp staging, the default; straight from the
+      // accumulators) write the same bits, partial tiles included.
+      const auto bits = [](const DevArray<bf16>& a) {
+        const std::vector<bf16> v = a.download();
+        std::vector<uint16_t> b(v.size());
+        std::memcpy(b.data(), v.data(), sizeof(uint16_t) * v.size());
+        return b;
+      };
+      const std::vector<uint16_t> staged_act = bits(act), staged_ys = bits(ys);
+      for (const char* form : {"0"}) {
+        setenv("HYPIC_CUDA_MOE_SM90_EPI", form, 1);
+        run_tiled(true);
+        unsetenv("HYPIC_CUDA_MOE_SM90_EPI");
+        EXPECT_EQ(bits(act), staged_act) << "epilogue " << form << ", gate/up, E " << c.E;
+        EXPECT_EQ(bits(ys), staged_ys) << "epilogue " << form << ", down, E " << c.E;
+      }
     }
     run_tiled(false);
     HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(out), m.out), 2 * kTolBf16Out) << "tiled MoE E " << c.E;

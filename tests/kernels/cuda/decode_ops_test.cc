@@ -1,11 +1,12 @@
 // The decode step's fused ops: the one-row products (cuda::gemv) against the CPU reference ops they
-// replace (cpu::rmsnorm, cpu::linear, SwiGLU, the MoE residual sum, the Gated DeltaNet gates), and the
+// replace (cpu::rmsnorm, cpu::linear, SwiGLU, the MoE residual sum, the Gated DeltaNet gates and gated norm), and the
 // fused query/key norm + rotation, the decode MoE (cuda::moe_decode) (cuda::qk_norm_rope) and conv + split (cuda::gdn_conv_split_rows)
 // against the CUDA ops they replace, bit for bit (those ops are checked against the CPU in
 // backend_ops_test.cc).
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/conv1d.h"
@@ -236,6 +237,50 @@ TEST_F(CudaOps, GemvRejectsBadShapes) {
   normed.h = y.get();
   normed.norm_w = y.get();
   EXPECT_THROW(gemv(normed, 64, &t, 1, st), UnsupportedShape);  // a normed row needs K >= 1024
+}
+
+// A Gated DeltaNet layer's output product with the gated norm in its prologue gives what
+// cuda::rmsnorm_gated_silu then the product give, bit for bit (35B-A3B's 32 heads of 128, and 64 heads of 64);
+// the normed row against the CPU's gated norm.
+TEST_F(CudaOps, GemvGatedInputEqualsGatedNormThenProduct) {
+  Stream st;
+  for (const auto& [H, hd] : {std::pair<int64_t, int64_t>{32, 128}, {64, 64}}) {
+    const int64_t K = H * hd, N = 2048;
+    const auto o = randn_bf16(K, 61, 1.5f), z = randn_bf16(K, 62, 1.0f), w = randn_bf16(N * K, 63, 0.05f);
+    const auto nw = hypic::test::randn(hd, 64, 0.3f);
+    auto d_o = to_device_bf16(pool, o), dz = to_device_bf16(pool, z), dw = to_device_bf16(pool, w);
+    DevArray<float> dnw(pool, nw), y1(pool, hypic::test::randn(N, 65, 1.0f)), y2(pool, N);
+    HYPIC_CUDA_CHECK(cudaMemcpy(y2.get(), y1.get(), sizeof(float) * N, cudaMemcpyDeviceToDevice));
+    DevArray<bf16> xn(pool, K);
+    rmsnorm_gated_silu(d_o.get(), dz.get(), xn.get(), H, hd, dnw.get(), 1e-6f, st);
+    GemvInput plain;
+    plain.x = xn.get();
+    const GemvTarget add1{dw.get(), N, y1.get(), DType::F32, GemvEpilogue::Add};
+    gemv(plain, K, &add1, 1, st);
+    ASSERT_TRUE(gemv_gated_input_fits(K, hd, d_o.get(), dz.get(), dnw.get()));
+    GemvInput gated;
+    gated.gated_o = d_o.get();
+    gated.gated_z = dz.get();
+    gated.head_dim = hd;
+    gated.norm_w = dnw.get();
+    const GemvTarget add2{dw.get(), N, y2.get(), DType::F32, GemvEpilogue::Add};
+    gemv(gated, K, &add2, 1, st);
+    st.synchronize();
+    EXPECT_EQ(y1.download(), y2.download()) << "heads " << H << " x " << hd;
+    std::vector<float> ref(K);
+    for (int64_t h = 0; h < H; ++h) {
+      double ss = 0;
+      for (int64_t i = 0; i < hd; ++i) ss += double(o[h * hd + i]) * o[h * hd + i];
+      const float inv = float(1.0 / std::sqrt(ss / hd + 1e-6));
+      for (int64_t i = 0; i < hd; ++i) ref[h * hd + i] = nw[i] * o[h * hd + i] * inv * silu(z[h * hd + i]);
+    }
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(xn), ref), kTolBf16Out) << "heads " << H << " x " << hd;
+  }
+  DevArray<bf16> a(pool, 1024);
+  DevArray<float> nw(pool, 128);
+  EXPECT_FALSE(gemv_gated_input_fits(1000, 8, a.get(), a.get(), nw.get()));  // K not a multiple of 256
+  EXPECT_FALSE(gemv_gated_input_fits(1024, 96, a.get(), a.get(), nw.get()));  // not a power of two
+  EXPECT_FALSE(gemv_gated_input_fits(1024, 512, a.get(), a.get(), nw.get()));  // past 256
 }
 
 // The ba product with the gates in its epilogue gives what the product then cuda::gdn_gates give.
