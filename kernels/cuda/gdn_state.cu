@@ -17,6 +17,8 @@
 // zero-start state then follows without a third walk: the walk is linear in its start state, so
 // S_end = T(body) S(lead) + S(body | 0) (gdn_body_state below).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
@@ -60,7 +62,7 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
                                                         const int32_t* __restrict__ cu, float* state,
                                                         float* transfer, bool want_out, Workspace w,
                                                         const int32_t* __restrict__ lead, Workspace bodies,
-                                                        float* __restrict__ lead_state) {
+                                                        float* __restrict__ lead_state, bool prefetch_all) {
   using SM = StateSmem<DK, BODIES>;
   using SP = StateSplit<DK>;
   constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kBN = SP::kBN;
@@ -146,17 +148,23 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
     cp_async_commit();
   };
   // The walk is latency-bound: pulling the tiles of chunk c + kPrefetch into L2 keeps the cp.async of
-  // chunk c + 1 an L2 hit. One 128-byte line per thread and tile.
+  // chunk c + 1 an L2 hit. One 128-byte line per thread and tile. W and G are the head's, K the key head's:
+  // only the head's first column block pulls them (its first value head's, for K), so that the sibling
+  // blocks, which walk in step, do not repeat the requests (the walk is bound by L2 throughput: every block
+  // also reads the head's whole W and K tiles). prefetch_all: every block pulls them (the older form).
+  const bool lead_w = prefetch_all || blockIdx.x == 0;
+  const bool lead_k = prefetch_all || (blockIdx.x == 0 && h % (H / s.Hk) == 0);
   auto prefetch = [&](int c) {
     const int64_t t0 = sr.bos + int64_t(c) * kC;
-    if (tid < kC * DK * 2 / 128) prefetch_l2(reinterpret_cast<const char*>(w.W + (tile0 + c) * kC * DK) + tid * 128);
+    if (lead_w && tid < kC * DK * 2 / 128)
+      prefetch_l2(reinterpret_cast<const char*>(w.W + (tile0 + c) * kC * DK) + tid * 128);
     if (tid < 2 * kC) {
       const int r = tid / 2, half = tid % 2;
-      if (r < chunk_len(c) && half * 64 < dk) prefetch_l2(k + ((t0 + r) * s.Hk + kh) * dk + half * 64);
+      if (lead_k && r < chunk_len(c) && half * 64 < dk) prefetch_l2(k + ((t0 + r) * s.Hk + kh) * dk + half * 64);
     } else if (tid < 3 * kC) {
       if (!is_T) prefetch_l2(w.UV + ((tile0 + c) * kC + tid - 2 * kC) * w.dvp + c0);
     } else if (tid < 3 * kC + 2) {
-      prefetch_l2(w.G + (tile0 + c) * kC + (tid - 3 * kC) * 32);
+      if (lead_w) prefetch_l2(w.G + (tile0 + c) * kC + (tid - 3 * kC) * 32);
     }
   };
   for (int c = first + 1; c < first + kPrefetch && c < nchunks; ++c) prefetch(c);
@@ -348,6 +356,12 @@ __global__ void __launch_bounds__(256) gdn_body_state_kernel(int dk, int dv, int
   }
 }
 
+// HYPIC_CUDA_GDN_PREFETCH=all: every block of a head pulls the head's W, K and G tiles into L2 (A/B runs).
+bool prefetch_all() {
+  const char* e = std::getenv("HYPIC_CUDA_GDN_PREFETCH");
+  return e && std::strcmp(e, "all") == 0;
+}
+
 template <int DK, bool BODIES>
 void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
             const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state) {
@@ -356,7 +370,7 @@ void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, f
       cudaFuncSetAttribute(gdn_state_kernel<DK, BODIES>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int blocks = int((s.dv + kBV - 1) / kBV + (transfer ? (s.dk + kBV - 1) / kBV : 0));
   gdn_state_kernel<DK, BODIES><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
-      s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state);
+      s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state, prefetch_all());
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
