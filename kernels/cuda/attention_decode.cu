@@ -65,14 +65,7 @@ __device__ __forceinline__ SplitKeys split_keys(const AttentionShape& s, int64_t
 template <int E>
 __device__ __forceinline__ void load_row(const bf16* p, float (&out)[E]) {
   if constexpr (E == 8) {
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(h[j]);
-      out[2 * j] = f.x;
-      out[2 * j + 1] = f.y;
-    }
+    detail::bf16x8_to_float(*reinterpret_cast<const uint4*>(p), out);
   } else if constexpr (E == 4) {
     const uint2 u = *reinterpret_cast<const uint2*>(p);
     const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);

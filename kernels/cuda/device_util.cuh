@@ -91,6 +91,36 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+// Exclusive prefix sum of one count a thread over a block of kThreads threads (a whole number of warps, at most
+// 1024; every thread calls it): warp scans by shuffles, then warp 0 scans the warps' totals. warp_total: shared
+// memory for kThreads / 32 ints. Returns the sum over the threads before this one; *total gets the block's sum.
+template <int kThreads>
+__device__ __forceinline__ int block_exclusive_scan(int n, int* warp_total, int* total) {
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, one warp's worth of warp totals");
+  constexpr int kWarps = kThreads / 32;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  int v = n;  // inclusive within the warp
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += y;
+  }
+  if (lane == 31) warp_total[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    int t = lane < kWarps ? warp_total[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, t, o);
+      if (lane >= o) t += y;
+    }
+    if (lane < kWarps) warp_total[lane] = t;  // inclusive over warps
+  }
+  __syncthreads();
+  *total = warp_total[kWarps - 1];
+  return v - n + (warp > 0 ? warp_total[warp - 1] : 0);
+}
+
 // 16 bytes of bf16 (8 values) as floats.
 __device__ __forceinline__ void bf16x8_to_float(uint4 u, float (&out)[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);

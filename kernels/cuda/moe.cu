@@ -58,27 +58,10 @@ __global__ void __launch_bounds__(kCountThreads) count_kernel(const int32_t* __r
 // 256 experts took ~6 us a layer).
 __global__ void __launch_bounds__(kMaxE) scan_kernel(const int32_t* __restrict__ counts, int E, int32_t* offsets) {
   __shared__ int32_t warp_total[kMaxE / 32];
-  const int e = threadIdx.x, lane = e % 32, warp = e / 32;
+  const int e = threadIdx.x;
   const int32_t n = e < E ? counts[e] : 0;
-  int32_t v = n;  // inclusive within the warp
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int32_t y = __shfl_up_sync(0xffffffffu, v, o);
-    if (lane >= o) v += y;
-  }
-  if (lane == 31) warp_total[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    int32_t t = lane < kMaxE / 32 ? warp_total[lane] : 0;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int32_t y = __shfl_up_sync(0xffffffffu, t, o);
-      if (lane >= o) t += y;
-    }
-    if (lane < kMaxE / 32) warp_total[lane] = t;  // inclusive over warps
-  }
-  __syncthreads();
-  const int32_t before = v - n + (warp > 0 ? warp_total[warp - 1] : 0);
+  int total;
+  const int32_t before = detail::block_exclusive_scan<kMaxE>(n, warp_total, &total);
   if (e < E) offsets[e] = before;
   if (e == E - 1) offsets[E] = before + n;
 }

@@ -140,27 +140,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 __global__ void __launch_bounds__(kMaxE) tile_list_kernel(const int32_t* __restrict__ offsets, int E, int2* tiles,
                                                           int slots) {
   __shared__ int warp_total[kMaxE / 32];
-  const int e = threadIdx.x, lane = e % 32, warp = e / 32;
+  const int e = threadIdx.x;
   const int n = e < E ? (offsets[e + 1] - offsets[e] + kBM - 1) / kBM : 0;
-  int v = n;  // inclusive scan within the warp
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, v, o);
-    if (lane >= o) v += y;
-  }
-  if (lane == 31) warp_total[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    int s = warp_total[lane];
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, s, o);
-      if (lane >= o) s += y;
-    }
-    warp_total[lane] = s;  // inclusive over warps
-  }
-  __syncthreads();
-  const int first = v - n + (warp > 0 ? warp_total[warp - 1] : 0), total = warp_total[kMaxE / 32 - 1];
+  int total;
+  const int first = detail::block_exclusive_scan<kMaxE>(n, warp_total, &total);
   for (int j = 0; j < n; ++j) tiles[first + j] = make_int2(e, offsets[e] + j * kBM);
   for (int i = total + e; i < slots; i += kMaxE) tiles[i] = make_int2(-1, 0);
 }
