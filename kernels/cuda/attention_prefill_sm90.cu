@@ -3,13 +3,15 @@
 // two consumer warpgroups (FA3's division of work; written from the PTX manual, no code taken).
 //
 // Block = 128 query rows of one query head, 384 threads:
-//   warpgroup 0 (producer, 40 registers a thread): classifies the key tiles by position (a chunk of 256
-//     tiles at a time, all four warps), then one thread streams the kept tiles' K and V through two
-//     shared-memory stages, each stage's K and V on their own mbarrier so that Q K^T starts before V lands;
+//   warpgroup 0 (producer, 40 registers a thread): classifies the key tiles by position (all four warps the
+//     first 8 tiles, then warps 1-3 the next chunk of up to 256 while thread 0 streams the current one's kept
+//     tiles' K and V through two shared-memory stages, each stage's K and V on their own mbarrier so that
+//     Q K^T starts before V lands);
 //   warpgroups 1 and 2 (consumers, 232 registers): 64 query rows each; per tile S = Q K^T (16 wgmma
-//     m64n64k16, both operands in shared memory), the online softmax on the accumulators, then
-//     O += P V (4 wgmma m64n256k16, P straight from registers, V transposed by the descriptor).
-// Tiles of 64 keys. Positions are arbitrary (keys from several cached segments plus fresh rows): a tile is
+//     m64nKk16, both operands in shared memory), the online softmax on the accumulators, then
+//     O += P V (wgmma m64n256k16, P straight from registers, V transposed by the descriptor).
+// Tiles of 80 keys (FA3's width for this head dim: two stages of K and V fill shared memory next to the Q tile,
+// and each S product gets 80 columns instead of 64), or 64 (HYPIC_CUDA_ATTN_SM90_KEYS=64, and the A/B forms). Positions are arbitrary (keys from several cached segments plus fresh rows): a tile is
 // skipped when every key lies after the block's last query, not computed by a warpgroup whose queries all
 // precede it, and masked per element only when its positions straddle the warpgroup's queries (on a causal
 // prefill: the diagonal tiles and a partial last tile).
@@ -29,17 +31,28 @@
 namespace hypic::cuda {
 namespace {
 
-constexpr int kD = 256, kBM = 128, kKeys = 64, kStages = 2, kThreads = 384;
+constexpr int kD = 256, kBM = 128, kStages = 2, kThreads = 384;
 constexpr uint32_t kQBox = 64 * 128;  // bytes of one Q box: 64 rows x 64 columns
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+// setmaxnreg moves registers within the block's launch allocation (168 a thread: 64K / 384 rounded down to 8); a
+// larger sum would leave the consumers' setmaxnreg.inc waiting for registers that never come free.
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * 168, "register split exceeds the launch allocation");
+
+// A key tile's class, one byte per tile: kept at all (some key at or before the block's last query), and for
+// each consumer warpgroup w whether every key comes after its queries (hidden) or some do (mixed: masked).
+constexpr uint32_t kKeep = 1;
+__host__ __device__ constexpr uint32_t hidden_bit(int wg) { return 2u << (2 * wg); }
+__host__ __device__ constexpr uint32_t mixed_bit(int wg) { return 4u << (2 * wg); }
 
 struct StageMeta {
-  int64_t tile, kmin, kmax, pad;
+  int64_t tile;
+  uint32_t cls, pad;
 };
 
 // Offsets from the 1024-aligned base of dynamic shared memory.
+template <int KEYS>
 struct Layout {
-  static constexpr uint32_t kv_box = kKeys * 128;               // one K or V box: 64 keys x 64 columns
+  static constexpr uint32_t kv_box = KEYS * 128;                // one K or V box: KEYS keys x 64 columns
   static constexpr uint32_t tile_bytes = 4 * kv_box;            // one K (or V) tile
   static constexpr int chunk = 256;                             // key tiles classified per scan
   static constexpr uint32_t q = 0;                              // [wg 2][chunk 4] boxes of 64 rows x 64 dims
@@ -47,14 +60,21 @@ struct Layout {
   static constexpr uint32_t meta = kv + kStages * 2 * tile_bytes;
   static constexpr uint32_t bars = meta + kStages * sizeof(StageMeta);  // q_full, full_k/v[2], empty_k/v[2]
   static constexpr uint32_t qrange = bars + 16 * 8;             // int64 qmin[4], qmax[4] (32 rows each)
-  static constexpr uint32_t kmin = qrange + 8 * 8;
-  static constexpr uint32_t kmax = kmin + 8 * chunk;
-  static constexpr uint32_t keep = kmax + 8 * chunk;
-  static constexpr uint32_t bytes = keep + chunk;
+  static constexpr uint32_t cls = qrange + 8 * 8;               // [2][chunk] class bytes, one per tile
+  static constexpr uint32_t bytes = cls + 2 * chunk;
   static constexpr uint32_t alloc = bytes + 1024;               // slack to align the base
   static_assert(alloc <= 227 * 1024, "fits one H100/H200 block");
   static_assert(kv_box % 1024 == 0, "swizzle atoms stay 1024-aligned");
 };
+
+// S[64 x KEYS] (+)= Q K^T for one 16-dimension slice.
+template <int KEYS>
+__device__ __forceinline__ void wgmma_scores(float (&d)[KEYS / 2], uint64_t desc_q, uint64_t desc_k, int accumulate) {
+  if constexpr (KEYS == 64)
+    sm90::wgmma_m64n64k16_ss(d, desc_q, desc_k, accumulate);
+  else
+    sm90::wgmma_m64n80k16_ss(d, desc_q, desc_k, accumulate);
+}
 
 
 using detail::ex2;
@@ -73,19 +93,23 @@ enum Schedule { kPlain = 0, kOverlap = 1, kPingPong = 2 };
 // STAGED (the unsplit form's default): each consumer warp writes its 16 output rows into shared memory (the
 // warpgroup's Q tile, no longer read) and stores them back as whole 512-byte rows, 16 bytes a lane, instead of
 // 4-byte stores that each touch 8 rows (HYPIC_CUDA_ATTN_SM90_STAGED=0 keeps those; the same bits).
-template <bool SPLIT, int SCHED, bool CLUSTER, bool STAGED = false>
+template <bool SPLIT, int SCHED, bool CLUSTER, bool STAGED, int KEYS>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                           const __grid_constant__ CUtensorMap tv, AttentionShape s, const int64_t* __restrict__ q_pos,
-                          const int64_t* __restrict__ k_pos, float scale_log2, bf16* __restrict__ out,
+                          const int64_t* __restrict__ k_pos, float scale_log2, float slack, bf16* __restrict__ out,
                           int64_t splits_arg, float* __restrict__ part_o, float* __restrict__ part_ml) {
 #if HYPIC_SM90A
   using namespace sm90;
-  using L = Layout;
+  static_assert(KEYS == 64 || KEYS == 80, "key tiles of 64 or 80");
+  constexpr int kKeys = KEYS;
+  using L = Layout<KEYS>;
   constexpr uint32_t kTileBytes = L::tile_bytes, kBox = L::kv_box;
-  constexpr int kChunk = L::chunk;
+  constexpr int kChunk = L::chunk, kFirstChunk = 8;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Aligned by an offset from the __shared__ array (not through an integer cast) so that the compiler still knows
+  // the address space: the stage metadata, barriers and staged output take shared loads and stores, not generic ones.
+  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   StageMeta* meta = reinterpret_cast<StageMeta*>(smem + L::meta);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::bars);
   uint64_t* q_full = bars;
@@ -141,12 +165,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   else
     __syncthreads();
   // K or V tile `tile` into `dst`, completing on `bar`: all four boxes, or this block's two of a pair's.
-  auto load_tile = [&](unsigned char* dst, const CUtensorMap* map, int64_t tile, uint64_t* bar) {
+  auto load_tile = [&](unsigned char* dst, const CUtensorMap* map, int tile, uint64_t* bar) {
     if constexpr (CLUSTER) {
       for (int c = 2 * int(crank); c < 2 * int(crank) + 2; ++c)
-        tma_load_2d_multicast(dst + c * kBox, map, int(kh * kD + c * 64), int(tile * kKeys), bar, 0x3);
+        tma_load_2d_multicast(dst + c * kBox, map, int(kh * kD + c * 64), tile * kKeys, bar, 0x3);
     } else {
-      for (int c = 0; c < 4; ++c) tma_load_2d(dst + c * kBox, map, int(kh * kD + c * 64), int(tile * kKeys), bar);
+      for (int c = 0; c < 4; ++c) tma_load_2d(dst + c * kBox, map, int(kh * kD + c * 64), tile * kKeys, bar);
     }
   };
   // A consumer warp's release of a stage: to both blocks of a pair (either block's next copy lands in both).
@@ -169,13 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp < 4) {
     // ---------------- producer ----------------
     setmaxnreg_dec<kProducerRegs>();
-    int64_t* kmin_s = reinterpret_cast<int64_t*>(smem + L::kmin);
-    int64_t* kmax_s = reinterpret_cast<int64_t*>(smem + L::kmax);
-    uint8_t* keep_s = smem + L::keep;
-    const int64_t bq_max = qmax[0] > qmax[1] ? (qmax[0] > qmax[2] ? (qmax[0] > qmax[3] ? qmax[0] : qmax[3])
-                                                                  : (qmax[2] > qmax[3] ? qmax[2] : qmax[3]))
-                                             : (qmax[1] > qmax[2] ? (qmax[1] > qmax[3] ? qmax[1] : qmax[3])
-                                                                  : (qmax[2] > qmax[3] ? qmax[2] : qmax[3]));
+    uint8_t* cls_s = smem + L::cls;
     if (tid == 0) {
       prefetch_tensor_map(&tq);
       prefetch_tensor_map(&tk);
@@ -189,22 +207,34 @@ __global__ void __launch_bounds__(kThreads, 1)
     // multiplies P_i V_i while the scores of tile i + 1 are being formed), and K's stage frees first.
     int stage = 0, v_stage = -1;
     uint32_t phase = 0, v_phase = 0;
-    int64_t v_tile = -1;
+    int v_tile = -1;  // tile indices fit an int (TMA coordinates are int32); the producer has 40 registers
     auto issue_v = [&] {
       mbar_wait(empty_v + v_stage, v_phase ^ 1);
       unsigned char* vst = smem + L::kv + v_stage * 2 * kTileBytes + kTileBytes;
       mbar_arrive_expect_tx(full_v + v_stage, kTileBytes);
       load_tile(vst, &tv, v_tile, full_v + v_stage);
     };
-    for (int64_t c0 = t_lo; c0 < t_hi; c0 += kChunk) {
-      const int nc = int(t_hi - c0 < kChunk ? t_hi - c0 : kChunk);
-      named_barrier(1, 128);  // the previous chunk's classification is no longer read
-#pragma unroll 4
-      for (int lt = warp; lt < nc; lt += 4) {
+    // Chunk c's tiles: the first chunk is short so that the first copies start after one classification round;
+    // while thread 0 issues chunk c from one class buffer, warps 1-3 classify chunk c + 1 into the other.
+    const int tlo = int(t_lo), thi = int(t_hi);
+    auto chunk_lo = [&](int c) {
+      const int b = c == 0 ? tlo : tlo + kFirstChunk + (c - 1) * kChunk;
+      return b < thi ? b : thi;
+    };
+    auto chunk_hi = [&](int c) {
+      const int e = tlo + kFirstChunk + c * kChunk;
+      return e < thi ? e : thi;
+    };
+    // Warps [w0, 4) classify tiles [c0, c1) into cls (the query ranges read from shared memory by the lane that
+    // writes the class: registers are scarce here).
+    auto classify = [&](int c0, int c1, uint8_t* cls, int w0) {
+      const int nc = c1 - c0;
+#pragma unroll 2
+      for (int lt = warp - w0; lt < nc; lt += 4 - w0) {
         int64_t lo = LLONG_MAX, hi = LLONG_MIN;
 #pragma unroll
         for (int r = 0; r < kKeys; r += 32) {
-          const int64_t j = (c0 + lt) * kKeys + r + lane;
+          const int64_t j = int64_t(c0 + lt) * kKeys + r + lane;
           if (r + lane < kKeys) {  // a key past the end counts as never visible (the tile is then masked)
             const int64_t x = j < s.Tk ? k_pos[j] : LLONG_MAX;
             hi = x > hi ? x : hi;
@@ -213,18 +243,35 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         const int64_t mn = warp_min_i64(lo), mx = warp_max_i64(hi);
         if (lane == 0) {
-          kmin_s[lt] = mn;
-          kmax_s[lt] = mx;
-          keep_s[lt] = mn <= bq_max;
+          uint32_t c = 0;
+#pragma unroll
+          for (int w = 0; w < 2; ++w) {
+            const int64_t wmin = qmin[2 * w] < qmin[2 * w + 1] ? qmin[2 * w] : qmin[2 * w + 1];
+            const int64_t wmax = qmax[2 * w] > qmax[2 * w + 1] ? qmax[2 * w] : qmax[2 * w + 1];
+            if (mn <= wmax) c |= kKeep;  // kept where some warpgroup sees a key of it
+            if (mn > wmax)
+              c |= hidden_bit(w);
+            else if (mx > wmin)
+              c |= mixed_bit(w);
+          }
+          cls[lt] = uint8_t(c);
         }
       }
-      named_barrier(1, 128);
-      if (tid == 0) {
+    };
+    classify(chunk_lo(0), chunk_hi(0), cls_s, 0);
+    named_barrier(1, 128);
+    for (int c = 0; chunk_lo(c) < thi; ++c) {
+      const int c0 = chunk_lo(c), nc = chunk_hi(c) - c0;
+      if (warp > 0) {
+        classify(chunk_lo(c + 1), chunk_hi(c + 1), cls_s + ((c + 1) & 1) * kChunk, 1);
+      } else if (tid == 0) {
+        const uint8_t* cls = cls_s + (c & 1) * kChunk;
         for (int lt = 0; lt < nc; ++lt) {
-          if (!keep_s[lt]) continue;
-          const int64_t tile = c0 + lt;
+          const uint32_t cl = cls[lt];
+          if (!(cl & kKeep)) continue;
+          const int tile = c0 + lt;
           mbar_wait(empty_k + stage, phase ^ 1);
-          meta[stage] = StageMeta{tile, kmin_s[lt], kmax_s[lt], 0};
+          meta[stage] = StageMeta{tile, cl, 0};
           unsigned char* kst = smem + L::kv + stage * 2 * kTileBytes;
           mbar_arrive_expect_tx(full_k + stage, kTileBytes);
           load_tile(kst, &tk, tile, full_k + stage);
@@ -247,6 +294,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       __syncwarp();
+      named_barrier(1, 128);  // chunk c + 1 classified, chunk c's buffer no longer read
     }
     if (tid == 0) {  // the last V, then the end of the stream
       if (v_tile >= 0) issue_v();
@@ -257,13 +305,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
   // ---------------- consumers ----------------
   setmaxnreg_inc<kConsumerRegs>();
-  const int wg = warp / 4 - 1, wt = tid % 128, ww = wt / 32, g = lane >> 2, t = lane & 3;
+  // wg through a shuffle from lane 0: the compiler then knows it is warp-uniform (descriptors in uniform registers).
+  const int wg = __shfl_sync(0xffffffffu, warp / 4 - 1, 0), wt = tid % 128, ww = wt / 32, g = lane >> 2, t = lane & 3;
   const int r_lo = wg * 64 + ww * 16 + g, r_hi = r_lo + 8;  // block rows of this thread
   const int64_t qp_lo = r_lo < rows ? q_pos[m0 + r_lo] : LLONG_MIN;
   const int64_t qp_hi = r_hi < rows ? q_pos[m0 + r_hi] : LLONG_MIN;
-  const int64_t wg_qmin = qmin[2 * wg] < qmin[2 * wg + 1] ? qmin[2 * wg] : qmin[2 * wg + 1];
-  const int64_t wg_qmax = qmax[2 * wg] > qmax[2 * wg + 1] ? qmax[2 * wg] : qmax[2 * wg + 1];
   const unsigned char* q_wg = smem + L::q + wg * 4 * kQBox;
+  const uint64_t desc_q = desc_sw128(q_wg, 16, 1024);
 
   float o[128];
 #pragma unroll
@@ -288,11 +336,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto flush = [&] {
     if (p_stage < 0) return;
     mbar_wait(full_v + p_stage, p_phase);
-    const unsigned char* vst = smem + L::kv + p_stage * 2 * kTileBytes + kTileBytes;
+    const uint64_t desc_v = desc_sw128(smem + L::kv + p_stage * 2 * kTileBytes + kTileBytes, kBox, 1024);
     fence_regs(o);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) wgmma_m64n256k16_rs(o, pa[kk], desc_sw128(vst + kk * 16 * 128, kBox, 1024));
+    for (int kk = 0; kk < kKeys / 16; ++kk) wgmma_m64n256k16_rs(o, pa[kk], desc_advance(desc_v, kk * 16 * 128));
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
@@ -307,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_wait(full_k + stage, phase);
     const StageMeta mt = meta[stage];
     if (mt.tile < 0) break;
-    const bool hidden = mt.kmin > wg_qmax, mixed = !hidden && mt.kmax > wg_qmin;
+    const bool hidden = (mt.cls & hidden_bit(wg)) != 0, mixed = (mt.cls & mixed_bit(wg)) != 0;
     if (hidden) {
       // A pending V is not held across a tile this warpgroup skips: the producer's next V may need its stage
       // before this warpgroup computes another tile.
@@ -320,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_wait(full_v + stage, phase);
       release(empty_v + stage);
     } else {
-      const unsigned char* kst = smem + L::kv + stage * 2 * kTileBytes;
+      const uint64_t desc_k = desc_sw128(smem + L::kv + stage * 2 * kTileBytes, 16, 1024);
       float sc[kKeys / 2];
       // S = Q K^T, and P_{i-1} V_{i-1} behind it where a tile is pending. Each path is one fence-issue-commit
       // block: a wgmma issued under a branch after others were issued outside it makes ptxas serialise them all.
@@ -328,21 +376,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int ks = 0; ks < kD / 16; ++ks) {
           const uint32_t in = (ks % 4) * 32;  // the 16-column slice inside a 128-byte swizzled row
-          wgmma_m64n64k16_ss(sc, desc_sw128(q_wg + (ks / 4) * kQBox + in, 16, 1024),
-                             desc_sw128(kst + (ks / 4) * kBox + in, 16, 1024), ks > 0);
+          wgmma_scores<KEYS>(sc, desc_advance(desc_q, (ks / 4) * kQBox + in), desc_advance(desc_k, (ks / 4) * kBox + in),
+                             ks > 0);
         }
         wgmma_commit();
       };
       if (p_stage >= 0) {
         mbar_wait(full_v + p_stage, p_phase);
-        const unsigned char* vst = smem + L::kv + p_stage * 2 * kTileBytes + kTileBytes;
+        const uint64_t desc_v = desc_sw128(smem + L::kv + p_stage * 2 * kTileBytes + kTileBytes, kBox, 1024);
         turn_begin();
         fence_regs(o);
         wgmma_fence();
         issue_s();
 #pragma unroll
-        for (int kk = 0; kk < kKeys / 16; ++kk)
-          wgmma_m64n256k16_rs(o, pa[kk], desc_sw128(vst + kk * 16 * 128, kBox, 1024));
+        for (int kk = 0; kk < kKeys / 16; ++kk) wgmma_m64n256k16_rs(o, pa[kk], desc_advance(desc_v, kk * 16 * 128));
         wgmma_commit();
         turn_end();
         wgmma_wait<1>();
@@ -381,8 +428,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         tmax_lo = fmaxf(tmax_lo, __shfl_xor_sync(0xffffffffu, tmax_lo, off));
         tmax_hi = fmaxf(tmax_hi, __shfl_xor_sync(0xffffffffu, tmax_hi, off));
       }
-      // Running maxima in log2 units (scale > 0, so the max of the scaled scores is the scaled max).
-      const float mn_lo = fmaxf(m_lo, tmax_lo * scale_log2), mn_hi = fmaxf(m_hi, tmax_hi * scale_log2);
+      // Reference maxima in log2 units (scale > 0, so the max of the scaled scores is the scaled max). A row's
+      // reference moves only when the tile's max exceeds it by more than `slack`: the exponentials then stay below
+      // 2^slack (exact enough in fp32 sums and bf16 P), and O is rescaled only on the tiles where a reference moved,
+      // not on every tile where some row's max grew a little (slack 0: the running max itself).
+      const float tm_lo = tmax_lo * scale_log2, tm_hi = tmax_hi * scale_log2;
+      const float mn_lo = tm_lo > m_lo + slack ? tm_lo : m_lo, mn_hi = tm_hi > m_hi + slack ? tm_hi : m_hi;
       // A row that has seen no key yet keeps reference 0 so that exp2(-inf - ref) = 0, never NaN.
       const float ref_lo = mn_lo == -INFINITY ? 0.0f : mn_lo, ref_hi = mn_hi == -INFINITY ? 0.0f : mn_hi;
       const float al_lo = ex2(m_lo - ref_lo), al_hi = ex2(m_hi - ref_hi);
@@ -511,6 +562,14 @@ int schedule() {
   return v >= kPlain && v <= kPingPong ? v : int(kOverlap);
 }
 
+// HYPIC_CUDA_ATTN_SM90_SLACK=x: how far (log2 units) a tile's max may exceed a row's reference before the
+// reference moves and O is rescaled (default 8; 0 tracks the running max exactly, the A/B form).
+float rescale_slack() {
+  const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_SLACK");
+  const float v = e ? float(std::atof(e)) : 8.0f;
+  return v >= 0.0f && v <= 16.0f ? v : 8.0f;
+}
+
 bool staged() {
   const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_STAGED");
   return !(e && std::strcmp(e, "0") == 0);
@@ -522,16 +581,28 @@ bool use_cluster(const AttentionShape& s) {
   return e && std::strcmp(e, "1") == 0 && (s.Hq / s.Hkv) % 2 == 0;
 }
 
+// The key tile's width: 80 (default) or 64 with HYPIC_CUDA_ATTN_SM90_KEYS=64. 80 is built for the default
+// schedule without block pairs only (the other schedules and the pairs are A/B forms of their own and keep 64).
+int key_tile(const AttentionShape& s) {
+  const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_KEYS");
+  const bool want64 = e && std::strcmp(e, "64") == 0;
+  return !want64 && schedule() == kOverlap && !use_cluster(s) ? 80 : 64;
+}
+
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, AttentionShape, const int64_t*, const int64_t*, float,
-                          bf16*, int64_t, float*, float*);
+                          float, bf16*, int64_t, float*, float*);
 
 template <bool SPLIT, bool CLUSTER, bool STAGED = false>
 KernelFn pick_sched(int sched) {
-  return sched == kPlain     ? attention_sm90_kernel<SPLIT, kPlain, CLUSTER, STAGED>
-         : sched == kOverlap ? attention_sm90_kernel<SPLIT, kOverlap, CLUSTER, STAGED>
-                             : attention_sm90_kernel<SPLIT, kPingPong, CLUSTER, STAGED>;
+  return sched == kPlain     ? attention_sm90_kernel<SPLIT, kPlain, CLUSTER, STAGED, 64>
+         : sched == kOverlap ? attention_sm90_kernel<SPLIT, kOverlap, CLUSTER, STAGED, 64>
+                             : attention_sm90_kernel<SPLIT, kPingPong, CLUSTER, STAGED, 64>;
 }
-KernelFn pick(bool split, int sched, bool cluster) {
+KernelFn pick(bool split, int sched, bool cluster, int keys) {
+  if (keys == 80)
+    return split ? attention_sm90_kernel<true, kOverlap, false, false, 80>
+                 : (staged() ? attention_sm90_kernel<false, kOverlap, false, true, 80>
+                             : attention_sm90_kernel<false, kOverlap, false, false, 80>);
   if (split) return cluster ? pick_sched<true, true>(sched) : pick_sched<true, false>(sched);
   if (cluster) return pick_sched<false, true>(sched);
   return staged() ? pick_sched<false, false, true>(sched) : pick_sched<false, false>(sched);
@@ -541,12 +612,13 @@ void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v
             const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream, int64_t splits, float* part_o,
             float* part_ml) {
   const CUtensorMap tq = tensor_map_sw128(q, s.Hq * kD, s.Tq, 64, "attention_prefill");
-  const CUtensorMap tk = tensor_map_sw128(k, s.Hkv * kD, s.Tk, kKeys, "attention_prefill");
-  const CUtensorMap tv = tensor_map_sw128(v, s.Hkv * kD, s.Tk, kKeys, "attention_prefill");
+  const int keys = key_tile(s);
+  const CUtensorMap tk = tensor_map_sw128(k, s.Hkv * kD, s.Tk, keys, "attention_prefill");
+  const CUtensorMap tv = tensor_map_sw128(v, s.Hkv * kD, s.Tk, keys, "attention_prefill");
   const int sched = schedule();
   const bool cluster = use_cluster(s);
-  auto* kernel = pick(splits > 1, sched, cluster);
-  constexpr uint32_t smem = Layout::alloc;
+  auto* kernel = pick(splits > 1, sched, cluster, keys);
+  const uint32_t smem = keys == 80 ? Layout<80>::alloc : Layout<64>::alloc;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq * splits;
   HYPIC_CUDA_REQUIRE(blocks <= INT_MAX, "attention_prefill: too many query rows x heads");
@@ -562,7 +634,7 @@ void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, s, q_pos, k_pos, float(scale * 1.4426950408889634f),
-                                      out, splits, part_o, part_ml));
+                                      rescale_slack(), out, splits, part_o, part_ml));
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -575,7 +647,8 @@ bool attention_prefill_sm90_applies(const AttentionShape& s) {
 }
 
 int64_t attention_prefill_sm90_splits(const AttentionShape& s, int sm_count) {
-  const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq, tiles = (s.Tk + kKeys - 1) / kKeys;
+  const int keys = key_tile(s);
+  const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq, tiles = (s.Tk + keys - 1) / keys;
   if (blocks <= 0 || blocks >= sm_count) return 1;
   // One block an SM (its shared memory), rounded down to whole waves; at least 4 key tiles a split.
   int64_t n = int64_t(sm_count) / blocks;

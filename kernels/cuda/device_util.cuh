@@ -19,22 +19,20 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Min / max of an int64 over the warp (key and query positions).
+// Min / max of an int64 over the full warp (key and query positions): two warp reductions (redux.sync) of
+// the 32-bit halves, the signed high word first and then the low word among the lanes that hold it, instead of
+// ten dependent 32-bit shuffles.
 __device__ __forceinline__ int64_t warp_min_i64(int64_t v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const int64_t u = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o);
-    v = u < v ? u : v;
-  }
-  return v;
+  const int hi = int(v >> 32);
+  const int mh = __reduce_min_sync(0xffffffffu, hi);
+  const unsigned ml = __reduce_min_sync(0xffffffffu, hi == mh ? unsigned(v) : 0xffffffffu);
+  return int64_t((uint64_t(uint32_t(mh)) << 32) | ml);
 }
 __device__ __forceinline__ int64_t warp_max_i64(int64_t v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const int64_t u = __shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o);
-    v = u > v ? u : v;
-  }
-  return v;
+  const int hi = int(v >> 32);
+  const int mh = __reduce_max_sync(0xffffffffu, hi);
+  const unsigned ml = __reduce_max_sync(0xffffffffu, hi == mh ? unsigned(v) : 0u);
+  return int64_t((uint64_t(uint32_t(mh)) << 32) | ml);
 }
 
 // 2^x by the special-function unit (flushes denormals): the attention kernels' softmax in base 2.

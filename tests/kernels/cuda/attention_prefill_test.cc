@@ -202,8 +202,32 @@ TEST_F(CudaOps, AttentionPrefillSm90) {
     attention_prefill_sm90(a..., 1, nullptr, nullptr);
     unsetenv("HYPIC_CUDA_ATTN_SM90_STAGED");
   };
+  // Key tiles of 64 (HYPIC_CUDA_ATTN_SM90_KEYS=64; the default is 80), unsplit and split in three over the key
+  // tiles; and the running max tracked exactly (slack 0) instead of moving by more than 8 at a time.
+  auto keys64 = [](auto&&... a) {
+    setenv("HYPIC_CUDA_ATTN_SM90_KEYS", "64", 1);
+    attention_prefill_sm90(a..., 1, nullptr, nullptr);
+    unsetenv("HYPIC_CUDA_ATTN_SM90_KEYS");
+  };
+  auto exact_max = [](auto&&... a) {
+    setenv("HYPIC_CUDA_ATTN_SM90_SLACK", "0", 1);
+    attention_prefill_sm90(a..., 1, nullptr, nullptr);
+    unsetenv("HYPIC_CUDA_ATTN_SM90_SLACK");
+  };
+  auto keys64_split = [this](const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* qp,
+                             const int64_t* kp, float scale, bf16* out, cudaStream_t st) {
+    setenv("HYPIC_CUDA_ATTN_SM90_KEYS", "64", 1);
+    const size_t bytes = std::max<size_t>(16, attention_prefill_workspace_bytes(s, 3));
+    DevArray<char> ws(pool, bytes);
+    HYPIC_CUDA_CHECK(cudaMemsetAsync(ws.get(), 0x7f, bytes, st));
+    attention_prefill_split(s, q, k, v, qp, kp, scale, 3, ws.get(), out, st);
+    HYPIC_CUDA_CHECK(cudaStreamSynchronize(st));
+    unsetenv("HYPIC_CUDA_ATTN_SM90_KEYS");
+  };
   const std::vector<std::pair<std::string, Launch>> both = {
-      {" sm90", sm90}, {" sm90 direct epilogue", direct}, {" sm90 pairs", pairs}, {" mma.sync", old}};
+      {" sm90", sm90},           {" sm90 direct epilogue", direct}, {" sm90 pairs", pairs},
+      {" sm90 64-key tiles", keys64}, {" sm90 64-key tiles, 3 splits", keys64_split}, {" sm90 exact max", exact_max},
+      {" mma.sync", old}};
   // Both epilogues write the same bits (a partial last query tile included).
   {
     Stream st;
@@ -224,9 +248,9 @@ TEST_F(CudaOps, AttentionPrefillSm90) {
   // One kv head for all query heads; keys far from zero.
   check_launches(pool, {"sm90 mqa", 300, 300, 4, 1, 256, iota_from(300, int64_t(1) << 35), iota_from(300, int64_t(1) << 35)},
                  101, both);
-  // More key tiles than one classification chunk (256 tiles): a few queries at the end of a long prefix, and
-  // queries spread so that every chunk holds skipped, mixed and visible tiles.
-  const int64_t Tk = 20000, Tq = 140;
+  // More key tiles than one classification chunk (256 tiles of 64 or 80 keys): a few queries at the end of a long
+  // prefix, and queries spread so that every chunk holds skipped, mixed and visible tiles.
+  const int64_t Tk = 22000, Tq = 140;
   check_launches(pool, {"sm90 long", Tq, Tk, 2, 1, 256, iota_from(Tq, Tk - Tq), iota_from(Tk, 0)}, 102, both);
   std::vector<int64_t> qp(Tq);
   for (int64_t i = 0; i < Tq; ++i) qp[i] = (i * 7919) % (Tk + 100) - 50;
