@@ -11,10 +11,11 @@
 //     m64nKk16, both operands in shared memory), the online softmax on the accumulators, then
 //     O += P V (wgmma m64n256k16, P straight from registers, V transposed by the descriptor).
 // Tiles of 80 keys (FA3's width for this head dim: two stages of K and V fill shared memory next to the Q tile,
-// and each S product gets 80 columns instead of 64), or 64 (HYPIC_CUDA_ATTN_SM90_KEYS=64, and the A/B forms). Positions are arbitrary (keys from several cached segments plus fresh rows): a tile is
-// skipped when every key lies after the block's last query, not computed by a warpgroup whose queries all
-// precede it, and masked per element only when its positions straddle the warpgroup's queries (on a causal
-// prefill: the diagonal tiles and a partial last tile).
+// and each S product gets 80 columns instead of 64), or 64 (HYPIC_CUDA_ATTN_SM90_KEYS=64, and the A/B forms).
+// Positions are arbitrary (keys from several cached segments plus fresh rows): a tile is skipped when every key
+// lies after the block's last query, not computed by a warpgroup whose queries all precede it, and masked per
+// element only when its positions straddle the warpgroup's queries (on a causal prefill: the diagonal tiles and
+// a partial last tile).
 // Split form: as attention_prefill_split, a key-tile range per block and unnormalised partial rows out.
 #include <climits>
 #include <cstdlib>
