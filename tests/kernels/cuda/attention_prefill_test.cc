@@ -190,30 +190,22 @@ TEST_F(CudaOps, AttentionPrefillSm90) {
     attention_prefill(s, a...);
     unsetenv("HYPIC_CUDA_ATTN_SM90");
   };
-  // Block pairs that share their K/V loads (used where a kv head has an even number of query heads).
-  auto pairs = [](auto&&... a) {
-    setenv("HYPIC_CUDA_ATTN_SM90_CLUSTER", "1", 1);
-    attention_prefill_sm90(a..., 1, nullptr, nullptr);
-    unsetenv("HYPIC_CUDA_ATTN_SM90_CLUSTER");
+  // The Hopper kernel with one environment variable set for the call (its A/B forms).
+  auto sm90_with = [](const char* var, const char* value) {
+    return [var, value](auto&&... a) {
+      setenv(var, value, 1);
+      attention_prefill_sm90(a..., 1, nullptr, nullptr);
+      unsetenv(var);
+    };
   };
-  // The output written straight from the accumulators (the staged epilogue is the default).
-  auto direct = [](auto&&... a) {
-    setenv("HYPIC_CUDA_ATTN_SM90_STAGED", "0", 1);
-    attention_prefill_sm90(a..., 1, nullptr, nullptr);
-    unsetenv("HYPIC_CUDA_ATTN_SM90_STAGED");
-  };
-  // Key tiles of 64 (HYPIC_CUDA_ATTN_SM90_KEYS=64; the default is 80), unsplit and split in three over the key
-  // tiles; and the running max tracked exactly (slack 0) instead of moving by more than 8 at a time.
-  auto keys64 = [](auto&&... a) {
-    setenv("HYPIC_CUDA_ATTN_SM90_KEYS", "64", 1);
-    attention_prefill_sm90(a..., 1, nullptr, nullptr);
-    unsetenv("HYPIC_CUDA_ATTN_SM90_KEYS");
-  };
-  auto exact_max = [](auto&&... a) {
-    setenv("HYPIC_CUDA_ATTN_SM90_SLACK", "0", 1);
-    attention_prefill_sm90(a..., 1, nullptr, nullptr);
-    unsetenv("HYPIC_CUDA_ATTN_SM90_SLACK");
-  };
+  // Block pairs that share their K/V loads (used where a kv head has an even number of query heads); the output
+  // written straight from the accumulators (the staged epilogue is the default); key tiles of 64 (the default is
+  // 80), also split in three over the key tiles below; the running max tracked exactly (slack 0) instead of the
+  // reference moving by more than 8 at a time.
+  auto pairs = sm90_with("HYPIC_CUDA_ATTN_SM90_CLUSTER", "1");
+  auto direct = sm90_with("HYPIC_CUDA_ATTN_SM90_STAGED", "0");
+  auto keys64 = sm90_with("HYPIC_CUDA_ATTN_SM90_KEYS", "64");
+  auto exact_max = sm90_with("HYPIC_CUDA_ATTN_SM90_SLACK", "0");
   auto keys64_split = [this](const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* qp,
                              const int64_t* kp, float scale, bf16* out, cudaStream_t st) {
     setenv("HYPIC_CUDA_ATTN_SM90_KEYS", "64", 1);
