@@ -61,28 +61,7 @@ __device__ __forceinline__ SplitKeys split_keys(const AttentionShape& s, int64_t
   return {k, v, k_pos, begin, begin + per < Tk ? begin + per : Tk};
 }
 
-// E consecutive bf16 (E = 2, 4, 8: one 4/8/16-byte load) as floats.
-template <int E>
-__device__ __forceinline__ void load_row(const bf16* p, float (&out)[E]) {
-  if constexpr (E == 8) {
-    detail::bf16x8_to_float(*reinterpret_cast<const uint4*>(p), out);
-  } else if constexpr (E == 4) {
-    const uint2 u = *reinterpret_cast<const uint2*>(p);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const float2 f = __bfloat1622float2(h[j]);
-      out[2 * j] = f.x;
-      out[2 * j + 1] = f.y;
-    }
-  } else {
-    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
-    out[0] = f.x;
-    out[1] = f.y;
-  }
-}
-
-// The same row kept as loaded (bf16 bits), to be converted when used: a warp holds the next round's rows
+// A row of E bf16 kept as loaded (bf16 bits), to be converted when used: a warp holds the next round's rows
 // this way while it works on the current one.
 template <int E>
 struct RawRow {
@@ -110,6 +89,12 @@ __device__ __forceinline__ void raw_to_float(const RawRow<E>& r, float (&out)[E]
     out[2 * j] = f.x;
     out[2 * j + 1] = f.y;
   }
+}
+
+// E consecutive bf16 (E = 2, 4, 8: one 4/8/16-byte load) as floats.
+template <int E>
+__device__ __forceinline__ void load_row(const bf16* p, float (&out)[E]) {
+  raw_to_float<E>(load_raw<E>(p), out);
 }
 
 // The vectorised walk for d == D and 16-byte aligned rows: each warp takes kGroup keys per round, issues
