@@ -72,19 +72,33 @@ void check(DevicePool& pool, const Case& c, uint32_t seed) {
   check_launches(pool, c, seed, {{"", [](auto&&... a) { attention_prefill(a...); }}});
 }
 
-// The split form for each split count, its workspace filled with garbage first.
+// The split form in `splits` splits, its workspace filled with garbage first.
+Launch split_launch(DevicePool& pool, int64_t splits) {
+  return [&pool, splits](const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* qp,
+                         const int64_t* kp, float scale, bf16* out, cudaStream_t st) {
+    const size_t bytes = std::max<size_t>(16, attention_prefill_workspace_bytes(s, splits));
+    DevArray<char> ws(pool, bytes);
+    HYPIC_CUDA_CHECK(cudaMemsetAsync(ws.get(), 0x7f, bytes, st));
+    attention_prefill_split(s, q, k, v, qp, kp, scale, splits, ws.get(), out, st);
+    HYPIC_CUDA_CHECK(cudaStreamSynchronize(st));  // before the workspace goes
+  };
+}
+
+// A launch with one environment variable set around it (the kernels' A/B forms).
+Launch with_env(const char* var, const char* value, Launch launch) {
+  return [var, value, launch](const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* qp,
+                              const int64_t* kp, float scale, bf16* out, cudaStream_t st) {
+    setenv(var, value, 1);
+    launch(s, q, k, v, qp, kp, scale, out, st);
+    unsetenv(var);
+  };
+}
+
+// The split form for each split count.
 void check_split(DevicePool& pool, const Case& c, uint32_t seed, std::initializer_list<int64_t> split_counts) {
   std::vector<std::pair<std::string, Launch>> launches;
   for (const int64_t splits : split_counts)
-    launches.emplace_back(", " + std::to_string(splits) + " splits",
-                          [&pool, splits](const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
-                                          const int64_t* qp, const int64_t* kp, float scale, bf16* out, cudaStream_t st) {
-                            const size_t bytes = std::max<size_t>(16, attention_prefill_workspace_bytes(s, splits));
-                            DevArray<char> ws(pool, bytes);
-                            HYPIC_CUDA_CHECK(cudaMemsetAsync(ws.get(), 0x7f, bytes, st));
-                            attention_prefill_split(s, q, k, v, qp, kp, scale, splits, ws.get(), out, st);
-                            HYPIC_CUDA_CHECK(cudaStreamSynchronize(st));  // before the workspace goes
-                          });
+    launches.emplace_back(", " + std::to_string(splits) + " splits", split_launch(pool, splits));
   check_launches(pool, c, seed, launches);
 }
 
@@ -184,38 +198,17 @@ TEST_F(CudaOps, AttentionPrefillSm90) {
   ASSERT_TRUE(attention_prefill_sm90_applies({777, 777, 16, 2, 256})) << "HYPIC_CUDA_ATTN_SM90=0 set?";
   EXPECT_FALSE(attention_prefill_sm90_applies({777, 777, 16, 2, 128}));
   EXPECT_FALSE(attention_prefill_sm90_applies({777, 0, 16, 2, 256}));
-  auto sm90 = [](auto&&... a) { attention_prefill_sm90(a..., 1, nullptr, nullptr); };
-  auto old = [](const AttentionShape& s, auto&&... a) {
-    setenv("HYPIC_CUDA_ATTN_SM90", "0", 1);
-    attention_prefill(s, a...);
-    unsetenv("HYPIC_CUDA_ATTN_SM90");
-  };
-  // The Hopper kernel with one environment variable set for the call (its A/B forms).
-  auto sm90_with = [](const char* var, const char* value) {
-    return [var, value](auto&&... a) {
-      setenv(var, value, 1);
-      attention_prefill_sm90(a..., 1, nullptr, nullptr);
-      unsetenv(var);
-    };
-  };
+  const Launch sm90 = [](auto&&... a) { attention_prefill_sm90(a..., 1, nullptr, nullptr); };
+  const Launch old = with_env("HYPIC_CUDA_ATTN_SM90", "0", [](auto&&... a) { attention_prefill(a...); });
   // Block pairs that share their K/V loads (used where a kv head has an even number of query heads); the output
   // written straight from the accumulators (the staged epilogue is the default); key tiles of 64 (the default is
-  // 80), also split in three over the key tiles below; the running max tracked exactly (slack 0) instead of the
+  // 80), also split in three over the key tiles; the running max tracked exactly (slack 0) instead of the
   // reference moving by more than 8 at a time.
-  auto pairs = sm90_with("HYPIC_CUDA_ATTN_SM90_CLUSTER", "1");
-  auto direct = sm90_with("HYPIC_CUDA_ATTN_SM90_STAGED", "0");
-  auto keys64 = sm90_with("HYPIC_CUDA_ATTN_SM90_KEYS", "64");
-  auto exact_max = sm90_with("HYPIC_CUDA_ATTN_SM90_SLACK", "0");
-  auto keys64_split = [this](const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* qp,
-                             const int64_t* kp, float scale, bf16* out, cudaStream_t st) {
-    setenv("HYPIC_CUDA_ATTN_SM90_KEYS", "64", 1);
-    const size_t bytes = std::max<size_t>(16, attention_prefill_workspace_bytes(s, 3));
-    DevArray<char> ws(pool, bytes);
-    HYPIC_CUDA_CHECK(cudaMemsetAsync(ws.get(), 0x7f, bytes, st));
-    attention_prefill_split(s, q, k, v, qp, kp, scale, 3, ws.get(), out, st);
-    HYPIC_CUDA_CHECK(cudaStreamSynchronize(st));
-    unsetenv("HYPIC_CUDA_ATTN_SM90_KEYS");
-  };
+  const Launch pairs = with_env("HYPIC_CUDA_ATTN_SM90_CLUSTER", "1", sm90);
+  const Launch direct = with_env("HYPIC_CUDA_ATTN_SM90_STAGED", "0", sm90);
+  const Launch keys64 = with_env("HYPIC_CUDA_ATTN_SM90_KEYS", "64", sm90);
+  const Launch keys64_split = with_env("HYPIC_CUDA_ATTN_SM90_KEYS", "64", split_launch(pool, 3));
+  const Launch exact_max = with_env("HYPIC_CUDA_ATTN_SM90_SLACK", "0", sm90);
   const std::vector<std::pair<std::string, Launch>> both = {
       {" sm90", sm90},           {" sm90 direct epilogue", direct}, {" sm90 pairs", pairs},
       {" sm90 64-key tiles", keys64}, {" sm90 64-key tiles, 3 splits", keys64_split}, {" sm90 exact max", exact_max},
