@@ -3,15 +3,17 @@
 // two consumer warpgroups (FA3's division of work; written from the PTX manual, no code taken).
 //
 // Block = 128 query rows of one query head, 384 threads:
-//   warpgroup 0 (producer, 40 registers a thread): classifies the key tiles by position (all four warps the
-//     first 8 tiles, then warps 1-3 the next chunk of up to 256 while thread 0 streams the current one's kept
-//     tiles' K and V through two shared-memory stages, each stage's K and V on their own mbarrier so that
-//     Q K^T starts before V lands);
-//   warpgroups 1 and 2 (consumers, 232 registers): 64 query rows each; per tile S = Q K^T (16 wgmma
-//     m64nKk16, both operands in shared memory), the online softmax on the accumulators, then
-//     O += P V (wgmma m64n256k16, P straight from registers, V transposed by the descriptor).
-// Tiles of 80 keys (FA3's width for this head dim: two stages of K and V fill shared memory next to the Q tile,
-// and each S product gets 80 columns instead of 64), or 64 (HYPIC_CUDA_ATTN_SM90_KEYS=64, and the A/B forms).
+//   warpgroup 0 (producer, 40 registers a thread, 24 with 80-key tiles): classifies the key tiles by position
+//     (all four warps the first 8 tiles, then warps 1-3 the next chunk of up to 256 while thread 0 streams the
+//     current one's kept tiles' K and V through two shared-memory stages, each stage's K and V on their own
+//     mbarrier so that Q K^T starts before V lands);
+//   warpgroups 1 and 2 (consumers, 232 registers, 240 with 80-key tiles): 64 query rows each; per tile S = Q K^T
+//     (16 wgmma m64nKk16, both operands in shared memory), the online softmax on the accumulators, then
+//     O += P V (wgmma m64n256k16, P straight from registers, V transposed by the descriptor), that product left in
+//     flight under the next tile's softmax.
+// Tiles of 64 keys for the whole prefill, 80 for the split form (the faster on each on the H200; two stages of K
+// and V still fill shared memory next to the Q tile), either with HYPIC_CUDA_ATTN_SM90_KEYS=64|80.
+// Blocks run in sections of whole kv heads' query heads where all kv heads' K and V would not stay in L2.
 // Positions are arbitrary (keys from several cached segments plus fresh rows): a tile is skipped when every key
 // lies after the block's last query, not computed by a warpgroup whose queries all precede it, and masked per
 // element only when its positions straddle the warpgroup's queries (on a causal prefill: the diagonal tiles and
@@ -34,10 +36,16 @@ namespace {
 
 constexpr int kD = 256, kBM = 128, kStages = 2, kThreads = 384;
 constexpr uint32_t kQBox = 64 * 128;  // bytes of one Q box: 64 rows x 64 columns
-constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+// Registers a thread of the producer and of the consumers: 40 and 232 with 64-key tiles; with 80-key tiles the
+// consumers need 240 (below that ptxas serialises every wgmma, C7512), which leaves the producer 24 (it spills).
+template <int KEYS>
+constexpr int kProducerRegs = KEYS == 80 ? 24 : 40;
+template <int KEYS>
+constexpr int kConsumerRegs = KEYS == 80 ? 240 : 232;
 // setmaxnreg moves registers within the block's launch allocation (168 a thread: 64K / 384 rounded down to 8); a
 // larger sum would leave the consumers' setmaxnreg.inc waiting for registers that never come free.
-static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * 168, "register split exceeds the launch allocation");
+static_assert(128 * kProducerRegs<64> + 256 * kConsumerRegs<64> <= 384 * 168, "register split exceeds the allocation");
+static_assert(128 * kProducerRegs<80> + 256 * kConsumerRegs<80> <= 384 * 168, "register split exceeds the allocation");
 
 // A key tile's class, one byte per tile: kept at all (some key at or before the block's last query), and for
 // each consumer warpgroup w whether every key comes after its queries (hidden) or some do (mixed: masked).
@@ -99,7 +107,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                           const __grid_constant__ CUtensorMap tv, AttentionShape s, const int64_t* __restrict__ q_pos,
                           const int64_t* __restrict__ k_pos, float scale_log2, float slack, bf16* __restrict__ out,
-                          int64_t splits_arg, float* __restrict__ part_o, float* __restrict__ part_ml) {
+                          int64_t splits_arg, float* __restrict__ part_o, float* __restrict__ part_ml,
+                          int section_heads) {
 #if HYPIC_SM90A
   using namespace sm90;
   static_assert(KEYS == 64 || KEYS == 80, "key tiles of 64 or 80");
@@ -134,10 +143,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     h = 2 * (bid % hp) + crank;
     m0 = (n_mt - 1 - bid / hp) * kBM;
   } else {
+    // Heads in sections of section_heads (whole kv heads' groups): a section's blocks all run before the next
+    // section's, so the blocks resident at once read the K and V of few kv heads (a working set that stays in
+    // L2 on a long prefill; section_heads = Hq is the plain order).
     split = int64_t(blockIdx.x) % splits;
-    const int64_t bid = int64_t(blockIdx.x) / splits;
-    h = bid % s.Hq;
-    m0 = (n_mt - 1 - bid / s.Hq) * kBM;
+    const int64_t bid = int64_t(blockIdx.x) / splits, per_section = n_mt * section_heads;
+    const int64_t sec = bid / per_section, r = bid - sec * per_section;
+    const int64_t in_sec = s.Hq - sec * section_heads < section_heads ? s.Hq - sec * section_heads : section_heads;
+    h = sec * section_heads + r % in_sec;
+    m0 = (n_mt - 1 - r / in_sec) * kBM;
   }
   const int64_t kh = h / (s.Hq / s.Hkv);
   const int rows = int(s.Tq - m0 < kBM ? s.Tq - m0 : kBM);
@@ -177,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // A consumer warp's release of a stage: to both blocks of a pair (either block's next copy lands in both).
   auto release = [&](uint64_t* bar) {
     __syncwarp();
-    if (lane == 0) {
+    if (elect_one()) {
       mbar_arrive(bar);
       if constexpr (CLUSTER) mbar_arrive_cluster(bar, crank ^ 1);
     }
@@ -193,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warp < 4) {
     // ---------------- producer ----------------
-    setmaxnreg_dec<kProducerRegs>();
+    setmaxnreg_dec<kProducerRegs<KEYS>>();
     uint8_t* cls_s = smem + L::cls;
     if (tid == 0) {
       prefetch_tensor_map(&tq);
@@ -208,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // multiplies P_i V_i while the scores of tile i + 1 are being formed), and K's stage frees first.
     int stage = 0, v_stage = -1;
     uint32_t phase = 0, v_phase = 0;
-    int v_tile = -1;  // tile indices fit an int (TMA coordinates are int32); the producer has 40 registers
+    int v_tile = -1;  // tile indices fit an int (TMA coordinates are int32); the producer is short of registers
     auto issue_v = [&] {
       mbar_wait(empty_v + v_stage, v_phase ^ 1);
       unsigned char* vst = smem + L::kv + v_stage * 2 * kTileBytes + kTileBytes;
@@ -305,12 +319,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
   // ---------------- consumers ----------------
-  setmaxnreg_inc<kConsumerRegs>();
+  setmaxnreg_inc<kConsumerRegs<KEYS>>();
   // wg through a shuffle from lane 0: the compiler then knows it is warp-uniform (descriptors in uniform registers).
   const int wg = __shfl_sync(0xffffffffu, warp / 4 - 1, 0), wt = tid % 128, ww = wt / 32, g = lane >> 2, t = lane & 3;
   const int r_lo = wg * 64 + ww * 16 + g, r_hi = r_lo + 8;  // block rows of this thread
-  const int64_t qp_lo = r_lo < rows ? q_pos[m0 + r_lo] : LLONG_MIN;
-  const int64_t qp_hi = r_hi < rows ? q_pos[m0 + r_hi] : LLONG_MIN;
   const unsigned char* q_wg = smem + L::q + wg * 4 * kQBox;
   const uint64_t desc_q = desc_sw128(q_wg, 16, 1024);
 
@@ -319,11 +331,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.0f, l_hi = 0.0f;
 
-  // Software pipeline across tiles: the scores of tile i are formed and exponentiated while the tensor cores
-  // run P_{i-1} V_{i-1}; O is rescaled once that product has landed.
-  uint32_t pa[kKeys / 16][4];         // P of the pending tile (bf16 pairs, the A layout of the P V product)
-  int p_stage = -1;          // its stage (-1: none pending)
+  // Software pipeline across tiles: the scores of tile i are formed and exponentiated while the tensor cores run
+  // P_{i-1} V_{i-1}. Tile i's probabilities stay in sc, unpacked, until the next tile's step: that step first waits
+  // for P_{i-1} V_{i-1}, rescales O, packs P_i into pa and then issues S_{i+1} with P_i V_i behind it. The wait
+  // for the product in flight thus sits after a loop back-edge and the next stage's barrier: in one basic block
+  // with the softmax, ptxas scheduled it ahead of the exponentials (so the softmax never ran under the product).
+  float sc[kKeys / 2];        // S of the current tile, then its probabilities (fp32) until packed
+  uint32_t pa[kKeys / 16][4]; // P of the product in flight or about to issue (bf16 pairs, the A layout of P V)
+  int p_stage = -1;           // stage of the tile whose P waits in sc (-1: none)
   uint32_t p_phase = 0;
+  int f_stage = -1;           // stage of the P V product in flight (-1: none); only while p_stage >= 0
+  float pal_lo = 1.0f, pal_hi = 1.0f;  // the pending tile's rescale of O, applied before its product
   // Ping-pong turns: warpgroup w waits on barrier 2 + w before issuing products and then opens the other's.
   constexpr bool kTurns = SCHED == kPingPong;
   auto turn_begin = [&] {
@@ -333,12 +351,37 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kTurns) asm volatile("barrier.arrive %0, %1;\n" ::"r"(2 + (wg ^ 1)), "r"(256) : "memory");
   };
   if (kTurns && wg == 1) asm volatile("barrier.arrive %0, %1;\n" ::"r"(2), "r"(256) : "memory");  // warpgroup 0 first
-  // P_{i-1} V_{i-1} on its own, its V stage released.
+  // The product in flight has landed (waited for by the caller): its V stage is free; O takes the pending tile's
+  // rescale and the pending P is packed into pa (whose registers that product no longer reads).
+  auto retire_and_pack = [&] {
+    fence_regs(o);
+    fence_u32(pa);
+    if (f_stage >= 0) release(empty_v + f_stage);
+    f_stage = -1;
+    if (__any_sync(0xffffffffu, pal_lo != 1.0f || pal_hi != 1.0f)) {
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        o[4 * j] *= pal_lo;
+        o[4 * j + 1] *= pal_lo;
+        o[4 * j + 2] *= pal_hi;
+        o[4 * j + 3] *= pal_hi;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j) {
+      pa[j / 2][(j % 2) * 2 + 0] = detail::pack_bf16(sc[4 * j], sc[4 * j + 1]);
+      pa[j / 2][(j % 2) * 2 + 1] = detail::pack_bf16(sc[4 * j + 2], sc[4 * j + 3]);
+    }
+  };
+  // The pending tile's P V on its own (the product before it retired first: the caller has waited for it), its V
+  // stage released.
   auto flush = [&] {
     if (p_stage < 0) return;
+    retire_and_pack();
     mbar_wait(full_v + p_stage, p_phase);
     const uint64_t desc_v = desc_sw128(smem + L::kv + p_stage * 2 * kTileBytes + kTileBytes, kBox, 1024);
     fence_regs(o);
+    fence_u32(pa);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) wgmma_m64n256k16_rs(o, pa[kk], desc_advance(desc_v, kk * 16 * 128));
@@ -354,11 +397,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t phase = 0;
   for (;;) {
     mbar_wait(full_k + stage, phase);
+    // The product in flight (a no-op where there is none), on every path: a wait under a branch for products
+    // issued before it makes ptxas serialise every wgmma of the kernel.
+    wgmma_wait<0>();
     const StageMeta mt = meta[stage];
     if (mt.tile < 0) break;
     const bool hidden = (mt.cls & hidden_bit(wg)) != 0, mixed = (mt.cls & mixed_bit(wg)) != 0;
     if (hidden) {
-      // A pending V is not held across a tile this warpgroup skips: the producer's next V may need its stage
+      // A pending tile is not held across a tile this warpgroup skips: the producer's next V may need its stage
       // before this warpgroup computes another tile.
       turn_begin();
       flush();
@@ -370,33 +416,37 @@ __global__ void __launch_bounds__(kThreads, 1)
       release(empty_v + stage);
     } else {
       const uint64_t desc_k = desc_sw128(smem + L::kv + stage * 2 * kTileBytes, 16, 1024);
-      float sc[kKeys / 2];
-      // S = Q K^T, and P_{i-1} V_{i-1} behind it where a tile is pending. Each path is one fence-issue-commit
-      // block: a wgmma issued under a branch after others were issued outside it makes ptxas serialise them all.
+      // S = Q K^T, and the pending tile's P V behind it. Each path is one fence-issue-commit block: a wgmma issued
+      // under a branch after others were issued outside it makes ptxas serialise them all.
       auto issue_s = [&] {
 #pragma unroll
         for (int ks = 0; ks < kD / 16; ++ks) {
           const uint32_t in = (ks % 4) * 32;  // the 16-column slice inside a 128-byte swizzled row
-          wgmma_scores<KEYS>(sc, desc_advance(desc_q, (ks / 4) * kQBox + in), desc_advance(desc_k, (ks / 4) * kBox + in),
-                             ks > 0);
+          wgmma_scores<KEYS>(sc, desc_advance(desc_q, (ks / 4) * kQBox + in),
+                             desc_advance(desc_k, (ks / 4) * kBox + in), ks > 0);
         }
         wgmma_commit();
       };
       if (p_stage >= 0) {
+        retire_and_pack();
         mbar_wait(full_v + p_stage, p_phase);
         const uint64_t desc_v = desc_sw128(smem + L::kv + p_stage * 2 * kTileBytes + kTileBytes, kBox, 1024);
         turn_begin();
         fence_regs(o);
+        fence_regs(sc);
+        fence_u32(pa);
         wgmma_fence();
         issue_s();
 #pragma unroll
         for (int kk = 0; kk < kKeys / 16; ++kk) wgmma_m64n256k16_rs(o, pa[kk], desc_advance(desc_v, kk * 16 * 128));
         wgmma_commit();
         turn_end();
+        f_stage = p_stage;
         wgmma_wait<1>();
       } else {
         turn_begin();
         fence_regs(o);
+        fence_regs(sc);
         wgmma_fence();
         issue_s();
         turn_end();
@@ -407,6 +457,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
       // Raw scores; masked ones to -inf where the tile straddles this warpgroup's queries.
       if (mixed) {
+        // The rows' positions read here (L1 hits after the first mixed tile) rather than held: registers are short.
+        const int64_t qp_lo = r_lo < rows ? __ldg(q_pos + m0 + r_lo) : LLONG_MIN;
+        const int64_t qp_hi = r_hi < rows ? __ldg(q_pos + m0 + r_hi) : LLONG_MIN;
 #pragma unroll
         for (int j = 0; j < kKeys / 8; ++j) {
 #pragma unroll
@@ -437,7 +490,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float mn_lo = tm_lo > m_lo + slack ? tm_lo : m_lo, mn_hi = tm_hi > m_hi + slack ? tm_hi : m_hi;
       // A row that has seen no key yet keeps reference 0 so that exp2(-inf - ref) = 0, never NaN.
       const float ref_lo = mn_lo == -INFINITY ? 0.0f : mn_lo, ref_hi = mn_hi == -INFINITY ? 0.0f : mn_hi;
-      const float al_lo = ex2(m_lo - ref_lo), al_hi = ex2(m_hi - ref_hi);
+      pal_lo = ex2(m_lo - ref_lo);
+      pal_hi = ex2(m_hi - ref_hi);
       m_lo = mn_lo;
       m_hi = mn_hi;
       float sum_lo = 0.0f, sum_hi = 0.0f;
@@ -450,29 +504,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         sum_lo += sc[4 * j] + sc[4 * j + 1];
         sum_hi += sc[4 * j + 2] + sc[4 * j + 3];
       }
-      l_lo = l_lo * al_lo + sum_lo;
-      l_hi = l_hi * al_hi + sum_hi;
-      // On every path (a no-op where nothing was pending): a wait under a branch also serialises the products.
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_u32(pa);
-      if (p_stage >= 0) {  // P_{i-1} V_{i-1} has landed: its V stage is free, its P registers too
-        release(empty_v + p_stage);
-      }
-      if (__any_sync(0xffffffffu, al_lo != 1.0f || al_hi != 1.0f)) {
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          o[4 * j] *= al_lo;
-          o[4 * j + 1] *= al_lo;
-          o[4 * j + 2] *= al_hi;
-          o[4 * j + 3] *= al_hi;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kKeys / 8; ++j) {
-        pa[j / 2][(j % 2) * 2 + 0] = detail::pack_bf16(sc[4 * j], sc[4 * j + 1]);
-        pa[j / 2][(j % 2) * 2 + 1] = detail::pack_bf16(sc[4 * j + 2], sc[4 * j + 3]);
-      }
+      l_lo = l_lo * pal_lo + sum_lo;
+      l_hi = l_hi * pal_hi + sum_hi;
       p_stage = stage;
       p_phase = phase;
       if (SCHED == kPlain) flush();
@@ -582,16 +615,35 @@ bool use_cluster(const AttentionShape& s) {
   return e && std::strcmp(e, "1") == 0 && (s.Hq / s.Hkv) % 2 == 0;
 }
 
-// The key tile's width: 80 (default) or 64 with HYPIC_CUDA_ATTN_SM90_KEYS=64. 80 is built for the default
-// schedule without block pairs only (the other schedules and the pairs are A/B forms of their own and keep 64).
-int key_tile(const AttentionShape& s) {
+// The key tile's width: 64 for the whole-prefill form and 80 for the split form (the faster on each, measured on the
+// H200: docs/benchmarks.md), or either with HYPIC_CUDA_ATTN_SM90_KEYS=64|80. 80 is built for the overlapped and
+// ping-pong schedules without block pairs (the plain schedule and the pairs are A/B forms of their own and keep 64).
+int key_tile(const AttentionShape& s, bool split) {
   const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_KEYS");
-  const bool want64 = e && std::strcmp(e, "64") == 0;
-  return !want64 && schedule() == kOverlap && !use_cluster(s) ? 80 : 64;
+  const bool want80 = e ? std::strcmp(e, "80") == 0 : split;
+  return want80 && schedule() != kPlain && !use_cluster(s) ? 80 : 64;
 }
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, AttentionShape, const int64_t*, const int64_t*, float,
-                          float, bf16*, int64_t, float*, float*);
+                          float, bf16*, int64_t, float*, float*, int);
+
+// Query heads a section takes (the block order's outer grouping): whole groups of Hq / Hkv heads, as many kv heads
+// as keep their K and V within ~60% of L2 (HYPIC_CUDA_ATTN_SM90_L2_MB overrides that budget; 0: one section).
+int section_heads(const AttentionShape& s) {
+  static const int64_t l2 = [] {
+    int dev = 0, bytes = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, dev) != cudaSuccess)
+      return int64_t{0};
+    return int64_t(bytes);
+  }();
+  const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_L2_MB");
+  const int64_t budget = e ? int64_t(std::atof(e) * 1048576.0) : l2 * 6 / 10;
+  const int64_t group = s.Hq / s.Hkv, kv_bytes = s.Tk * kD * 2 * int64_t(sizeof(bf16));
+  if (budget <= 0 || s.Hkv * kv_bytes <= budget) return int(s.Hq);
+  const int64_t kv_heads = budget / kv_bytes;
+  return int(group * (kv_heads < 1 ? 1 : kv_heads));
+}
 
 template <bool SPLIT, bool CLUSTER, bool STAGED = false>
 KernelFn pick_sched(int sched) {
@@ -600,10 +652,14 @@ KernelFn pick_sched(int sched) {
                              : attention_sm90_kernel<SPLIT, kPingPong, CLUSTER, STAGED, 64>;
 }
 KernelFn pick(bool split, int sched, bool cluster, int keys) {
-  if (keys == 80)
+  if (keys == 80) {
+    if (sched == kPingPong)
+      return split ? attention_sm90_kernel<true, kPingPong, false, false, 80>
+                   : attention_sm90_kernel<false, kPingPong, false, true, 80>;
     return split ? attention_sm90_kernel<true, kOverlap, false, false, 80>
                  : (staged() ? attention_sm90_kernel<false, kOverlap, false, true, 80>
                              : attention_sm90_kernel<false, kOverlap, false, false, 80>);
+  }
   if (split) return cluster ? pick_sched<true, true>(sched) : pick_sched<true, false>(sched);
   if (cluster) return pick_sched<false, true>(sched);
   return staged() ? pick_sched<false, false, true>(sched) : pick_sched<false, false>(sched);
@@ -613,7 +669,7 @@ void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v
             const int64_t* k_pos, float scale, bf16* out, cudaStream_t stream, int64_t splits, float* part_o,
             float* part_ml) {
   const CUtensorMap tq = tensor_map_sw128(q, s.Hq * kD, s.Tq, 64, "attention_prefill");
-  const int keys = key_tile(s);
+  const int keys = key_tile(s, splits > 1);
   const CUtensorMap tk = tensor_map_sw128(k, s.Hkv * kD, s.Tk, keys, "attention_prefill");
   const CUtensorMap tv = tensor_map_sw128(v, s.Hkv * kD, s.Tk, keys, "attention_prefill");
   const int sched = schedule();
@@ -635,7 +691,7 @@ void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, s, q_pos, k_pos, float(scale * 1.4426950408889634f),
-                                      rescale_slack(), out, splits, part_o, part_ml));
+                                      rescale_slack(), out, splits, part_o, part_ml, section_heads(s)));
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -648,7 +704,7 @@ bool attention_prefill_sm90_applies(const AttentionShape& s) {
 }
 
 int64_t attention_prefill_sm90_splits(const AttentionShape& s, int sm_count) {
-  const int keys = key_tile(s);
+  const int keys = key_tile(s, true);
   const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq, tiles = (s.Tk + keys - 1) / keys;
   if (blocks <= 0 || blocks >= sm_count) return 1;
   // One block an SM (its shared memory), rounded down to whole waves; at least 4 key tiles a split.

@@ -412,6 +412,10 @@ int main(int argc, char** argv) {
         emit("attention_prefill", T, ("stitch split " + std::to_string(splits) + suffix).c_str(), ms, flops_s);
       };
       causal("causal");
+      // The block order without sections of kv heads (the default keeps a long prefill's K and V in L2).
+      setenv("HYPIC_CUDA_ATTN_SM90_L2_MB", "0", 1);
+      causal("causal one section");
+      unsetenv("HYPIC_CUDA_ATTN_SM90_L2_MB");
       const double ms_s = time_ms([&] {
         attention_prefill(ss, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), pos.as<int64_t>() + (T - Tq), pos.as<int64_t>(),
                           0.0625f, out.as<bf16>(), st);

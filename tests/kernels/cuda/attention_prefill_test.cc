@@ -201,18 +201,22 @@ TEST_F(CudaOps, AttentionPrefillSm90) {
   const Launch sm90 = [](auto&&... a) { attention_prefill_sm90(a..., 1, nullptr, nullptr); };
   const Launch old = with_env("HYPIC_CUDA_ATTN_SM90", "0", [](auto&&... a) { attention_prefill(a...); });
   // Block pairs that share their K/V loads (used where a kv head has an even number of query heads); the output
-  // written straight from the accumulators (the staged epilogue is the default); key tiles of 64 (the default is
-  // 80), also split in three over the key tiles; the running max tracked exactly (slack 0) instead of the
-  // reference moving by more than 8 at a time.
+  // written straight from the accumulators (the staged epilogue is the default); key tiles of 80 (the whole-prefill
+  // default is 64) and of 64 split in three over the key tiles (the split default is 80); the running max tracked
+  // exactly (slack 0) instead of the reference moving by more than 8 at a time.
   const Launch pairs = with_env("HYPIC_CUDA_ATTN_SM90_CLUSTER", "1", sm90);
   const Launch direct = with_env("HYPIC_CUDA_ATTN_SM90_STAGED", "0", sm90);
-  const Launch keys64 = with_env("HYPIC_CUDA_ATTN_SM90_KEYS", "64", sm90);
+  const Launch keys80 = with_env("HYPIC_CUDA_ATTN_SM90_KEYS", "80", sm90);
   const Launch keys64_split = with_env("HYPIC_CUDA_ATTN_SM90_KEYS", "64", split_launch(pool, 3));
   const Launch exact_max = with_env("HYPIC_CUDA_ATTN_SM90_SLACK", "0", sm90);
+  // The ping-pong schedule; the block order in sections of one kv head's query heads (an L2
+  // budget of 1 MB makes every shape below take sections where it has more than one kv head).
+  const Launch ping_pong = with_env("HYPIC_CUDA_ATTN_SM90_SCHEDULE", "2", sm90);
+  const Launch sections = with_env("HYPIC_CUDA_ATTN_SM90_L2_MB", "1", sm90);
   const std::vector<std::pair<std::string, Launch>> both = {
       {" sm90", sm90},           {" sm90 direct epilogue", direct}, {" sm90 pairs", pairs},
-      {" sm90 64-key tiles", keys64}, {" sm90 64-key tiles, 3 splits", keys64_split}, {" sm90 exact max", exact_max},
-      {" mma.sync", old}};
+      {" sm90 80-key tiles", keys80}, {" sm90 64-key tiles, 3 splits", keys64_split}, {" sm90 exact max", exact_max},
+      {" sm90 ping-pong", ping_pong}, {" sm90 L2 sections", sections}, {" mma.sync", old}};
   // Both epilogues write the same bits (a partial last query tile included).
   {
     Stream st;
@@ -244,6 +248,10 @@ TEST_F(CudaOps, AttentionPrefillSm90) {
   std::vector<int64_t> qp2(256);
   for (int64_t i = 0; i < 256; ++i) qp2[i] = i < 64 ? i : 3000 + i;
   check_launches(pool, {"sm90 hidden for one warpgroup", 256, 3300, 2, 2, 256, qp2, iota_from(3300, 0)}, 104, both);
+  // Sections of two kv heads out of three (3 MB of K and V each, a 7 MB budget): the last section is shorter.
+  const Launch two_of_three = with_env("HYPIC_CUDA_ATTN_SM90_L2_MB", "7", sm90);
+  check_launches(pool, {"sm90 uneven sections", 700, 3000, 6, 3, 256, iota_from(700, 2300), iota_from(3000, 0)}, 105,
+                 {{" sm90 sections of 2 kv heads", two_of_three}, {" mma.sync", old}});
 }
 
 TEST_F(CudaOps, AttentionPrefillNoKeys) {
