@@ -397,8 +397,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t phase = 0;
   for (;;) {
     mbar_wait(full_k + stage, phase);
-    // The product in flight (a no-op where there is none), on every path: a wait under a branch for products
-    // issued before it makes ptxas serialise every wgmma of the kernel.
+    // The product in flight (a no-op where there is none), on every path (the waits stay off branches: see the
+    // traps in docs/cuda_kernels.md).
     wgmma_wait<0>();
     const StageMeta mt = meta[stage];
     if (mt.tile < 0) break;
@@ -616,12 +616,12 @@ bool use_cluster(const AttentionShape& s) {
 }
 
 // The key tile's width: 64 for the whole-prefill form and 80 for the split form (the faster on each, measured on the
-// H200: docs/benchmarks.md), or either with HYPIC_CUDA_ATTN_SM90_KEYS=64|80. 80 is built for the overlapped and
-// ping-pong schedules without block pairs (the plain schedule and the pairs are A/B forms of their own and keep 64).
+// H200: docs/benchmarks.md), or either with HYPIC_CUDA_ATTN_SM90_KEYS=64|80. 80 is built for the default schedule
+// without block pairs only (the other schedules and the pairs are A/B forms of their own and keep 64).
 int key_tile(const AttentionShape& s, bool split) {
   const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_KEYS");
   const bool want80 = e ? std::strcmp(e, "80") == 0 : split;
-  return want80 && schedule() != kPlain && !use_cluster(s) ? 80 : 64;
+  return want80 && schedule() == kOverlap && !use_cluster(s) ? 80 : 64;
 }
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, AttentionShape, const int64_t*, const int64_t*, float,
@@ -652,14 +652,10 @@ KernelFn pick_sched(int sched) {
                              : attention_sm90_kernel<SPLIT, kPingPong, CLUSTER, STAGED, 64>;
 }
 KernelFn pick(bool split, int sched, bool cluster, int keys) {
-  if (keys == 80) {
-    if (sched == kPingPong)
-      return split ? attention_sm90_kernel<true, kPingPong, false, false, 80>
-                   : attention_sm90_kernel<false, kPingPong, false, true, 80>;
+  if (keys == 80)
     return split ? attention_sm90_kernel<true, kOverlap, false, false, 80>
                  : (staged() ? attention_sm90_kernel<false, kOverlap, false, true, 80>
                              : attention_sm90_kernel<false, kOverlap, false, false, 80>);
-  }
   if (split) return cluster ? pick_sched<true, true>(sched) : pick_sched<true, false>(sched);
   if (cluster) return pick_sched<false, true>(sched);
   return staged() ? pick_sched<false, false, true>(sched) : pick_sched<false, false>(sched);
