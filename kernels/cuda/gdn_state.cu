@@ -1,6 +1,6 @@
-// gdn_state: the only sequential part of the chunked Gated DeltaNet. One block per (32 state columns,
-// value head, sequence) walks the chunks; columns of S never mix (A_t acts on the left), so the dv columns
-// split into independent blocks. Per chunk, with W, U, G from gdn_prep:
+// gdn_state: the only sequential part of the chunked Gated DeltaNet. One block per (BV state columns,
+// value head, sequence) walks the chunks (BV = 32, or 64 where the launch also builds T, below); columns
+// of S never mix (A_t acts on the left), so the dv columns split into independent blocks. Per chunk, with W, U, G from gdn_prep:
 //   Vn = U - W S                              (written over U for gdn_output, when outputs are wanted)
 //   S  = e^{G_L} S + K^T diag(e^{G_L - G}) Vn
 // and the chunk's start state S goes to the workspace (bf16) for gdn_output. S stays in fp32 registers
@@ -9,7 +9,7 @@
 // pulled into L2), so a chunk costs two barriers and two short tensor-core products per warp.
 //
 // The transfer operator is the same walk on a dk x dk matrix with U = 0 (T <- (e^{G_L} I - K_d^T W) T):
-// ceil(dk / 32) extra blocks per head in the same launch, running alongside the state blocks.
+// ceil(dk / BV) extra blocks per head in the same launch, running alongside the state blocks.
 //
 // Bodies (gdn_chunked_prefill_with_bodies, `lead` given): the T blocks walk only the body, the rows from
 // lead[n] on (from the identity, its first chunk's tiles from the bodies workspace), and the state blocks,
@@ -29,13 +29,15 @@ namespace {
 using detail::align128;
 using detail::mma_bf16_16816;
 
-constexpr int kBV = 32;       // state columns per block
-constexpr int kNT = 256;      // 8 warps
+// State columns per block (BV): 32 for the state alone; 64 when the launch also builds the transfer operator
+// (half the blocks, one an SM: two blocks an SM contended for its issue slots and shared memory, and a block
+// of twice the columns loads each chunk's W and K tiles once for both halves).
+constexpr int kNT = 256;  // 8 warps
 constexpr int kPrefetch = 4;  // chunks ahead that the tiles are pulled towards L2
 
-template <int DK, bool BODIES>
+template <int DK, bool BODIES, int BV>
 struct StateSmem {
-  static constexpr int kLdK = DK + 8, kLdV = kBV + 8;  // row strides keep ldmatrix rows on distinct banks
+  static constexpr int kLdK = DK + 8, kLdV = BV + 8;  // row strides keep ldmatrix rows on distinct banks
   static constexpr size_t w = 0;                                    // W [2][64][kLdK]
   static constexpr size_t k = align128(w + 2 * 2 * kC * kLdK);      // K [2][64][kLdK]
   static constexpr size_t u = align128(k + 2 * 2 * kC * kLdK);      // U [2][64][kLdV]
@@ -47,25 +49,26 @@ struct StateSmem {
   static constexpr size_t bytes = align128(vp + (BODIES ? 2 * kC * kLdV : 0));
 };
 
-// Warp w: in W S, chunk rows 16 (w % 4).. and columns 16 (w / 4)..; in the state update, state rows
-// kRows w.. (16-row tiles) and kBN 8-column tiles.
-template <int DK>
+// Warp w: in W S, chunk rows 16 (w % 4).. and columns BV/2 (w / 4)..; in the state update, state rows
+// 16 w.. (dk 128) or 16 (w % 4).. (dk 64, columns BV/2 (w / 4)..) in kBN 8-column tiles.
+template <int DK, int BV>
 struct StateSplit {
-  static constexpr int kBN = DK == 128 ? 4 : 2;
+  static constexpr int kBN = DK == 128 ? BV / 8 : BV / 16;
+  static constexpr int kWN = BV / 16;  // 8-column tiles of the warp's W S columns
   __device__ static int srow(int warp) { return DK == 128 ? warp * 16 : (warp % 4) * 16; }
-  __device__ static int scol(int warp) { return DK == 128 ? 0 : (warp / 4) * 16; }
+  __device__ static int scol(int warp) { return DK == 128 ? 0 : (warp / 4) * (BV / 2); }
 };
 
 // BODIES: `lead` is given (a separate instance keeps the plain walk's registers and shared memory as they were).
-template <int DK, bool BODIES>
-__global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf16* __restrict__ k,
+template <int DK, bool BODIES, int BV>
+__global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, const bf16* __restrict__ k,
                                                         const int32_t* __restrict__ cu, float* state,
                                                         float* transfer, bool want_out, Workspace w,
                                                         const int32_t* __restrict__ lead, Workspace bodies,
                                                         float* __restrict__ lead_state, bool prefetch_all) {
-  using SM = StateSmem<DK, BODIES>;
-  using SP = StateSplit<DK>;
-  constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kBN = SP::kBN;
+  using SM = StateSmem<DK, BODIES, BV>;
+  using SP = StateSplit<DK, BV>;
+  constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kBN = SP::kBN, kWN = SP::kWN, kBV = BV;
   static_assert(DK == 64 || DK == 128, "padded key dim");
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Wb = reinterpret_cast<bf16*>(smem + SM::w);
@@ -88,7 +91,7 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
   const bool write_out = want_out && !is_T;
   float* M = is_T ? transfer + (n * H + h) * dk * dk : state + (n * H + h) * dk * dv;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
-  const int ra = (warp % 4) * 16, ca = (warp / 4) * 16;        // W S tile of this warp
+  const int ra = (warp % 4) * 16, ca = (warp / 4) * (BV / 2);  // W S tile of this warp
   const int srow = SP::srow(warp), scol = SP::scol(warp);      // state tile of this warp
 
   // A body's T starts from the identity (no load); everything else from M.
@@ -186,15 +189,20 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
     const int r0 = ra + gq, r1 = r0 + 8;
     const float d0 = r0 < L ? __expf(gL - Gc[r0]) : 0.0f, d1 = r1 < L ? __expf(gL - Gc[r1]) : 0.0f;
 
-    // W S; four accumulator sets keep the mma dependency chains short.
-    float va[4][2][4] = {};
+    // W S; four accumulator sets keep the mma dependency chains short (two with 64 columns).
+    constexpr int kSets = kWN == 2 ? 4 : 2;
+    float va[kSets][kWN][4] = {};
 #pragma unroll
     for (int ks = 0; ks < DK / 16; ++ks) {
-      uint32_t a[4], b0[2], b1[2];
+      uint32_t a[4];
       frag_a(a, Wc, kLdK, ra, ks * 16);
-      frag_b_kn(b0, b1, Sb, kLdV, ks * 16, ca);
-      mma_bf16_16816(va[ks % 4][0], a, b0);
-      mma_bf16_16816(va[ks % 4][1], a, b1);
+#pragma unroll
+      for (int np = 0; np < kWN / 2; ++np) {
+        uint32_t b0[2], b1[2];
+        frag_b_kn(b0, b1, Sb, kLdV, ks * 16, ca + np * 16);
+        mma_bf16_16816(va[ks % kSets][2 * np], a, b0);
+        mma_bf16_16816(va[ks % kSets][2 * np + 1], a, b1);
+      }
     }
     // Off the critical path, while the products are in flight: the next chunk's loads, the L2 prefetch,
     // and the start state for gdn_output (Sb is not overwritten before the barrier below).
@@ -202,7 +210,7 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
     if (c + kPrefetch < nchunks) prefetch(c + kPrefetch);
     if (write_out) store_tile16<kNT, DK, kBV, true>(w.Sh + (tile0 + c) * DK * w.dvp + c0, w.dvp, Sb, kLdV);
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+    for (int nt = 0; nt < kWN; ++nt) {
       const int col = ca + nt * 8 + 2 * tq;
       float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
       if (!is_T) {
@@ -211,7 +219,10 @@ __global__ void __launch_bounds__(kNT, 2) gdn_state_kernel(GdnShape s, const bf1
       }
       float p[4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) p[e] = (va[0][nt][e] + va[1][nt][e]) + (va[2][nt][e] + va[3][nt][e]);
+      for (int e = 0; e < 4; ++e) {
+        if constexpr (kSets == 4) p[e] = (va[0][nt][e] + va[1][nt][e]) + (va[2][nt][e] + va[3][nt][e]);
+        else p[e] = va[0][nt][e] + va[1][nt][e];
+      }
       const float v00 = u0.x - p[0], v01 = u0.y - p[1], v10 = u1.x - p[2], v11 = u1.y - p[3];
       st_bf16x2(Vd + r0 * kLdV + col, v00 * d0, v01 * d0);
       st_bf16x2(Vd + r1 * kLdV + col, v10 * d1, v11 * d1);
@@ -362,16 +373,39 @@ bool prefetch_all() {
   return e && std::strcmp(e, "all") == 0;
 }
 
-template <int DK, bool BODIES>
+// Columns a block: HYPIC_CUDA_GDN_COLS (walks of the state alone, default 32) and HYPIC_CUDA_GDN_T_COLS
+// (walks that also build the transfer operator, default 64), each 32 or 64 (A/B runs).
+int block_cols(bool transfer) {
+  const auto read = [](const char* name, int dflt) {
+    const char* e = std::getenv(name);
+    if (e && std::strcmp(e, "32") == 0) return 32;
+    if (e && std::strcmp(e, "64") == 0) return 64;
+    return dflt;
+  };
+  static const int plain = read("HYPIC_CUDA_GDN_COLS", 32), with_t = read("HYPIC_CUDA_GDN_T_COLS", 64);
+  return transfer ? with_t : plain;
+}
+
+template <int DK, bool BODIES, int BV>
 void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
             const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state) {
-  const size_t smem = StateSmem<DK, BODIES>::bytes;
+  const size_t smem = StateSmem<DK, BODIES, BV>::bytes;
   HYPIC_CUDA_CHECK(
-      cudaFuncSetAttribute(gdn_state_kernel<DK, BODIES>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const int blocks = int((s.dv + kBV - 1) / kBV + (transfer ? (s.dk + kBV - 1) / kBV : 0));
-  gdn_state_kernel<DK, BODIES><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
+      cudaFuncSetAttribute(gdn_state_kernel<DK, BODIES, BV>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int blocks = int((s.dv + BV - 1) / BV + (transfer ? (s.dk + BV - 1) / BV : 0));
+  gdn_state_kernel<DK, BODIES, BV><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
       s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state, prefetch_all());
   HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+template <int DK, bool BODIES>
+void launch_cols(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
+                 const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies,
+                 float* lead_state) {
+  if (block_cols(transfer != nullptr) == 64)
+    launch<DK, BODIES, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
+  else
+    launch<DK, BODIES, 32>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
 }
 
 }  // namespace
@@ -384,11 +418,11 @@ void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* st
   const Workspace none{};
   const Workspace& b = bodies ? *bodies : none;
   if (w.dkp == 64) {
-    if (lead) launch<64, true>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
-    else launch<64, false>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
+    if (lead) launch_cols<64, true>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
+    else launch_cols<64, false>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
   } else {
-    if (lead) launch<128, true>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
-    else launch<128, false>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
+    if (lead) launch_cols<128, true>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
+    else launch_cols<128, false>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
   }
 }
 
