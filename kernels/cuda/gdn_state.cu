@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
                                                         float* __restrict__ lead_state, bool prefetch_all) {
   using SM = StateSmem<DK, BODIES, BV>;
   using SP = StateSplit<DK, BV>;
-  constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kBN = SP::kBN, kWN = SP::kWN, kBV = BV;
+  constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kBN = SP::kBN, kWN = SP::kWN;
   static_assert(DK == 64 || DK == 128, "padded key dim");
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Wb = reinterpret_cast<bf16*>(smem + SM::w);
@@ -83,11 +83,11 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
   const int64_t n = blockIdx.z, h = blockIdx.y;
   const int64_t H = s.H, kh = h / (s.H / s.Hk);
   const int dk = int(s.dk), dv = int(s.dv);
-  const int nsb = (dv + kBV - 1) / kBV;
+  const int nsb = (dv + BV - 1) / BV;
   const bool is_T = int(blockIdx.x) >= nsb;  // a block of transfer-operator columns
-  const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * kBV;
+  const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * BV;
   const int width = is_T ? dk : dv;  // columns of the matrix this block evolves
-  const int ncols = min(kBV, width - c0);
+  const int ncols = min(BV, width - c0);
   const bool write_out = want_out && !is_T;
   float* M = is_T ? transfer + (n * H + h) * dk * dk : state + (n * H + h) * dk * dv;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
     const int64_t tile = own ? h * bodies.slots + n : tile0 + c;
     load_tile_full<kNT, kC, DK>(Wb + buf * kC * kLdK, kLdK, src.W + tile * kC * DK, DK);
     load_tile<kNT, kC, DK>(Kb + buf * kC * kLdK, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, chunk_len(c), dk);
-    if (!is_T) load_tile_full<kNT, kC, kBV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
+    if (!is_T) load_tile_full<kNT, kC, BV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
     if (tid < kC / 4) cp_async16(Gb + buf * kC + tid * 4, src.G + tile * kC + tid * 4, true);
     cp_async_commit();
   };
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
     // and the start state for gdn_output (Sb is not overwritten before the barrier below).
     if (c + 1 < nchunks) issue(c + 1);
     if (c + kPrefetch < nchunks) prefetch(c + kPrefetch);
-    if (write_out) store_tile16<kNT, DK, kBV, true>(w.Sh + (tile0 + c) * DK * w.dvp + c0, w.dvp, Sb, kLdV);
+    if (write_out) store_tile16<kNT, DK, BV, true>(w.Sh + (tile0 + c) * DK * w.dvp + c0, w.dvp, Sb, kLdV);
 #pragma unroll
     for (int nt = 0; nt < kWN; ++nt) {
       const int col = ca + nt * 8 + 2 * tq;
@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
     }
     update(S, __expf(gL), Vd);
     // Vn is rewritten only after the next top barrier.
-    if (write_out) store_tile16<kNT, kC, kBV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
+    if (write_out) store_tile16<kNT, kC, BV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
     store_sb();
   }
 
