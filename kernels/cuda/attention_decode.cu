@@ -3,11 +3,14 @@
 // the lanes (all 8 loads in flight before the first is used), and a combine pass merges the partial
 // softmaxes. Memory-bound: K and V are read once per query head.
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_combine.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/mma.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -25,6 +28,7 @@ constexpr int kMaxD = 256;
 // The grouped walk (below) takes a block per kv head instead of per query head, so its splits are
 // shorter to keep as many blocks.
 constexpr int kGqaKeysPerSplit = 64, kGqaGroup = 2;
+constexpr int64_t kMinKeysPerSplit = 16;
 
 bool gqa_shape(const AttentionShape& s) {
   const int64_t g = s.Hkv > 0 ? s.Hq / s.Hkv : 0;
@@ -38,7 +42,10 @@ int64_t num_splits(const AttentionShape& s) {
 }
 
 // The keys split sp of query row i walks: rows [begin, end) of its cache (the caller's, or sequence i's
-// own through its slot), the launch sized by s.Tk and the count capped by the device-side key count.
+// own through its slot). The launch is sized by s.Tk (a captured step's: the cache's capacity), but the
+// keys present (the device-side count, a slot's rows) are what is dealt over the splits, so a cache that
+// grew to twice its rows still keeps every split busy (dealing s.Tk left half of them empty and the
+// other half twice as long).
 struct SplitKeys {
   const bf16* k;
   const bf16* v;
@@ -49,7 +56,6 @@ struct SplitKeys {
 __device__ __forceinline__ SplitKeys split_keys(const AttentionShape& s, int64_t splits, int64_t sp, int64_t i,
                                                 const bf16* k, const bf16* v, const int64_t* k_pos,
                                                 const int32_t* keys_dev, const KvSlot* slots) {
-  const int64_t per = (s.Tk + splits - 1) / splits, begin = sp * per;
   int64_t Tk = keys_dev && int64_t(*keys_dev) < s.Tk ? int64_t(*keys_dev) : s.Tk;
   if (slots) {  // query row i is sequence i, over its own cache
     const KvSlot& sl = slots[i];
@@ -58,6 +64,10 @@ __device__ __forceinline__ SplitKeys split_keys(const AttentionShape& s, int64_t
     k_pos = sl.pos;
     Tk = int64_t(sl.rows) < Tk ? int64_t(sl.rows) : Tk;
   }
+  if (Tk < 0) Tk = 0;
+  int64_t per = (Tk + splits - 1) / splits;
+  per = per < kMinKeysPerSplit ? kMinKeysPerSplit : per;  // short caches: fewer, fuller splits
+  const int64_t begin = sp * per < Tk ? sp * per : Tk;
   return {k, v, k_pos, begin, begin + per < Tk ? begin + per : Tk};
 }
 
@@ -226,6 +236,35 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, i
   }
 }
 
+// A block's partial softmax for its split (the G heads of kv head kh, query row i) from its warps' (m, l,
+// sums): the warps' sums rescaled to the block's max and added, written as the combine pass reads them.
+template <int D, int G>
+__device__ __forceinline__ void store_split(const AttentionShape& s, int64_t splits, int64_t sp, int64_t kh, int64_t i,
+                                            const float (&wm)[kWarps][G], const float (&wl)[kWarps][G],
+                                            const float (&wo)[kWarps][G][D], float* __restrict__ part_o,
+                                            float* __restrict__ part_ml) {
+  for (int g = 0; g < G; ++g) {
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wm[w][g]);
+    const int64_t base = (i * s.Hq + kh * G + g) * splits + sp;
+    for (int c = threadIdx.x; c < D; c += blockDim.x) {
+      float o = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w)
+        if (wm[w][g] != -INFINITY) o += wo[w][g][c] * exp2f(wm[w][g] - M);
+      part_o[base * D + c] = o;
+    }
+    if (threadIdx.x == 0) {
+      float L = 0.0f;
+      for (int w = 0; w < kWarps; ++w)
+        if (wm[w][g] != -INFINITY) L += wl[w][g] * exp2f(wm[w][g] - M);
+      part_ml[base * 2] = M;
+      part_ml[base * 2 + 1] = L;
+    }
+  }
+}
+
 // Grouped-query decode: one block per (split, kv head, query row) computes all G query heads that share
 // the kv head, so each key and value row is loaded once for the group instead of once per query head
 // (the per-head kernel read the cache G times over, from L2 at best). Each warp walks kGqaGroup keys per
@@ -335,26 +374,126 @@ __global__ void __launch_bounds__(kWarps * 32) decode_gqa_kernel(AttentionShape 
     for (int e = 0; e < E; ++e) wo[warp][g][lane * E + e] = acc[g][e];
   }
   __syncthreads();
-  for (int g = 0; g < G; ++g) {
-    float M = -INFINITY;
+  store_split<D, G>(s, splits, sp, kh, i, wm, wl, wo, part_o, part_ml);
+}
+
+// Tensor-core form of the grouped walk for G == 8 query heads a kv head (the mma's n). A warp takes 16
+// keys at a time: S^T [16 keys x 8 heads] = K Q^T by m16n8k16 products over the head dim, the K rows read
+// from global memory straight into A fragments. The head dim is permuted within each 32 (lane t of a row
+// holds dims 8t..8t+7, which feed two k-steps: 0..3 the first, 4..7 the second) and the queries are laid
+// out as B fragments in the same order, so one 16-byte load feeds two products and no shuffle sums a dot
+// product. The softmax runs on the C fragments (a row's max and sum over 8 lanes), and the weighted sum
+// of values on the CUDA cores: each lane E dims of all 8 heads, the tile's probabilities and rescales
+// passed through shared memory. (The CUDA-core walk above spent five shuffles a head and key.)
+template <int D>
+__global__ void __launch_bounds__(kWarps * 32, 2) decode_gqa_mma_kernel(
+    AttentionShape s, int64_t splits, const bf16* __restrict__ q, const bf16* k_in, const bf16* v_in,
+    const int64_t* __restrict__ q_pos, const int64_t* k_pos_in, const int32_t* __restrict__ keys_dev,
+    const KvSlot* __restrict__ slots, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml) {
+  constexpr int G = 8, E = D / 32, S32 = D / 32, KT = 16;
+  __shared__ float wm[kWarps][G], wl[kWarps][G];
+  __shared__ float wo[kWarps][G][D];
+  __shared__ __align__(16) float ps[kWarps][KT + 1][G];  // the tile's probabilities [key][head], then the rescales
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t sp = blockIdx.x, kh = blockIdx.y, i = blockIdx.z;
+  const SplitKeys r = split_keys(s, splits, sp, i, k_in, v_in, k_pos_in, keys_dev, slots);
+  const bf16 *k = r.k, *v = r.v;
+  const int64_t* k_pos = r.pos;
+  const int64_t j_begin = r.begin, j_end = r.end, qp = q_pos[i];
+  const int64_t ld = s.Hkv * D;
+  uint32_t qb[2 * S32][2];
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, wm[w][g]);
-    const int64_t base = (i * s.Hq + kh * G + g) * splits + sp;
-    for (int c = threadIdx.x; c < D; c += blockDim.x) {
-      float o = 0.0f;
+  for (int c = 0; c < S32; ++c) {
+    const uint4 u = *reinterpret_cast<const uint4*>(q + (i * s.Hq + kh * G + g) * D + c * 32 + 8 * t);
+    qb[2 * c][0] = u.x, qb[2 * c][1] = u.y, qb[2 * c + 1][0] = u.z, qb[2 * c + 1][1] = u.w;
+  }
+  float acc[G][E];
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w)
-        if (wm[w][g] != -INFINITY) o += wo[w][g][c] * exp2f(wm[w][g] - M);
-      part_o[base * D + c] = o;
+  for (int h = 0; h < G; ++h)
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[h][e] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // heads 2t and 2t + 1 (l: this lane's keys)
+  for (int64_t j0 = j_begin + int64_t(warp) * KT; j0 < j_end; j0 += int64_t(kWarps) * KT) {
+    const int64_t ja = j0 + g < j_end ? j0 + g : j0, jb = j0 + g + 8 < j_end ? j0 + g + 8 : j0;
+    const bool va = j0 + g < j_end && k_pos[ja] <= qp, vb = j0 + g + 8 < j_end && k_pos[jb] <= qp;
+    uint4 ka[S32], kb[S32];
+#pragma unroll
+    for (int c = 0; c < S32; ++c) {
+      ka[c] = *reinterpret_cast<const uint4*>(k + ja * ld + kh * D + c * 32 + 8 * t);
+      kb[c] = *reinterpret_cast<const uint4*>(k + jb * ld + kh * D + c * 32 + 8 * t);
     }
-    if (threadIdx.x == 0) {
-      float L = 0.0f;
-      for (int w = 0; w < kWarps; ++w)
-        if (wm[w][g] != -INFINITY) L += wl[w][g] * exp2f(wm[w][g] - M);
-      part_ml[base * 2] = M;
-      part_ml[base * 2 + 1] = L;
+    RawRow<E> vr[KT];
+#pragma unroll
+    for (int kk = 0; kk < KT; ++kk) {
+      const int64_t j = j0 + kk < j_end ? j0 + kk : j0;
+      vr[kk] = load_raw<E>(v + j * ld + kh * D + lane * E);
+    }
+    float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int c = 0; c < S32; ++c) {
+      const uint32_t a0[4] = {ka[c].x, kb[c].x, ka[c].y, kb[c].y}, a1[4] = {ka[c].z, kb[c].z, ka[c].w, kb[c].w};
+      detail::mma_bf16_16816(sc, a0, qb[2 * c]);
+      detail::mma_bf16_16816(sc, a1, qb[2 * c + 1]);
+    }
+    // sc: (key g, head 2t), (key g, head 2t+1), (key g+8, head 2t), (key g+8, head 2t+1)
+    const float s0 = va ? sc[0] * scale_log2 : -INFINITY, s1 = va ? sc[1] * scale_log2 : -INFINITY;
+    const float s2 = vb ? sc[2] * scale_log2 : -INFINITY, s3 = vb ? sc[3] * scale_log2 : -INFINITY;
+    float mx0 = fmaxf(s0, s2), mx1 = fmaxf(s1, s3);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+    const float al0 = n0 == -INFINITY ? 1.0f : exp2f(m0 - n0), al1 = n1 == -INFINITY ? 1.0f : exp2f(m1 - n1);
+    const float p0 = n0 == -INFINITY ? 0.0f : exp2f(s0 - n0), p2 = n0 == -INFINITY ? 0.0f : exp2f(s2 - n0);
+    const float p1 = n1 == -INFINITY ? 0.0f : exp2f(s1 - n1), p3 = n1 == -INFINITY ? 0.0f : exp2f(s3 - n1);
+    l0 = l0 * al0 + p0 + p2;
+    l1 = l1 * al1 + p1 + p3;
+    m0 = n0;
+    m1 = n1;
+    __syncwarp();  // the previous tile's reads of ps are done
+    *reinterpret_cast<float2*>(&ps[warp][g][2 * t]) = make_float2(p0, p1);
+    *reinterpret_cast<float2*>(&ps[warp][g + 8][2 * t]) = make_float2(p2, p3);
+    if (g == 0) *reinterpret_cast<float2*>(&ps[warp][KT][2 * t]) = make_float2(al0, al1);
+    __syncwarp();
+    {
+      const float4 a = *reinterpret_cast<const float4*>(&ps[warp][KT][0]);
+      const float4 b = *reinterpret_cast<const float4*>(&ps[warp][KT][4]);
+      const float al[G] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int h = 0; h < G; ++h)
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[h][e] *= al[h];
+    }
+#pragma unroll
+    for (int kk = 0; kk < KT; ++kk) {
+      const float4 a = *reinterpret_cast<const float4*>(&ps[warp][kk][0]);
+      const float4 b = *reinterpret_cast<const float4*>(&ps[warp][kk][4]);
+      const float p[G] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      float vf[E];
+      raw_to_float<E>(vr[kk], vf);
+#pragma unroll
+      for (int h = 0; h < G; ++h)
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[h][e] = fmaf(p[h], vf[e], acc[h][e]);
     }
   }
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+  }
+  if (g == 0) {
+    wm[warp][2 * t] = m0, wm[warp][2 * t + 1] = m1;
+    wl[warp][2 * t] = l0, wl[warp][2 * t + 1] = l1;
+  }
+#pragma unroll
+  for (int h = 0; h < G; ++h)
+#pragma unroll
+    for (int e = 0; e < E; ++e) wo[warp][h][lane * E + e] = acc[h][e];
+  __syncthreads();
+  store_split<D, G>(s, splits, sp, kh, i, wm, wl, wo, part_o, part_ml);
 }
 
 int padded_dim(int64_t d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
@@ -387,6 +526,23 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
   if (vec && gqa_shape(s)) {
     const dim3 ggrid(unsigned(splits), unsigned(s.Hkv), unsigned(s.Tq));
     const int64_t G = s.Hq / s.Hkv;
+    // HYPIC_CUDA_DECODE_ATTN_MMA=0: the CUDA-core walk for every group size (A/B runs).
+    static const bool mma = [] {
+      const char* e = std::getenv("HYPIC_CUDA_DECODE_ATTN_MMA");
+      return !(e && std::strcmp(e, "0") == 0);
+    }();
+    if (G == 8 && mma) {
+      if (D == 256)
+        decode_gqa_mma_kernel<256><<<ggrid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev,
+                                                                      slots, sl2, part_o, part_ml);
+      else
+        decode_gqa_mma_kernel<128><<<ggrid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev,
+                                                                      slots, sl2, part_o, part_ml);
+      HYPIC_CUDA_LAUNCH_CHECK();
+      detail::split_combine(splits, s.Tq * s.Hq, s.d, D, part_o, part_ml, out, stream);
+      HYPIC_CUDA_LAUNCH_CHECK();
+      return;
+    }
 #define HYPIC_GQA_LAUNCH(DIM, GG)                                                                              \
   decode_gqa_kernel<DIM, GG><<<ggrid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, \
                                                                 sl2, part_o, part_ml)

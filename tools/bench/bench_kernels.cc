@@ -4,13 +4,14 @@
 //   lightning chunked prefill at Ring-flash-linear-2.0 shapes (32 heads of 128, per-head decay);
 //   KDA chunked prefill at Kimi-Linear-48B-A3B shapes (32 heads of 128), with and without the transfer operator;
 //   the decode step's one-row products at Qwen3.5-35B-A3B shapes, cuda::gemv against cuBLAS (bandwidth);
+//   decode attention of one row at the same shapes over 8k and 32k cached keys (bandwidth);
 //   the routed experts of one MoE layer at Qwen3.5-35B-A3B shapes (256 experts, 8 per token, 2048 x 512)
 //   for 1 to 2048 tokens, on every path the CUDA model has (few-row GEMVs, expert-major on CUDA cores and
 //   on tensor cores, cuBLAS grouped GEMM with its host round trip), routing included;
 //   one GDN layer's segment chain of an all-hit stitch (cuda::state_chain: 17 cached blocks, each a seam of
 //   8 rows then its body's transfer operator and state, then 22 question rows), and its two halves alone.
 // Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20]
-//        [--only gdn|attention|lightning|kda|gemv|moe|chain]
+//        [--only gdn|attention|lightning|kda|gemv|decode_attention|moe|chain]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
   hypic::tools::configure(app, /*uses_model=*/false);
   hypic::tools::add_int(app, "--iters", iters, "timed iterations per case", 1, 1 << 20);
   app.add_option("--only", only, "run one family (default: all)")
-      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda", "gemv", "moe", "chain"}));
+      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda", "gemv", "decode_attention", "moe", "chain"}));
   app.add_option("--tokens", tokens, "sequence lengths, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
@@ -182,6 +183,48 @@ int main(int argc, char** argv) {
                     variant == "cublas" ? int(c.mats.size()) : 1);
         first = false;
       }
+    }
+  }
+  if (only.empty() || only == "decode_attention") {
+    // One query row of 16 heads over 2 kv heads of 256 (Qwen3.5-35B-A3B's attention layers), as a captured
+    // decode step runs it: the launch sized by a cache of twice the keys present, the count read on the
+    // device. The caches cycle through copies (>= 256 MB) so that no iteration finds its keys in L2.
+    // HYPIC_CUDA_DECODE_ATTN_MMA=0 times the CUDA-core walk instead of the tensor-core one.
+    const int64_t Hq = 16, Hkv = 2, d = 256;
+    for (const int64_t keys : {int64_t{8192}, int64_t{32768}}) {
+      const int64_t cap = 2 * keys, bytes = 2 * keys * Hkv * d * 2;
+      const int64_t copies = std::max<int64_t>(2, ((int64_t{256} << 20) + bytes - 1) / bytes);
+      std::vector<DeviceBuffer> kc, vc;
+      for (int64_t i = 0; i < copies; ++i) {
+        kc.emplace_back(pool, 2 * cap * Hkv * d);
+        vc.emplace_back(pool, 2 * cap * Hkv * d);
+        fill_bf16(kc.back(), cap * Hkv * d, uint32_t(700 + 2 * i), 1.0f);
+        fill_bf16(vc.back(), cap * Hkv * d, uint32_t(701 + 2 * i), 1.0f);
+      }
+      std::vector<int64_t> kpos(cap);
+      for (int64_t j = 0; j < cap; ++j) kpos[j] = j;
+      DeviceBuffer kp(pool, 8 * cap), qp(pool, 8), qv(pool, 2 * Hq * d), out(pool, 2 * Hq * d), n(pool, 4);
+      HYPIC_CUDA_CHECK(cudaMemcpy(kp.get(), kpos.data(), 8 * cap, cudaMemcpyHostToDevice));
+      const int64_t qpos = keys - 1;
+      const int32_t count = int32_t(keys);
+      HYPIC_CUDA_CHECK(cudaMemcpy(qp.get(), &qpos, 8, cudaMemcpyHostToDevice));
+      HYPIC_CUDA_CHECK(cudaMemcpy(n.get(), &count, 4, cudaMemcpyHostToDevice));
+      fill_bf16(qv, Hq * d, 702, 1.0f);
+      const AttentionShape s{1, cap, Hq, Hkv, d};
+      DeviceBuffer ws(pool, attention_decode_workspace_bytes(s));
+      int64_t it = 0;
+      const double ms = time_ms([&] {
+        const int64_t c = it++ % copies;
+        attention_decode(s, qv.as<bf16>(), kc[c].as<bf16>(), vc[c].as<bf16>(), qp.as<int64_t>(), kp.as<int64_t>(),
+                         0.0625f, out.as<bf16>(), ws.get(), st, n.as<int32_t>());
+      }, iters * 10, st);
+      const char* e = std::getenv("HYPIC_CUDA_DECODE_ATTN_MMA");
+      const bool mma = !(e && std::strcmp(e, "0") == 0);
+      std::printf("%s  {\"op\": \"decode_attention\", \"keys\": %lld, \"variant\": \"%s\", \"ms\": %.4f, "
+                  "\"gb_per_s\": %.0f}",
+                  first ? "" : ",\n", static_cast<long long>(keys), mma ? "tensor cores" : "cuda cores", ms,
+                  bytes / (ms * 1e-3) / 1e9);
+      first = false;
     }
   }
   if (only.empty() || only == "chain") {

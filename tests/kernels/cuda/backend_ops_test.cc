@@ -655,7 +655,7 @@ TEST_F(CudaOps, KvAppendWritesAtTheDeviceOffset) {
 // lengths and capacities), in one launch bounded by the longest cache.
 TEST_F(CudaOps, AttentionDecodeBatchedMatchesCpuPerSequence) {
   Stream st;
-  for (const int64_t d : {int64_t{64}, int64_t{256}}) {
+  for (const int64_t d : {int64_t{64}, int64_t{128}, int64_t{256}}) {
     const int64_t Hq = 16, Hkv = 2, row = Hkv * d;
     const std::vector<int64_t> lens = {1, 37, 700, 1500, 2};
     const int64_t N = static_cast<int64_t>(lens.size()), bound = 2048;
