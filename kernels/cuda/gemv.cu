@@ -63,6 +63,15 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
         if (lane * 64 < K && lane < 16) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + lane * 64));
     }
   }
+  // The norm's weights are constant too: brought into L1 before the wait (not into registers, which
+  // would cost the products occupancy), off the prologue's chain of round trips.
+  if (p.in.h && threadIdx.x % 32 == 0) {
+#pragma unroll
+    for (int k = 0; k < kNormPer; ++k) {
+      const int i = threadIdx.x + k * kThreads;
+      if (i < K) asm volatile("prefetch.global.L1 [%0];" ::"l"(p.in.norm_w + i));
+    }
+  }
   detail::pdl_wait();
   if (p.in.h) {
     __shared__ float part[kWarps];
@@ -101,6 +110,19 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
       detail::bf16x8_to_float(*reinterpret_cast<const uint4*>(p.in.gated_z + c), zv);
       const float inv = detail::gated_inv8(ov, hd, p.in.eps);
       *reinterpret_cast<uint4*>(xs + c) = detail::gated_out8(ov, zv, inv, p.in.norm_w + c % hd);
+    }
+  } else if (p.in.sig_x) {
+    // sigmoid_mul8_kernel's math, eight elements a thread.
+    const int hd = int(p.in.head_dim);
+    for (int c = threadIdx.x * 8; c < K; c += kThreads * 8) {
+      uint4 u = *reinterpret_cast<const uint4*>(p.in.sig_x + c);
+      const uint4 gu = *reinterpret_cast<const uint4*>(p.in.sig_gate + int64_t(c / hd) * p.in.gate_ld + c % hd);
+      bf16* xv = reinterpret_cast<bf16*>(&u);
+      const bf16* gv = reinterpret_cast<const bf16*>(&gu);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        xv[j] = __float2bfloat16_rn(__bfloat162float(xv[j]) * detail::sigmoid_f(__bfloat162float(gv[j])));
+      *reinterpret_cast<uint4*>(xs + c) = u;
     }
   } else {
     for (int c = threadIdx.x * 8; c < K; c += kThreads * 8)
@@ -192,12 +214,21 @@ bool gemv_gated_input_fits(int64_t K, int64_t head_dim, const void* o, const voi
          aligned16(norm_w);
 }
 
+bool gemv_sigmoid_input_fits(int64_t K, int64_t head_dim, int64_t gate_ld, const void* x, const void* gate) {
+  return K > 0 && K % 8 == 0 && K <= kGemvMaxK && head_dim > 0 && head_dim % 8 == 0 && K % head_dim == 0 &&
+         gate_ld >= head_dim && gate_ld % 8 == 0 && x && gate && aligned16(x) && aligned16(gate);
+}
+
 void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targets, cudaStream_t stream,
           int rows_per_warp) {
   HYPIC_CUDA_REQUIRE(targets && n_targets >= 1 && n_targets <= kGemvMaxTargets, "gemv: 1 to 4 targets");
   HYPIC_CUDA_REQUIRE(K > 0 && K % 8 == 0 && K <= kGemvMaxK, "gemv: K must be a positive multiple of 8 up to 8192");
   const bool normed = in.h != nullptr;
-  if (in.gated_o) {
+  if (in.sig_x) {
+    HYPIC_CUDA_REQUIRE(!normed && !in.gated_o && gemv_sigmoid_input_fits(K, in.head_dim, in.gate_ld, in.sig_x, in.sig_gate),
+                       "gemv: a sigmoid-gated input needs a head dim and gate stride that are multiples of 8, K a "
+                       "multiple of the head dim, 16-byte aligned rows");
+  } else if (in.gated_o) {
     HYPIC_CUDA_REQUIRE(!normed && gemv_gated_input_fits(K, in.head_dim, in.gated_o, in.gated_z, in.norm_w),
                        "gemv: a gated input needs K % 256 == 0, a power-of-two head dim in [8, 256] dividing K, "
                        "16-byte aligned o, z and norm weights");

@@ -47,6 +47,10 @@ struct GemvTarget {
 // head_dim, bit-identical to cuda::rmsnorm_gated_silu(gated_o, gated_z, x, K / head_dim, head_dim, norm_w, eps):
 //   x[i] = bf16(norm_w[i % head_dim] * (o[i] * rsqrt(mean over i's head of o^2) + eps)) * silu(z[i]));
 // head_dim a power of two in [8, 256], K % 256 == 0, o and z 16-byte aligned, norm_w [head_dim] too.
+// Or (sig_x given) an attention output under its sigmoid gate, bit-identical to cuda::sigmoid_mul(sig_x,
+// head_dim, sig_gate, gate_ld, K / head_dim, head_dim) then the product:
+//   x[i] = bf16(sig_x[i] * sigmoid(sig_gate[(i / head_dim) * gate_ld + i % head_dim]));
+// head_dim and gate_ld multiples of 8, K % head_dim == 0, sig_x and sig_gate 16-byte aligned.
 struct GemvInput {
   const bf16* x = nullptr;
   const float* h = nullptr;
@@ -57,10 +61,15 @@ struct GemvInput {
   const bf16* gated_o = nullptr;
   const bf16* gated_z = nullptr;
   int64_t head_dim = 0;
+  const bf16* sig_x = nullptr;
+  const bf16* sig_gate = nullptr;
+  int64_t gate_ld = 0;
 };
 
 // Whether gemv takes this gated input (the shapes and alignments above).
 bool gemv_gated_input_fits(int64_t K, int64_t head_dim, const void* o, const void* z, const float* norm_w);
+// Whether gemv takes this sigmoid-gated input (the shapes and alignments above).
+bool gemv_sigmoid_input_fits(int64_t K, int64_t head_dim, int64_t gate_ld, const void* x, const void* gate);
 
 // y_j = epilogue_j(W_j x) for every target. K % 8 == 0, K <= kGemvMaxK (normed input: 1024 <= K <= 4096),
 // x and every W 16-byte aligned, 1..kGemvMaxTargets targets (a pointer and a count: the CUDA sources are

@@ -992,6 +992,20 @@ void CudaModel::attention_output_local(int layer, CudaActivations& s) {
   const int64_t T = s.T, H = cfg_.num_heads, hd = cfg_.head_dim;
   cudaStream_t cs = stream_;
   bf16* att = s.att.as<bf16>();
+  const DeviceLinear& o = w_.layers[layer].attn.o;
+  // One row: the output gate in the product's prologue (one launch less a decode layer, same bits).
+  if (T == 1 && fusion_on_ && !split_invariant_ && cfg_.attn_output_gate && !cfg_.mla_head_gate &&
+      !cfg_.residual_from_norm && !cfg_.mla && o.in == H * hd &&
+      cuda::gemv_sigmoid_input_fits(H * hd, hd, 2 * hd, att, s.qg.as<bf16>() + hd)) {
+    cuda::GemvInput in;
+    in.sig_x = att;
+    in.sig_gate = s.qg.as<bf16>() + hd;
+    in.head_dim = hd;
+    in.gate_ld = 2 * hd;
+    const cuda::GemvTarget t{o.w, o.out, s.hp(), DType::F32, cuda::GemvEpilogue::Add};
+    cuda::gemv(in, H * hd, &t, 1, cs);
+    return;
+  }
   if (cfg_.attn_output_gate) cuda::sigmoid_mul(att, hd, s.qg.as<bf16>() + hd, 2 * hd, T * H, hd, cs);
   if (cfg_.mla_head_gate) cuda::head_sigmoid_scale(att, s.hgate.as<float>(), T * H, hd, cs);
   if (cfg_.residual_from_norm) cuda::scale_bf16(att, cfg_.full_beta, T * H * hd, cs);
@@ -1004,7 +1018,7 @@ void CudaModel::attention_output_local(int layer, CudaActivations& s) {
     in = s.qg.as<bf16>();
     width = H * dv;
   }
-  gemm(in, T, width, w_.layers[layer].attn.o, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
+  gemm(in, T, width, o, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
 bool CudaModel::ffn_one_row(int layer, CudaActivations& s) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/activation.h"
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/model_glue.h"
@@ -281,6 +282,42 @@ TEST_F(CudaOps, GemvGatedInputEqualsGatedNormThenProduct) {
   EXPECT_FALSE(gemv_gated_input_fits(1000, 8, a.get(), a.get(), nw.get()));  // K not a multiple of 256
   EXPECT_FALSE(gemv_gated_input_fits(1024, 96, a.get(), a.get(), nw.get()));  // not a power of two
   EXPECT_FALSE(gemv_gated_input_fits(1024, 512, a.get(), a.get(), nw.get()));  // past 256
+}
+
+// An attention output under its sigmoid gate (the gate rows interleaved with the queries, as Qwen3.5's
+// projection lays them out) in the product's prologue gives what sigmoid_mul then the product give.
+TEST_F(CudaOps, GemvSigmoidInputEqualsSigmoidMulThenProduct) {
+  Stream st;
+  for (const auto& [H, hd] : {std::pair<int64_t, int64_t>{16, 256}, {12, 64}}) {
+    const int64_t K = H * hd, N = 1000;
+    const auto att = randn_bf16(K, 71, 1.0f), qg = randn_bf16(2 * K, 72, 2.0f), w = randn_bf16(N * K, 73, 0.05f);
+    auto datt = to_device_bf16(pool, att), dqg = to_device_bf16(pool, qg), dw = to_device_bf16(pool, w);
+    auto gated = to_device_bf16(pool, att);
+    DevArray<float> y1(pool, hypic::test::randn(N, 74, 1.0f)), y2(pool, N);
+    HYPIC_CUDA_CHECK(cudaMemcpy(y2.get(), y1.get(), sizeof(float) * N, cudaMemcpyDeviceToDevice));
+    sigmoid_mul(gated.get(), hd, dqg.get() + hd, 2 * hd, H, hd, st);
+    GemvInput plain;
+    plain.x = gated.get();
+    const GemvTarget add1{dw.get(), N, y1.get(), DType::F32, GemvEpilogue::Add};
+    gemv(plain, K, &add1, 1, st);
+    ASSERT_TRUE(gemv_sigmoid_input_fits(K, hd, 2 * hd, datt.get(), dqg.get() + hd));
+    GemvInput sig;
+    sig.sig_x = datt.get();
+    sig.sig_gate = dqg.get() + hd;
+    sig.head_dim = hd;
+    sig.gate_ld = 2 * hd;
+    const GemvTarget add2{dw.get(), N, y2.get(), DType::F32, GemvEpilogue::Add};
+    gemv(sig, K, &add2, 1, st);
+    st.synchronize();
+    EXPECT_EQ(y1.download(), y2.download()) << "heads " << H << " x " << hd;
+    EXPECT_EQ(from_device_bf16(datt), att);  // the input row is left as it was
+    // The product did move y: the test would fail if neither launch wrote it.
+    EXPECT_GT(rel_err(y2.download(), hypic::test::randn(N, 74, 1.0f)), 1e-3f);
+  }
+  DevArray<bf16> a(pool, 1024);
+  EXPECT_FALSE(gemv_sigmoid_input_fits(1024, 12, 24, a.get(), a.get()));     // head dim not a multiple of 8
+  EXPECT_FALSE(gemv_sigmoid_input_fits(1000, 64, 128, a.get(), a.get()));    // K not a multiple of the head dim
+  EXPECT_FALSE(gemv_sigmoid_input_fits(1024, 64, 32, a.get(), a.get()));     // gate rows narrower than a head
 }
 
 // The ba product with the gates in its epilogue gives what the product then cuda::gdn_gates give.
