@@ -61,7 +61,8 @@ constexpr int kQkWarps = 4, kQkMaxDim = 1023;
 __global__ void __launch_bounds__(kQkWarps * 32)
     qk_norm_rope_kernel(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t T, int H, int Hkv, int hd,
                         const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps, bool zc,
-                        int half, const int64_t* __restrict__ pos, Table f) {
+                        int half, const int64_t* __restrict__ pos, Table f, const bf16* __restrict__ v_new,
+                        const KvSlot* __restrict__ slots) {
   __shared__ float buf[kQkWarps][kQkMaxDim + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t item = int64_t(blockIdx.x) * kQkWarps + warp, per_row = H + Hkv;
@@ -71,6 +72,15 @@ __global__ void __launch_bounds__(kQkWarps * 32)
   const bool is_q = j < H;
   const bf16* src = is_q ? q_src + (t * H + j) * q_stride : k + (t * Hkv + (j - H)) * hd;
   bf16* dst = is_q ? q + (t * H + j) * hd : k + (t * Hkv + (j - H)) * hd;
+  if (!is_q && slots) {  // into sequence t's cache row, with its value row and position (kv_append_batched)
+    const KvSlot sl = slots[t];
+    const int64_t r = int64_t(sl.rows) - 1, at = (r * Hkv + (j - H)) * hd;
+    if (r < 0 || r >= sl.capacity) return;
+    dst = sl.k + at;
+    const bf16* vs = v_new + (t * Hkv + (j - H)) * hd;
+    for (int i = lane; i < hd; i += 32) sl.v[at + i] = vs[i];
+    if (j == H && lane == 0) sl.pos[r] = pos[t];
+  }
   const float* w = is_q ? q_norm : k_norm;
   float ss = 0;
   for (int i = lane; i < hd; i += 32) {
@@ -173,15 +183,17 @@ void rope_apply(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t 
 
 void qk_norm_rope(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t T, int64_t H, int64_t Hkv,
                   int64_t head_dim, const float* q_norm, const float* k_norm, float eps, bool zero_centred,
-                  int64_t rot_dim, const int64_t* positions, double theta, cudaStream_t stream) {
+                  int64_t rot_dim, const int64_t* positions, double theta, cudaStream_t stream,
+                  const QkAppend* append) {
   check(head_dim, rot_dim, "qk_norm_rope");
   HYPIC_CUDA_REQUIRE(head_dim <= kQkMaxDim && q_stride >= head_dim && q_norm && k_norm && H > 0 && Hkv > 0 && T >= 0,
                      "qk_norm_rope: head_dim must be below 1024, the norms given");
+  HYPIC_CUDA_REQUIRE(!append || (append->v_new && append->slots), "qk_norm_rope: an append needs values and slots");
   const int64_t items = T * (H + Hkv);
   if (items == 0) return;
   qk_norm_rope_kernel<<<detail::blocks_for(items, kQkWarps), kQkWarps * 32, 0, stream>>>(
       q_src, q_stride, q, k, T, int(H), int(Hkv), int(head_dim), q_norm, k_norm, eps, zero_centred, int(rot_dim / 2),
-      positions, inv_freq_table(rot_dim, theta));
+      positions, inv_freq_table(rot_dim, theta), append ? append->v_new : nullptr, append ? append->slots : nullptr);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/types.h"
 
 namespace hypic::cuda {
@@ -20,9 +21,17 @@ void rope_apply(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t 
 // RMS-normed with q_norm and rotated as rope_apply does, written to q [T, H, head_dim]; the key heads k
 // [T, Hkv, head_dim] normed with k_norm and rotated in place. Bit for bit cuda::rmsnorm then rope_apply
 // (head_dim < 1024; q_norm / k_norm [head_dim] fp32, (1 + w) when zero_centred).
+// With append (a decode step of T sequences, one row each): the keys go straight into the caches instead,
+// with the values v_new [T, Hkv, head_dim] and the positions, as kv_append_batched(k, v_new, positions, T,
+// Hkv * head_dim, slots) would put them after the plain call (k itself is then left as it was).
+struct QkAppend {
+  const bf16* v_new = nullptr;
+  const KvSlot* slots = nullptr;  // [T] on the device
+};
 void qk_norm_rope(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t T, int64_t H, int64_t Hkv,
                   int64_t head_dim, const float* q_norm, const float* k_norm, float eps, bool zero_centred,
-                  int64_t rot_dim, const int64_t* positions, double theta, cudaStream_t stream);
+                  int64_t rot_dim, const int64_t* positions, double theta, cudaStream_t stream,
+                  const QkAppend* append = nullptr);
 
 // Re-rotates cached keys by `delta` positions (R(a + delta) = R(delta) R(a)); x as in rope_apply.
 void rope_shift(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot_dim, int64_t delta, double theta,

@@ -819,7 +819,8 @@ void CudaModel::attention_project(int layer, CudaActivations& s) {
   attention_project_into(layer, s, s.kn.as<bf16>(), s.vn.as<bf16>());
 }
 
-void CudaModel::attention_project_into(int layer, CudaActivations& s, bf16* kn, bf16* vn) {
+bool CudaModel::attention_project_into(int layer, CudaActivations& s, bf16* kn, bf16* vn,
+                                       const cuda::QkAppend* append) {
   const int64_t T = s.T, D = cfg_.hidden_size;
   const DeviceAttention& A = w_.layers[layer].attn;
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
@@ -839,8 +840,8 @@ void CudaModel::attention_project_into(int layer, CudaActivations& s, bf16* kn, 
   bf16* q = gated ? s.aq.as<bf16>() : qg;
   if (A.q_norm && cfg_.rotary_dim > 0 && hd < 1024) {  // the copy, both norms and both rotations in one launch
     cuda::qk_norm_rope(qg, gated ? 2 * hd : hd, q, kn, T, H, Hkv, hd, A.q_norm, A.k_norm, cfg_.rms_norm_eps,
-                       cfg_.zero_centred_norms, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
-    return;
+                       cfg_.zero_centred_norms, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs, append);
+    return append != nullptr;
   }
   // Per head the projection holds the query then the gate: copy the queries out as [T, H, hd] rows.
   if (gated) {
@@ -855,6 +856,7 @@ void CudaModel::attention_project_into(int layer, CudaActivations& s, bf16* kn, 
     cuda::rope_apply(q, T, H, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
     cuda::rope_apply(kn, T, Hkv, hd, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs);
   }
+  return false;
 }
 
 // MLA (Kimi: no RoPE; Ring-2.5: RoPE on the rope part), rows as the CPU backend lays them out: queries

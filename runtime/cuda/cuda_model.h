@@ -19,6 +19,7 @@
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/rope.h"
 #include "kernels/cuda/sampling.h"
 #include "runtime/cuda/cuda_activations.h"
 #include "runtime/cuda/cuda_sequence_state.h"
@@ -229,8 +230,11 @@ class CudaModel {
   cuda::GemvInput gemv_input(CudaActivations& a);
   // logits [a.T, V] fp32 = LM head of the final norm of every row.
   void final_logits(CudaActivations& a, float* logits);
-  // attention_project (not MLA) with this pass's keys and values written to kn, vn.
-  void attention_project_into(int layer, CudaActivations& a, cuda::bf16* kn, cuda::bf16* vn);
+  // attention_project (not MLA) with this pass's keys and values written to kn, vn; with append (a
+  // decode step, one row a sequence) the keys and values may go straight into the caches instead
+  // (cuda::qk_norm_rope's append): true when they did, false when the caller must still append kn, vn.
+  bool attention_project_into(int layer, CudaActivations& a, cuda::bf16* kn, cuda::bf16* vn,
+                              const cuda::QkAppend* append = nullptr);
   // The MoE feed-forward of one row with a shared expert on the one-row kernels (false: not this layer).
   bool ffn_one_row(int layer, CudaActivations& a);
 

@@ -424,6 +424,42 @@ TEST_F(CudaOps, QkNormRopeEqualsSeparateOps) {
       EXPECT_EQ(from_device_bf16(qa), from_device_bf16(qb)) << "queries, T " << c.T << " hd " << c.hd << " zc " << zc;
       EXPECT_EQ(from_device_bf16(dk), from_device_bf16(kb)) << "keys, T " << c.T << " hd " << c.hd << " zc " << zc;
     }
+    // With the append: each row's keys, values and position land in its sequence's cache as the plain
+    // call then kv_append_batched put them (rows past a cache's capacity, or of an empty one, dropped).
+    const int64_t row = c.Hkv * c.hd, cap = 6;
+    const auto v0 = randn_bf16(c.T * row, 45, 1.0f), stale = randn_bf16(cap * row, 46, 1.0f);
+    auto dv = to_device_bf16(pool, v0);
+    std::vector<DevArray<bf16>> caches;
+    std::vector<DevArray<int64_t>> poss;
+    std::vector<KvSlot> slots[2];
+    for (int pass = 0; pass < 2; ++pass)
+      for (int64_t t = 0; t < c.T; ++t) {
+        caches.push_back(to_device_bf16(pool, stale));
+        caches.push_back(to_device_bf16(pool, stale));
+        poss.emplace_back(pool, std::vector<int64_t>(cap, -1));
+        const int32_t rows = t % 5 == 3 ? 0 : (t % 5 == 4 ? int32_t(cap) + 1 : int32_t(1 + t % int64_t(cap)));
+        slots[pass].push_back({caches[caches.size() - 2].get(), caches.back().get(), poss.back().get(), rows,
+                               int32_t(cap)});
+      }
+    DevArray<KvSlot> s0(pool, slots[0]), s1(pool, slots[1]);
+    auto dk = to_device_bf16(pool, k0);
+    qk_norm_rope(dq.get(), qs, qa.get(), dk.get(), c.T, c.H, c.Hkv, c.hd, dqn.get(), dkn.get(), 1e-6f, true, c.rot,
+                 dpos.get(), 1e7, st);
+    kv_append_batched(dk.get(), dv.get(), dpos.get(), c.T, row, s0.get(), st);
+    auto dk2 = to_device_bf16(pool, k0);
+    const QkAppend app{dv.get(), s1.get()};
+    qk_norm_rope(dq.get(), qs, qb.get(), dk2.get(), c.T, c.H, c.Hkv, c.hd, dqn.get(), dkn.get(), 1e-6f, true, c.rot,
+                 dpos.get(), 1e7, st, &app);
+    st.synchronize();
+    EXPECT_EQ(from_device_bf16(qa), from_device_bf16(qb)) << "appending: queries, T " << c.T;
+    EXPECT_EQ(from_device_bf16(dk2), k0) << "appending leaves k as it was";
+    for (int64_t t = 0; t < c.T; ++t) {
+      EXPECT_EQ(from_device_bf16(caches[2 * t]), from_device_bf16(caches[2 * (c.T + t)])) << "K cache " << t;
+      EXPECT_EQ(from_device_bf16(caches[2 * t + 1]), from_device_bf16(caches[2 * (c.T + t) + 1])) << "V cache " << t;
+      EXPECT_EQ(poss[t].download(), poss[c.T + t].download()) << "positions " << t;
+    }
+    // The append did write: a kept row's position is the row's.
+    if (c.T >= 1) EXPECT_EQ(poss[c.T].download()[0], pos[0]);
   }
 }
 
