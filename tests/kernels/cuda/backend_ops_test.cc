@@ -1056,7 +1056,9 @@ TEST_F(CudaOps, MoeTiledMatchesCpu) {
   // On an H100 / H200 the Hopper kernels took the cases whose shapes they support: gate/up at D 256 / I 128 (two
   // cases) and D 2048 / I 512, down at those and D 512 / I 192. (They measured bit-identical to the mma.sync kernels there:
   // the same k16 tensor-core products summed in the same k order.)
-  if (current_device_is_sm90() && sm90_wanted) EXPECT_EQ(sm90_cases, 4);
+  if (current_device_is_sm90() && sm90_wanted) {
+    EXPECT_EQ(sm90_cases, 4);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1144,7 +1146,9 @@ TEST_F(CudaOps, DrawRowsGivesEachRowTheCpuToken) {
     const int64_t want = hypic::cpu::sample(x, rows[b].n, hp, rows[b].u);
     ASSERT_GE(got[b], 0);
     ASSERT_LT(got[b], rows[b].n) << "row " << b << " drew past its vocabulary";
-    if (got[b] != want) EXPECT_TRUE(drawn_near(x, rows[b].n, hp, rows[b].u, 1e-5, got[b])) << "row " << b;
+    if (got[b] != want) {
+      EXPECT_TRUE(drawn_near(x, rows[b].n, hp, rows[b].u, 1e-5, got[b])) << "row " << b;
+    }
   }
 }
 

@@ -45,7 +45,7 @@ TEST_F(CudaOps, RouteSigmoidGroupMatchesCpu) {
 
 TEST_F(CudaOps, GroupRmsnormGateMatchesCpu) {
   Stream st;
-  for (const auto [rows, width, groups] : {std::tuple<int64_t, int64_t, int64_t>{37, 64, 2}, {300, 2048, 4},
+  for (const auto& [rows, width, groups] : {std::tuple<int64_t, int64_t, int64_t>{37, 64, 2}, {300, 2048, 4},
                                            {5, 96, 1}, {64, 6144, 1}}) {
     const auto o = randn_bf16(rows * width, 21, 2.0f), z = randn_bf16(rows * width, 22);
     const auto w = hypic::test::randn(width, 23, 0.5f);
