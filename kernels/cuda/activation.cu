@@ -37,14 +37,7 @@ __global__ void sigmoid_mul8_kernel(bf16* x, int64_t lx, const bf16* __restrict_
   if (i >= rows * n8) return;
   const int64_t r = i / n8, c = (i % n8) * 8;
   uint4* px = reinterpret_cast<uint4*>(x + r * lx + c);
-  uint4 u = *px;
-  const uint4 gu = *reinterpret_cast<const uint4*>(gate + r * lg + c);
-  __nv_bfloat16* xv = reinterpret_cast<__nv_bfloat16*>(&u);
-  const __nv_bfloat16* gv = reinterpret_cast<const __nv_bfloat16*>(&gu);
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-    xv[j] = __float2bfloat16_rn(__bfloat162float(xv[j]) * detail::sigmoid_f(__bfloat162float(gv[j])));
-  *px = u;
+  *px = detail::sigmoid_mul8(*px, *reinterpret_cast<const uint4*>(gate + r * lg + c));
 }
 
 // swiglu_kernel's math, eight consecutive columns a thread (16-byte accesses; as sigmoid_mul8_kernel).

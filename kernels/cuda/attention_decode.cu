@@ -531,50 +531,38 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
       const char* e = std::getenv("HYPIC_CUDA_DECODE_ATTN_MMA");
       return !(e && std::strcmp(e, "0") == 0);
     }();
+#define HYPIC_GQA_LAUNCH(...)                                                                                   \
+  __VA_ARGS__<<<ggrid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, sl2, part_o, \
+                                                 part_ml)
     if (G == 8 && mma) {
-      if (D == 256)
-        decode_gqa_mma_kernel<256><<<ggrid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev,
-                                                                      slots, sl2, part_o, part_ml);
-      else
-        decode_gqa_mma_kernel<128><<<ggrid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev,
-                                                                      slots, sl2, part_o, part_ml);
-      HYPIC_CUDA_LAUNCH_CHECK();
-      detail::split_combine(splits, s.Tq * s.Hq, s.d, D, part_o, part_ml, out, stream);
-      HYPIC_CUDA_LAUNCH_CHECK();
-      return;
-    }
-#define HYPIC_GQA_LAUNCH(DIM, GG)                                                                              \
-  decode_gqa_kernel<DIM, GG><<<ggrid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, \
-                                                                sl2, part_o, part_ml)
-    if (D == 256) {
-      if (G == 8) HYPIC_GQA_LAUNCH(256, 8);
-      else if (G == 4) HYPIC_GQA_LAUNCH(256, 4);
-      else HYPIC_GQA_LAUNCH(256, 2);
+      if (D == 256) HYPIC_GQA_LAUNCH(decode_gqa_mma_kernel<256>);
+      else HYPIC_GQA_LAUNCH(decode_gqa_mma_kernel<128>);
+    } else if (D == 256) {
+      if (G == 8) HYPIC_GQA_LAUNCH(decode_gqa_kernel<256, 8>);
+      else if (G == 4) HYPIC_GQA_LAUNCH(decode_gqa_kernel<256, 4>);
+      else HYPIC_GQA_LAUNCH(decode_gqa_kernel<256, 2>);
     } else {
-      if (G == 8) HYPIC_GQA_LAUNCH(128, 8);
-      else if (G == 4) HYPIC_GQA_LAUNCH(128, 4);
-      else HYPIC_GQA_LAUNCH(128, 2);
+      if (G == 8) HYPIC_GQA_LAUNCH(decode_gqa_kernel<128, 8>);
+      else if (G == 4) HYPIC_GQA_LAUNCH(decode_gqa_kernel<128, 4>);
+      else HYPIC_GQA_LAUNCH(decode_gqa_kernel<128, 2>);
     }
 #undef HYPIC_GQA_LAUNCH
-    HYPIC_CUDA_LAUNCH_CHECK();
-    detail::split_combine(splits, s.Tq * s.Hq, s.d, D, part_o, part_ml, out, stream);
-    HYPIC_CUDA_LAUNCH_CHECK();
-    return;
-  }
+  } else {
 #define HYPIC_DECODE_LAUNCH(DIM, VEC)                                                                             \
   decode_kernel<DIM, VEC><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, sl2, \
                                                             part_o, part_ml)
-  if (D == 64) {
-    if (vec) HYPIC_DECODE_LAUNCH(64, true);
-    else HYPIC_DECODE_LAUNCH(64, false);
-  } else if (D == 128) {
-    if (vec) HYPIC_DECODE_LAUNCH(128, true);
-    else HYPIC_DECODE_LAUNCH(128, false);
-  } else {
-    if (vec) HYPIC_DECODE_LAUNCH(256, true);
-    else HYPIC_DECODE_LAUNCH(256, false);
-  }
+    if (D == 64) {
+      if (vec) HYPIC_DECODE_LAUNCH(64, true);
+      else HYPIC_DECODE_LAUNCH(64, false);
+    } else if (D == 128) {
+      if (vec) HYPIC_DECODE_LAUNCH(128, true);
+      else HYPIC_DECODE_LAUNCH(128, false);
+    } else {
+      if (vec) HYPIC_DECODE_LAUNCH(256, true);
+      else HYPIC_DECODE_LAUNCH(256, false);
+    }
 #undef HYPIC_DECODE_LAUNCH
+  }
   HYPIC_CUDA_LAUNCH_CHECK();
   detail::split_combine(splits, s.Tq * s.Hq, s.d, D, part_o, part_ml, out, stream);
   HYPIC_CUDA_LAUNCH_CHECK();

@@ -73,6 +73,17 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return
 __device__ __forceinline__ float silu_f(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float sigmoid_f(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 
+// Eight bf16 x times the sigmoid of eight bf16 gates, one 16-byte word each (cuda::sigmoid_mul's math per
+// element, shared with gemv's gated-attention input so both give the same bits).
+__device__ __forceinline__ uint4 sigmoid_mul8(uint4 x, const uint4 gate) {
+  __nv_bfloat16* xv = reinterpret_cast<__nv_bfloat16*>(&x);
+  const __nv_bfloat16* gv = reinterpret_cast<const __nv_bfloat16*>(&gate);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    xv[j] = __float2bfloat16_rn(__bfloat162float(xv[j]) * sigmoid_f(__bfloat162float(gv[j])));
+  return x;
+}
+
 // Programmatic dependent launch (sm_90): a kernel launched with the programmatic-serialization attribute
 // may start while its predecessor runs; it must call pdl_wait() before it reads anything the predecessor
 // writes, or writes anything (work before it: only reads of constant data such as weights). A kernel calls

@@ -112,18 +112,11 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
       *reinterpret_cast<uint4*>(xs + c) = detail::gated_out8(ov, zv, inv, p.in.norm_w + c % hd);
     }
   } else if (p.in.sig_x) {
-    // sigmoid_mul8_kernel's math, eight elements a thread.
     const int hd = int(p.in.head_dim);
-    for (int c = threadIdx.x * 8; c < K; c += kThreads * 8) {
-      uint4 u = *reinterpret_cast<const uint4*>(p.in.sig_x + c);
-      const uint4 gu = *reinterpret_cast<const uint4*>(p.in.sig_gate + int64_t(c / hd) * p.in.gate_ld + c % hd);
-      bf16* xv = reinterpret_cast<bf16*>(&u);
-      const bf16* gv = reinterpret_cast<const bf16*>(&gu);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        xv[j] = __float2bfloat16_rn(__bfloat162float(xv[j]) * detail::sigmoid_f(__bfloat162float(gv[j])));
-      *reinterpret_cast<uint4*>(xs + c) = u;
-    }
+    for (int c = threadIdx.x * 8; c < K; c += kThreads * 8)
+      *reinterpret_cast<uint4*>(xs + c) = detail::sigmoid_mul8(
+          *reinterpret_cast<const uint4*>(p.in.sig_x + c),
+          *reinterpret_cast<const uint4*>(p.in.sig_gate + int64_t(c / hd) * p.in.gate_ld + c % hd));
   } else {
     for (int c = threadIdx.x * 8; c < K; c += kThreads * 8)
       *reinterpret_cast<uint4*>(xs + c) = *reinterpret_cast<const uint4*>(p.in.x + c);

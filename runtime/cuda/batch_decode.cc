@@ -129,9 +129,7 @@ void CudaModel::record_batch_step(BatchStep& b, StepProfile* prof) {
       const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
       // The keys and values go straight into the caches where the norm/rotation kernel takes them.
       const cuda::QkAppend app{a.vn.as<bf16>(), b.slots(ai)};
-      bool appended = false;
-      if (cfg_.mla) attention_project(l, a);
-      else appended = attention_project_into(l, a, a.kn.as<bf16>(), a.vn.as<bf16>(), &app);
+      const bool appended = attention_project(l, a, &app);
       mark("attention_projections");
       if (!appended) cuda::kv_append_batched(a.kn.as<bf16>(), a.vn.as<bf16>(), a.posp(), N, Hkv * hd, b.slots(ai), cs);
       const bf16* q = cfg_.attn_output_gate ? a.aq.as<bf16>() : a.qg.as<bf16>();

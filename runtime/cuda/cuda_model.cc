@@ -811,12 +811,13 @@ void CudaModel::linear_output_local(int layer, CudaActivations& s) {
   gemm(o, T, vd, G.out, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
-void CudaModel::attention_project(int layer, CudaActivations& s) {
+bool CudaModel::attention_project(int layer, CudaActivations& s, const cuda::QkAppend* append) {
   if (cfg_.mla) {
     run_pending_norm(s);
-    return mla_project(layer, s);
+    mla_project(layer, s);
+    return false;
   }
-  attention_project_into(layer, s, s.kn.as<bf16>(), s.vn.as<bf16>());
+  return attention_project_into(layer, s, s.kn.as<bf16>(), s.vn.as<bf16>(), append);
 }
 
 bool CudaModel::attention_project_into(int layer, CudaActivations& s, bf16* kn, bf16* vn,

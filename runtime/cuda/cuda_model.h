@@ -139,7 +139,9 @@ class CudaModel {
   //   attention_core: the K/V of rows [row0, row0 + n) are appended to `kv` and those rows' queries attend
   //     over every row of `kv` visible by position (cached rows may come in any order);
   //   attention_output: output gate and projection of every row, h += out.
-  void attention_project(int layer, CudaActivations& a);
+  // With append (a decode step, one row a sequence): the keys and values may go straight into the
+  // sequences' caches (attention_project_into); true when they did.
+  bool attention_project(int layer, CudaActivations& a, const cuda::QkAppend* append = nullptr);
   void attention_core(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaAttentionLayerState& kv);
   void attention_output(int layer, CudaActivations& a);
   //   attention_isolated: isolated prefills' attention straight over the pass's own K/V rows (no state
