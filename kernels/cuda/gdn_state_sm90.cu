@@ -1,0 +1,311 @@
+// gdn_state on Hopper's warpgroup products (wgmma), for the walks of 64 columns a block at dk 128 (every
+// Qwen3.5 / Qwen3-Next GDN layer): the same recurrence, chunk order, workspace and outputs as gdn_state.cu's
+// mma.sync form, which stays the form everywhere else. Per chunk, with W, U, G from gdn_prep:
+//   Vn = U - W S                  (warpgroup g: all 64 chunk rows x state columns 32 g.., K = dk)
+//   S  = e^{G_L} S + K^T Vd       (warpgroup g: state rows 64 g.. x all 64 columns, K = the chunk's rows)
+// The 64-column walk was bound by the tensor-core issue of mma.sync and its fragment loads (twice the
+// 32-column walk's per chunk for the same chain of barriers); here both products read their operands
+// straight from shared memory, each a handful of asynchronous instructions a warpgroup.
+//
+// Operand layouts (SW128 boxes of 64 rows x 128 bytes, see sm90.cuh):
+//   W, K  [64 chunk rows][128 dk] as two boxes (dk halves): W is the K-major A of W S, K the MN-major A of K^T Vd
+//   St    S^T in bf16, [64 columns][128 dk] as two boxes: the K-major B of W S, written from the registers by
+//         stmatrix.trans at the end of every chunk
+//   Vd    [64 chunk rows][64 columns], one box: the MN-major B of the update
+// S stays in fp32 registers as the update's accumulator (warp w: rows 16 w.., the m64n64 layout).
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/gdn_common.cuh"
+#include "kernels/cuda/sm90.cuh"
+#include "kernels/cuda/sm90_host.h"
+
+namespace hypic::cuda::gdn {
+namespace {
+
+using detail::align128;
+
+constexpr int kNT = 256;                 // two warpgroups
+constexpr int kDK = 128, kBV = 64;       // key dim, columns a block
+constexpr int kBox = kC * 128;           // one SW128 box: 64 rows of 128 bytes
+constexpr int kLdV = kBV + 8;            // row stride of the plain staging tiles
+constexpr int kPrefetch = 4;             // chunks ahead that the tiles are pulled towards L2
+
+struct Smem {
+  static constexpr size_t w = 0;                                  // W [2 buffers][2 boxes]
+  static constexpr size_t k = w + 2 * 2 * kBox;                   // K [2 buffers][2 boxes]
+  static constexpr size_t st = k + 2 * 2 * kBox;                  // S^T [2 boxes]
+  static constexpr size_t vd = st + 2 * kBox;                     // decayed Vn [1 box]
+  static constexpr size_t vp = vd + kBox;                         // Vn decayed to row lead - 1 (bodies)
+  static constexpr size_t u = vp + kBox;                          // U bf16 [2][64][kLdV]
+  static constexpr size_t sp = align128(u + 2 * 2 * kC * kLdV);   // S bf16 [128][kLdV], gdn_output's start state
+  static constexpr size_t vn = align128(sp + 2 * kDK * kLdV);     // Vn bf16 [64][kLdV] (output staging)
+  static constexpr size_t g = align128(vn + 2 * kC * kLdV);       // G [2][64]
+  static constexpr size_t bytes = align128(g + 2 * 4 * kC) + 1024;  // + the slack that aligns the boxes
+};
+
+// Byte offset of 16-byte piece p (0..7) of row r in an SW128 box.
+__device__ __forceinline__ uint32_t sw128(int r, int p) { return uint32_t(r * 128 + ((p ^ (r & 7)) << 4)); }
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Rows [0, rows_valid) of a [64][128] bf16 matrix (row stride ld elements, 16-byte aligned rows) into two SW128
+// boxes, zero beyond.
+__device__ __forceinline__ void load_sw(unsigned char* dst, const bf16* src, int64_t ld, int rows_valid) {
+#pragma unroll
+  for (int i = 0; i < kC * 16 / kNT; ++i) {
+    const int q = int(threadIdx.x) + i * kNT, r = q / 16, pc = q % 16;
+    const bool valid = r < rows_valid;
+    cp_async16(dst + (pc / 8) * kBox + sw128(r, pc % 8), valid ? src + r * ld + pc * 8 : src, valid);
+  }
+}
+
+template <bool BODIES>
+__global__ void __launch_bounds__(kNT, 1) gdn_state_sm90_kernel(GdnShape s, const bf16* __restrict__ k,
+                                                               const int32_t* __restrict__ cu, float* state,
+                                                               float* transfer, bool want_out, Workspace w,
+                                                               const int32_t* __restrict__ lead, Workspace bodies,
+                                                               float* __restrict__ lead_state) {
+#if HYPIC_SM90A
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
+  unsigned char* Wsm = smem + Smem::w;
+  unsigned char* Ksm = smem + Smem::k;
+  unsigned char* St = smem + Smem::st;
+  unsigned char* Vd = smem + Smem::vd;
+  unsigned char* Vp = smem + Smem::vp;
+  bf16* Ub = reinterpret_cast<bf16*>(smem + Smem::u);
+  bf16* Sp = reinterpret_cast<bf16*>(smem + Smem::sp);
+  bf16* Vn = reinterpret_cast<bf16*>(smem + Smem::vn);
+  float* Gb = reinterpret_cast<float*>(smem + Smem::g);
+
+  const int64_t n = blockIdx.z, h = blockIdx.y;
+  const int64_t H = s.H, kh = h / (s.H / s.Hk);
+  const int dv = int(s.dv);
+  const int nsb = dv / kBV;
+  const bool is_T = int(blockIdx.x) >= nsb;  // a block of transfer-operator columns
+  const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * kBV;
+  const int width = is_T ? kDK : dv;  // columns of the matrix this block evolves
+  const bool write_out = want_out && !is_T;
+  float* M = is_T ? transfer + (n * H + h) * kDK * kDK : state + (n * H + h) * kDK * dv;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  const int wg = warp / 4, wq = warp % 4, srow = 16 * warp;
+
+  // S[4 j + e] = (row srow + gq + 8 (e / 2), column 8 j + 2 tq + e % 2). A body's T starts from the identity.
+  const bool body = BODIES && is_T;
+  float S[32];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = srow + gq + (e / 2) * 8, c = 8 * j + 2 * tq + e % 2;
+      S[4 * j + e] = body ? (r == c0 + c ? 1.0f : 0.0f) : M[int64_t(r) * width + c0 + c];
+    }
+  auto store_regs = [&](float* dst, const float (&X)[32]) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = srow + gq + (e / 2) * 8, c = 8 * j + 2 * tq + e % 2;
+        dst[int64_t(r) * width + c0 + c] = X[4 * j + e];
+      }
+  };
+  // S^T into St and (plain: for gdn_output) S into Sp. stmatrix matrix i of lane group i: column block jj + i / 2,
+  // row half i % 2 of this warp's 16 rows.
+  auto store_s = [&](bool plain) {
+    const int i = lane / 8, jr = lane % 8;
+#pragma unroll
+    for (int jj = 0; jj < 8; jj += 2) {
+      const uint32_t f0 = pack_bf16(S[4 * jj], S[4 * jj + 1]), f1 = pack_bf16(S[4 * jj + 2], S[4 * jj + 3]);
+      const uint32_t f2 = pack_bf16(S[4 * jj + 4], S[4 * jj + 5]), f3 = pack_bf16(S[4 * jj + 6], S[4 * jj + 7]);
+      const int col = 8 * (jj + i / 2) + jr;  // stored row of St: a state column, its 8 dk rows one piece
+      sm90::stmatrix_x4_trans(St + wg * kBox + sw128(col, 2 * wq + i % 2), f0, f1, f2, f3);
+      if (plain) sm90::stmatrix_x4(Sp + (srow + 8 * (i % 2) + jr) * kLdV + 8 * (jj + i / 2), f0, f1, f2, f3);
+    }
+  };
+  store_s(write_out);
+
+  const SeqRange sr = seq_range(cu, n, s.T);
+  const int nchunks = int((sr.eos - sr.bos + kC - 1) / kC);
+  const int64_t tile0 = h * w.slots + first_slot(sr.bos, n);
+  // As gdn_state.cu: a body walk starts at the chunk holding row lead[n] (its tiles from the bodies workspace),
+  // and the forward walk of a state block writes S(lead) in chunk lead_c, at its start or after lead_m rows.
+  const int lead_n = BODIES ? int(lead[n]) : 0;
+  const int first = body ? min(lead_n / kC, nchunks) : 0;
+  const int lead_c = (BODIES && !is_T) ? lead_n / kC : -1, lead_m = lead_n % kC;
+  float* lead_out = lead_c >= 0 ? lead_state + (n * H + h) * kDK * dv : nullptr;
+  auto chunk_len = [&](int c) {
+    const int64_t left = sr.eos - sr.bos - int64_t(c) * kC;
+    return int(left < kC ? left : kC);
+  };
+  auto issue = [&](int c) {
+    const int buf = c & 1;
+    const int64_t t0 = sr.bos + int64_t(c) * kC;
+    const bool own = body && c == first;
+    const Workspace& src = own ? bodies : w;
+    const int64_t tile = own ? h * bodies.slots + n : tile0 + c;
+    load_sw(Wsm + buf * 2 * kBox, src.W + tile * kC * kDK, kDK, kC);
+    load_sw(Ksm + buf * 2 * kBox, k + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, chunk_len(c));
+    if (!is_T) load_tile_full<kNT, kC, kBV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
+    if (tid < kC / 4) cp_async16(Gb + buf * kC + tid * 4, src.G + tile * kC + tid * 4, true);
+    cp_async_commit();
+  };
+  // L2 prefetch of chunk c + kPrefetch's tiles, W, G and K from one block of the head (key head) only.
+  const bool lead_w = blockIdx.x == 0;
+  const bool lead_k = blockIdx.x == 0 && h % (H / s.Hk) == 0;
+  auto prefetch = [&](int c) {
+    const int64_t t0 = sr.bos + int64_t(c) * kC;
+    if (lead_w && tid < kC * kDK * 2 / 128)
+      prefetch_l2(reinterpret_cast<const char*>(w.W + (tile0 + c) * kC * kDK) + tid * 128);
+    if (tid < 2 * kC) {
+      const int r = tid / 2, half = tid % 2;
+      if (lead_k && r < chunk_len(c)) prefetch_l2(k + ((t0 + r) * s.Hk + kh) * kDK + half * 64);
+    } else if (tid < 3 * kC) {
+      if (!is_T) prefetch_l2(w.UV + ((tile0 + c) * kC + tid - 2 * kC) * w.dvp + c0);
+    } else if (tid < 3 * kC + 2) {
+      if (lead_w) prefetch_l2(w.G + (tile0 + c) * kC + (tid - 3 * kC) * 32);
+    }
+  };
+  for (int c = first + 1; c < first + kPrefetch && c < nchunks; ++c) prefetch(c);
+  if (first < nchunks) issue(first);
+
+  for (int c = first; c < nchunks; ++c) {
+    const int buf = c & 1;
+    unsigned char* Wc = Wsm + buf * 2 * kBox;
+    unsigned char* Kc = Ksm + buf * 2 * kBox;
+    const bf16* Uc = Ub + buf * kC * kLdV;
+    const float* Gc = Gb + buf * kC;
+    cp_async_wait_all();
+    sm90::fence_proxy_async_shared();  // the copies and St's stores, before the products read them
+    __syncthreads();  // chunk c landed; St holds its start state; everyone is done with the other buffer
+    if (BODIES && c == lead_c && lead_m == 0) store_regs(lead_out, S);
+    const bool partial = BODIES && c == lead_c && lead_m > 0;
+
+    // W S, this warpgroup's 32 columns.
+    float P[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) P[i] = 0.0f;
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kDK / 16; ++ks)
+      sm90::wgmma_m64n32k16_ss(P, sm90::desc_sw128(Wc + (ks / 4) * kBox + 32 * (ks % 4), 16, 1024),
+                               sm90::desc_sw128(St + (ks / 4) * kBox + wg * 32 * 128 + 32 * (ks % 4), 16, 1024),
+                               ks > 0);
+    sm90::wgmma_commit();
+    // While the products run: the next chunk's loads, the L2 prefetch, the start state for gdn_output.
+    if (c + 1 < nchunks) issue(c + 1);
+    if (c + kPrefetch < nchunks) prefetch(c + kPrefetch);
+    if (write_out) store_tile16<kNT, kDK, kBV, true>(w.Sh + (tile0 + c) * kDK * w.dvp + c0, w.dvp, Sp, kLdV);
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(P);
+
+    const int L = chunk_len(c);
+    const float gL = Gc[L - 1];
+    const int r0 = 16 * wq + gq, r1 = r0 + 8;
+    const float d0 = r0 < L ? __expf(gL - Gc[r0]) : 0.0f, d1 = r1 < L ? __expf(gL - Gc[r1]) : 0.0f;
+    float p0 = 0.0f, p1 = 0.0f;
+    if (partial) {
+      const float gm = Gc[lead_m - 1];
+      p0 = r0 < lead_m ? __expf(gm - Gc[r0]) : 0.0f;
+      p1 = r1 < lead_m ? __expf(gm - Gc[r1]) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int col = 32 * wg + 8 * j + 2 * tq;
+      float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
+      if (!is_T) {
+        u0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r0 * kLdV + col));
+        u1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r1 * kLdV + col));
+      }
+      const float v00 = u0.x - P[4 * j], v01 = u0.y - P[4 * j + 1], v10 = u1.x - P[4 * j + 2], v11 = u1.y - P[4 * j + 3];
+      const uint32_t o0 = sw128(r0, col / 8) + (col % 8) * 2, o1 = sw128(r1, col / 8) + (col % 8) * 2;
+      *reinterpret_cast<uint32_t*>(Vd + o0) = pack_bf16(v00 * d0, v01 * d0);
+      *reinterpret_cast<uint32_t*>(Vd + o1) = pack_bf16(v10 * d1, v11 * d1);
+      if (write_out) {
+        st_bf16x2(Vn + r0 * kLdV + col, v00, v01);
+        st_bf16x2(Vn + r1 * kLdV + col, v10, v11);
+      }
+      if (partial) {  // the same chunk cut after row lead_m - 1
+        *reinterpret_cast<uint32_t*>(Vp + o0) = pack_bf16(v00 * p0, v01 * p0);
+        *reinterpret_cast<uint32_t*>(Vp + o1) = pack_bf16(v10 * p1, v11 * p1);
+      }
+    }
+    sm90::fence_proxy_async_shared();
+    __syncthreads();  // Vd complete; St no longer read
+
+    // X = decay X + K^T V: A = this warpgroup's dk half of the K tile, B = V, 16 chunk rows a slice.
+    auto update = [&](float (&X)[32], float decay, const unsigned char* V) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) X[i] *= decay;
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks)
+        sm90::wgmma_m64n64k16_ss_mn(X, sm90::desc_sw128(Kc + wg * kBox + ks * 16 * 128, kBox, 1024),
+                                    sm90::desc_sw128(V + ks * 16 * 128, kBox, 1024));
+      sm90::wgmma_commit();
+    };
+    if (partial) {
+      float Q[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) Q[i] = S[i];
+      update(Q, __expf(Gc[lead_m - 1]), Vp);
+      sm90::wgmma_wait<0>();
+      sm90::fence_regs(Q);
+      store_regs(lead_out, Q);
+    }
+    update(S, __expf(gL), Vd);
+    // Vn is rewritten only after the next top barrier.
+    if (write_out) store_tile16<kNT, kC, kBV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(S);
+    store_s(write_out);
+  }
+
+  if (BODIES && lead_c >= nchunks) store_regs(lead_out, S);  // the lead covers the whole sequence
+  store_regs(M, S);
+#endif
+}
+
+bool enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HYPIC_CUDA_GDN_SM90");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+template <bool BODIES>
+void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
+            const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state) {
+  static bool raised = false;
+  if (!raised) {
+    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_sm90_kernel<BODIES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(Smem::bytes)));
+    raised = true;
+  }
+  const int blocks = int(s.dv / kBV + (transfer ? kDK / kBV : 0));
+  gdn_state_sm90_kernel<BODIES><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, Smem::bytes, stream>>>(
+      s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+bool launch_state_sm90(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer,
+                       bool want_out, const Workspace& w, cudaStream_t stream, const int32_t* lead,
+                       const Workspace& bodies, float* lead_state) {
+  if (!enabled() || s.dk != kDK || w.dkp != kDK || s.dv % kBV != 0 || (s.Hk * kDK) % 8 != 0 ||
+      (reinterpret_cast<uintptr_t>(k) & 15) != 0 || !current_device_is_sm90())
+    return false;
+  if (lead)
+    launch<true>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
+  else
+    launch<false>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
+  return true;
+}
+
+}  // namespace hypic::cuda::gdn
