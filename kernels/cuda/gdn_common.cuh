@@ -230,12 +230,12 @@ void launch_prep(const GdnShape& s, const bf16* k, const bf16* v, const float* g
 void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                   const Workspace& w, cudaStream_t stream, const int32_t* lead = nullptr,
                   const Workspace* bodies = nullptr, float* lead_state = nullptr);
-// launch_state's walks of 64 columns a block on Hopper's warpgroup products (gdn_state_sm90.cu), where they apply:
-// an sm_90 device, dk 128, dv a multiple of 64, 16-byte aligned keys (HYPIC_CUDA_GDN_SM90=0: never). Returns false,
-// launching nothing, elsewhere.
+// launch_state's walk of bv (32 or 64) columns a block on Hopper's warpgroup products (gdn_state_sm90.cu), where
+// it applies: an sm_90 device, dk 128, dv a multiple of bv, 16-byte aligned keys (HYPIC_CUDA_GDN_SM90 narrows it
+// for A/B runs). Returns false, launching nothing, elsewhere.
 bool launch_state_sm90(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer,
                        bool want_out, const Workspace& w, cudaStream_t stream, const int32_t* lead,
-                       const Workspace& bodies, float* lead_state);
+                       const Workspace& bodies, float* lead_state, int bv);
 // body_state = state - transfer lead_state per (sequence, head): [N, H, dk, dv] fp32, transfer [N, H, dk, dk];
 // with `out`, written to (and T and the state copied to) each sequence's own buffers instead.
 void launch_body_state(const GdnShape& s, const float* transfer, const float* state, const float* lead_state,

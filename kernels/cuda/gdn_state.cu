@@ -402,13 +402,13 @@ template <int DK, bool BODIES>
 void launch_cols(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                  const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies,
                  float* lead_state) {
-  if (block_cols(transfer != nullptr) == 64) {
-    if (DK == 128 && launch_state_sm90(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state))
-      return;
+  const int bv = block_cols(transfer != nullptr);
+  if (DK == 128 && launch_state_sm90(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, bv))
+    return;
+  if (bv == 64)
     launch<DK, BODIES, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
-  } else {
+  else
     launch<DK, BODIES, 32>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
-  }
 }
 
 }  // namespace

@@ -1,18 +1,18 @@
-// gdn_state on Hopper's warpgroup products (wgmma), for the walks of 64 columns a block at dk 128 (every
-// Qwen3.5 / Qwen3-Next GDN layer): the same recurrence, chunk order, workspace and outputs as gdn_state.cu's
-// mma.sync form, which stays the form everywhere else. Per chunk, with W, U, G from gdn_prep:
-//   Vn = U - W S                  (warpgroup g: all 64 chunk rows x state columns 32 g.., K = dk)
-//   S  = e^{G_L} S + K^T Vd       (warpgroup g: state rows 64 g.. x all 64 columns, K = the chunk's rows)
-// The 64-column walk was bound by the tensor-core issue of mma.sync and its fragment loads (twice the
-// 32-column walk's per chunk for the same chain of barriers); here both products read their operands
-// straight from shared memory, each a handful of asynchronous instructions a warpgroup.
+// gdn_state on Hopper's warpgroup products (wgmma) at dk 128 (every Qwen3.5 / Qwen3-Next GDN layer), BV = 32 or
+// 64 state (or transfer-operator) columns a block: the same recurrence, chunk order, workspace and outputs as
+// gdn_state.cu's mma.sync form, which stays the form everywhere else. Per chunk, with W, U, G from gdn_prep:
+//   Vn = U - W S                  (warpgroup g: all 64 chunk rows x state columns g BV / 2.., K = dk)
+//   S  = e^{G_L} S + K^T Vd       (warpgroup g: state rows 64 g.. x all BV columns, K = the chunk's rows)
+// The mma.sync walk spent its chunk issuing products and their fragment loads (at 64 columns, twice the
+// 32-column walk's for the same chain of barriers); here both products read their operands straight from
+// shared memory, a handful of asynchronous instructions a warpgroup.
 //
-// Operand layouts (SW128 boxes of 64 rows x 128 bytes, see sm90.cuh):
+// Operand layouts (SW128 rows of 128 bytes, 8-row groups 1024 bytes apart, see sm90.cuh):
 //   W, K  [64 chunk rows][128 dk] as two boxes (dk halves): W is the K-major A of W S, K the MN-major A of K^T Vd
-//   St    S^T in bf16, [64 columns][128 dk] as two boxes: the K-major B of W S, written from the registers by
-//         stmatrix.trans at the end of every chunk
-//   Vd    [64 chunk rows][64 columns], one box: the MN-major B of the update
-// S stays in fp32 registers as the update's accumulator (warp w: rows 16 w.., the m64n64 layout).
+//   St    S^T in bf16, [BV columns][128 dk] as two boxes: the K-major B of W S
+//   VdT   Vd^T, [BV columns][64 chunk rows]: the K-major B of the update
+// both written from registers by stmatrix.trans. S stays in fp32 registers as the update's accumulator (warp w:
+// rows 16 w.., the m64nBV layout).
 #include <cstdlib>
 #include <cstring>
 
@@ -27,18 +27,20 @@ namespace {
 using detail::align128;
 
 constexpr int kNT = 256;                 // two warpgroups
-constexpr int kDK = 128, kBV = 64;       // key dim, columns a block
-constexpr int kBox = kC * 128;           // one SW128 box: 64 rows of 128 bytes
-constexpr int kLdV = kBV + 8;            // row stride of the plain staging tiles
+constexpr int kDK = 128;                 // key dim
+constexpr int kBox = kC * 128;           // a W or K box: 64 rows of 128 bytes
 constexpr int kPrefetch = 4;             // chunks ahead that the tiles are pulled towards L2
 
+template <int BV>
 struct Smem {
+  static constexpr int kLdV = BV + 8;                             // row stride of the plain staging tiles
+  static constexpr int kStBox = BV * 128;                         // a box of BV rows
   static constexpr size_t w = 0;                                  // W [2 buffers][2 boxes]
   static constexpr size_t k = w + 2 * 2 * kBox;                   // K [2 buffers][2 boxes]
-  static constexpr size_t st = k + 2 * 2 * kBox;                  // S^T [2 boxes]
-  static constexpr size_t vd = st + 2 * kBox;                     // decayed Vn [1 box]
-  static constexpr size_t vp = vd + kBox;                         // Vn decayed to row lead - 1 (bodies)
-  static constexpr size_t u = vp + kBox;                          // U bf16 [2][64][kLdV]
+  static constexpr size_t st = k + 2 * 2 * kBox;                  // S^T [2 boxes of BV rows]
+  static constexpr size_t vd = st + 2 * kStBox;                   // decayed Vn, transposed [BV rows]
+  static constexpr size_t vp = vd + kStBox;                       // Vn decayed to row lead - 1 (bodies), the same
+  static constexpr size_t u = vp + kStBox;                        // U bf16 [2][64][kLdV]
   static constexpr size_t sp = align128(u + 2 * 2 * kC * kLdV);   // S bf16 [128][kLdV], gdn_output's start state
   static constexpr size_t vn = align128(sp + 2 * kDK * kLdV);     // Vn bf16 [64][kLdV] (output staging)
   static constexpr size_t g = align128(vn + 2 * kC * kLdV);       // G [2][64]
@@ -64,31 +66,33 @@ __device__ __forceinline__ void load_sw(unsigned char* dst, const bf16* src, int
   }
 }
 
-template <bool BODIES>
-__global__ void __launch_bounds__(kNT, 1) gdn_state_sm90_kernel(GdnShape s, const bf16* __restrict__ k,
+template <bool BODIES, int BV>
+__global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s, const bf16* __restrict__ k,
                                                                const int32_t* __restrict__ cu, float* state,
                                                                float* transfer, bool want_out, Workspace w,
                                                                const int32_t* __restrict__ lead, Workspace bodies,
                                                                float* __restrict__ lead_state) {
 #if HYPIC_SM90A
+  using SM = Smem<BV>;
+  constexpr int kLdV = SM::kLdV, kStBox = SM::kStBox, kHalf = BV / 2;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
-  unsigned char* Wsm = smem + Smem::w;
-  unsigned char* Ksm = smem + Smem::k;
-  unsigned char* St = smem + Smem::st;
-  unsigned char* Vd = smem + Smem::vd;
-  unsigned char* Vp = smem + Smem::vp;
-  bf16* Ub = reinterpret_cast<bf16*>(smem + Smem::u);
-  bf16* Sp = reinterpret_cast<bf16*>(smem + Smem::sp);
-  bf16* Vn = reinterpret_cast<bf16*>(smem + Smem::vn);
-  float* Gb = reinterpret_cast<float*>(smem + Smem::g);
+  unsigned char* Wsm = smem + SM::w;
+  unsigned char* Ksm = smem + SM::k;
+  unsigned char* St = smem + SM::st;
+  unsigned char* VdT = smem + SM::vd;
+  unsigned char* VpT = smem + SM::vp;
+  bf16* Ub = reinterpret_cast<bf16*>(smem + SM::u);
+  bf16* Sp = reinterpret_cast<bf16*>(smem + SM::sp);
+  bf16* Vn = reinterpret_cast<bf16*>(smem + SM::vn);
+  float* Gb = reinterpret_cast<float*>(smem + SM::g);
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
   const int64_t H = s.H, kh = h / (s.H / s.Hk);
   const int dv = int(s.dv);
-  const int nsb = dv / kBV;
+  const int nsb = dv / BV;
   const bool is_T = int(blockIdx.x) >= nsb;  // a block of transfer-operator columns
-  const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * kBV;
+  const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * BV;
   const int width = is_T ? kDK : dv;  // columns of the matrix this block evolves
   const bool write_out = want_out && !is_T;
   float* M = is_T ? transfer + (n * H + h) * kDK * kDK : state + (n * H + h) * kDK * dv;
@@ -97,17 +101,18 @@ __global__ void __launch_bounds__(kNT, 1) gdn_state_sm90_kernel(GdnShape s, cons
 
   // S[4 j + e] = (row srow + gq + 8 (e / 2), column 8 j + 2 tq + e % 2). A body's T starts from the identity.
   const bool body = BODIES && is_T;
-  float S[32];
+  constexpr int kS = BV / 2, kP = BV / 4;  // accumulator registers: S (m64nBV), W S (m64nBV/2)
+  float S[kS];
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < BV / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = srow + gq + (e / 2) * 8, c = 8 * j + 2 * tq + e % 2;
       S[4 * j + e] = body ? (r == c0 + c ? 1.0f : 0.0f) : M[int64_t(r) * width + c0 + c];
     }
-  auto store_regs = [&](float* dst, const float (&X)[32]) {
+  auto store_regs = [&](float* dst, const float (&X)[kS]) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < BV / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = srow + gq + (e / 2) * 8, c = 8 * j + 2 * tq + e % 2;
@@ -119,11 +124,11 @@ __global__ void __launch_bounds__(kNT, 1) gdn_state_sm90_kernel(GdnShape s, cons
   auto store_s = [&](bool plain) {
     const int i = lane / 8, jr = lane % 8;
 #pragma unroll
-    for (int jj = 0; jj < 8; jj += 2) {
+    for (int jj = 0; jj < BV / 8; jj += 2) {
       const uint32_t f0 = pack_bf16(S[4 * jj], S[4 * jj + 1]), f1 = pack_bf16(S[4 * jj + 2], S[4 * jj + 3]);
       const uint32_t f2 = pack_bf16(S[4 * jj + 4], S[4 * jj + 5]), f3 = pack_bf16(S[4 * jj + 6], S[4 * jj + 7]);
       const int col = 8 * (jj + i / 2) + jr;  // stored row of St: a state column, its 8 dk rows one piece
-      sm90::stmatrix_x4_trans(St + wg * kBox + sw128(col, 2 * wq + i % 2), f0, f1, f2, f3);
+      sm90::stmatrix_x4_trans(St + wg * kStBox + sw128(col, 2 * wq + i % 2), f0, f1, f2, f3);
       if (plain) sm90::stmatrix_x4(Sp + (srow + 8 * (i % 2) + jr) * kLdV + 8 * (jj + i / 2), f0, f1, f2, f3);
     }
   };
@@ -150,7 +155,7 @@ __global__ void __launch_bounds__(kNT, 1) gdn_state_sm90_kernel(GdnShape s, cons
     const int64_t tile = own ? h * bodies.slots + n : tile0 + c;
     load_sw(Wsm + buf * 2 * kBox, src.W + tile * kC * kDK, kDK, kC);
     load_sw(Ksm + buf * 2 * kBox, k + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, chunk_len(c));
-    if (!is_T) load_tile_full<kNT, kC, kBV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
+    if (!is_T) load_tile_full<kNT, kC, BV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
     if (tid < kC / 4) cp_async16(Gb + buf * kC + tid * 4, src.G + tile * kC + tid * 4, true);
     cp_async_commit();
   };
@@ -185,21 +190,21 @@ __global__ void __launch_bounds__(kNT, 1) gdn_state_sm90_kernel(GdnShape s, cons
     if (BODIES && c == lead_c && lead_m == 0) store_regs(lead_out, S);
     const bool partial = BODIES && c == lead_c && lead_m > 0;
 
-    // W S, this warpgroup's 32 columns.
-    float P[16];
+    // W S, this warpgroup's BV / 2 columns.
+    float P[kP];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) P[i] = 0.0f;
+    for (int i = 0; i < kP; ++i) P[i] = 0.0f;
     sm90::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kDK / 16; ++ks)
-      sm90::wgmma_m64n32k16_ss(P, sm90::desc_sw128(Wc + (ks / 4) * kBox + 32 * (ks % 4), 16, 1024),
-                               sm90::desc_sw128(St + (ks / 4) * kBox + wg * 32 * 128 + 32 * (ks % 4), 16, 1024),
-                               ks > 0);
+      sm90::wgmma_m64k16_ss<0, 0>(P, sm90::desc_sw128(Wc + (ks / 4) * kBox + 32 * (ks % 4), 16, 1024),
+                                  sm90::desc_sw128(St + (ks / 4) * kStBox + wg * kHalf * 128 + 32 * (ks % 4), 16, 1024),
+                                  ks > 0);
     sm90::wgmma_commit();
     // While the products run: the next chunk's loads, the L2 prefetch, the start state for gdn_output.
     if (c + 1 < nchunks) issue(c + 1);
     if (c + kPrefetch < nchunks) prefetch(c + kPrefetch);
-    if (write_out) store_tile16<kNT, kDK, kBV, true>(w.Sh + (tile0 + c) * kDK * w.dvp + c0, w.dvp, Sp, kLdV);
+    if (write_out) store_tile16<kNT, kDK, BV, true>(w.Sh + (tile0 + c) * kDK * w.dvp + c0, w.dvp, Sp, kLdV);
     sm90::wgmma_wait<0>();
     sm90::fence_regs(P);
 
@@ -213,53 +218,62 @@ __global__ void __launch_bounds__(kNT, 1) gdn_state_sm90_kernel(GdnShape s, cons
       p0 = r0 < lead_m ? __expf(gm - Gc[r0]) : 0.0f;
       p1 = r1 < lead_m ? __expf(gm - Gc[r1]) : 0.0f;
     }
+    // Vd^T (and Vp^T) by stmatrix.trans: matrix i of a lane group, column block jj + i / 2 of this warpgroup's
+    // half, row half i % 2 of the warp's 16 chunk rows; stored row = a column, its 8 chunk rows one piece.
+    const int mi = lane / 8, mr = lane % 8;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int col = 32 * wg + 8 * j + 2 * tq;
-      float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
-      if (!is_T) {
-        u0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r0 * kLdV + col));
-        u1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r1 * kLdV + col));
+    for (int jj = 0; jj < kHalf / 8; jj += 2) {
+      uint32_t fd[4], fp[4];
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int j = jj + q, col = wg * kHalf + 8 * j + 2 * tq;
+        float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
+        if (!is_T) {
+          u0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r0 * kLdV + col));
+          u1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r1 * kLdV + col));
+        }
+        const float v00 = u0.x - P[4 * j], v01 = u0.y - P[4 * j + 1], v10 = u1.x - P[4 * j + 2],
+                    v11 = u1.y - P[4 * j + 3];
+        fd[2 * q] = pack_bf16(v00 * d0, v01 * d0);
+        fd[2 * q + 1] = pack_bf16(v10 * d1, v11 * d1);
+        fp[2 * q] = pack_bf16(v00 * p0, v01 * p0);
+        fp[2 * q + 1] = pack_bf16(v10 * p1, v11 * p1);
+        if (write_out) {
+          st_bf16x2(Vn + r0 * kLdV + col, v00, v01);
+          st_bf16x2(Vn + r1 * kLdV + col, v10, v11);
+        }
       }
-      const float v00 = u0.x - P[4 * j], v01 = u0.y - P[4 * j + 1], v10 = u1.x - P[4 * j + 2], v11 = u1.y - P[4 * j + 3];
-      const uint32_t o0 = sw128(r0, col / 8) + (col % 8) * 2, o1 = sw128(r1, col / 8) + (col % 8) * 2;
-      *reinterpret_cast<uint32_t*>(Vd + o0) = pack_bf16(v00 * d0, v01 * d0);
-      *reinterpret_cast<uint32_t*>(Vd + o1) = pack_bf16(v10 * d1, v11 * d1);
-      if (write_out) {
-        st_bf16x2(Vn + r0 * kLdV + col, v00, v01);
-        st_bf16x2(Vn + r1 * kLdV + col, v10, v11);
-      }
-      if (partial) {  // the same chunk cut after row lead_m - 1
-        *reinterpret_cast<uint32_t*>(Vp + o0) = pack_bf16(v00 * p0, v01 * p0);
-        *reinterpret_cast<uint32_t*>(Vp + o1) = pack_bf16(v10 * p1, v11 * p1);
-      }
+      const uint32_t at = sw128(wg * kHalf + 8 * (jj + mi / 2) + mr, 2 * wq + mi % 2);
+      sm90::stmatrix_x4_trans(VdT + at, fd[0], fd[1], fd[2], fd[3]);
+      if (partial) sm90::stmatrix_x4_trans(VpT + at, fp[0], fp[1], fp[2], fp[3]);
     }
     sm90::fence_proxy_async_shared();
     __syncthreads();  // Vd complete; St no longer read
 
-    // X = decay X + K^T V: A = this warpgroup's dk half of the K tile, B = V, 16 chunk rows a slice.
-    auto update = [&](float (&X)[32], float decay, const unsigned char* V) {
+    // X = decay X + K^T V: A = this warpgroup's dk half of the K tile (MN-major, 16 chunk rows a slice),
+    // B = V^T (K-major).
+    auto update = [&](float (&X)[kS], float decay, const unsigned char* VT) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) X[i] *= decay;
+      for (int i = 0; i < kS; ++i) X[i] *= decay;
       sm90::wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kC / 16; ++ks)
-        sm90::wgmma_m64n64k16_ss_mn(X, sm90::desc_sw128(Kc + wg * kBox + ks * 16 * 128, kBox, 1024),
-                                    sm90::desc_sw128(V + ks * 16 * 128, kBox, 1024));
+        sm90::wgmma_m64k16_ss<1, 0>(X, sm90::desc_sw128(Kc + wg * kBox + ks * 16 * 128, kBox, 1024),
+                                    sm90::desc_sw128(VT + 32 * ks, 16, 1024), 1);
       sm90::wgmma_commit();
     };
     if (partial) {
-      float Q[32];
+      float Q[kS];
 #pragma unroll
-      for (int i = 0; i < 32; ++i) Q[i] = S[i];
-      update(Q, __expf(Gc[lead_m - 1]), Vp);
+      for (int i = 0; i < kS; ++i) Q[i] = S[i];
+      update(Q, __expf(Gc[lead_m - 1]), VpT);
       sm90::wgmma_wait<0>();
       sm90::fence_regs(Q);
       store_regs(lead_out, Q);
     }
-    update(S, __expf(gL), Vd);
+    update(S, __expf(gL), VdT);
     // Vn is rewritten only after the next top barrier.
-    if (write_out) store_tile16<kNT, kC, kBV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
+    if (write_out) store_tile16<kNT, kC, BV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
     sm90::wgmma_wait<0>();
     sm90::fence_regs(S);
     store_s(write_out);
@@ -270,25 +284,30 @@ __global__ void __launch_bounds__(kNT, 1) gdn_state_sm90_kernel(GdnShape s, cons
 #endif
 }
 
-bool enabled() {
-  static const bool on = [] {
+// HYPIC_CUDA_GDN_SM90: 0 = never (the mma.sync form everywhere), 64 = only the 64-column walks (those that
+// build the transfer operator), anything else or unset = every walk it applies to (A/B runs).
+int sm90_widths() {
+  static const int mode = [] {
     const char* e = std::getenv("HYPIC_CUDA_GDN_SM90");
-    return !(e && std::strcmp(e, "0") == 0);
+    if (e && std::strcmp(e, "0") == 0) return 0;
+    if (e && std::strcmp(e, "64") == 0) return 64;
+    return 32 | 64;
   }();
-  return on;
+  return mode;
 }
 
-template <bool BODIES>
+template <bool BODIES, int BV>
 void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
             const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state) {
-  static bool raised = false;
+  constexpr size_t smem = Smem<BV>::bytes;
+  static bool raised = false;  // the opt-in above 48 KB, once per instance and process
   if (!raised) {
-    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_sm90_kernel<BODIES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(Smem::bytes)));
+    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_sm90_kernel<BODIES, BV>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     raised = true;
   }
-  const int blocks = int(s.dv / kBV + (transfer ? kDK / kBV : 0));
-  gdn_state_sm90_kernel<BODIES><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, Smem::bytes, stream>>>(
+  const int blocks = int(s.dv / BV + (transfer ? kDK / BV : 0));
+  gdn_state_sm90_kernel<BODIES, BV><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
       s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
@@ -297,14 +316,17 @@ void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, f
 
 bool launch_state_sm90(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer,
                        bool want_out, const Workspace& w, cudaStream_t stream, const int32_t* lead,
-                       const Workspace& bodies, float* lead_state) {
-  if (!enabled() || s.dk != kDK || w.dkp != kDK || s.dv % kBV != 0 || (s.Hk * kDK) % 8 != 0 ||
-      (reinterpret_cast<uintptr_t>(k) & 15) != 0 || !current_device_is_sm90())
+                       const Workspace& bodies, float* lead_state, int bv) {
+  if ((bv != 32 && bv != 64) || !(sm90_widths() & bv) || s.dk != kDK || w.dkp != kDK || s.dv % bv != 0 ||
+      (s.Hk * kDK) % 8 != 0 || (reinterpret_cast<uintptr_t>(k) & 15) != 0 || !current_device_is_sm90())
     return false;
-  if (lead)
-    launch<true>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
-  else
-    launch<false>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
+  if (bv == 64) {
+    if (lead) launch<true, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
+    else launch<false, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
+  } else {
+    if (lead) launch<true, 32>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
+    else launch<false, 32>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
+  }
   return true;
 }
 
