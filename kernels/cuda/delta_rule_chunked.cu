@@ -1,8 +1,9 @@
 // Chunked Gated DeltaNet prefill in the WY/UT form (chunks of 64 tokens), three launches:
 //   gdn_prep   (parallel over chunks x heads)      A = (I + L)^-1, W, U, G       kernels/cuda/gdn_prep.cu
 //   gdn_state  (sequential over chunks, parallel    Vn = U - W S, S update,       kernels/cuda/gdn_state.cu
-//               over heads x 32-column blocks)      optional transfer operator
+//               over heads x 32-column blocks)      optional transfer operator    (gdn_state_sm90.cu)
 //   gdn_output (parallel over chunks x heads)      O = e^G Q S + P Vn            kernels/cuda/gdn_output.cu
+// or two where the Hopper walk writes the outputs itself (output_in_walk: P from gdn_prep, no gdn_output).
 // The workspace between them is described in kernels/cuda/gdn_common.cuh.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
@@ -30,10 +31,13 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
   const int64_t max_chunks = (max_seqlen + gdn::kC - 1) / gdn::kC;
   HYPIC_CUDA_REQUIRE(max_chunks < (int64_t{1} << 31) && s.H <= 65535 && s.N <= 65535,
                      "gdn_chunked_prefill: grid too large");
-  const gdn::Workspace w = gdn::carve(s, workspace);
-  gdn::launch_prep(s, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
-  gdn::launch_state(s, k, cu_seqlens, state, transfer, out != nullptr, w, stream);
-  if (out != nullptr) gdn::launch_output(s, q, k, cu_seqlens, max_chunks, out, w, stream);
+  gdn::Workspace w = gdn::carve(s, workspace);
+  const bool fused = out != nullptr && gdn::output_in_walk(s, w, q, k, transfer != nullptr);
+  if (fused) w.Aqk = w.Sh;
+  gdn::launch_prep(s, q, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
+  gdn::launch_state(s, k, cu_seqlens, state, transfer, out != nullptr, w, stream, nullptr, nullptr, nullptr,
+                    fused ? q : nullptr, fused ? out : nullptr);
+  if (out != nullptr && !fused) gdn::launch_output(s, q, k, cu_seqlens, max_chunks, out, w, stream);
 }
 
 void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
@@ -55,17 +59,20 @@ void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf1
   HYPIC_CUDA_REQUIRE(max_chunks < (int64_t{1} << 31) && s.H <= 65535 && s.N <= 65535,
                      "gdn_chunked_prefill_with_bodies: grid too large");
   auto* base = static_cast<unsigned char*>(workspace);
-  const gdn::Workspace w = gdn::carve(s, base);
+  gdn::Workspace w = gdn::carve(s, base);
   base += detail::align128(gdn::workspace_bytes(s));
   const gdn::Workspace b = gdn::carve_bodies(s, base);
   float* lead_state = reinterpret_cast<float*>(base + gdn::bodies_workspace_bytes(s));
-  gdn::launch_prep(s, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
-  gdn::launch_prep(s, k, v, g, beta, cu_seqlens, max_chunks, b, stream, lead);
+  const bool fused = out != nullptr && gdn::output_in_walk(s, w, q, k, true);
+  if (fused) w.Aqk = w.Sh;
+  gdn::launch_prep(s, q, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
+  gdn::launch_prep(s, nullptr, k, v, g, beta, cu_seqlens, max_chunks, b, stream, lead);
   // One walk: the forward (which also leaves S(lead)) and the bodies' transfer operators side by side;
   // the bodies' zero-start states follow from the linearity of the walk.
-  gdn::launch_state(s, k, cu_seqlens, state, transfer, out != nullptr, w, stream, lead, &b, lead_state);
+  gdn::launch_state(s, k, cu_seqlens, state, transfer, out != nullptr, w, stream, lead, &b, lead_state,
+                    fused ? q : nullptr, fused ? out : nullptr);
   gdn::launch_body_state(s, transfer, state, lead_state, body_state, out_to, stream);
-  if (out != nullptr) gdn::launch_output(s, q, k, cu_seqlens, max_chunks, out, w, stream);
+  if (out != nullptr && !fused) gdn::launch_output(s, q, k, cu_seqlens, max_chunks, out, w, stream);
 }
 
 }  // namespace hypic::cuda

@@ -31,11 +31,14 @@ inline int64_t slot_count(const GdnShape& s) { return s.T / kC + s.N + 1; }
 //                                  with the chunk's true pseudo-values Vn = U - W S (read by gdn_output)
 //   Sh [H, slots, DK, DVP] bf16   state at the start of every chunk (written only when outputs are wanted)
 //   G  [H, slots, 64]      fp32   in-chunk cumulative log decay (padded rows repeat the last one)
+// When the walk writes the outputs itself (output_in_walk), Sh is never written and its space holds instead
+//   Aqk [H, slots, 64, 64] bf16   tril(Q K^T) o e^{G_i - G_j} of every chunk, from gdn_prep
 struct Workspace {
   bf16* W;
   bf16* UV;
   bf16* Sh;
   float* G;
+  bf16* Aqk = nullptr;
   int64_t slots;
   int dkp;      // DK
   int64_t dvp;  // DVP
@@ -221,21 +224,29 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // Launchers (one per kernel file), all on `stream`, in this order.
 
 // lead (device [N], or null): prepare only the chunk holding row lead[n] of every sequence, its rows
-// before lead[n] made no-ops, into tile h * w.slots + n of a bodies workspace (carve_bodies).
-void launch_prep(const GdnShape& s, const bf16* k, const bf16* v, const float* g, const float* beta,
+// before lead[n] made no-ops, into tile h * w.slots + n of a bodies workspace (carve_bodies). With w.Aqk
+// (and q) also every chunk's Aqk.
+void launch_prep(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g, const float* beta,
                  const int32_t* cu, int64_t max_chunks, const Workspace& w, cudaStream_t stream,
                  const int32_t* lead = nullptr);
+// True where launch_state, given q and out, writes the outputs itself (the Hopper walk at dk 128: O = e^G Q S +
+// Aqk Vn as it goes, with Aqk from gdn_prep), so that neither Sh nor gdn_output is needed.
+// HYPIC_CUDA_GDN_FUSED_OUT=0: never (A/B runs).
+bool output_in_walk(const GdnShape& s, const Workspace& w, const bf16* q, const bf16* k, bool transfer);
 // lead (device [N], or null): walk every sequence from the chunk holding row lead[n] only, reading that
 // chunk from `bodies` (prepared by launch_prep with the same lead) and the later ones from w.
+// q, out (with w.Aqk, where output_in_walk holds): the walk writes the outputs too.
 void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                   const Workspace& w, cudaStream_t stream, const int32_t* lead = nullptr,
-                  const Workspace* bodies = nullptr, float* lead_state = nullptr);
+                  const Workspace* bodies = nullptr, float* lead_state = nullptr, const bf16* q = nullptr,
+                  bf16* out = nullptr);
 // launch_state's walk of bv (32 or 64) columns a block on Hopper's warpgroup products (gdn_state_sm90.cu), where
 // it applies: an sm_90 device, dk 128, dv a multiple of bv, 16-byte aligned keys (HYPIC_CUDA_GDN_SM90 narrows it
 // for A/B runs). Returns false, launching nothing, elsewhere.
+bool state_sm90_applies(const GdnShape& s, const Workspace& w, const bf16* k, int bv);
 bool launch_state_sm90(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer,
                        bool want_out, const Workspace& w, cudaStream_t stream, const int32_t* lead,
-                       const Workspace& bodies, float* lead_state, int bv);
+                       const Workspace& bodies, float* lead_state, int bv, const bf16* q, bf16* out);
 // body_state = state - transfer lead_state per (sequence, head): [N, H, dk, dv] fp32, transfer [N, H, dk, dk];
 // with `out`, written to (and T and the state copied to) each sequence's own buffers instead.
 void launch_body_state(const GdnShape& s, const float* transfer, const float* state, const float* lead_state,

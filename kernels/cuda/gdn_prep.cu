@@ -94,7 +94,8 @@ __device__ __forceinline__ void st16(float* D, int ld, const float c[2][4], floa
 }
 
 template <int DK>
-__global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const bf16* __restrict__ k,
+__global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const bf16* __restrict__ q,
+                                                            const bf16* __restrict__ k,
                                                             const bf16* __restrict__ v, const float* __restrict__ g,
                                                             const float* __restrict__ beta,
                                                             const int32_t* __restrict__ cu,
@@ -124,6 +125,10 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
   const bf16* vsrc = v + (t0 * H + h) * dv;
 
+  // With w.Aqk, Q's rows head for L2 now; its fragments are read after L.
+  const bool want_aqk = w.Aqk != nullptr && q != nullptr && lead == nullptr;
+  const bf16* qsrc = want_aqk ? q + (t0 * s.Hk + kh) * dk : nullptr;
+  if (want_aqk && int(threadIdx.x) < 2 * L) prefetch_l2(qsrc + (threadIdx.x / 2) * s.Hk * dk + (threadIdx.x % 2) * 64);
   // K and the first 128 value columns load while the decays are scanned and K K^T, A are computed.
   load_tile<kThreads, kC, DK>(Ks, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, L, dk);
   load_tile<kThreads, kC, 128>(Vs, kLdV, vsrc, H * dv, L, min(128, dv));
@@ -184,6 +189,41 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
     }
   }
   __syncthreads();
+
+  // Aqk = tril(Q K^T) o e^{G_i - G_j} (diagonal included), for the walk that writes the outputs (gdn_output's
+  // P): warp w's rows, Q's A fragments straight from global memory, K from shared memory as for L.
+  if (want_aqk) {
+    const int64_t ldq = s.Hk * dk;
+    const int ra = warp * 16 + gq, rb = ra + 8;
+    auto ldq2 = [&](int row, int col) -> uint32_t {
+      return row < L && col < dk ? *reinterpret_cast<const uint32_t*>(qsrc + row * ldq + col) : 0u;
+    };
+    float acc[8][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < DK / 16; ++ks) {
+      const int c = ks * 16 + 2 * tq;
+      const uint32_t a[4] = {ldq2(ra, c), ldq2(rb, c), ldq2(ra, c + 8), ldq2(rb, c + 8)};
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np > warp) break;  // causal: key tiles right of the diagonal are masked out
+        uint32_t b0[2], b1[2];
+        frag_b_nk(b0, b1, Ks, kLdK, ks * 16, np * 16);
+        mma_bf16_16816(acc[2 * np], a, b0);
+        mma_bf16_16816(acc[2 * np + 1], a, b1);
+      }
+    }
+    bf16* dst = w.Aqk + tile * kC * kC;
+    const float ga = Gs[ra], gb = Gs[rb];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int j = nt * 8 + 2 * tq;
+      const float gj0 = Gs[j], gj1 = Gs[j + 1];
+      st_bf16x2(dst + ra * kC + j, j <= ra ? acc[nt][0] * __expf(ga - gj0) : 0.0f,
+                j + 1 <= ra ? acc[nt][1] * __expf(ga - gj1) : 0.0f);
+      st_bf16x2(dst + rb * kC + j, j <= rb ? acc[nt][2] * __expf(gb - gj0) : 0.0f,
+                j + 1 <= rb ? acc[nt][3] * __expf(gb - gj1) : 0.0f);
+    }
+  }
 
   // Diagonal blocks, in place: X_b = (I + L_bb)^-1, warp b, lane c < 16 runs column c. Row i of L is read
   // into registers by the whole half-warp before any lane overwrites it with row i of X.
@@ -357,24 +397,24 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
 }
 
 template <int DK>
-void launch(const GdnShape& s, const bf16* k, const bf16* v, const float* g, const float* beta, const int32_t* cu,
-            const int32_t* lead, int64_t max_chunks, const Workspace& w, cudaStream_t stream) {
+void launch(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g, const float* beta,
+            const int32_t* cu, const int32_t* lead, int64_t max_chunks, const Workspace& w, cudaStream_t stream) {
   const size_t smem = PrepSmem<DK>::bytes;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_prep_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const unsigned chunks = lead ? 1u : unsigned(max_chunks);
-  gdn_prep_kernel<DK><<<dim3(chunks, unsigned(s.H), unsigned(s.N)), kThreads, smem, stream>>>(s, k, v, g, beta, cu,
-                                                                                             lead, w);
+  gdn_prep_kernel<DK><<<dim3(chunks, unsigned(s.H), unsigned(s.N)), kThreads, smem, stream>>>(s, q, k, v, g, beta,
+                                                                                             cu, lead, w);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-void launch_prep(const GdnShape& s, const bf16* k, const bf16* v, const float* g, const float* beta,
+void launch_prep(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g, const float* beta,
                  const int32_t* cu, int64_t max_chunks, const Workspace& w, cudaStream_t stream, const int32_t* lead) {
   if (w.dkp == 64)
-    launch<64>(s, k, v, g, beta, cu, lead, max_chunks, w, stream);
+    launch<64>(s, q, k, v, g, beta, cu, lead, max_chunks, w, stream);
   else
-    launch<128>(s, k, v, g, beta, cu, lead, max_chunks, w, stream);
+    launch<128>(s, q, k, v, g, beta, cu, lead, max_chunks, w, stream);
 }
 
 }  // namespace hypic::cuda::gdn

@@ -401,10 +401,12 @@ void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, f
 template <int DK, bool BODIES>
 void launch_cols(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                  const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies,
-                 float* lead_state) {
+                 float* lead_state, const bf16* q, bf16* out) {
   const int bv = block_cols(transfer != nullptr);
-  if (DK == 128 && launch_state_sm90(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, bv))
+  if (DK == 128 &&
+      launch_state_sm90(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, bv, q, out))
     return;
+  HYPIC_CUDA_REQUIRE(out == nullptr, "launch_state: outputs in the walk need the Hopper walk (output_in_walk)");
   if (bv == 64)
     launch<DK, BODIES, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
   else
@@ -413,19 +415,28 @@ void launch_cols(const GdnShape& s, const bf16* k, const int32_t* cu, float* sta
 
 }  // namespace
 
+bool output_in_walk(const GdnShape& s, const Workspace& w, const bf16* q, const bf16* k, bool transfer) {
+  static const bool on = [] {
+    const char* e = std::getenv("HYPIC_CUDA_GDN_FUSED_OUT");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on && q != nullptr && (reinterpret_cast<uintptr_t>(q) & 15) == 0 && w.Sh != nullptr &&
+         state_sm90_applies(s, w, k, block_cols(transfer));
+}
+
 void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                   const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace* bodies,
-                  float* lead_state) {
+                  float* lead_state, const bf16* q, bf16* out) {
   HYPIC_CUDA_REQUIRE(lead == nullptr || (bodies != nullptr && lead_state != nullptr && transfer != nullptr),
                      "launch_state: a body walk needs the bodies workspace, S(lead) and the transfer operators");
   const Workspace none{};
   const Workspace& b = bodies ? *bodies : none;
   if (w.dkp == 64) {
-    if (lead) launch_cols<64, true>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
-    else launch_cols<64, false>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
+    if (lead) launch_cols<64, true>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state, q, out);
+    else launch_cols<64, false>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state, q, out);
   } else {
-    if (lead) launch_cols<128, true>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
-    else launch_cols<128, false>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state);
+    if (lead) launch_cols<128, true>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state, q, out);
+    else launch_cols<128, false>(s, k, cu, state, transfer, want_out, w, stream, lead, b, lead_state, q, out);
   }
 }
 

@@ -44,7 +44,11 @@ struct Smem {
   static constexpr size_t sp = align128(u + 2 * 2 * kC * kLdV);   // S bf16 [128][kLdV], gdn_output's start state
   static constexpr size_t vn = align128(sp + 2 * kDK * kLdV);     // Vn bf16 [64][kLdV] (output staging)
   static constexpr size_t g = align128(vn + 2 * kC * kLdV);       // G [2][64]
-  static constexpr size_t bytes = align128(g + 2 * 4 * kC) + 1024;  // + the slack that aligns the boxes
+  // The outputs in the walk: Q [2 buffers][2 boxes], Aqk [2 buffers][1 box], Vn^T [BV rows] (B of Aqk Vn).
+  static constexpr size_t q = (g + 2 * 4 * kC + 1023) / 1024 * 1024;
+  static constexpr size_t a = q + 2 * 2 * kBox;
+  static constexpr size_t vnt = a + 2 * kBox;
+  static constexpr size_t bytes = vnt + kStBox + 1024;  // + the slack that aligns the boxes
 };
 
 // Byte offset of 16-byte piece p (0..7) of row r in an SW128 box.
@@ -71,7 +75,8 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
                                                                const int32_t* __restrict__ cu, float* state,
                                                                float* transfer, bool want_out, Workspace w,
                                                                const int32_t* __restrict__ lead, Workspace bodies,
-                                                               float* __restrict__ lead_state) {
+                                                               float* __restrict__ lead_state,
+                                                               const bf16* __restrict__ q, bf16* __restrict__ out) {
 #if HYPIC_SM90A
   using SM = Smem<BV>;
   constexpr int kLdV = SM::kLdV, kStBox = SM::kStBox, kHalf = BV / 2;
@@ -86,6 +91,9 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
   bf16* Sp = reinterpret_cast<bf16*>(smem + SM::sp);
   bf16* Vn = reinterpret_cast<bf16*>(smem + SM::vn);
   float* Gb = reinterpret_cast<float*>(smem + SM::g);
+  unsigned char* Qsm = smem + SM::q;
+  unsigned char* Asm = smem + SM::a;
+  unsigned char* VnT = smem + SM::vnt;
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
   const int64_t H = s.H, kh = h / (s.H / s.Hk);
@@ -94,7 +102,9 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
   const bool is_T = int(blockIdx.x) >= nsb;  // a block of transfer-operator columns
   const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * BV;
   const int width = is_T ? kDK : dv;  // columns of the matrix this block evolves
-  const bool write_out = want_out && !is_T;
+  // fused: this block writes its columns of the outputs (O = e^G Q S + Aqk Vn), not Sh and Vn for gdn_output.
+  const bool fused = out != nullptr && !is_T;
+  const bool write_out = want_out && !is_T && !fused;
   float* M = is_T ? transfer + (n * H + h) * kDK * kDK : state + (n * H + h) * kDK * dv;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
   const int wg = warp / 4, wq = warp % 4, srow = 16 * warp;
@@ -156,6 +166,14 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
     load_sw(Wsm + buf * 2 * kBox, src.W + tile * kC * kDK, kDK, kC);
     load_sw(Ksm + buf * 2 * kBox, k + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, chunk_len(c));
     if (!is_T) load_tile_full<kNT, kC, BV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
+    if (fused) {
+      load_sw(Qsm + buf * 2 * kBox, q + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, chunk_len(c));
+#pragma unroll
+      for (int i = 0; i < kC * 8 / kNT; ++i) {  // Aqk: 64 rows of 128 bytes, one box
+        const int e = tid + i * kNT, r = e / 8, p = e % 8;
+        cp_async16(Asm + buf * kBox + sw128(r, p), w.Aqk + (tile0 + c) * kC * kC + r * kC + p * 8, true);
+      }
+    }
     if (tid < kC / 4) cp_async16(Gb + buf * kC + tid * 4, src.G + tile * kC + tid * 4, true);
     cp_async_commit();
   };
@@ -191,9 +209,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
     const bool partial = BODIES && c == lead_c && lead_m > 0;
 
     // W S, this warpgroup's BV / 2 columns.
-    float P[kP];
-#pragma unroll
-    for (int i = 0; i < kP; ++i) P[i] = 0.0f;
+    float P[kP];  // no initial values: the first product overwrites (zeroing them made ptxas serialise the products)
     sm90::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kDK / 16; ++ks)
@@ -201,11 +217,26 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
                                   sm90::desc_sw128(St + (ks / 4) * kStBox + wg * kHalf * 128 + 32 * (ks % 4), 16, 1024),
                                   ks > 0);
     sm90::wgmma_commit();
+    // The outputs' Q S, the same columns, a second group behind W S.
+    float O[kP];
+    if (fused) {
+      unsigned char* Qc = Qsm + buf * 2 * kBox;
+      sm90::wgmma_fence();  // O's registers were read (the last chunk's stores) since the fence above
+#pragma unroll
+      for (int ks = 0; ks < kDK / 16; ++ks)
+        sm90::wgmma_m64k16_ss<0, 0>(O, sm90::desc_sw128(Qc + (ks / 4) * kBox + 32 * (ks % 4), 16, 1024),
+                                    sm90::desc_sw128(St + (ks / 4) * kStBox + wg * kHalf * 128 + 32 * (ks % 4), 16, 1024),
+                                    ks > 0);
+      sm90::wgmma_commit();
+    }
     // While the products run: the next chunk's loads, the L2 prefetch, the start state for gdn_output.
     if (c + 1 < nchunks) issue(c + 1);
     if (c + kPrefetch < nchunks) prefetch(c + kPrefetch);
     if (write_out) store_tile16<kNT, kDK, BV, true>(w.Sh + (tile0 + c) * kDK * w.dvp + c0, w.dvp, Sp, kLdV);
-    sm90::wgmma_wait<0>();
+    if (fused)
+      sm90::wgmma_wait<1>();  // W S (Q S may still run)
+    else
+      sm90::wgmma_wait<0>();
     sm90::fence_regs(P);
 
     const int L = chunk_len(c);
@@ -223,7 +254,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
     const int mi = lane / 8, mr = lane % 8;
 #pragma unroll
     for (int jj = 0; jj < kHalf / 8; jj += 2) {
-      uint32_t fd[4], fp[4];
+      uint32_t fd[4], fp[4], fn[4];
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
         const int j = jj + q, col = wg * kHalf + 8 * j + 2 * tq;
@@ -238,6 +269,8 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
         fd[2 * q + 1] = pack_bf16(v10 * d1, v11 * d1);
         fp[2 * q] = pack_bf16(v00 * p0, v01 * p0);
         fp[2 * q + 1] = pack_bf16(v10 * p1, v11 * p1);
+        fn[2 * q] = pack_bf16(v00, v01);
+        fn[2 * q + 1] = pack_bf16(v10, v11);
         if (write_out) {
           st_bf16x2(Vn + r0 * kLdV + col, v00, v01);
           st_bf16x2(Vn + r1 * kLdV + col, v10, v11);
@@ -246,6 +279,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
       const uint32_t at = sw128(wg * kHalf + 8 * (jj + mi / 2) + mr, 2 * wq + mi % 2);
       sm90::stmatrix_x4_trans(VdT + at, fd[0], fd[1], fd[2], fd[3]);
       if (partial) sm90::stmatrix_x4_trans(VpT + at, fp[0], fp[1], fp[2], fp[3]);
+      if (fused) sm90::stmatrix_x4_trans(VnT + at, fn[0], fn[1], fn[2], fn[3]);
     }
     sm90::fence_proxy_async_shared();
     __syncthreads();  // Vd complete; St no longer read
@@ -255,6 +289,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
     auto update = [&](float (&X)[kS], float decay, const unsigned char* VT) {
 #pragma unroll
       for (int i = 0; i < kS; ++i) X[i] *= decay;
+      sm90::fence_regs(X);
       sm90::wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kC / 16; ++ks)
@@ -274,9 +309,38 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
     update(S, __expf(gL), VdT);
     // Vn is rewritten only after the next top barrier.
     if (write_out) store_tile16<kNT, kC, BV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
-    sm90::wgmma_wait<0>();
-    sm90::fence_regs(S);
-    store_s(write_out);
+    if (fused) {
+      // O = diag(e^G) Q S + Aqk Vn: Q S is done once the update's group is the only one left.
+      sm90::wgmma_wait<1>();
+      sm90::fence_regs(O);
+      const float e0 = __expf(Gc[r0]), e1 = __expf(Gc[r1]);
+#pragma unroll
+      for (int j = 0; j < kP / 4; ++j) O[4 * j] *= e0, O[4 * j + 1] *= e0, O[4 * j + 2] *= e1, O[4 * j + 3] *= e1;
+      sm90::fence_regs(O);
+      sm90::wgmma_fence();
+      const unsigned char* Ac = Asm + buf * kBox;
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks)
+        sm90::wgmma_m64k16_ss<0, 0>(O, sm90::desc_sw128(Ac + 32 * ks, 16, 1024),
+                                    sm90::desc_sw128(VnT + wg * kHalf * 128 + 32 * ks, 16, 1024), 1);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<1>();  // the update
+      sm90::fence_regs(S);
+      store_s(false);
+      sm90::wgmma_wait<0>();
+      sm90::fence_regs(O);
+      const int64_t t0 = sr.bos + int64_t(c) * kC;
+#pragma unroll
+      for (int j = 0; j < kP / 4; ++j) {
+        const int col = c0 + wg * kHalf + 8 * j + 2 * tq;
+        if (r0 < L) st_bf16x2(out + ((t0 + r0) * H + h) * dv + col, O[4 * j], O[4 * j + 1]);
+        if (r1 < L) st_bf16x2(out + ((t0 + r1) * H + h) * dv + col, O[4 * j + 2], O[4 * j + 3]);
+      }
+    } else {
+      sm90::wgmma_wait<0>();
+      sm90::fence_regs(S);
+      store_s(write_out);
+    }
   }
 
   if (BODIES && lead_c >= nchunks) store_regs(lead_out, S);  // the lead covers the whole sequence
@@ -298,7 +362,8 @@ int sm90_widths() {
 
 template <bool BODIES, int BV>
 void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
-            const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state) {
+            const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state,
+            const bf16* q, bf16* out) {
   constexpr size_t smem = Smem<BV>::bytes;
   static bool raised = false;  // the opt-in above 48 KB, once per instance and process
   if (!raised) {
@@ -308,24 +373,29 @@ void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, f
   }
   const int blocks = int(s.dv / BV + (transfer ? kDK / BV : 0));
   gdn_state_sm90_kernel<BODIES, BV><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
-      s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state);
+      s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state, q, out);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
+bool state_sm90_applies(const GdnShape& s, const Workspace& w, const bf16* k, int bv) {
+  return (bv == 32 || bv == 64) && (sm90_widths() & bv) && s.dk == kDK && w.dkp == kDK && s.dv % bv == 0 &&
+         (s.Hk * kDK) % 8 == 0 && (reinterpret_cast<uintptr_t>(k) & 15) == 0 && current_device_is_sm90();
+}
+
 bool launch_state_sm90(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer,
                        bool want_out, const Workspace& w, cudaStream_t stream, const int32_t* lead,
-                       const Workspace& bodies, float* lead_state, int bv) {
-  if ((bv != 32 && bv != 64) || !(sm90_widths() & bv) || s.dk != kDK || w.dkp != kDK || s.dv % bv != 0 ||
-      (s.Hk * kDK) % 8 != 0 || (reinterpret_cast<uintptr_t>(k) & 15) != 0 || !current_device_is_sm90())
-    return false;
+                       const Workspace& bodies, float* lead_state, int bv, const bf16* q, bf16* out) {
+  if (!state_sm90_applies(s, w, k, bv)) return false;
+  HYPIC_CUDA_REQUIRE(out == nullptr || (q != nullptr && w.Aqk != nullptr && (s.H * s.dv) % 2 == 0),
+                     "launch_state_sm90: outputs in the walk need q and the chunks' Aqk");
   if (bv == 64) {
-    if (lead) launch<true, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
-    else launch<false, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
+    if (lead) launch<true, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, q, out);
+    else launch<false, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, q, out);
   } else {
-    if (lead) launch<true, 32>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
-    else launch<false, 32>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
+    if (lead) launch<true, 32>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, q, out);
+    else launch<false, 32>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, q, out);
   }
   return true;
 }

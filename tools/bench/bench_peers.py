@@ -3,7 +3,8 @@
 
   - flash-linear-attention's chunk_gated_delta_rule (the fla-core wheel), one GDN layer of
     Qwen3.5-35B-A3B: 16 q/k heads expanded to 32 v heads, dims 128; with and without the second call
-    that a non-fused transfer build would need (v = 0, initial state = I per head column block);
+    that a non-fused transfer build would need (v = 0, initial state = I per head column block); launched
+    from Python and replayed from a CUDA graph (its kernels without the launch overhead);
   - torch scaled_dot_product_attention, 16 q heads, 2 kv heads, dim 256, with the backend torch picks by
     default (on the H200: cuDNN, what a user gets), cuDNN and FA2 ("flash") forced: causal prefill over T
     fresh tokens, and the stitch's shape (the last 256 positions' queries over all T keys, causal aligned
@@ -29,6 +30,23 @@ def time_ms(fn, iters):
     b.record()
     b.synchronize()
     return a.elapsed_time(b) / iters
+
+
+def time_graph_ms(fn, iters):
+    """ms of one replay of fn captured in a CUDA graph (after warm-up, so Triton's autotuning is done): the
+    kernels without Python's launch overhead, which at 8k tokens is a visible part of fla's time."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return time_ms(graph.replay, iters)
 
 
 def bench_gdn(T, iters):
@@ -62,7 +80,11 @@ def bench_gdn(T, iters):
                                       output_final_state=True)
 
     ms_t = time_ms(run_t, iters)
-    return ms, ms_t
+    try:
+        graphed = (time_graph_ms(run, iters), time_graph_ms(run_t, iters))
+    except Exception as e:  # a capture fla refuses: the launched times stand alone
+        graphed = repr(e)
+    return ms, ms_t, graphed
 
 
 SDPA_BACKENDS = ("default", "cudnn", "flash")
@@ -104,10 +126,17 @@ def main():
     res = []
     for T in [int(t) for t in a.tokens.split(",")]:
         try:
-            ms, ms_t = bench_gdn(T, a.iters)
+            ms, ms_t, graphed = bench_gdn(T, a.iters)
             res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "variant": "out+state", "ms": round(ms, 4)})
             res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "variant": "out+state+transfer(2nd call)",
                         "ms": round(ms_t, 4)})
+            if isinstance(graphed, str):
+                res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "variant": "cuda graph", "error": graphed})
+            else:
+                res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "variant": "out+state, cuda graph",
+                            "ms": round(graphed[0], 4)})
+                res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T,
+                            "variant": "out+state+transfer(2nd call), cuda graph", "ms": round(graphed[1], 4)})
         except Exception as e:  # report and keep going: the attention peer is independent
             res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "error": repr(e)})
         for backend in SDPA_BACKENDS:
