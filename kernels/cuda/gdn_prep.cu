@@ -125,13 +125,15 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
   const bf16* vsrc = v + (t0 * H + h) * dv;
 
-  // With w.Aqk, Q's rows head for L2 now; its fragments are read after L.
+  // K and the first 128 value columns load while the decays are scanned and K K^T, A are computed. With
+  // w.Aqk, Q takes V's tile first (Aqk is computed beside L), and V follows during the inverse.
   const bool want_aqk = w.Aqk != nullptr && q != nullptr && lead == nullptr;
-  const bf16* qsrc = want_aqk ? q + (t0 * s.Hk + kh) * dk : nullptr;
-  if (want_aqk && int(threadIdx.x) < 2 * L) prefetch_l2(qsrc + (threadIdx.x / 2) * s.Hk * dk + (threadIdx.x % 2) * 64);
-  // K and the first 128 value columns load while the decays are scanned and K K^T, A are computed.
+  static_assert(PrepSmem<DK>::kLdV >= DK + 8, "a Q row fits a V row");
   load_tile<kThreads, kC, DK>(Ks, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, L, dk);
-  load_tile<kThreads, kC, 128>(Vs, kLdV, vsrc, H * dv, L, min(128, dv));
+  if (want_aqk)
+    load_tile<kThreads, kC, DK>(Vs, kLdV, q + (t0 * s.Hk + kh) * dk, s.Hk * dk, L, dk);
+  else
+    load_tile<kThreads, kC, 128>(Vs, kLdV, vsrc, H * dv, L, min(128, dv));
   cp_async_commit();
   if (warp == 0) {
     // Inclusive scan of g over the chunk (two tokens per lane); padded tokens add 0, so their G repeats
@@ -191,18 +193,14 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
   __syncthreads();
 
   // Aqk = tril(Q K^T) o e^{G_i - G_j} (diagonal included), for the walk that writes the outputs (gdn_output's
-  // P): warp w's rows, Q's A fragments straight from global memory, K from shared memory as for L.
+  // P): warp w's rows, Q (in V's tile) and K from shared memory as for L.
   if (want_aqk) {
-    const int64_t ldq = s.Hk * dk;
     const int ra = warp * 16 + gq, rb = ra + 8;
-    auto ldq2 = [&](int row, int col) -> uint32_t {
-      return row < L && col < dk ? *reinterpret_cast<const uint32_t*>(qsrc + row * ldq + col) : 0u;
-    };
     float acc[8][4] = {};
 #pragma unroll
     for (int ks = 0; ks < DK / 16; ++ks) {
-      const int c = ks * 16 + 2 * tq;
-      const uint32_t a[4] = {ldq2(ra, c), ldq2(rb, c), ldq2(ra, c + 8), ldq2(rb, c + 8)};
+      uint32_t a[4];
+      frag_a(a, Vs, kLdV, warp * 16, ks * 16);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         if (np > warp) break;  // causal: key tiles right of the diagonal are masked out
@@ -245,6 +243,11 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
     }
   }
   __syncthreads();
+
+  if (want_aqk) {  // every warp is done with Q (the barrier above): V takes its tile
+    load_tile<kThreads, kC, 128>(Vs, kLdV, vsrc, H * dv, L, min(128, dv));
+    cp_async_commit();
+  }
 
   // Off-diagonal blocks, as the inverse of a 2 x 2 block-triangular matrix twice over: first the two 32 x 32
   // diagonal inverses Y0 = [X0 0; A10 X1], Y1 = [X2 0; A32 X3], then the lower-left 32 x 32 block
@@ -357,6 +360,10 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
     }
   }
 
+  if (want_aqk) {
+    cp_async_wait_all();
+    __syncthreads();
+  }
   // 128 value columns per pass, staged over V.
   for (int c0 = 0; c0 < w.dvp; c0 += 128) {
     const int ncols = int(min(int64_t{128}, w.dvp - c0));  // 64 or 128
