@@ -70,7 +70,10 @@ __device__ __forceinline__ void load_sw(unsigned char* dst, const bf16* src, int
   }
 }
 
-template <bool BODIES, int BV>
+// MIX (BV 64, dk = dv = 128, no bodies, no Sh / Vn for gdn_output): every block walks 32 state columns and 32
+// transfer-operator columns side by side (4 blocks a head) instead of 64 of one kind (2 + 2): the blocks that
+// also write the outputs then carry half as many of them, and all blocks the same load.
+template <bool BODIES, int BV, bool MIX>
 __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s, const bf16* __restrict__ k,
                                                                const int32_t* __restrict__ cu, float* state,
                                                                float* transfer, bool want_out, Workspace w,
@@ -98,16 +101,25 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
   const int64_t n = blockIdx.z, h = blockIdx.y;
   const int64_t H = s.H, kh = h / (s.H / s.Hk);
   const int dv = int(s.dv);
-  const int nsb = dv / BV;
-  const bool is_T = int(blockIdx.x) >= nsb;  // a block of transfer-operator columns
-  const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * BV;
+  static_assert(!MIX || (BV == 64 && !BODIES), "mixed blocks: 32 + 32 columns, no bodies");
+  const int nsb = MIX ? dv / 32 : dv / BV;
+  const bool is_T = !MIX && int(blockIdx.x) >= nsb;  // a block of transfer-operator columns
+  const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * (MIX ? 32 : BV);
   const int width = is_T ? kDK : dv;  // columns of the matrix this block evolves
   // fused: this block writes its columns of the outputs (O = e^G Q S + Aqk Vn), not Sh and Vn for gdn_output.
   const bool fused = out != nullptr && !is_T;
   const bool write_out = want_out && !is_T && !fused;
   float* M = is_T ? transfer + (n * H + h) * kDK * kDK : state + (n * H + h) * kDK * dv;
+  float* Mt = MIX ? transfer + (n * H + h) * kDK * kDK : nullptr;  // MIX: columns 32.. are T's c0..
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
   const int wg = warp / 4, wq = warp % 4, srow = 16 * warp;
+  // Element (r, c) of the block's columns in fp32 memory (c < 32 for MIX's state half: compile-time after unrolling).
+  auto at = [&](float* Ms, int r, int c) -> float* {
+    if (MIX && c >= 32) return Mt + int64_t(r) * kDK + c0 + c - 32;
+    return Ms + int64_t(r) * width + c0 + c;
+  };
+  const bool t_cols = MIX ? wg == 1 : is_T;  // this warpgroup's W S columns evolve T (U = 0, no outputs)
+  constexpr int kOn = MIX ? 16 : BV / 2;      // output columns a warpgroup
 
   // S[4 j + e] = (row srow + gq + 8 (e / 2), column 8 j + 2 tq + e % 2). A body's T starts from the identity.
   const bool body = BODIES && is_T;
@@ -118,7 +130,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int r = srow + gq + (e / 2) * 8, c = 8 * j + 2 * tq + e % 2;
-      S[4 * j + e] = body ? (r == c0 + c ? 1.0f : 0.0f) : M[int64_t(r) * width + c0 + c];
+      S[4 * j + e] = body ? (r == c0 + c ? 1.0f : 0.0f) : *at(M, r, c);
     }
   auto store_regs = [&](float* dst, const float (&X)[kS]) {
 #pragma unroll
@@ -126,7 +138,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = srow + gq + (e / 2) * 8, c = 8 * j + 2 * tq + e % 2;
-        dst[int64_t(r) * width + c0 + c] = X[4 * j + e];
+        *at(dst, r, c) = X[4 * j + e];
       }
   };
   // S^T into St and (plain: for gdn_output) S into Sp. stmatrix matrix i of lane group i: column block jj + i / 2,
@@ -165,7 +177,10 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
     const int64_t tile = own ? h * bodies.slots + n : tile0 + c;
     load_sw(Wsm + buf * 2 * kBox, src.W + tile * kC * kDK, kDK, kC);
     load_sw(Ksm + buf * 2 * kBox, k + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, chunk_len(c));
-    if (!is_T) load_tile_full<kNT, kC, BV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
+    if (MIX)
+      load_tile_full<kNT, kC, 32>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
+    else if (!is_T)
+      load_tile_full<kNT, kC, BV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
     if (fused) {
       load_sw(Qsm + buf * 2 * kBox, q + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, chunk_len(c));
 #pragma unroll
@@ -218,14 +233,14 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
                                   ks > 0);
     sm90::wgmma_commit();
     // The outputs' Q S, the same columns, a second group behind W S.
-    float O[kP];
+    float O[kOn / 2];
     if (fused) {
       unsigned char* Qc = Qsm + buf * 2 * kBox;
       sm90::wgmma_fence();  // O's registers were read (the last chunk's stores) since the fence above
 #pragma unroll
       for (int ks = 0; ks < kDK / 16; ++ks)
         sm90::wgmma_m64k16_ss<0, 0>(O, sm90::desc_sw128(Qc + (ks / 4) * kBox + 32 * (ks % 4), 16, 1024),
-                                    sm90::desc_sw128(St + (ks / 4) * kStBox + wg * kHalf * 128 + 32 * (ks % 4), 16, 1024),
+                                    sm90::desc_sw128(St + (ks / 4) * kStBox + wg * kOn * 128 + 32 * (ks % 4), 16, 1024),
                                     ks > 0);
       sm90::wgmma_commit();
     }
@@ -259,7 +274,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
       for (int q = 0; q < 2; ++q) {
         const int j = jj + q, col = wg * kHalf + 8 * j + 2 * tq;
         float2 u0 = make_float2(0.0f, 0.0f), u1 = u0;
-        if (!is_T) {
+        if (!t_cols) {
           u0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r0 * kLdV + col));
           u1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(Uc + r1 * kLdV + col));
         }
@@ -279,7 +294,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
       const uint32_t at = sw128(wg * kHalf + 8 * (jj + mi / 2) + mr, 2 * wq + mi % 2);
       sm90::stmatrix_x4_trans(VdT + at, fd[0], fd[1], fd[2], fd[3]);
       if (partial) sm90::stmatrix_x4_trans(VpT + at, fp[0], fp[1], fp[2], fp[3]);
-      if (fused) sm90::stmatrix_x4_trans(VnT + at, fn[0], fn[1], fn[2], fn[3]);
+      if (fused && !t_cols) sm90::stmatrix_x4_trans(VnT + at, fn[0], fn[1], fn[2], fn[3]);
     }
     sm90::fence_proxy_async_shared();
     __syncthreads();  // Vd complete; St no longer read
@@ -315,14 +330,14 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
       sm90::fence_regs(O);
       const float e0 = __expf(Gc[r0]), e1 = __expf(Gc[r1]);
 #pragma unroll
-      for (int j = 0; j < kP / 4; ++j) O[4 * j] *= e0, O[4 * j + 1] *= e0, O[4 * j + 2] *= e1, O[4 * j + 3] *= e1;
+      for (int j = 0; j < kOn / 8; ++j) O[4 * j] *= e0, O[4 * j + 1] *= e0, O[4 * j + 2] *= e1, O[4 * j + 3] *= e1;
       sm90::fence_regs(O);
       sm90::wgmma_fence();
       const unsigned char* Ac = Asm + buf * kBox;
 #pragma unroll
       for (int ks = 0; ks < kC / 16; ++ks)
         sm90::wgmma_m64k16_ss<0, 0>(O, sm90::desc_sw128(Ac + 32 * ks, 16, 1024),
-                                    sm90::desc_sw128(VnT + wg * kHalf * 128 + 32 * ks, 16, 1024), 1);
+                                    sm90::desc_sw128(VnT + wg * kOn * 128 + 32 * ks, 16, 1024), 1);
       sm90::wgmma_commit();
       sm90::wgmma_wait<1>();  // the update
       sm90::fence_regs(S);
@@ -331,8 +346,8 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
       sm90::fence_regs(O);
       const int64_t t0 = sr.bos + int64_t(c) * kC;
 #pragma unroll
-      for (int j = 0; j < kP / 4; ++j) {
-        const int col = c0 + wg * kHalf + 8 * j + 2 * tq;
+      for (int j = 0; j < kOn / 8; ++j) {
+        const int col = c0 + wg * kOn + 8 * j + 2 * tq;
         if (r0 < L) st_bf16x2(out + ((t0 + r0) * H + h) * dv + col, O[4 * j], O[4 * j + 1]);
         if (r1 < L) st_bf16x2(out + ((t0 + r1) * H + h) * dv + col, O[4 * j + 2], O[4 * j + 3]);
       }
@@ -360,21 +375,30 @@ int sm90_widths() {
   return mode;
 }
 
-template <bool BODIES, int BV>
+template <bool BODIES, int BV, bool MIX = false>
 void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
             const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state,
             const bf16* q, bf16* out) {
   constexpr size_t smem = Smem<BV>::bytes;
   static bool raised = false;  // the opt-in above 48 KB, once per instance and process
   if (!raised) {
-    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_sm90_kernel<BODIES, BV>,
+    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_sm90_kernel<BODIES, BV, MIX>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     raised = true;
   }
-  const int blocks = int(s.dv / BV + (transfer ? kDK / BV : 0));
-  gdn_state_sm90_kernel<BODIES, BV><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
+  const int blocks = MIX ? int(s.dv / 32) : int(s.dv / BV + (transfer ? kDK / BV : 0));
+  gdn_state_sm90_kernel<BODIES, BV, MIX><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
       s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state, q, out);
   HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+// HYPIC_CUDA_GDN_MIX=0: walks that build T keep separate state and T blocks (A/B runs).
+bool mix_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HYPIC_CUDA_GDN_MIX");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
 }
 
 }  // namespace
@@ -390,7 +414,11 @@ bool launch_state_sm90(const GdnShape& s, const bf16* k, const int32_t* cu, floa
   if (!state_sm90_applies(s, w, k, bv)) return false;
   HYPIC_CUDA_REQUIRE(out == nullptr || (q != nullptr && w.Aqk != nullptr && (s.H * s.dv) % 2 == 0),
                      "launch_state_sm90: outputs in the walk need q and the chunks' Aqk");
-  if (bv == 64) {
+  const bool mix = bv == 64 && transfer != nullptr && lead == nullptr && s.dv == kDK && (out != nullptr || !want_out) &&
+                   mix_enabled();
+  if (mix) {
+    launch<false, 64, true>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, q, out);
+  } else if (bv == 64) {
     if (lead) launch<true, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, q, out);
     else launch<false, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, q, out);
   } else {
