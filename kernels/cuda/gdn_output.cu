@@ -1,4 +1,5 @@
-// gdn_output: the outputs of the chunked Gated DeltaNet, one block per (chunk, value head, sequence), all
+// gdn_output: the outputs of the chunked Gated DeltaNet where the state walk does not write them itself
+// (output_in_walk false: the mma.sync walk), one block per (chunk, value head, sequence), all
 // independent once gdn_state has left every chunk's start state S and true pseudo-values Vn behind:
 //   O = diag(e^G) Q S + (tril(Q K^T) o e^{G_i - G_j}) Vn
 // P = tril(Q K^T) o decay is computed once per chunk and kept in registers as the A operand of P Vn (the

@@ -1,4 +1,5 @@
-// gdn_state: the only sequential part of the chunked Gated DeltaNet. One block per (BV state columns,
+// gdn_state: the only sequential part of the chunked Gated DeltaNet, in its mma.sync form (the Hopper form at
+// dk 128, which also writes the outputs, is gdn_state_sm90.cu; launch_cols picks). One block per (BV state columns,
 // value head, sequence) walks the chunks (BV = 32, or 64 where the launch also builds T, below); columns
 // of S never mix (A_t acts on the left), so the dv columns split into independent blocks. Per chunk, with W, U, G from gdn_prep:
 //   Vn = U - W S                              (written over U for gdn_output, when outputs are wanted)
