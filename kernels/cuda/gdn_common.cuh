@@ -221,6 +221,59 @@ __device__ __forceinline__ void store_tile16(bf16* dst, int64_t dst_ld, const bf
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
 // ---------------------------------------------------------------------------------------------------
+// The state walk's chunk bookkeeping, shared by its two forms (gdn_state.cu, gdn_state_sm90.cu).
+
+// The chunks block (value head h, sequence n) walks. A body walk (a T block with `lead`) starts at the chunk
+// holding row lead[n], whose tiles (its leading rows made no-ops) come from the bodies workspace, the later
+// chunks being the forward's own; the forward walk of a state block takes S(lead) in chunk lead_c, at its
+// start (lead_m == 0) or after its first lead_m rows.
+struct WalkRange {
+  SeqRange sr;
+  int nchunks;
+  int64_t tile0;  // the workspace tile of chunk 0
+  int first, lead_c, lead_m;
+  __device__ int chunk_len(int c) const {
+    const int64_t left = sr.eos - sr.bos - int64_t(c) * kC;
+    return int(left < kC ? left : kC);
+  }
+};
+__device__ __forceinline__ WalkRange walk_range(const GdnShape& s, const int32_t* cu, int64_t n, int64_t h,
+                                                const Workspace& w, const int32_t* lead, bool body, bool is_T) {
+  WalkRange r;
+  r.sr = seq_range(cu, n, s.T);
+  r.nchunks = int((r.sr.eos - r.sr.bos + kC - 1) / kC);
+  r.tile0 = h * w.slots + first_slot(r.sr.bos, n);
+  const int lead_n = lead ? int(lead[n]) : 0;
+  r.first = body ? min(lead_n / kC, r.nchunks) : 0;
+  r.lead_c = (lead && !is_T) ? lead_n / kC : -1;
+  r.lead_m = lead_n % kC;
+  return r;
+}
+
+// The walk is latency-bound: pulling the tiles of a chunk a few ahead into L2 keeps the cp.async of the next
+// one an L2 hit. One 128-byte line a thread and tile (NT >= 3 * 64 + 2 threads). W and G are the head's, K the
+// key head's: only lead_w / lead_k blocks pull them (the sibling blocks walk in step and read the same
+// tiles; their repeats were 30% of the walk's L2 requests). U: this block's columns from c0, when with_u.
+template <int NT, int DK>
+__device__ __forceinline__ void walk_prefetch_l2(const GdnShape& s, const bf16* k, int64_t kh, const Workspace& w,
+                                                 const WalkRange& r, int c, int64_t c0, bool lead_w, bool lead_k,
+                                                 bool with_u) {
+  static_assert(NT >= 3 * kC + 2, "a thread a line");
+  const int tid = threadIdx.x;
+  const int64_t t0 = r.sr.bos + int64_t(c) * kC;
+  if (lead_w && tid < kC * DK * 2 / 128)
+    prefetch_l2(reinterpret_cast<const char*>(w.W + (r.tile0 + c) * kC * DK) + tid * 128);
+  if (tid < 2 * kC) {
+    const int row = tid / 2, half = tid % 2;
+    if (lead_k && row < r.chunk_len(c) && half * 64 < s.dk) prefetch_l2(k + ((t0 + row) * s.Hk + kh) * s.dk + half * 64);
+  } else if (tid < 3 * kC) {
+    if (with_u) prefetch_l2(w.UV + ((r.tile0 + c) * kC + tid - 2 * kC) * w.dvp + c0);
+  } else if (tid < 3 * kC + 2) {
+    if (lead_w) prefetch_l2(w.G + (r.tile0 + c) * kC + (tid - 3 * kC) * 32);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Launchers (one per kernel file), all on `stream`, in this order.
 
 // lead (device [N], or null): prepare only the chunk holding row lead[n] of every sequence, its rows

@@ -125,20 +125,12 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
   };
   store_sb();
 
-  const SeqRange sr = seq_range(cu, n, s.T);
-  const int nchunks = int((sr.eos - sr.bos + kC - 1) / kC);
-  const int64_t tile0 = h * w.slots + first_slot(sr.bos, n);
-  // A body walk starts at the chunk holding row lead[n], whose tiles (its leading rows made no-ops) come
-  // from the bodies workspace; the later chunks are the forward's own. The forward walk of a state block
-  // takes S(lead) in chunk lead_c: at its start (lead_m == 0), or after its first lead_m rows.
-  const int lead_n = BODIES ? int(lead[n]) : 0;
-  const int first = body ? min(lead_n / kC, nchunks) : 0;
-  const int lead_c = (BODIES && !is_T) ? lead_n / kC : -1, lead_m = lead_n % kC;
+  const WalkRange wr = walk_range(s, cu, n, h, w, BODIES ? lead : nullptr, body, is_T);
+  const SeqRange sr = wr.sr;
+  const int nchunks = wr.nchunks, first = wr.first, lead_c = wr.lead_c, lead_m = wr.lead_m;
+  const int64_t tile0 = wr.tile0;
   float* lead_out = lead_c >= 0 ? lead_state + (n * H + h) * dk * dv : nullptr;
-  auto chunk_len = [&](int c) {
-    const int64_t left = sr.eos - sr.bos - int64_t(c) * kC;
-    return int(left < kC ? left : kC);
-  };
+  auto chunk_len = [&](int c) { return wr.chunk_len(c); };
   auto issue = [&](int c) {
     const int buf = c & 1;
     const int64_t t0 = sr.bos + int64_t(c) * kC;
@@ -151,26 +143,11 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
     if (tid < kC / 4) cp_async16(Gb + buf * kC + tid * 4, src.G + tile * kC + tid * 4, true);
     cp_async_commit();
   };
-  // The walk is latency-bound: pulling the tiles of chunk c + kPrefetch into L2 keeps the cp.async of
-  // chunk c + 1 an L2 hit. One 128-byte line per thread and tile. W and G are the head's, K the key head's:
-  // only the head's first column block pulls them (its first value head's, for K): the sibling blocks walk in
-  // step, and their repeats were 30% of the walk's L2 requests (which every block's own cp.async of the whole
-  // W and K tiles keeps high). prefetch_all: every block pulls them (the older form, for A/B runs).
+  // L2 prefetch of chunk c + kPrefetch (walk_prefetch_l2); prefetch_all: every block pulls the shared tiles
+  // (the older form, for A/B runs).
   const bool lead_w = prefetch_all || blockIdx.x == 0;
   const bool lead_k = prefetch_all || (blockIdx.x == 0 && h % (H / s.Hk) == 0);
-  auto prefetch = [&](int c) {
-    const int64_t t0 = sr.bos + int64_t(c) * kC;
-    if (lead_w && tid < kC * DK * 2 / 128)
-      prefetch_l2(reinterpret_cast<const char*>(w.W + (tile0 + c) * kC * DK) + tid * 128);
-    if (tid < 2 * kC) {
-      const int r = tid / 2, half = tid % 2;
-      if (lead_k && r < chunk_len(c) && half * 64 < dk) prefetch_l2(k + ((t0 + r) * s.Hk + kh) * dk + half * 64);
-    } else if (tid < 3 * kC) {
-      if (!is_T) prefetch_l2(w.UV + ((tile0 + c) * kC + tid - 2 * kC) * w.dvp + c0);
-    } else if (tid < 3 * kC + 2) {
-      if (lead_w) prefetch_l2(w.G + (tile0 + c) * kC + (tid - 3 * kC) * 32);
-    }
-  };
+  auto prefetch = [&](int c) { walk_prefetch_l2<kNT, DK>(s, k, kh, w, wr, c, c0, lead_w, lead_k, !is_T); };
   for (int c = first + 1; c < first + kPrefetch && c < nchunks; ++c) prefetch(c);
   if (first < nchunks) issue(first);
 

@@ -156,19 +156,12 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
   };
   store_s(write_out);
 
-  const SeqRange sr = seq_range(cu, n, s.T);
-  const int nchunks = int((sr.eos - sr.bos + kC - 1) / kC);
-  const int64_t tile0 = h * w.slots + first_slot(sr.bos, n);
-  // As gdn_state.cu: a body walk starts at the chunk holding row lead[n] (its tiles from the bodies workspace),
-  // and the forward walk of a state block writes S(lead) in chunk lead_c, at its start or after lead_m rows.
-  const int lead_n = BODIES ? int(lead[n]) : 0;
-  const int first = body ? min(lead_n / kC, nchunks) : 0;
-  const int lead_c = (BODIES && !is_T) ? lead_n / kC : -1, lead_m = lead_n % kC;
+  const WalkRange wr = walk_range(s, cu, n, h, w, BODIES ? lead : nullptr, body, is_T);
+  const SeqRange sr = wr.sr;
+  const int nchunks = wr.nchunks, first = wr.first, lead_c = wr.lead_c, lead_m = wr.lead_m;
+  const int64_t tile0 = wr.tile0;
   float* lead_out = lead_c >= 0 ? lead_state + (n * H + h) * kDK * dv : nullptr;
-  auto chunk_len = [&](int c) {
-    const int64_t left = sr.eos - sr.bos - int64_t(c) * kC;
-    return int(left < kC ? left : kC);
-  };
+  auto chunk_len = [&](int c) { return wr.chunk_len(c); };
   auto issue = [&](int c) {
     const int buf = c & 1;
     const int64_t t0 = sr.bos + int64_t(c) * kC;
@@ -195,19 +188,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
   // L2 prefetch of chunk c + kPrefetch's tiles, W, G and K from one block of the head (key head) only.
   const bool lead_w = blockIdx.x == 0;
   const bool lead_k = blockIdx.x == 0 && h % (H / s.Hk) == 0;
-  auto prefetch = [&](int c) {
-    const int64_t t0 = sr.bos + int64_t(c) * kC;
-    if (lead_w && tid < kC * kDK * 2 / 128)
-      prefetch_l2(reinterpret_cast<const char*>(w.W + (tile0 + c) * kC * kDK) + tid * 128);
-    if (tid < 2 * kC) {
-      const int r = tid / 2, half = tid % 2;
-      if (lead_k && r < chunk_len(c)) prefetch_l2(k + ((t0 + r) * s.Hk + kh) * kDK + half * 64);
-    } else if (tid < 3 * kC) {
-      if (!is_T) prefetch_l2(w.UV + ((tile0 + c) * kC + tid - 2 * kC) * w.dvp + c0);
-    } else if (tid < 3 * kC + 2) {
-      if (lead_w) prefetch_l2(w.G + (tile0 + c) * kC + (tid - 3 * kC) * 32);
-    }
-  };
+  auto prefetch = [&](int c) { walk_prefetch_l2<kNT, kDK>(s, k, kh, w, wr, c, c0, lead_w, lead_k, !is_T); };
   for (int c = first + 1; c < first + kPrefetch && c < nchunks; ++c) prefetch(c);
   if (first < nchunks) issue(first);
 
