@@ -3,7 +3,7 @@
 //   gdn_state  (sequential over chunks, parallel    Vn = U - W S, S update,       kernels/cuda/gdn_state.cu
 //               over heads x 32-column blocks)      optional transfer operator    (gdn_state_sm90.cu)
 //   gdn_output (parallel over chunks x heads)      O = e^G Q S + P Vn            kernels/cuda/gdn_output.cu
-// or two where the Hopper walk writes the outputs itself (output_in_walk: P from gdn_prep, no gdn_output).
+// or two where the Hopper walk writes the outputs itself (plan_output_in_walk: P from gdn_prep, no gdn_output).
 // The workspace between them is described in kernels/cuda/gdn_common.cuh.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
@@ -32,8 +32,7 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
   HYPIC_CUDA_REQUIRE(max_chunks < (int64_t{1} << 31) && s.H <= 65535 && s.N <= 65535,
                      "gdn_chunked_prefill: grid too large");
   gdn::Workspace w = gdn::carve(s, workspace);
-  const bool fused = out != nullptr && gdn::output_in_walk(s, w, q, k, transfer != nullptr);
-  if (fused) w.Aqk = w.Sh;
+  const bool fused = gdn::plan_output_in_walk(s, w, q, k, transfer != nullptr, out);
   gdn::launch_prep(s, q, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
   gdn::launch_state(s, k, cu_seqlens, state, transfer, out != nullptr, w, stream, nullptr, nullptr, nullptr,
                     fused ? q : nullptr, fused ? out : nullptr);
@@ -63,8 +62,7 @@ void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf1
   base += detail::align128(gdn::workspace_bytes(s));
   const gdn::Workspace b = gdn::carve_bodies(s, base);
   float* lead_state = reinterpret_cast<float*>(base + gdn::bodies_workspace_bytes(s));
-  const bool fused = out != nullptr && gdn::output_in_walk(s, w, q, k, true);
-  if (fused) w.Aqk = w.Sh;
+  const bool fused = gdn::plan_output_in_walk(s, w, q, k, true, out);
   gdn::launch_prep(s, q, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
   gdn::launch_prep(s, nullptr, k, v, g, beta, cu_seqlens, max_chunks, b, stream, lead);
   // One walk: the forward (which also leaves S(lead)) and the bodies' transfer operators side by side;

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/device_util.cuh"
@@ -220,6 +222,12 @@ __device__ __forceinline__ void store_tile16(bf16* dst, int64_t dst_ld, const bf
 
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
+// True when environment variable `name` is set to `value` (the kernels' A/B switches).
+inline bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e && std::strcmp(e, value) == 0;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // The state walk's chunk bookkeeping, shared by its two forms (gdn_state.cu, gdn_state_sm90.cu).
 
@@ -232,9 +240,18 @@ struct WalkRange {
   int nchunks;
   int64_t tile0;  // the workspace tile of chunk 0
   int first, lead_c, lead_m;
+  bool body;      // a body walk: chunk `first` comes from the bodies workspace
   __device__ int chunk_len(int c) const {
     const int64_t left = sr.eos - sr.bos - int64_t(c) * kC;
     return int(left < kC ? left : kC);
+  }
+  __device__ int64_t t0(int c) const { return sr.bos + int64_t(c) * kC; }  // the chunk's first row
+  // Where chunk c's W, U and G tiles are: `tile` of the returned workspace.
+  __device__ const Workspace& source(int c, const Workspace& w, const Workspace& bodies, int64_t h, int64_t n,
+                                     int64_t& tile) const {
+    const bool own = body && c == first;
+    tile = own ? h * bodies.slots + n : tile0 + c;
+    return own ? bodies : w;
   }
 };
 __device__ __forceinline__ WalkRange walk_range(const GdnShape& s, const int32_t* cu, int64_t n, int64_t h,
@@ -247,6 +264,7 @@ __device__ __forceinline__ WalkRange walk_range(const GdnShape& s, const int32_t
   r.first = body ? min(lead_n / kC, r.nchunks) : 0;
   r.lead_c = (lead && !is_T) ? lead_n / kC : -1;
   r.lead_m = lead_n % kC;
+  r.body = body;
   return r;
 }
 
@@ -283,9 +301,9 @@ void launch_prep(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v,
                  const int32_t* cu, int64_t max_chunks, const Workspace& w, cudaStream_t stream,
                  const int32_t* lead = nullptr);
 // True where launch_state, given q and out, writes the outputs itself (the Hopper walk at dk 128: O = e^G Q S +
-// Aqk Vn as it goes, with Aqk from gdn_prep), so that neither Sh nor gdn_output is needed.
-// HYPIC_CUDA_GDN_FUSED_OUT=0: never (A/B runs).
-bool output_in_walk(const GdnShape& s, const Workspace& w, const bf16* q, const bf16* k, bool transfer);
+// Aqk Vn as it goes, with Aqk from gdn_prep), so that neither Sh nor gdn_output is needed; then w.Aqk is set
+// (over Sh's space). HYPIC_CUDA_GDN_FUSED_OUT=0: never (A/B runs).
+bool plan_output_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, bool transfer, const bf16* out);
 // lead (device [N], or null): walk every sequence from the chunk holding row lead[n] only, reading that
 // chunk from `bodies` (prepared by launch_prep with the same lead) and the later ones from w.
 // q, out (with w.Aqk, where output_in_walk holds): the walk writes the outputs too.

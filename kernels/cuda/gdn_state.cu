@@ -18,8 +18,6 @@
 // zero-start state then follows without a third walk: the walk is linear in its start state, so
 // S_end = T(body) S(lead) + S(body | 0) (gdn_body_state below).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
@@ -126,19 +124,14 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
   store_sb();
 
   const WalkRange wr = walk_range(s, cu, n, h, w, BODIES ? lead : nullptr, body, is_T);
-  const SeqRange sr = wr.sr;
-  const int nchunks = wr.nchunks, first = wr.first, lead_c = wr.lead_c, lead_m = wr.lead_m;
-  const int64_t tile0 = wr.tile0;
-  float* lead_out = lead_c >= 0 ? lead_state + (n * H + h) * dk * dv : nullptr;
-  auto chunk_len = [&](int c) { return wr.chunk_len(c); };
+  float* lead_out = wr.lead_c >= 0 ? lead_state + (n * H + h) * dk * dv : nullptr;
   auto issue = [&](int c) {
     const int buf = c & 1;
-    const int64_t t0 = sr.bos + int64_t(c) * kC;
-    const bool own = body && c == first;
-    const Workspace& src = own ? bodies : w;
-    const int64_t tile = own ? h * bodies.slots + n : tile0 + c;
+    const int64_t t0 = wr.t0(c);
+    int64_t tile;
+    const Workspace& src = wr.source(c, w, bodies, h, n, tile);
     load_tile_full<kNT, kC, DK>(Wb + buf * kC * kLdK, kLdK, src.W + tile * kC * DK, DK);
-    load_tile<kNT, kC, DK>(Kb + buf * kC * kLdK, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, chunk_len(c), dk);
+    load_tile<kNT, kC, DK>(Kb + buf * kC * kLdK, kLdK, k + (t0 * s.Hk + kh) * dk, s.Hk * dk, wr.chunk_len(c), dk);
     if (!is_T) load_tile_full<kNT, kC, BV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
     if (tid < kC / 4) cp_async16(Gb + buf * kC + tid * 4, src.G + tile * kC + tid * 4, true);
     cp_async_commit();
@@ -148,10 +141,10 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
   const bool lead_w = prefetch_all || blockIdx.x == 0;
   const bool lead_k = prefetch_all || (blockIdx.x == 0 && h % (H / s.Hk) == 0);
   auto prefetch = [&](int c) { walk_prefetch_l2<kNT, DK>(s, k, kh, w, wr, c, c0, lead_w, lead_k, !is_T); };
-  for (int c = first + 1; c < first + kPrefetch && c < nchunks; ++c) prefetch(c);
-  if (first < nchunks) issue(first);
+  for (int c = wr.first + 1; c < wr.first + kPrefetch && c < wr.nchunks; ++c) prefetch(c);
+  if (wr.first < wr.nchunks) issue(wr.first);
 
-  for (int c = first; c < nchunks; ++c) {
+  for (int c = wr.first; c < wr.nchunks; ++c) {
     const int buf = c & 1;
     const bf16* Wc = Wb + buf * kC * kLdK;
     const bf16* Kc = Kb + buf * kC * kLdK;
@@ -159,10 +152,10 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
     const float* Gc = Gb + buf * kC;
     cp_async_wait_all();
     __syncthreads();  // chunk c landed; Sb holds its start state; everyone is done with the other buffer
-    if (BODIES && c == lead_c && lead_m == 0) store_regs(lead_out, S);
-    const bool partial = BODIES && c == lead_c && lead_m > 0;
+    if (BODIES && c == wr.lead_c && wr.lead_m == 0) store_regs(lead_out, S);
+    const bool partial = BODIES && c == wr.lead_c && wr.lead_m > 0;
 
-    const int L = chunk_len(c);
+    const int L = wr.chunk_len(c);
     const float gL = Gc[L - 1];
     const int r0 = ra + gq, r1 = r0 + 8;
     const float d0 = r0 < L ? __expf(gL - Gc[r0]) : 0.0f, d1 = r1 < L ? __expf(gL - Gc[r1]) : 0.0f;
@@ -184,9 +177,9 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
     }
     // Off the critical path, while the products are in flight: the next chunk's loads, the L2 prefetch,
     // and the start state for gdn_output (Sb is not overwritten before the barrier below).
-    if (c + 1 < nchunks) issue(c + 1);
-    if (c + kPrefetch < nchunks) prefetch(c + kPrefetch);
-    if (write_out) store_tile16<kNT, DK, BV, true>(w.Sh + (tile0 + c) * DK * w.dvp + c0, w.dvp, Sb, kLdV);
+    if (c + 1 < wr.nchunks) issue(c + 1);
+    if (c + kPrefetch < wr.nchunks) prefetch(c + kPrefetch);
+    if (write_out) store_tile16<kNT, DK, BV, true>(w.Sh + (wr.tile0 + c) * DK * w.dvp + c0, w.dvp, Sb, kLdV);
 #pragma unroll
     for (int nt = 0; nt < kWN; ++nt) {
       const int col = ca + nt * 8 + 2 * tq;
@@ -209,8 +202,8 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
         st_bf16x2(Vn + r1 * kLdV + col, v10, v11);
       }
       if (partial) {  // the same chunk cut after row lead_m - 1
-        const float gm = Gc[lead_m - 1];
-        const float p0 = r0 < lead_m ? __expf(gm - Gc[r0]) : 0.0f, p1 = r1 < lead_m ? __expf(gm - Gc[r1]) : 0.0f;
+        const float gm = Gc[wr.lead_m - 1];
+        const float p0 = r0 < wr.lead_m ? __expf(gm - Gc[r0]) : 0.0f, p1 = r1 < wr.lead_m ? __expf(gm - Gc[r1]) : 0.0f;
         st_bf16x2(Vp + r0 * kLdV + col, v00 * p0, v01 * p0);
         st_bf16x2(Vp + r1 * kLdV + col, v10 * p1, v11 * p1);
       }
@@ -239,16 +232,16 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_kernel(GdnShape s, con
       for (int nt = 0; nt < kBN; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) P[nt][e] = S[nt][e];
-      update(P, __expf(Gc[lead_m - 1]), Vp);
+      update(P, __expf(Gc[wr.lead_m - 1]), Vp);
       store_regs(lead_out, P);
     }
     update(S, __expf(gL), Vd);
     // Vn is rewritten only after the next top barrier.
-    if (write_out) store_tile16<kNT, kC, BV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
+    if (write_out) store_tile16<kNT, kC, BV, true>(w.UV + (wr.tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
     store_sb();
   }
 
-  if (BODIES && lead_c >= nchunks) store_regs(lead_out, S);  // the lead covers the whole sequence
+  if (BODIES && wr.lead_c >= wr.nchunks) store_regs(lead_out, S);  // the lead covers the whole sequence
   store_regs(M, S);
 }
 
@@ -346,19 +339,13 @@ __global__ void __launch_bounds__(256) gdn_body_state_kernel(int dk, int dv, int
 }
 
 // HYPIC_CUDA_GDN_PREFETCH=all: every block of a head pulls the head's W, K and G tiles into L2 (A/B runs).
-bool prefetch_all() {
-  const char* e = std::getenv("HYPIC_CUDA_GDN_PREFETCH");
-  return e && std::strcmp(e, "all") == 0;
-}
+bool prefetch_all() { return env_is("HYPIC_CUDA_GDN_PREFETCH", "all"); }
 
 // Columns a block: HYPIC_CUDA_GDN_COLS (walks of the state alone, default 32) and HYPIC_CUDA_GDN_T_COLS
 // (walks that also build the transfer operator, default 64), each 32 or 64 (A/B runs).
 int block_cols(bool transfer) {
   const auto read = [](const char* name, int dflt) {
-    const char* e = std::getenv(name);
-    if (e && std::strcmp(e, "32") == 0) return 32;
-    if (e && std::strcmp(e, "64") == 0) return 64;
-    return dflt;
+    return env_is(name, "32") ? 32 : env_is(name, "64") ? 64 : dflt;
   };
   static const int plain = read("HYPIC_CUDA_GDN_COLS", 32), with_t = read("HYPIC_CUDA_GDN_T_COLS", 64);
   return transfer ? with_t : plain;
@@ -384,7 +371,7 @@ void launch_cols(const GdnShape& s, const bf16* k, const int32_t* cu, float* sta
   if (DK == 128 &&
       launch_state_sm90(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, bv, q, out))
     return;
-  HYPIC_CUDA_REQUIRE(out == nullptr, "launch_state: outputs in the walk need the Hopper walk (output_in_walk)");
+  HYPIC_CUDA_REQUIRE(out == nullptr, "launch_state: outputs in the walk need the Hopper walk (plan_output_in_walk)");
   if (bv == 64)
     launch<DK, BODIES, 64>(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state);
   else
@@ -393,13 +380,12 @@ void launch_cols(const GdnShape& s, const bf16* k, const int32_t* cu, float* sta
 
 }  // namespace
 
-bool output_in_walk(const GdnShape& s, const Workspace& w, const bf16* q, const bf16* k, bool transfer) {
-  static const bool on = [] {
-    const char* e = std::getenv("HYPIC_CUDA_GDN_FUSED_OUT");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on && q != nullptr && (reinterpret_cast<uintptr_t>(q) & 15) == 0 && w.Sh != nullptr &&
-         state_sm90_applies(s, w, k, block_cols(transfer));
+bool plan_output_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, bool transfer, const bf16* out) {
+  static const bool on = !env_is("HYPIC_CUDA_GDN_FUSED_OUT", "0");
+  const bool fused = on && out != nullptr && q != nullptr && (reinterpret_cast<uintptr_t>(q) & 15) == 0 &&
+                     w.Sh != nullptr && state_sm90_applies(s, w, k, block_cols(transfer));
+  if (fused) w.Aqk = w.Sh;  // the chunk start states are never written then
+  return fused;
 }
 
 void launch_state(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,

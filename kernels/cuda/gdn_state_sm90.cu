@@ -13,9 +13,6 @@
 //   VdT   Vd^T, [BV columns][64 chunk rows]: the K-major B of the update
 // both written from registers by stmatrix.trans. S stays in fp32 registers as the update's accumulator (warp w:
 // rows 16 w.., the m64nBV layout).
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
 #include "kernels/cuda/sm90.cuh"
@@ -157,29 +154,24 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
   store_s(write_out);
 
   const WalkRange wr = walk_range(s, cu, n, h, w, BODIES ? lead : nullptr, body, is_T);
-  const SeqRange sr = wr.sr;
-  const int nchunks = wr.nchunks, first = wr.first, lead_c = wr.lead_c, lead_m = wr.lead_m;
-  const int64_t tile0 = wr.tile0;
-  float* lead_out = lead_c >= 0 ? lead_state + (n * H + h) * kDK * dv : nullptr;
-  auto chunk_len = [&](int c) { return wr.chunk_len(c); };
+  float* lead_out = wr.lead_c >= 0 ? lead_state + (n * H + h) * kDK * dv : nullptr;
   auto issue = [&](int c) {
     const int buf = c & 1;
-    const int64_t t0 = sr.bos + int64_t(c) * kC;
-    const bool own = body && c == first;
-    const Workspace& src = own ? bodies : w;
-    const int64_t tile = own ? h * bodies.slots + n : tile0 + c;
+    const int64_t t0 = wr.t0(c);
+    int64_t tile;
+    const Workspace& src = wr.source(c, w, bodies, h, n, tile);
     load_sw(Wsm + buf * 2 * kBox, src.W + tile * kC * kDK, kDK, kC);
-    load_sw(Ksm + buf * 2 * kBox, k + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, chunk_len(c));
+    load_sw(Ksm + buf * 2 * kBox, k + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, wr.chunk_len(c));
     if (MIX)
       load_tile_full<kNT, kC, 32>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
     else if (!is_T)
       load_tile_full<kNT, kC, BV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
     if (fused) {
-      load_sw(Qsm + buf * 2 * kBox, q + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, chunk_len(c));
+      load_sw(Qsm + buf * 2 * kBox, q + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, wr.chunk_len(c));
 #pragma unroll
       for (int i = 0; i < kC * 8 / kNT; ++i) {  // Aqk: 64 rows of 128 bytes, one box
         const int e = tid + i * kNT, r = e / 8, p = e % 8;
-        cp_async16(Asm + buf * kBox + sw128(r, p), w.Aqk + (tile0 + c) * kC * kC + r * kC + p * 8, true);
+        cp_async16(Asm + buf * kBox + sw128(r, p), w.Aqk + (wr.tile0 + c) * kC * kC + r * kC + p * 8, true);
       }
     }
     if (tid < kC / 4) cp_async16(Gb + buf * kC + tid * 4, src.G + tile * kC + tid * 4, true);
@@ -189,10 +181,10 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
   const bool lead_w = blockIdx.x == 0;
   const bool lead_k = blockIdx.x == 0 && h % (H / s.Hk) == 0;
   auto prefetch = [&](int c) { walk_prefetch_l2<kNT, kDK>(s, k, kh, w, wr, c, c0, lead_w, lead_k, !is_T); };
-  for (int c = first + 1; c < first + kPrefetch && c < nchunks; ++c) prefetch(c);
-  if (first < nchunks) issue(first);
+  for (int c = wr.first + 1; c < wr.first + kPrefetch && c < wr.nchunks; ++c) prefetch(c);
+  if (wr.first < wr.nchunks) issue(wr.first);
 
-  for (int c = first; c < nchunks; ++c) {
+  for (int c = wr.first; c < wr.nchunks; ++c) {
     const int buf = c & 1;
     unsigned char* Wc = Wsm + buf * 2 * kBox;
     unsigned char* Kc = Ksm + buf * 2 * kBox;
@@ -201,8 +193,8 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
     cp_async_wait_all();
     sm90::fence_proxy_async_shared();  // the copies and St's stores, before the products read them
     __syncthreads();  // chunk c landed; St holds its start state; everyone is done with the other buffer
-    if (BODIES && c == lead_c && lead_m == 0) store_regs(lead_out, S);
-    const bool partial = BODIES && c == lead_c && lead_m > 0;
+    if (BODIES && c == wr.lead_c && wr.lead_m == 0) store_regs(lead_out, S);
+    const bool partial = BODIES && c == wr.lead_c && wr.lead_m > 0;
 
     // W S, this warpgroup's BV / 2 columns.
     float P[kP];  // no initial values: the first product overwrites (zeroing them made ptxas serialise the products)
@@ -226,24 +218,24 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
       sm90::wgmma_commit();
     }
     // While the products run: the next chunk's loads, the L2 prefetch, the start state for gdn_output.
-    if (c + 1 < nchunks) issue(c + 1);
-    if (c + kPrefetch < nchunks) prefetch(c + kPrefetch);
-    if (write_out) store_tile16<kNT, kDK, BV, true>(w.Sh + (tile0 + c) * kDK * w.dvp + c0, w.dvp, Sp, kLdV);
+    if (c + 1 < wr.nchunks) issue(c + 1);
+    if (c + kPrefetch < wr.nchunks) prefetch(c + kPrefetch);
+    if (write_out) store_tile16<kNT, kDK, BV, true>(w.Sh + (wr.tile0 + c) * kDK * w.dvp + c0, w.dvp, Sp, kLdV);
     if (fused)
       sm90::wgmma_wait<1>();  // W S (Q S may still run)
     else
       sm90::wgmma_wait<0>();
     sm90::fence_regs(P);
 
-    const int L = chunk_len(c);
+    const int L = wr.chunk_len(c);
     const float gL = Gc[L - 1];
     const int r0 = 16 * wq + gq, r1 = r0 + 8;
     const float d0 = r0 < L ? __expf(gL - Gc[r0]) : 0.0f, d1 = r1 < L ? __expf(gL - Gc[r1]) : 0.0f;
     float p0 = 0.0f, p1 = 0.0f;
     if (partial) {
-      const float gm = Gc[lead_m - 1];
-      p0 = r0 < lead_m ? __expf(gm - Gc[r0]) : 0.0f;
-      p1 = r1 < lead_m ? __expf(gm - Gc[r1]) : 0.0f;
+      const float gm = Gc[wr.lead_m - 1];
+      p0 = r0 < wr.lead_m ? __expf(gm - Gc[r0]) : 0.0f;
+      p1 = r1 < wr.lead_m ? __expf(gm - Gc[r1]) : 0.0f;
     }
     // Vd^T (and Vp^T) by stmatrix.trans: matrix i of a lane group, column block jj + i / 2 of this warpgroup's
     // half, row half i % 2 of the warp's 16 chunk rows; stored row = a column, its 8 chunk rows one piece.
@@ -297,14 +289,14 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
       float Q[kS];
 #pragma unroll
       for (int i = 0; i < kS; ++i) Q[i] = S[i];
-      update(Q, __expf(Gc[lead_m - 1]), VpT);
+      update(Q, __expf(Gc[wr.lead_m - 1]), VpT);
       sm90::wgmma_wait<0>();
       sm90::fence_regs(Q);
       store_regs(lead_out, Q);
     }
     update(S, __expf(gL), VdT);
     // Vn is rewritten only after the next top barrier.
-    if (write_out) store_tile16<kNT, kC, BV, true>(w.UV + (tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
+    if (write_out) store_tile16<kNT, kC, BV, true>(w.UV + (wr.tile0 + c) * kC * w.dvp + c0, w.dvp, Vn, kLdV);
     if (fused) {
       // O = diag(e^G) Q S + Aqk Vn: Q S is done once the update's group is the only one left.
       sm90::wgmma_wait<1>();
@@ -325,7 +317,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
       store_s(false);
       sm90::wgmma_wait<0>();
       sm90::fence_regs(O);
-      const int64_t t0 = sr.bos + int64_t(c) * kC;
+      const int64_t t0 = wr.t0(c);
 #pragma unroll
       for (int j = 0; j < kOn / 8; ++j) {
         const int col = c0 + wg * kOn + 8 * j + 2 * tq;
@@ -339,7 +331,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
     }
   }
 
-  if (BODIES && lead_c >= nchunks) store_regs(lead_out, S);  // the lead covers the whole sequence
+  if (BODIES && wr.lead_c >= wr.nchunks) store_regs(lead_out, S);  // the lead covers the whole sequence
   store_regs(M, S);
 #endif
 }
@@ -347,12 +339,7 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
 // HYPIC_CUDA_GDN_SM90: 0 = never (the mma.sync form everywhere), 64 = only the 64-column walks (those that
 // build the transfer operator), anything else or unset = every walk it applies to (A/B runs).
 int sm90_widths() {
-  static const int mode = [] {
-    const char* e = std::getenv("HYPIC_CUDA_GDN_SM90");
-    if (e && std::strcmp(e, "0") == 0) return 0;
-    if (e && std::strcmp(e, "64") == 0) return 64;
-    return 32 | 64;
-  }();
+  static const int mode = env_is("HYPIC_CUDA_GDN_SM90", "0") ? 0 : env_is("HYPIC_CUDA_GDN_SM90", "64") ? 64 : 32 | 64;
   return mode;
 }
 
@@ -375,10 +362,7 @@ void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, f
 
 // HYPIC_CUDA_GDN_MIX=0: walks that build T keep separate state and T blocks (A/B runs).
 bool mix_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("HYPIC_CUDA_GDN_MIX");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = !env_is("HYPIC_CUDA_GDN_MIX", "0");
   return on;
 }
 
