@@ -1,4 +1,4 @@
-// Warp-level tensor-core primitives (mma.sync m16n8k16 bf16 -> fp32, ldmatrix) with the PTX fragment
+// Warp-level tensor-core primitives (mma.sync m16n8k16 bf16 and m16n8k8 tf32 -> fp32, ldmatrix) with the PTX fragment
 // layouts spelled out, for kernels that keep accumulators in registers. Lane = 4 * g + t:
 //   A (16 x 16, row): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
 //   B (16 x 8, k x n): b[0] = (k 2t..2t+1, n g), b[1] = (k 2t+8..2t+9, n g)
@@ -14,6 +14,18 @@ namespace hypic::cuda::detail {
 __device__ __forceinline__ void mma_bf16_16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// m16n8k8 tf32 -> fp32 (fp32 registers read as tf32: the low 13 mantissa bits are ignored). Fragments, lane
+// = 4 * g + t: a[0] = (g, k t), a[1] = (g+8, t), a[2] = (g, t+4), a[3] = (g+8, t+4); b[0] = (k t, n g),
+// b[1] = (t+4, g); c as for m16n8k16.
+// Not volatile: it has no side effects, so the compiler may interleave independent products.
+__device__ __forceinline__ void mma_tf32_1688(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+  asm(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));

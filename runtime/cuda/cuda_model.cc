@@ -24,6 +24,7 @@
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_mma.h"
 #include "kernels/cuda/moe_tiled.h"
+#include "kernels/cuda/moe_tiled_sm90.h"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
@@ -47,6 +48,10 @@ constexpr int64_t kSmallMoeRows = 64;
 // GEMMs for many more rows than the CUDA-core ones (docs/benchmarks.md, `hypic_bench_kernels --only moe`).
 constexpr int64_t kDeviceMoeRows = 1024;
 constexpr int64_t kDeviceMmaMoeRows = 4096;
+// On Hopper, forwards of this many tokens or more take the tiled wgmma kernels (moe_tiled_sm90.h, weights by
+// TMA) over the expert-major ones: they stream the experts 5-13% faster from 96 tokens up (`hypic_bench_kernels
+// --only moe`, docs/benchmarks.md), while the launched batch-32 decode step measured 0-6% slower with them.
+constexpr int64_t kTiledFirstMoeTokens = 64;
 // Up to this many rows in all, a linear layer's segment chain runs its rows token by token inside the
 // state chain (cuda::state_chain row steps) instead of through the chunked kernels.
 constexpr int64_t kChainRecurrentRows = 256;
@@ -106,6 +111,9 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<D
   }
   const char* tiled = std::getenv("HYPIC_CUDA_MOE_TILED");
   moe_tiled_ = !(tiled && std::strcmp(tiled, "0") == 0);
+  moe_tiled_first_ = moe_tiled_ && !std::getenv("HYPIC_CUDA_MOE_DEVICE_ROWS") &&
+                     cuda::moe_tiled_sm90_gate_up_applies(cfg_.hidden_size, cfg_.moe_intermediate_size) &&
+                     cuda::moe_tiled_sm90_down_applies(cfg_.hidden_size, cfg_.moe_intermediate_size);
 }
 
 CudaModel::~CudaModel() = default;
@@ -119,6 +127,7 @@ std::unique_ptr<CudaModel> CudaModel::sibling() const {
   m->prefill_fusion_ = prefill_fusion_;
   m->device_moe_rows_ = device_moe_rows_;
   m->moe_tiled_ = moe_tiled_;
+  m->moe_tiled_first_ = moe_tiled_first_;
   return m;
 }
 
@@ -144,6 +153,16 @@ bool CudaModel::tiled_moe(int64_t T) const {
   return moe_tiled_ && !small_moe(T) && !grouped_moe_on_device(T) &&
          cuda::moe_tiled_supported(cfg_.hidden_size, cfg_.moe_intermediate_size, T * cfg_.experts_per_tok,
                                    cfg_.num_experts);
+}
+
+bool CudaModel::tiled_moe_first(int64_t T) const {
+  const int64_t rows = T * cfg_.experts_per_tok;
+  if (!moe_tiled_first_ || small_moe(T) || T < kTiledFirstMoeTokens ||
+      !cuda::moe_tiled_supported(cfg_.hidden_size, cfg_.moe_intermediate_size, rows, cfg_.num_experts))
+    return false;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  HYPIC_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  return capture == cudaStreamCaptureStatusNone;
 }
 
 std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir) {
@@ -1111,7 +1130,7 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
     cuda::moe_small_gate_up(s.xp(), T, D, D, s.sel.as<int32_t>(), K, M.gate_up, I, s.eact.as<bf16>(), cs);
     cuda::moe_small_down_combine(s.eact.as<bf16>(), T, K, I, s.sel.as<int32_t>(), s.wts.as<float>(), M.down, D, y,
                                  cs);
-  } else if (grouped_moe_on_device(T)) {
+  } else if (grouped_moe_on_device(T) && !tiled_moe_first(T)) {
     // Expert-major: each routed expert's weights read once for all its rows, the plan kept on the device.
     const int64_t slots = std::min(E, T * K);
     plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
@@ -1141,9 +1160,10 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
     // The weighted sum waits for the residual add below (one pass for both) unless scaled first.
     combine_pending = fused && !cfg_.residual_from_norm;
     if (!combine_pending) cuda::moe_combine(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), y, false, cs);
-  } else if (tiled_moe(T)) {
-    // A long prefill: tiles of 128 rows of one expert, the plan and the tile list on the device, the
-    // input rows read through the plan, SwiGLU in the gate/up kernel, the weighted sum in the residual add.
+  } else if (tiled_moe(T) || tiled_moe_first(T)) {
+    // A long prefill (on Hopper from kTiledFirstMoeTokens tokens): tiles of 128 rows of one expert, the plan
+    // and the tile list on the device, the input rows read through the plan, SwiGLU in the gate/up kernel,
+    // the weighted sum in the residual add.
     const int64_t slots = cuda::moe_tile_slots(T * K, E);
     plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
     cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, nullptr, cs);

@@ -65,7 +65,7 @@
 // Usage:
 //   hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|tiers|state|scatter|all] [--requests 8] [--repeats 3]
 //                    [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)
-//                    [--warmup 8] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
+//                    [--warmup 8] [--profile-request N] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
 //                    [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]
 //                    [--turns 8] [--reply-tokens 32] [--tool-tokens 64] [--tier-format fp32|bf16|compact]
 //                    [--scatter-tokens 32768] [--workers 1,2,4] [--scatter-devices 0,1,2,3]
@@ -84,6 +84,7 @@
 #include <vector>
 
 #ifdef HYPIC_WITH_CUDA
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/check.h"
@@ -113,6 +114,7 @@ struct Args {
   std::string tier_format = "fp32";
   std::vector<CacheMode> modes = kMainModes;  // of the rag case
   int requests = 8, warmup = 8, pool = 48, chunks_min = 8, chunks_max = 16, repeats = 3;
+  int profile_request = -1;  // rag: the request run between cudaProfilerStart and Stop (ncu --profile-from-start off)
   int64_t chunk_tokens = 512, system = 300, tools = 600, question = 30, seam = 8;
   int turns = 8;
   int64_t reply_tokens = 32, tool_tokens = 64;
@@ -146,6 +148,10 @@ Args parse(int argc, char** argv) {
   tools::add_int(app, "--requests", a.requests, "measured requests", 1, 1 << 20);
   tools::add_int(app, "--repeats", a.repeats, "cold case: runs of every (request, mode); the median counts", 1, 1 << 10);
   tools::add_int(app, "--warmup", a.warmup, "warm-up requests per mode (rag)", 0, 1 << 20);
+  tools::add_int(app, "--profile-request", a.profile_request,
+                 "rag: run this request (0-based, warm-up ones counted) inside a CUDA profiler range, e.g. for "
+                 "ncu --profile-from-start off",
+                 0, 1 << 20);
   tools::add_int(app, "--pool", a.pool, "chunks in the pool", 1, 1 << 20);
   tools::add_int(app, "--chunks-min", a.chunks_min, "fewest chunks per request", 0, 1 << 20);
   tools::add_int(app, "--chunks-max", a.chunks_max, "most chunks per request (<= --pool)", 0, 1 << 20);
@@ -353,6 +359,17 @@ void print_list(const std::vector<double>& v, const char* fmt) {
   }
 }
 
+// Opens (start) or closes the CUDA profiler's range around one request when `on` (a no-op without CUDA).
+void profiler_range(bool on, bool start) {
+  if (!on) return;
+#ifdef HYPIC_WITH_CUDA
+  HYPIC_CUDA_CHECK(cudaDeviceSynchronize());
+  HYPIC_CUDA_CHECK(start ? cudaProfilerStart() : cudaProfilerStop());
+#else
+  (void)start;
+#endif
+}
+
 // ---- the cases (each prints `,\n  "key": {...}`) ----
 
 void rag_case(const Args& a, Backend& backend, const EngineOptions& opt, const std::vector<Request>& reqs) {
@@ -364,7 +381,9 @@ void rag_case(const Args& a, Backend& backend, const EngineOptions& opt, const s
     std::vector<double> ttft;
     double computed = 0, hits = 0, blocks = 0;
     for (int r = 0; r < a.warmup + a.requests; ++r) {
+      profiler_range(r == a.profile_request, true);
       const PromptResult res = engine.run(reqs[r]);
+      profiler_range(r == a.profile_request, false);
       const bool measured = r >= a.warmup;
       int64_t h = 0;
       for (auto& b : res.blocks) h += b.hit;
