@@ -187,8 +187,8 @@ CudaModel::BatchStep* CudaModel::enqueue_batch_step(std::span<const int> ids,
   bool any_moe = false;
   for (int64_t l = 0; l < cfg_.num_layers; ++l) any_moe = any_moe || cfg_.layer_is_moe[l];
   // The grouped-GEMM MoE synchronises with the host (its group sizes): only the device-side MoE paths
-  // are captured.
-  const bool graph = graphs_on_ && (!any_moe || small_moe(N) || grouped_moe_on_device(N));
+  // (few-row, expert-major, or tiled_moe_first's) are captured.
+  const bool graph = graphs_on_ && (!any_moe || small_moe(N) || grouped_moe_on_device(N) || tiled_moe_first(N));
   const int64_t bound = key_bound(most);
 
   // The buffers of a (N, bound) step are kept and reused whether or not it is captured.

@@ -48,10 +48,11 @@ constexpr int64_t kSmallMoeRows = 64;
 // GEMMs for many more rows than the CUDA-core ones (docs/benchmarks.md, `hypic_bench_kernels --only moe`).
 constexpr int64_t kDeviceMoeRows = 1024;
 constexpr int64_t kDeviceMmaMoeRows = 4096;
-// On Hopper, forwards of this many tokens or more take the tiled wgmma kernels (moe_tiled_sm90.h, weights by
-// TMA) over the expert-major ones: they stream the experts 5-13% faster from 96 tokens up (`hypic_bench_kernels
-// --only moe`, docs/benchmarks.md), while the launched batch-32 decode step measured 0-6% slower with them.
-constexpr int64_t kTiledFirstMoeTokens = 64;
+// On Hopper, a forward or decode batch of this many tokens or more takes the tiled wgmma kernels
+// (moe_tiled_sm90.h, weights by TMA) over the expert-major ones: they stream the experts 9-13% faster at 16,
+// 32 and 158 tokens and 5% at 96 (`hypic_bench_kernels --only moe`), and the captured batch-32 decode step
+// takes 6% less with them (docs/benchmarks.md).
+constexpr int64_t kTiledFirstMoeTokens = 16;
 // Up to this many rows in all, a linear layer's segment chain runs its rows token by token inside the
 // state chain (cuda::state_chain row steps) instead of through the chunked kernels.
 constexpr int64_t kChainRecurrentRows = 256;
@@ -114,6 +115,14 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<D
   moe_tiled_first_ = moe_tiled_ && !std::getenv("HYPIC_CUDA_MOE_DEVICE_ROWS") &&
                      cuda::moe_tiled_sm90_gate_up_applies(cfg_.hidden_size, cfg_.moe_intermediate_size) &&
                      cuda::moe_tiled_sm90_down_applies(cfg_.hidden_size, cfg_.moe_intermediate_size);
+  tiled_first_tokens_ = kTiledFirstMoeTokens;
+  if (const char* tokens = std::getenv("HYPIC_CUDA_MOE_TILED_TOKENS")) {  // for A/B runs
+    char* end = nullptr;
+    const long long v = std::strtoll(tokens, &end, 10);
+    if (end == tokens || *end != '\0' || v < 1)
+      throw InvalidArgument(std::string("HYPIC_CUDA_MOE_TILED_TOKENS='") + tokens + "' is not a token count (>= 1)");
+    tiled_first_tokens_ = v;
+  }
 }
 
 CudaModel::~CudaModel() = default;
@@ -128,6 +137,7 @@ std::unique_ptr<CudaModel> CudaModel::sibling() const {
   m->device_moe_rows_ = device_moe_rows_;
   m->moe_tiled_ = moe_tiled_;
   m->moe_tiled_first_ = moe_tiled_first_;
+  m->tiled_first_tokens_ = tiled_first_tokens_;
   return m;
 }
 
@@ -156,13 +166,9 @@ bool CudaModel::tiled_moe(int64_t T) const {
 }
 
 bool CudaModel::tiled_moe_first(int64_t T) const {
-  const int64_t rows = T * cfg_.experts_per_tok;
-  if (!moe_tiled_first_ || small_moe(T) || T < kTiledFirstMoeTokens ||
-      !cuda::moe_tiled_supported(cfg_.hidden_size, cfg_.moe_intermediate_size, rows, cfg_.num_experts))
-    return false;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  HYPIC_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
-  return capture == cudaStreamCaptureStatusNone;
+  return moe_tiled_first_ && !small_moe(T) && T >= tiled_first_tokens_ &&
+         cuda::moe_tiled_supported(cfg_.hidden_size, cfg_.moe_intermediate_size, T * cfg_.experts_per_tok,
+                                   cfg_.num_experts);
 }
 
 std::unique_ptr<CudaModel> CudaModel::load(const std::string& dir) {
@@ -1161,7 +1167,7 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
     combine_pending = fused && !cfg_.residual_from_norm;
     if (!combine_pending) cuda::moe_combine(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), y, false, cs);
   } else if (tiled_moe(T) || tiled_moe_first(T)) {
-    // A long prefill (on Hopper from kTiledFirstMoeTokens tokens): tiles of 128 rows of one expert, the plan
+    // A long prefill (on Hopper any from kTiledFirstMoeTokens tokens): tiles of 128 rows of one expert, the plan
     // and the tile list on the device, the input rows read through the plan, SwiGLU in the gate/up kernel,
     // the weighted sum in the residual add.
     const int64_t slots = cuda::moe_tile_slots(T * K, E);

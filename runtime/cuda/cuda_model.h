@@ -248,8 +248,8 @@ class CudaModel {
   bool grouped_moe_on_device(int64_t T) const;
   // MoE of T rows on the tiled tensor-core GEMMs (a long prefill: device-side plan, no host round trip)?
   bool tiled_moe(int64_t T) const;
-  // Hopper: the tiled wgmma GEMMs ahead of the expert-major kernels for a forward of kTiledFirstMoeTokens
-  // tokens or more (a stitch's or a short prefill's MoE; not a decode batch), outside graph captures?
+  // Hopper: the tiled wgmma GEMMs ahead of the expert-major kernels for kTiledFirstMoeTokens tokens or more
+  // (a stitch's or a short prefill's MoE, a decode batch; device-side like them, so graphs capture it)?
   bool tiled_moe_first(int64_t T) const;
   // The routed experts of the T rows through the grouped GEMMs (one host sync for the group sizes).
   void moe_grouped(int layer, CudaActivations& a, cuda::bf16* y);
@@ -289,6 +289,7 @@ class CudaModel {
                                     // cuBLAS's grouped GEMM (HYPIC_CUDA_MOE_TILED=0: always cuBLAS)
   bool moe_tiled_first_ = false;    // tiled_moe_first may apply (Hopper forms take the shape; off when
                                     // HYPIC_CUDA_MOE_DEVICE_ROWS sets the expert-major bound)
+  int64_t tiled_first_tokens_ = 0;   // its token bound (kTiledFirstMoeTokens; HYPIC_CUDA_MOE_TILED_TOKENS)
   int sm_count_ = 1;
   int64_t graph_captures_ = 0;
   std::vector<std::unique_ptr<DecodeGraph>> graphs_;

@@ -405,6 +405,61 @@ TEST(CudaModelMoe, TiledPrefillHopperMatchesMmaSync) {
   EXPECT_EQ(a, r);
 }
 
+// Batched decode with its MoE on the Hopper tiled kernels (CudaModel::tiled_moe_first): the Qwen3.5 MoE
+// fixture widened to a shape they take, every expert routed (top-8 of 8), twelve sequences (96 routed rows
+// a step, past the few-row kernels). The step replayed from a captured graph gives what the launched step
+// gives, and both agree with the expert-major form (HYPIC_CUDA_MOE_DEVICE_ROWS set: the tiled kernels off).
+TEST(CudaModelMoe, BatchedDecodeTiledMoeGraphMatchesLaunched) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  if (!cuda::current_device_is_sm90()) GTEST_SKIP() << "the Hopper kernels need compute capability 9.0";
+  const std::string dir = kModels + "qwen3_5_moe";
+  ModelConfig cfg = ModelConfig::load(dir + "/config.json");
+  cfg.hidden_size = 256;
+  cfg.moe_intermediate_size = 128;
+  cfg.experts_per_tok = cfg.num_experts;
+  const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
+  auto tiled = random_model_with_env(cfg, 81, {});
+  auto major = random_model_with_env(cfg, 81, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "4096"}});
+  ASSERT_TRUE(cuda::moe_tiled_sm90_gate_up_applies(cfg.hidden_size, cfg.moe_intermediate_size));
+  ASSERT_TRUE(cuda::moe_tiled_sm90_down_applies(cfg.hidden_size, cfg.moe_intermediate_size));
+  const int64_t S = 12, steps = 4, V = cfg.vocab_size;
+  auto run = [&](CudaBackend& m, bool graphs) {
+    Engine e(m, CacheMode::Full, {});
+    std::vector<std::unique_ptr<State>> sts;
+    for (int64_t s = 0; s < S; ++s) {
+      std::vector<int> p;
+      for (int64_t i = 0; i < 5 + 3 * s; ++i) p.push_back(static_cast<int>((i * 37 + s * 11) % V));
+      sts.push_back(m.new_state());
+      e.forward(p, *sts.back());
+    }
+    m.model().set_decode_graphs(graphs);
+    std::vector<float> out;
+    for (int64_t t = 0; t < steps; ++t) {
+      std::vector<State*> ptrs;
+      std::vector<int> tok;
+      for (int64_t s = 0; s < S; ++s) {
+        ptrs.push_back(sts[s].get());
+        tok.push_back(static_cast<int>((t * 53 + s * 7 + 1) % V));
+      }
+      const std::vector<float> l = e.decode_batch(ptrs, tok);
+      out.insert(out.end(), l.begin(), l.end());
+    }
+    m.model().set_decode_graphs(true);
+    return out;
+  };
+  const int64_t captures0 = tiled->model().batch_graph_captures();
+  const auto graph = run(*tiled, true);
+  EXPECT_GT(tiled->model().batch_graph_captures(), captures0) << "the batched step was never captured";
+  const auto launched = run(*tiled, false);
+  const auto ref = run(*major, false);
+  ASSERT_EQ(graph.size(), launched.size());
+  ASSERT_EQ(ref.size(), launched.size());
+  const auto [lo, hi] = std::minmax_element(ref.begin(), ref.end());
+  const int64_t rows = S * steps;
+  expect_close(compare(graph.data(), launched.data(), rows, V, *hi - *lo), b.two, "tiled MoE: graph vs launched");
+  expect_close(compare(launched.data(), ref.data(), rows, V, *hi - *lo), b.two, "tiled vs expert-major MoE");
+}
+
 // The prefill's fused kernels (HYPIC_CUDA_PREFILL_FUSION, default on: the conv writing the split q / k / v, the
 // MoE's residual add norming the next layer's input) against the unfused ones through a whole forward: the
 // Qwen3.5 MoE fixture's layout at hidden 256 (a row the one-pass norm takes) and expert width 128, a
