@@ -104,21 +104,24 @@ __global__ void combine_kernel(const bf16* __restrict__ ys, int64_t T, int K, in
 }
 
 // The device-only plan in one block (E <= 1024 experts: one per thread): counts and ranks by shared-memory
-// atomics, the offsets and the list of experts with rows by one block scan, then every row placed.
+// atomics, the offsets and, by one block scan, the list of experts with rows (tile_rows == 0) or the list
+// of their row tiles (tile_rows > 0, moe_tile_list's form), then every row placed.
 constexpr int kPlanThreads = 1024;
 static_assert(kPlanThreads >= kMaxE, "one thread per expert");
 
 __global__ void __launch_bounds__(kPlanThreads) plan_device_kernel(const int32_t* __restrict__ ids, int n, int K, int E,
-                                                                   MoePlan plan, int slots, int32_t* experts) {
+                                                                   MoePlan plan, int slots, int32_t* experts,
+                                                                   int2* tiles, int tile_rows) {
   __shared__ int cnt[kMaxE], off[kMaxE];
-  __shared__ int wsum[kPlanThreads / 32], wused[kPlanThreads / 32];
+  __shared__ int wsum[kPlanThreads / 32], wused[kPlanThreads / 32], used_total;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   if (tid < E) cnt[tid] = 0;
   __syncthreads();
   for (int i = tid; i < n; i += kPlanThreads) plan.rank[i] = atomicAdd(&cnt[ids[i]], 1);
   __syncthreads();
-  // Inclusive warp scans of the counts and of "has rows", then the warps' totals.
-  const int c = tid < E ? cnt[tid] : 0, has = c > 0;
+  // Inclusive warp scans of the counts and of the slots an expert takes (1 if it has rows, or its row
+  // tiles), then the warps' totals.
+  const int c = tid < E ? cnt[tid] : 0, has = tile_rows > 0 ? (c + tile_rows - 1) / tile_rows : c > 0;
   int sc = c, su = has;
 #pragma unroll
   for (int o = 1; o < 32; o *= 2) {
@@ -134,6 +137,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_device_kernel(const int32_t
       const int x = __shfl_up_sync(0xffffffffu, a, o), y = __shfl_up_sync(0xffffffffu, b, o);
       if (lane >= o) a += x, b += y;
     }
+    if (lane == 31) used_total = b;
     wsum[lane] = a - wsum[lane];  // exclusive prefix of each warp
     wused[lane] = b - wused[lane];
   }
@@ -143,11 +147,18 @@ __global__ void __launch_bounds__(kPlanThreads) plan_device_kernel(const int32_t
     off[tid] = excl;
     plan.counts[tid] = c;
     plan.offsets[tid] = excl;
-    if (has && at < slots) experts[at] = tid;
+    if (tile_rows > 0) {
+      for (int j = 0; j < has; ++j) tiles[at + j] = make_int2(tid, excl + j * tile_rows);
+    } else if (has && at < slots) {
+      experts[at] = tid;
+    }
   }
-  if (tid == E - 1) {
-    plan.offsets[E] = excl + c;
-    for (int j = at + has; j < slots; ++j) experts[j] = -1;
+  if (tid == E - 1) plan.offsets[E] = excl + c;
+  for (int j = min(used_total, slots) + tid; j < slots; j += kPlanThreads) {
+    if (tile_rows > 0)
+      tiles[j] = make_int2(-1, 0);
+    else
+      experts[j] = -1;
   }
   __syncthreads();
   for (int i = tid; i < n; i += kPlanThreads) {  // rank[i] was written by this thread above
@@ -364,7 +375,19 @@ void moe_plan_device(const int32_t* ids, int64_t T, int64_t K, int64_t E, const 
   HYPIC_CUDA_REQUIRE(E > 0 && E <= kMaxE && K > 0 && T >= 0 && T * K < (int64_t{1} << 31),
                      "moe_plan_device: bad expert shape");
   HYPIC_CUDA_REQUIRE(slots > 0 && slots <= E, "moe_plan_device: bad slot count");
-  plan_device_kernel<<<1, kPlanThreads, 0, stream>>>(ids, int(T * K), int(K), int(E), plan, int(slots), experts);
+  plan_device_kernel<<<1, kPlanThreads, 0, stream>>>(ids, int(T * K), int(K), int(E), plan, int(slots), experts,
+                                                     nullptr, 0);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void moe_plan_tiles_device(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan& plan, int2* tiles,
+                           int64_t slots, int64_t tile_rows, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(E > 0 && E <= kMaxE && K > 0 && T >= 0 && T * K < (int64_t{1} << 31),
+                     "moe_plan_tiles_device: bad expert shape");
+  HYPIC_CUDA_REQUIRE(tile_rows > 0 && tile_rows <= INT_MAX && slots >= T * K / tile_rows + E && slots <= INT_MAX,
+                     "moe_plan_tiles_device: too few tile slots");
+  plan_device_kernel<<<1, kPlanThreads, 0, stream>>>(ids, int(T * K), int(K), int(E), plan, int(slots), nullptr,
+                                                     tiles, int(tile_rows));
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

@@ -44,6 +44,13 @@ void moe_plan(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan
 void moe_plan_device(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan& plan, int32_t* experts,
                      int64_t slots, cudaStream_t stream);
 
+// The device-only plan and moe_tiled.h's moe_tile_list in one launch: the same counts and offsets, and
+// tiles [slots] int2 (expert, first grouped row) of tile_rows rows each in expert order, then (-1, 0) in
+// the unused slots; slots >= T*K / tile_rows + E (moe_tile_slots). Rows within an expert may come in
+// another order than moe_plan's (placed by atomics).
+void moe_plan_tiles_device(const int32_t* ids, int64_t T, int64_t K, int64_t E, const MoePlan& plan, int2* tiles,
+                           int64_t slots, int64_t tile_rows, cudaStream_t stream);
+
 // xs[r, :] = x[src_token[r], :]; x: [T, D] bf16; xs: [T*K, D] bf16.
 void moe_gather(const bf16* x, int64_t T, int64_t K, int64_t D, const MoePlan& plan, bf16* xs, cudaStream_t stream);
 

@@ -15,6 +15,7 @@ namespace {
 // addresses of an ldmatrix fall on distinct banks.
 constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 3, kLd = kBK + 8, kWN = 2, kThreads = 128;
 constexpr int kStageElems = (kBM + kBN) * kLd;
+static_assert(kBM == kMoeTileRows, "row tiles as moe_tile_list / moe_plan_tiles_device make them");
 constexpr int kSmemBytes = kStages * kStageElems * int(sizeof(bf16));
 constexpr int kChunksA = kBM * kBK / 8 / kThreads, kChunksB = kBN * kBK / 8 / kThreads;  // 16-byte copies a stage
 constexpr int kMaxE = 1024;

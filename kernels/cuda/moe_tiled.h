@@ -20,11 +20,15 @@ namespace hypic::cuda {
 // grid of row tiles for R = T*K routed rows over E experts that fits a launch (moe_tile_slots <= 65535).
 bool moe_tiled_supported(int64_t D, int64_t I, int64_t R, int64_t E);
 
-// Upper bound on the row tiles (128 grouped rows of one expert each) of R rows over E experts.
+// Grouped rows of one expert per row tile (both forms; moe.h's moe_plan_tiles_device takes it).
+constexpr int64_t kMoeTileRows = 128;
+
+// Upper bound on the row tiles (kMoeTileRows grouped rows of one expert each) of R rows over E experts.
 int64_t moe_tile_slots(int64_t R, int64_t E);
 
 // tiles: [slots] int2 (device), (expert, first grouped row) of each row tile in expert order, (-1, 0) past
 // the last; offsets: [E + 1] int32 (device, moe.h's plan); E <= 1024; slots = moe_tile_slots(R, E).
+// (moe.h's moe_plan_tiles_device writes the same list with the plan, in one launch.)
 void moe_tile_list(const int32_t* offsets, int64_t E, int2* tiles, int64_t slots, cudaStream_t stream);
 
 // act[r, i] = silu(G_e[i] . x[src_rows[r]]) * (U_e[i] . x[src_rows[r]]) for each grouped row r of expert e

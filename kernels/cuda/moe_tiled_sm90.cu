@@ -23,6 +23,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/moe_tiled.h"
 #include "kernels/cuda/moe_tiled_sm90.h"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/sm90_host.h"
@@ -33,6 +34,7 @@ namespace {
 constexpr int kBM = 128, kBN = 256, kBK = 64, kThreads = 384;
 constexpr uint32_t kABytes = kBM * 128, kBBytes = kBN * 128, kStageBytes = kABytes + kBBytes;
 static_assert(kBM == 128, "the producer warpgroup holds one thread per A row (row offsets)");
+static_assert(kBM == kMoeTileRows, "row tiles as moe_tile_list / moe_plan_tiles_device make them");
 static_assert(kABytes % 1024 == 0 && kStageBytes % 1024 == 0, "swizzle atoms stay 1024-aligned");
 
 // How the consumers write an item's output (HYPIC_CUDA_MOE_SM90_EPI, for A/B runs; both write the same bits):

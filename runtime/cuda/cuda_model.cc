@@ -1172,9 +1172,13 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
     // the weighted sum in the residual add.
     const int64_t slots = cuda::moe_tile_slots(T * K, E);
     plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
-    cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, nullptr, cs);
     int2* tiles = s.moe_tiles.as<int2>();
-    cuda::moe_tile_list(plan.offsets, E, tiles, slots, cs);
+    if (fusion_on_) {  // the plan and the tile list in one launch
+      cuda::moe_plan_tiles_device(s.sel.as<int32_t>(), T, K, E, plan, tiles, slots, cuda::kMoeTileRows, cs);
+    } else {
+      cuda::moe_plan(s.sel.as<int32_t>(), T, K, E, plan, nullptr, cs);
+      cuda::moe_tile_list(plan.offsets, E, tiles, slots, cs);
+    }
     cuda::moe_tiled_gate_up(s.xp(), D, plan.src_token, plan.offsets, E, tiles, slots, M.gate_up, I, s.eact.as<bf16>(),
                             cs);
     cuda::moe_tiled_down(s.eact.as<bf16>(), I, plan.offsets, E, tiles, slots, M.down, D, s.ys.as<bf16>(), cs);

@@ -1044,6 +1044,34 @@ TEST_F(CudaOps, MoeTiledMatchesCpu) {
       }
     for (; i < slots; ++i) EXPECT_EQ(tl[2 * i], -1) << "empty tile slot " << i;
 
+    // The plan and the tile list in one launch: the same counts, offsets and tiles; the rows within an
+    // expert may come in another order, and the MoE's output is the same bits.
+    {
+      DevArray<bf16> act2(pool, R * c.I), ys2(pool, R * c.D), out2(pool, c.T * c.D);
+      auto moe_out = [&](const MoePlan& p, const int2* t) {  // the default form, the given plan and tiles
+        moe_tiled_gate_up(dx.get(), c.D, p.src_token, p.offsets, c.E, t, slots, dgu.get(), c.I, act2.get(), st);
+        moe_tiled_down(act2.get(), c.I, p.offsets, c.E, t, slots, ddown.get(), c.D, ys2.get(), st);
+        moe_combine(ys2.get(), c.T, c.K, c.D, p, dw.get(), out2.get(), false, st);
+        return from_device_bf16(out2);
+      };
+      const std::vector<float> unfused_out = moe_out(plan, dtiles);
+      DevArray<unsigned char> ws2(pool, moe_plan_workspace_bytes(c.T, c.K, c.E));
+      const MoePlan fused = moe_plan_from_workspace(ws2.get(), c.T, c.K, c.E);
+      DevArray<int32_t> tiles2(pool, 2 * slots);
+      int2* dtiles2 = reinterpret_cast<int2*>(tiles2.get());
+      moe_plan_tiles_device(dids.get(), c.T, c.K, c.E, fused, dtiles2, slots, kMoeTileRows, st);
+      st.synchronize();
+      std::vector<int32_t> offs2(size_t(c.E + 1));
+      HYPIC_CUDA_CHECK(cudaMemcpy(offs2.data(), fused.offsets, sizeof(int32_t) * offs2.size(), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(offs2, offs) << "fused plan offsets E " << c.E;
+      EXPECT_EQ(tiles2.download(), tl) << "fused plan tiles E " << c.E;
+      std::vector<int32_t> src2(static_cast<size_t>(R)), slot2(static_cast<size_t>(R));
+      HYPIC_CUDA_CHECK(cudaMemcpy(src2.data(), fused.src_token, sizeof(int32_t) * R, cudaMemcpyDeviceToHost));
+      HYPIC_CUDA_CHECK(cudaMemcpy(slot2.data(), fused.slot_row, sizeof(int32_t) * R, cudaMemcpyDeviceToHost));
+      for (int64_t r = 0; r < R; ++r) ASSERT_EQ(src2[slot2[r]], r / c.K) << "slot " << r << " E " << c.E;
+      EXPECT_EQ(moe_out(fused, dtiles2), unfused_out) << "MoE through the fused plan, E " << c.E;
+    }
+
     // Against the few-row tensor-core kernels on the same plan.
     const int64_t eslots = std::min(c.E, R);
     DevArray<int32_t> list(pool, eslots);
