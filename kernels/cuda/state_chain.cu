@@ -399,21 +399,25 @@ __device__ __forceinline__ void tf32_split(float x, uint32_t& hi, uint32_t& lo) 
   lo = __float_as_uint(x - __uint_as_float(hi));
 }
 
-// A product step's T S (T from the slot, S from the column-major tile, both fp32) into acc: warp w takes
-// rows 32 (w % 4) .. + 31 and columns 16 (w / 4) .. + 15 of the tile, two 16-row by two 8-column
-// fragments. Each product is lo(T) hi(S) + hi(T) lo(S) + hi(T) hi(S) in tf32 (the dropped lo x lo term is
-// below 2^-20 of the product). A k-step's 8 indices are taken in the order 0 4 1 5 2 6 3 7 (the
-// same in T and S), so that a lane's two k's of a fragment are adjacent in memory. The twelve products of
-// a k-step are issued term by term, four accumulators apart, not three into one accumulator in a row.
-__device__ __forceinline__ void tc_product(const float* Ts, const float* sT, float acc[2][2][4]) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const int r0 = 32 * (warp % 4) + g, n0 = 16 * (warp / 4) + g;
+__device__ __forceinline__ void tc_zero(float (&acc)[2][2][4]) {
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+}
+
+// A product step's T S (T from the slot, S from the column-major tile, both fp32) into acc: warp w takes
+// rows 32 (w % 4) .. + 31 and columns 16 (w / 4) .. + 15 of the tile, two 16-row by two 8-column
+// fragments. Each product is lo(T) hi(S) + hi(T) lo(S) + hi(T) hi(S) in tf32 (the dropped lo x lo term is
+// below 2^-20 of the product). A k-step's 8 indices are taken in the order 0 4 1 5 2 6 3 7 (the
+// same in T and S), so that a lane's two k's of a fragment are adjacent in memory. The twelve products of
+// a k-step are issued term by term, four accumulators apart, not three into one accumulator in a row.
+__device__ __forceinline__ void tc_product(const float* Ts, const float* sT, float (&acc)[2][2][4]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int r0 = 32 * (warp % 4) + g, n0 = 16 * (warp / 4) + g;
+  tc_zero(acc);
 #pragma unroll
   for (int k0 = 0; k0 < kTcDk; k0 += 8) {
     uint32_t ah[2][4], al[2][4], bh[2][2], bl[2][2];
@@ -476,12 +480,7 @@ __global__ void __launch_bounds__(kChainThreads, 1)
     }
     float acc[2][2][4];
     if (step.replace) {
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+      tc_zero(acc);
     } else if (step.T) {
       tc_product(slot(st), sT, acc);
     } else {

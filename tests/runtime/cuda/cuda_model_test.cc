@@ -378,6 +378,15 @@ TEST(CudaModelAttention, HopperPrefillMatchesMmaSync) {
   EXPECT_NE(a, r);
 }
 
+// The Qwen3.5 MoE fixture's layout widened to hidden 256 and expert width 128, the narrowest shape the Hopper
+// MoE kernels take (kernels/cuda/moe_tiled_sm90.h).
+ModelConfig hopper_moe_config() {
+  ModelConfig cfg = ModelConfig::load(kModels + "qwen3_5_moe/config.json");
+  cfg.hidden_size = 256;
+  cfg.moe_intermediate_size = 128;
+  return cfg;
+}
+
 // The long prefill's MoE on the Hopper expert GEMMs (wgmma + TMA, kernels/cuda/moe_tiled_sm90.h) against the
 // mma.sync tiled kernels, through a whole forward pass: the Qwen3.5 MoE fixture's layout widened to hidden
 // 256 and expert width 128 (the narrowest shape the Hopper kernels take), a 600-token prompt whose 1200
@@ -385,11 +394,8 @@ TEST(CudaModelAttention, HopperPrefillMatchesMmaSync) {
 TEST(CudaModelMoe, TiledPrefillHopperMatchesMmaSync) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
   if (!cuda::current_device_is_sm90()) GTEST_SKIP() << "the Hopper kernels need compute capability 9.0";
-  const std::string dir = kModels + "qwen3_5_moe";
-  ModelConfig cfg = ModelConfig::load(dir + "/config.json");
-  cfg.hidden_size = 256;
-  cfg.moe_intermediate_size = 128;
-  const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
+  ModelConfig cfg = hopper_moe_config();
+  const testing_bf16::Bounds b = testing_bf16::load_bounds(kModels + "qwen3_5_moe");
   auto model = random_model_with_env(cfg, 79, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "0"}});
   ASSERT_TRUE(cuda::moe_tiled_sm90_gate_up_applies(cfg.hidden_size, cfg.moe_intermediate_size));
   ASSERT_TRUE(cuda::moe_tiled_sm90_down_applies(cfg.hidden_size, cfg.moe_intermediate_size));
@@ -412,12 +418,9 @@ TEST(CudaModelMoe, TiledPrefillHopperMatchesMmaSync) {
 TEST(CudaModelMoe, BatchedDecodeTiledMoeGraphMatchesLaunched) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
   if (!cuda::current_device_is_sm90()) GTEST_SKIP() << "the Hopper kernels need compute capability 9.0";
-  const std::string dir = kModels + "qwen3_5_moe";
-  ModelConfig cfg = ModelConfig::load(dir + "/config.json");
-  cfg.hidden_size = 256;
-  cfg.moe_intermediate_size = 128;
+  ModelConfig cfg = hopper_moe_config();
   cfg.experts_per_tok = cfg.num_experts;
-  const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
+  const testing_bf16::Bounds b = testing_bf16::load_bounds(kModels + "qwen3_5_moe");
   auto tiled = random_model_with_env(cfg, 81, {});
   auto major = random_model_with_env(cfg, 81, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "4096"}});
   ASSERT_TRUE(cuda::moe_tiled_sm90_gate_up_applies(cfg.hidden_size, cfg.moe_intermediate_size));
@@ -468,11 +471,8 @@ TEST(CudaModelMoe, BatchedDecodeTiledMoeGraphMatchesLaunched) {
 // logits may agree bit for bit, and must agree within the bf16 bound.
 TEST(CudaModelPrefill, FusedKernelsMatchUnfused) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
-  const std::string dir = kModels + "qwen3_5_moe";
-  ModelConfig cfg = ModelConfig::load(dir + "/config.json");
-  cfg.hidden_size = 256;
-  cfg.moe_intermediate_size = 128;
-  const testing_bf16::Bounds b = testing_bf16::load_bounds(dir);
+  ModelConfig cfg = hopper_moe_config();
+  const testing_bf16::Bounds b = testing_bf16::load_bounds(kModels + "qwen3_5_moe");
   auto fused = random_model_with_env(cfg, 80, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "0"}, {"HYPIC_CUDA_PREFILL_FUSION", "1"}});
   auto plain = random_model_with_env(cfg, 80, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "0"}, {"HYPIC_CUDA_PREFILL_FUSION", "0"}});
   const std::vector<int> ids = long_prompt(cfg.vocab_size, 37);
