@@ -48,11 +48,12 @@ constexpr int64_t kSmallMoeRows = 64;
 // GEMMs for many more rows than the CUDA-core ones (docs/benchmarks.md, `hypic_bench_kernels --only moe`).
 constexpr int64_t kDeviceMoeRows = 1024;
 constexpr int64_t kDeviceMmaMoeRows = 4096;
-// On Hopper, a forward or decode batch of this many tokens or more takes the tiled wgmma kernels
-// (moe_tiled_sm90.h, weights by TMA) over the expert-major ones: they stream the experts 9-13% faster at 16,
-// 32 and 158 tokens and 5% at 96 (`hypic_bench_kernels --only moe`), and the captured batch-32 decode step
-// takes 6% less with them (docs/benchmarks.md).
-constexpr int64_t kTiledFirstMoeTokens = 16;
+// On Hopper, an MoE of this many tokens or more (a stitch, a short prefill, a decode batch) takes the tiled
+// wgmma kernels (moe_tiled_sm90.h, weights by TMA) over the few-row and expert-major ones: they stream the
+// experts 16% faster than the few-row kernels at 8 tokens and 5-13% faster than the expert-major ones at 16
+// to 158 (`hypic_bench_kernels --only moe`); the captured decode step at batch 8 takes 16% less with them,
+// at batch 32 6% less (docs/benchmarks.md).
+constexpr int64_t kTiledFirstMoeTokens = 8;
 // Up to this many rows in all, a linear layer's segment chain runs its rows token by token inside the
 // state chain (cuda::state_chain row steps) instead of through the chunked kernels.
 constexpr int64_t kChainRecurrentRows = 256;
@@ -166,7 +167,7 @@ bool CudaModel::tiled_moe(int64_t T) const {
 }
 
 bool CudaModel::tiled_moe_first(int64_t T) const {
-  return moe_tiled_first_ && !small_moe(T) && T >= tiled_first_tokens_ &&
+  return moe_tiled_first_ && T >= tiled_first_tokens_ &&
          cuda::moe_tiled_supported(cfg_.hidden_size, cfg_.moe_intermediate_size, T * cfg_.experts_per_tok,
                                    cfg_.num_experts);
 }
@@ -1132,7 +1133,7 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   bf16* y = s.y.as<bf16>();
   cuda::MoePlan plan{};
   bool combine_pending = false;
-  if (small_moe(T)) {
+  if (small_moe(T) && !tiled_moe_first(T)) {
     cuda::moe_small_gate_up(s.xp(), T, D, D, s.sel.as<int32_t>(), K, M.gate_up, I, s.eact.as<bf16>(), cs);
     cuda::moe_small_down_combine(s.eact.as<bf16>(), T, K, I, s.sel.as<int32_t>(), s.wts.as<float>(), M.down, D, y,
                                  cs);

@@ -181,6 +181,10 @@ class CudaModel {
   void set_batch_decode(bool on);
   bool batch_decode() const { return batch_on_; }
   int64_t batch_graph_captures() const { return batch_captures_; }
+  // Whether an MoE of T tokens takes the Hopper tiled wgmma GEMMs ahead of the few-row and expert-major
+  // kernels: from kTiledFirstMoeTokens tokens (a stitch's or a short prefill's MoE, a decode batch of 8 or
+  // more; device-side, so graphs capture it).
+  bool tiled_moe_first(int64_t T) const;
   // With HYPIC_PROFILE_DECODE=1 in the environment, launched batched steps (graphs off) record where their
   // device time goes: milliseconds per part (projections, recurrence, attention, ffn, ...) summed over
   // the steps since the last reset.
@@ -248,9 +252,6 @@ class CudaModel {
   bool grouped_moe_on_device(int64_t T) const;
   // MoE of T rows on the tiled tensor-core GEMMs (a long prefill: device-side plan, no host round trip)?
   bool tiled_moe(int64_t T) const;
-  // Hopper: the tiled wgmma GEMMs ahead of the expert-major kernels for kTiledFirstMoeTokens tokens or more
-  // (a stitch's or a short prefill's MoE, a decode batch; device-side like them, so graphs capture it)?
-  bool tiled_moe_first(int64_t T) const;
   // The routed experts of the T rows through the grouped GEMMs (one host sync for the group sizes).
   void moe_grouped(int layer, CudaActivations& a, cuda::bf16* y);
   std::unique_ptr<DecodeGraph> capture_decode(CudaSequenceState& st, int64_t capacity, std::vector<const void*> bound);

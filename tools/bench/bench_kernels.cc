@@ -354,7 +354,7 @@ int main(int argc, char** argv) {
       if (T * K <= 16384)
         times.emplace_back("expert-major tensor cores", time_ms([&] { expert_major(true); }, iters, st));
       // The tiled kernels in both forms: the Hopper one (where the device and shape take it) and mma.sync.
-      if (T * K > 64 && moe_tiled_supported(D, I, T * K, E))
+      if (T * K >= 64 && moe_tiled_supported(D, I, T * K, E))
         for (const bool sm90 : {true, false}) {
           if (sm90 && !(moe_tiled_sm90_gate_up_applies(D, I) && moe_tiled_sm90_down_applies(D, I))) continue;
           setenv("HYPIC_CUDA_MOE_SM90", sm90 ? "1" : "0", 1);

@@ -412,9 +412,10 @@ TEST(CudaModelMoe, TiledPrefillHopperMatchesMmaSync) {
 }
 
 // Batched decode with its MoE on the Hopper tiled kernels (CudaModel::tiled_moe_first): the Qwen3.5 MoE
-// fixture widened to a shape they take, every expert routed (top-8 of 8), twelve sequences (96 routed rows
-// a step, past the few-row kernels). The step replayed from a captured graph gives what the launched step
-// gives, and both agree with the expert-major form (HYPIC_CUDA_MOE_DEVICE_ROWS set: the tiled kernels off).
+// fixture widened to a shape they take, every expert routed (top-8 of 8), batches of 8 and 20 sequences
+// (64 and 160 routed rows a step: what the few-row and the expert-major kernels took before). The step
+// replayed from a captured graph gives what the launched step gives, and both agree with the kernels the
+// tiled ones replace (HYPIC_CUDA_MOE_DEVICE_ROWS set: the tiled kernels off).
 TEST(CudaModelMoe, BatchedDecodeTiledMoeGraphMatchesLaunched) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
   if (!cuda::current_device_is_sm90()) GTEST_SKIP() << "the Hopper kernels need compute capability 9.0";
@@ -425,7 +426,11 @@ TEST(CudaModelMoe, BatchedDecodeTiledMoeGraphMatchesLaunched) {
   auto major = random_model_with_env(cfg, 81, {{"HYPIC_CUDA_MOE_DEVICE_ROWS", "4096"}});
   ASSERT_TRUE(cuda::moe_tiled_sm90_gate_up_applies(cfg.hidden_size, cfg.moe_intermediate_size));
   ASSERT_TRUE(cuda::moe_tiled_sm90_down_applies(cfg.hidden_size, cfg.moe_intermediate_size));
-  const int64_t S = 12, steps = 4, V = cfg.vocab_size;
+  const int64_t steps = 4, V = cfg.vocab_size;
+  for (const int64_t S : {int64_t{8}, int64_t{20}}) {
+  SCOPED_TRACE("batch " + std::to_string(S));
+  ASSERT_TRUE(tiled->model().tiled_moe_first(S)) << "the batch must take the tiled kernels";
+  ASSERT_FALSE(major->model().tiled_moe_first(S));
   auto run = [&](CudaBackend& m, bool graphs) {
     Engine e(m, CacheMode::Full, {});
     std::vector<std::unique_ptr<State>> sts;
@@ -460,7 +465,8 @@ TEST(CudaModelMoe, BatchedDecodeTiledMoeGraphMatchesLaunched) {
   const auto [lo, hi] = std::minmax_element(ref.begin(), ref.end());
   const int64_t rows = S * steps;
   expect_close(compare(graph.data(), launched.data(), rows, V, *hi - *lo), b.two, "tiled MoE: graph vs launched");
-  expect_close(compare(launched.data(), ref.data(), rows, V, *hi - *lo), b.two, "tiled vs expert-major MoE");
+  expect_close(compare(launched.data(), ref.data(), rows, V, *hi - *lo), b.two, "tiled vs few-row / expert-major MoE");
+  }
 }
 
 // The prefill's fused kernels (HYPIC_CUDA_PREFILL_FUSION, default on: the conv writing the split q / k / v, the
