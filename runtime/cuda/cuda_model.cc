@@ -1133,11 +1133,12 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   bf16* y = s.y.as<bf16>();
   cuda::MoePlan plan{};
   bool combine_pending = false;
-  if (small_moe(T) && !tiled_moe_first(T)) {
+  const bool tiled_first = tiled_moe_first(T);  // on Hopper, ahead of the few-row and expert-major forms
+  if (!tiled_first && small_moe(T)) {
     cuda::moe_small_gate_up(s.xp(), T, D, D, s.sel.as<int32_t>(), K, M.gate_up, I, s.eact.as<bf16>(), cs);
     cuda::moe_small_down_combine(s.eact.as<bf16>(), T, K, I, s.sel.as<int32_t>(), s.wts.as<float>(), M.down, D, y,
                                  cs);
-  } else if (grouped_moe_on_device(T) && !tiled_moe_first(T)) {
+  } else if (!tiled_first && grouped_moe_on_device(T)) {
     // Expert-major: each routed expert's weights read once for all its rows, the plan kept on the device.
     const int64_t slots = std::min(E, T * K);
     plan = cuda::moe_plan_from_workspace(s.plan_ws.get(), T, K, E);
@@ -1167,7 +1168,7 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
     // The weighted sum waits for the residual add below (one pass for both) unless scaled first.
     combine_pending = fused && !cfg_.residual_from_norm;
     if (!combine_pending) cuda::moe_combine(s.ys.as<bf16>(), T, K, D, plan, s.wts.as<float>(), y, false, cs);
-  } else if (tiled_moe(T) || tiled_moe_first(T)) {
+  } else if (tiled_first || tiled_moe(T)) {
     // A long prefill (on Hopper any from kTiledFirstMoeTokens tokens): tiles of 128 rows of one expert, the plan
     // and the tile list on the device, the input rows read through the plan, SwiGLU in the gate/up kernel,
     // the weighted sum in the residual add.
