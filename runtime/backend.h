@@ -188,6 +188,14 @@ class Backend {
   // ---- linear-layer state (S fp32 [Hv, dk, dv]; conv tail kv_dtype [K-1, conv_dim]) ----
   virtual void save_linear(int layer, const State& st, float* S, void* conv_tail) = 0;
   virtual void load_linear(int layer, State& st, const float* S, const void* conv_tail) = 0;
+  // load_linear of several layers (a cached prefix's states). The default loads them one by one; a
+  // backend may move them in one launch.
+  struct LinearLoad {
+    int layer = 0;
+    const float* S = nullptr;
+    const void* conv_tail = nullptr;
+  };
+  virtual void load_linear_layers(State& st, std::span<const LinearLoad> items);
   // S = T S + R(rotate) body (Transfer) or S = S + R(rotate) body (NaiveSum). R re-rotates the body's keys
   // by `rotate` positions where the linear layers apply RoPE (Ring: the body was computed at local
   // positions, reference §6.3); it is the identity for the other families.
@@ -214,6 +222,14 @@ class Backend {
   // Copies rows [row, row + n) of the state's layer into k/v at row `at`, keys re-rotated by `rotate`.
   virtual void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,
                        int64_t rotate) = 0;
+  // save_kv of several ranges of one layer (a pass's snapshot and entries). Their destinations must not
+  // overlap. The default saves them one by one; a backend may copy them in one launch.
+  struct KvSave {
+    int64_t row = 0, n = 0;
+    void *k = nullptr, *v = nullptr;
+    int64_t at = 0, rotate = 0;
+  };
+  virtual void save_kv_ranges(int layer, const State& st, std::span<const KvSave> items);
   virtual int64_t kv_rows(int layer, const State& st) const = 0;
   // Makes room for `rows` K/V rows in every attention layer of `st` at once (growing a device cache in
   // the middle of a pass costs a reallocation and a synchronisation per layer).
@@ -230,6 +246,10 @@ class Backend {
 
   // Waits for the device's queued work (a no-op on the CPU).
   virtual void sync() {}
+  // Makes `bytes` of memory ready for allocate() ahead of use, as far as the device has room (CUDA: maps
+  // it into the allocator's pool once, ~3 ms a GB, where growing the pool on a request's path would cost
+  // that at the first kernel's expense). The engine asks for its cache budget. A no-op on the CPU.
+  virtual void prepare_memory(size_t bytes) {}
 
   // Results that do not depend on how a sequence is split into passes (a reused prefix, a prompt fed in
   // pieces), at a cost in speed: CUDA then runs every linear-layer span without a transfer operator on the

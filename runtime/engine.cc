@@ -197,6 +197,7 @@ Engine::Engine(Backend& backend, CacheMode mode, EngineOptions opt)
       opt_(std::move(opt)),
       keys_(key_context(backend.fingerprint(), opt_, mode)),
       store_(opt_.cache_budget_bytes) {
+  backend_.prepare_memory(opt_.cache_budget_bytes);
   if (opt_.tiers.host_budget_bytes > 0 || opt_.tiers.disk) {
     tiers_ = std::make_shared<EntryTiers>(backend_, keys_, opt_.tiers);
     store_.set_lower(tiers_);
@@ -368,11 +369,12 @@ std::vector<float> Engine::execute(Plan& plan) {
         }
         size_t from = 0;
         int64_t put = lane.snap_put;
+        std::vector<Backend::KvSave> saves;  // all of the lane's, in one call (one launch on CUDA)
         // The K/V rows of pieces [from, to) go to `snap` from row `put` on.
         auto save_snapshot_rows = [&](size_t to, PrefixEntry& snap) {
           for (size_t j = from; j < to; ++j) {
             if (at[j].second == 0) continue;
-            b.save_kv(l, st, at[j].first, at[j].second, snap.k[l], snap.v[l], put, 0);
+            saves.push_back({at[j].first, at[j].second, snap.k[l], snap.v[l], put, 0});
             put += at[j].second;
           }
           from = to;
@@ -381,7 +383,7 @@ std::vector<float> Engine::execute(Plan& plan) {
           const Piece& p = lane.pieces[i];
           if (p.build) {  // the segment's rows: its seam (the rows just before) and its body
             const AttentionSegmentKV& e = p.build->attention[l];
-            b.save_kv(l, st, at[i].first - p.build->seam, p.build->size(), e.k, e.v, 0, -(p.start - p.build->seam));
+            saves.push_back({at[i].first - p.build->seam, p.build->size(), e.k, e.v, 0, -(p.start - p.build->seam)});
           }
           if (p.snap) {
             save_snapshot_rows(i + 1, *p.snap);
@@ -389,6 +391,7 @@ std::vector<float> Engine::execute(Plan& plan) {
           }
         }
         if (lane.open_snap) save_snapshot_rows(lane.pieces.size(), *lane.open_snap);
+        b.save_kv_ranges(l, st, saves);
       }
       mark("attention_lanes");
       b.attention_output(l, *rows);
@@ -727,10 +730,12 @@ void Engine::plan_cached(PromptJob::Work& work, const std::vector<PromptBlock>& 
   std::vector<int64_t> start(k + 1, 0);
   for (size_t i = 0; i < k; ++i) start[i + 1] = start[i] + static_cast<int64_t>(blocks[i].tokens.size());
 
-  std::vector<SegmentKey> chain(k);
-  for (size_t i = 0; i < k; ++i)
-    chain[i] = chain_key(i ? std::optional<SegmentKey>(chain[i - 1]) : std::nullopt,
-                         content_key(keys, blocks[i].tokens));
+  // Each block's content key once (a hash over its tokens: ~0.1 ms for 8k tokens), and the chain keys on them.
+  std::vector<SegmentKey> content(k), chain(k);
+  for (size_t i = 0; i < k; ++i) {
+    content[i] = content_key(keys, blocks[i].tokens);
+    chain[i] = chain_key(i ? std::optional<SegmentKey>(chain[i - 1]) : std::nullopt, content[i]);
+  }
 
   // ---- the longest exact prefix: a live sequence this prompt extends, or chain entries ----
   int64_t live_len = 0;
@@ -751,7 +756,7 @@ void Engine::plan_cached(PromptJob::Work& work, const std::vector<PromptBlock>& 
     for (int64_t at = static_cast<int64_t>(j); at >= 0;) {
       auto e = store_.find_chain(chain[at]);
       if (!e && at == 0 && pic && blocks[0].cache != BlockCache::None)
-        first_entry = store_.find_content(content_key(keys, blocks[0].tokens));
+        first_entry = store_.find_content(content[0]);
       if (!e) {
         whole = first_entry != nullptr;
         break;
@@ -770,21 +775,25 @@ void Engine::plan_cached(PromptJob::Work& work, const std::vector<PromptBlock>& 
   PromptResult& r = work.r;
   const bool from_live = chain_blocks == 0 && live_len > 0;
   r.state = from_live ? std::move(live->state) : b.new_state();
+  // A new state's K/V cache takes the whole prompt's rows at once: loaded prefix rows would otherwise be
+  // copied again when the pass grows it.
+  if (!from_live) b.reserve_kv(*r.state, static_cast<int64_t>(all.size()));
   int64_t p = 0;    // next position
   size_t bi = 0;    // first block not wholly reused
   int64_t off = 0;  // tokens of block bi already reused
   // Loads the first block's content entry as the exact state of positions [0, n) (only its K/V rows
   // when a chain entry after it brings the linear states: then an entry without `full` serves too).
   auto load_first = [&](const SegmentEntry& e, bool linear = true) {
-    std::vector<int64_t> pos(static_cast<size_t>(e.size()));
-    std::iota(pos.begin(), pos.end(), 0);
+    std::vector<Backend::LinearLoad> loads;
     for (int l = 0; l < cfg.num_layers; ++l) {
       if (cfg.layer_kinds[l] == LayerKind::LinearAttention) {
-        if (linear) b.load_linear(l, *r.state, e.linear[l].full, e.linear[l].conv_tail);
+        if (linear) loads.push_back({l, e.linear[l].full, e.linear[l].conv_tail});
       } else {
-        b.append_kv(l, *r.state, e.attention[l].k, e.attention[l].v, e.size(), pos, 0);
+        const Backend::KvAppend rows{e.attention[l].k, e.attention[l].v, e.size(), 0, 0};  // positions 0 .. n - 1
+        b.append_kv_ranges(l, *r.state, {&rows, 1});
       }
     }
+    b.load_linear_layers(*r.state, loads);
   };
   if (chain_blocks > 0) {
     int64_t rows = base0 ? base0->size() : 0;
@@ -795,9 +804,11 @@ void Engine::plan_cached(PromptJob::Work& work, const std::vector<PromptBlock>& 
       for (int l = 0; l < cfg.num_layers; ++l)
         if (cfg.layer_kinds[l] == LayerKind::FullAttention)
           b.append_kv(l, *r.state, e->k[l], e->v[l], e->rows(), e->pos, 0);
+    std::vector<Backend::LinearLoad> loads;
     for (int l = 0; l < cfg.num_layers; ++l)
       if (cfg.layer_kinds[l] == LayerKind::LinearAttention)
-        b.load_linear(l, *r.state, chained.back()->state[l], chained.back()->conv_tail[l]);
+        loads.push_back({l, chained.back()->state[l], chained.back()->conv_tail[l]});
+    b.load_linear_layers(*r.state, loads);
     p = start[chain_blocks];
     bi = chain_blocks;
   } else if (from_live) {
@@ -857,7 +868,7 @@ void Engine::plan_cached(PromptJob::Work& work, const std::vector<PromptBlock>& 
       if (!pic && skip == 0) take_snapshot(i);
       continue;
     }
-    const SegmentKey key = content_key(keys, toks);
+    const SegmentKey& key = content[i];
     std::shared_ptr<const SegmentEntry> e = store_.find_content(key);
     const bool hit = e != nullptr;
     if (e) work.used.push_back(e);  // the pass reads it: held even if the store could not keep it

@@ -82,6 +82,14 @@ void Backend::append_kv_ranges(int layer, State& st, std::span<const KvAppend> i
   }
 }
 
+void Backend::save_kv_ranges(int layer, const State& st, std::span<const KvSave> items) {
+  for (const KvSave& a : items) save_kv(layer, st, a.row, a.n, a.k, a.v, a.at, a.rotate);
+}
+
+void Backend::load_linear_layers(State& st, std::span<const LinearLoad> items) {
+  for (const LinearLoad& a : items) load_linear(a.layer, st, a.S, a.conv_tail);
+}
+
 void Backend::attention_isolated(int layer, Rows& r, std::span<const IsolatedAttention> items) {
   for (const IsolatedAttention& a : items) {
     const int64_t at = kv_rows(layer, *a.st);

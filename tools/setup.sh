@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 what=${1:-build}
 
 pkgs="build-essential cmake pkg-config git ca-certificates libyaml-cpp-dev nlohmann-json3-dev libsqlite3-dev
-      libxxhash-dev libgtest-dev libgmock-dev libpcre2-dev libicu-dev libboost-dev libtbb-dev libcli11-dev python3 python3-venv
+      libxxhash-dev libssl-dev libgtest-dev libgmock-dev libpcre2-dev libicu-dev libboost-dev libtbb-dev libcli11-dev python3 python3-venv
       clang-14 libclang-rt-14-dev lld"
 missing=""
 for p in $pkgs; do

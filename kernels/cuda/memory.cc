@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/param_copies.h"
 
 namespace hypic::cuda {
 
@@ -32,14 +33,17 @@ DevicePool::~DevicePool() {
 void* DevicePool::allocate(size_t bytes) {
   const size_t cls = size_class(bytes);
   {
+    // The smallest cached block of this class or larger, up to twice its size: a pass's scratch comes
+    // in sizes that follow its row count, which changes from request to request, and a driver allocation
+    // (tens of microseconds, and a synchronisation) per buffer per request would cost more than the room.
     std::lock_guard<std::mutex> g(mu_);
-    auto it = free_.find(cls);
-    if (it != free_.end() && !it->second.empty()) {
+    for (auto it = free_.lower_bound(cls); it != free_.end() && it->first <= 2 * cls; ++it) {
+      if (it->second.empty()) continue;
       void* p = it->second.back();
       it->second.pop_back();
-      cached_ -= cls;
-      in_use_ += cls;
-      live_[p] = cls;
+      cached_ -= it->first;
+      in_use_ += it->first;
+      live_[p] = it->first;
       return p;
     }
   }
@@ -118,6 +122,10 @@ UploadRing::~UploadRing() {
 
 void UploadRing::upload(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return;
+  if (bytes <= kParamWriteMaxBytes) {  // in a launch's parameters: no copy engine start on the stream
+    write_from_host(dst, src, bytes, stream);
+    return;
+  }
   if (bytes > cap_) {  // larger than the ring: a plain (possibly waiting) copy
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
     return;

@@ -26,7 +26,7 @@ class DevicePool {
   DevicePool& operator=(const DevicePool&) = delete;
 
   // A block of at least `bytes` bytes (256-byte aligned). Sizes are rounded up to a size class so that
-  // blocks of similar size are reused. Throws CudaError when the device is out of memory even after
+  // blocks of similar size are reused; a cached block of up to twice the class serves too. Throws CudaError when the device is out of memory even after
   // the free lists were returned to the driver.
   void* allocate(size_t bytes);
   // Returns a block obtained from allocate() to the free list (no driver call).
@@ -111,10 +111,12 @@ class Event {
   cudaEvent_t e_ = nullptr;
 };
 
-// Small host-to-device uploads (offsets, pointer arrays) through a pinned ring: a copy from pageable memory
-// may wait for the stream to drain, which would stall the host once per call; from pinned memory it is
-// queued like a kernel. The ring is reused from its start once full, after a synchronisation of the
-// stream of the last upload, so every upload must go to that one stream. Not thread-safe.
+// Small host-to-device uploads (offsets, pointer arrays). Up to kParamWriteMaxBytes (param_copies.h) they
+// travel as a launch's parameters (a copy on the stream would cost the copy engine's start either side of
+// it); larger ones through a pinned ring: a copy from pageable memory may wait for the stream to drain,
+// which would stall the host once per call; from pinned memory it is queued like a kernel. The ring is
+// reused from its start once full, after a synchronisation of the stream of the last upload, so every
+// upload must go to that one stream. Not thread-safe.
 class UploadRing {
  public:
   explicit UploadRing(size_t bytes = size_t{1} << 20);

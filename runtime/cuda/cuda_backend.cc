@@ -10,6 +10,7 @@
 #include "kernels/cuda/family_glue.h"
 #include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/packed_expand.h"
+#include "kernels/cuda/param_copies.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/transfer_operator.h"
 #include "kernels/dtype.h"
@@ -227,6 +228,17 @@ void CudaBackend::load_linear(int layer, State& s, const float* S, const void* c
     HYPIC_CUDA_CHECK(cudaMemcpyAsync(st.conv_tail.get(), conv_tail, st.conv_tail.bytes(), cudaMemcpyDeviceToDevice, cs));
 }
 
+void CudaBackend::load_linear_layers(State& s, std::span<const LinearLoad> items) {
+  CudaSequenceState& cs = cuda_state(s);
+  std::vector<cuda::CopyRegion> regions;
+  for (const LinearLoad& a : items) {
+    const CudaLinearLayerState& st = cs.lin[a.layer];
+    if (a.S) regions.push_back({a.S, st.S.get(), static_cast<int64_t>(st.S.bytes())});
+    if (a.conv_tail) regions.push_back({a.conv_tail, st.conv_tail.get(), static_cast<int64_t>(st.conv_tail.bytes())});
+  }
+  cuda::copy_regions(regions.data(), static_cast<int64_t>(regions.size()), m_->stream());
+}
+
 void CudaBackend::compose_linear(int layer, State& s, const float* T, const float* body, Composition how,
                                  int64_t rotate) {
   const ModelConfig& c = config();
@@ -316,6 +328,26 @@ void CudaBackend::save_kv(int layer, const State& s, int64_t row, int64_t n, voi
   if (rotate && c.rotary_dim > 0) cuda::rope_shift(kd, n, c.num_kv_heads, c.head_dim, c.rotary_dim, rotate, c.rope_theta, cs);
 }
 
+void CudaBackend::save_kv_ranges(int layer, const State& s, std::span<const KvSave> items) {
+  const ModelConfig& c = config();
+  const CudaAttentionLayerState& kv = cuda_state(s).attn[layer];
+  const int64_t rw = c.num_kv_heads * c.head_dim;
+  const size_t rb = sizeof(cuda::bf16) * rw;
+  std::vector<cuda::CopyRegion> regions;
+  for (const KvSave& a : items) {
+    if (a.n <= 0) continue;
+    if (a.rotate && c.rotary_dim > 0) {  // re-rotated keys: a copy and a rotation of their own
+      save_kv(layer, s, a.row, a.n, a.k, a.v, a.at, a.rotate);
+      continue;
+    }
+    HYPIC_ASSERT(a.row >= 0 && a.row + a.n <= kv.rows, "save_kv_ranges: rows out of range");
+    const int64_t bytes = static_cast<int64_t>(rb) * a.n;
+    regions.push_back({kv.k.as<cuda::bf16>() + a.row * rw, static_cast<cuda::bf16*>(a.k) + a.at * rw, bytes});
+    regions.push_back({kv.v.as<cuda::bf16>() + a.row * rw, static_cast<cuda::bf16*>(a.v) + a.at * rw, bytes});
+  }
+  cuda::copy_regions(regions.data(), static_cast<int64_t>(regions.size()), m_->stream());
+}
+
 int64_t CudaBackend::kv_rows(int layer, const State& s) const { return cuda_state(s).attn[layer].rows; }
 
 void CudaBackend::reserve_kv(State& s, int64_t rows) {
@@ -332,6 +364,32 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::set_split_invariant(bool on) { m_->set_split_invariant(on); }
+
+void CudaBackend::prepare_memory(size_t bytes) {
+  // Room left beside it for the scratch pool, cuBLAS and the passes' plain allocations.
+  constexpr size_t kLeaveFree = size_t{8} << 30;
+  int device = 0;
+  cudaMemPool_t pool;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&device));
+  if (device != m_->device()) return;  // cudaMemGetInfo below answers for the current device
+  HYPIC_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  size_t reserved = 0, used = 0, free_b = 0, total = 0;
+  HYPIC_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  HYPIC_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+  HYPIC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+  const size_t idle = reserved - used;  // mapped already, not in use
+  if (bytes <= idle || free_b <= kLeaveFree) return;
+  const size_t grow = std::min(bytes - idle, free_b - kLeaveFree);
+  // One block taken and given back: the pool keeps the memory (its release threshold is unlimited).
+  void* p = nullptr;
+  cudaStream_t s = m_->stream();
+  if (cudaMallocAsync(&p, grow, s) != cudaSuccess) {
+    (void)cudaGetLastError();  // only a head start: the pool grows on demand as before
+    return;
+  }
+  HYPIC_CUDA_CHECK(cudaFreeAsync(p, s));
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(s));
+}
 
 void CudaBackend::sync() {
   HYPIC_CUDA_CHECK(cudaStreamSynchronize(m_->stream()));

@@ -70,6 +70,7 @@ class CudaBackend : public Backend {
 
   void save_linear(int layer, const State& st, float* S, void* conv_tail) override;
   void load_linear(int layer, State& st, const float* S, const void* conv_tail) override;
+  void load_linear_layers(State& st, std::span<const LinearLoad> items) override;
   void compose_linear(int layer, State& st, const float* T, const float* body, Composition how,
                       int64_t rotate) override;
   void empty_body(float* T, float* body) override;
@@ -77,12 +78,14 @@ class CudaBackend : public Backend {
   void append_kv(int layer, State& st, const void* k, const void* v, int64_t n, std::span<const int64_t> pos,
                  int64_t rotate) override;
   void append_kv_ranges(int layer, State& st, std::span<const KvAppend> items) override;
+  void save_kv_ranges(int layer, const State& st, std::span<const KvSave> items) override;
   void attention_isolated(int layer, Rows& r, std::span<const IsolatedAttention> items) override;
   void save_kv(int layer, const State& st, int64_t row, int64_t n, void* k, void* v, int64_t at,
                int64_t rotate) override;
   int64_t kv_rows(int layer, const State& st) const override;
   void reserve_kv(State& st, int64_t rows) override;
   void sync() override;
+  void prepare_memory(size_t bytes) override;
   void set_split_invariant(bool on) override;
   std::unique_ptr<SequenceState> to_host(const State& s) override;
   std::vector<float> to_host(const void* data, size_t n, DType t) override;

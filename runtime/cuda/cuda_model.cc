@@ -697,8 +697,14 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
   // A few rows (a stitch's seams and question) run token by token inside the chain; many take the chunked
   // kernels: each span's transfer operator and zero-start state, then its outputs from its start state.
   const bool recur = rows_total <= kChainRecurrentRows;
-  const size_t spans = recur ? 1 : static_cast<size_t>(std::max<int64_t>(m, 1));
-  DeviceBuffer P(pool_, state * spans), ops(pool_, op * spans), init(pool_, state * spans);
+  // The chunked form's per-span operators, zero-start states and start states (none token by token).
+  const size_t spans = recur ? 0 : static_cast<size_t>(std::max<int64_t>(m, 1));
+  DeviceBuffer P, ops, init;
+  if (spans > 0) {
+    P = DeviceBuffer(pool_, state * spans);
+    ops = DeviceBuffer(pool_, op * spans);
+    init = DeviceBuffer(pool_, state * spans);
+  }
   DeviceBuffer tails(pool_, tail * std::max<int64_t>(m, 1));
   std::vector<int32_t> cu(1, 0);
   std::vector<const bf16*> tails_in;
