@@ -1,6 +1,7 @@
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -32,6 +33,7 @@ __global__ void sigmoid_mul_kernel(bf16* x, int64_t lx, const bf16* __restrict__
 // spent most of its time on the 64-bit index division and 2-byte accesses. n, lx, lg % 8 == 0, 16-byte aligned.
 __global__ void sigmoid_mul8_kernel(bf16* x, int64_t lx, const bf16* __restrict__ gate, int64_t lg, int64_t rows,
                                     int64_t n8) {
+  detail::pdl_wait();
   detail::pdl_trigger();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * n8) return;
@@ -44,6 +46,7 @@ __global__ void sigmoid_mul8_kernel(bf16* x, int64_t lx, const bf16* __restrict_
 // I, lg, lu, lo % 8 == 0, 16-byte aligned; out may alias gate (each thread reads its columns before writing).
 __global__ void swiglu8_kernel(const bf16* gate, int64_t lg, const bf16* __restrict__ up, int64_t lu, bf16* out,
                                int64_t lo, int64_t rows, int64_t I8) {
+  detail::pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * I8) return;
   const int64_t r = i / I8, c = (i % I8) * 8;
@@ -75,8 +78,8 @@ void swiglu(const bf16* gate, int64_t ld_gate, const bf16* up, int64_t ld_up, bf
                    ((reinterpret_cast<uintptr_t>(gate) | reinterpret_cast<uintptr_t>(up) |
                      reinterpret_cast<uintptr_t>(out)) & 15) == 0;
   if (vec)
-    swiglu8_kernel<<<detail::blocks_for(rows * (I / 8), 256), 256, 0, stream>>>(gate, ld_gate, up, ld_up, out, ld_out,
-                                                                                rows, I / 8);
+    detail::launch_pdl(detail::pdl_chain_enabled(), swiglu8_kernel, dim3(detail::blocks_for(rows * (I / 8), 256)),
+                       dim3(256), 0, stream, gate, ld_gate, up, ld_up, out, ld_out, rows, I / 8);
   else
     swiglu_kernel<<<detail::blocks_for(rows * I, 256), 256, 0, stream>>>(gate, ld_gate, up, ld_up, out, ld_out, rows, I);
   HYPIC_CUDA_LAUNCH_CHECK();
@@ -89,7 +92,8 @@ void sigmoid_mul(bf16* x, int64_t ld_x, const bf16* gate, int64_t ld_gate, int64
   const bool vec = n % 8 == 0 && ld_x % 8 == 0 && ld_gate % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 &&
                    (reinterpret_cast<uintptr_t>(gate) & 15) == 0;
   if (vec)
-    sigmoid_mul8_kernel<<<detail::blocks_for(rows * (n / 8), 256), 256, 0, stream>>>(x, ld_x, gate, ld_gate, rows, n / 8);
+    detail::launch_pdl(detail::pdl_chain_enabled(), sigmoid_mul8_kernel, dim3(detail::blocks_for(rows * (n / 8), 256)),
+                       dim3(256), 0, stream, x, ld_x, gate, ld_gate, rows, n / 8);
   else
     sigmoid_mul_kernel<<<detail::blocks_for(rows * n, 256), 256, 0, stream>>>(x, ld_x, gate, ld_gate, rows, n);
   HYPIC_CUDA_LAUNCH_CHECK();

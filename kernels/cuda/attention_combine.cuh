@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/types.h"
 
 namespace hypic::cuda::detail {
@@ -26,7 +27,9 @@ inline dim3 split_combine_grid(int64_t rows, int64_t d) {
 
 static __global__ void __launch_bounds__(kCombineThreads)
     split_combine_kernel(int64_t splits, int64_t d, int64_t ld, const float* __restrict__ part_o,
-                         const float* __restrict__ part_ml, bf16* __restrict__ out) {
+                         const float* __restrict__ part_ml, bf16* __restrict__ out, bool early) {
+  pdl_wait();  // programmatic launch in a decode step: the partials are the kernel before's
+  if (early) pdl_trigger();
   __shared__ float wsp[kCombineMaxSplits];
   __shared__ float red[kCombineThreads / 32];
   __shared__ float part[kCombineGroups][kCombineCols];
@@ -89,7 +92,9 @@ constexpr int kCombineFewSplits = 32, kCombineFewCols = 256;
 
 static __global__ void __launch_bounds__(kCombineFewCols)
     split_combine_few_kernel(int64_t splits, int64_t d, int64_t ld, const float* __restrict__ part_o,
-                             const float* __restrict__ part_ml, bf16* __restrict__ out) {
+                             const float* __restrict__ part_ml, bf16* __restrict__ out, bool early) {
+  pdl_wait();  // as above
+  if (early) pdl_trigger();
   __shared__ float wsp[kCombineFewSplits];
   __shared__ float shared_inv;
   const int64_t row = blockIdx.x;
@@ -116,15 +121,16 @@ static __global__ void __launch_bounds__(kCombineFewCols)
 }
 
 // Merges `splits` partial results for `rows` rows of d columns (layouts as above) with the kernel that
-// suits the split count.
+// suits the split count; `pdl`: launched programmatically (pdl_launch.cuh), letting its successor start.
 inline void split_combine(int64_t splits, int64_t rows, int64_t d, int64_t ld, const float* part_o,
-                          const float* part_ml, bf16* out, cudaStream_t stream) {
+                          const float* part_ml, bf16* out, cudaStream_t stream, bool pdl = false) {
   if (splits <= kCombineFewSplits) {
     const dim3 grid(unsigned(rows), unsigned((d + kCombineFewCols - 1) / kCombineFewCols));
-    split_combine_few_kernel<<<grid, kCombineFewCols, 0, stream>>>(splits, d, ld, part_o, part_ml, out);
+    launch_pdl(pdl, split_combine_few_kernel, grid, dim3(kCombineFewCols), 0, stream, splits, d, ld, part_o, part_ml,
+               out, pdl);
   } else {
-    split_combine_kernel<<<split_combine_grid(rows, d), kCombineThreads, 0, stream>>>(splits, d, ld, part_o, part_ml,
-                                                                                      out);
+    launch_pdl(pdl, split_combine_kernel, split_combine_grid(rows, d), dim3(kCombineThreads), 0, stream, splits, d, ld,
+               part_o, part_ml, out, pdl);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -159,14 +160,13 @@ __device__ __forceinline__ void walk_keys_vec(const AttentionShape& s, int64_t j
 }
 
 template <int D, bool kVec>
-__global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionShape s, int64_t splits,
-                                                             const bf16* __restrict__ q, const bf16* k_in,
-                                                             const bf16* v_in,
-                                                             const int64_t* __restrict__ q_pos,
-                                                             const int64_t* k_pos_in,
-                                                             const int32_t* __restrict__ keys_dev,
-                                                             const KvSlot* __restrict__ slots, float scale_log2,
-                                                             float* __restrict__ part_o, float* __restrict__ part_ml) {
+__global__ void __launch_bounds__(kWarps * 32)
+    decode_kernel(AttentionShape s, int64_t splits, const bf16* __restrict__ q, const bf16* k_in, const bf16* v_in,
+                  const int64_t* __restrict__ q_pos, const int64_t* k_pos_in, const int32_t* __restrict__ keys_dev,
+                  const KvSlot* __restrict__ slots, float scale_log2, float* __restrict__ part_o,
+                  float* __restrict__ part_ml, bool early) {
+  detail::pdl_wait();  // programmatic launch in a decode step: the query and cache rows are the kernels before's
+  if (early) detail::pdl_trigger();
   constexpr int E = D / 32;  // head-dim elements per lane
   __shared__ float wm[kWarps], wl[kWarps], wo[kWarps][D];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -270,14 +270,13 @@ __device__ __forceinline__ void store_split(const AttentionShape& s, int64_t spl
 // (the per-head kernel read the cache G times over, from L2 at best). Each warp walks kGqaGroup keys per
 // round with all their loads issued first, holding G heads' queries, sums and softmax state.
 template <int D, int G>
-__global__ void __launch_bounds__(kWarps * 32) decode_gqa_kernel(AttentionShape s, int64_t splits,
-                                                                 const bf16* __restrict__ q, const bf16* k_in,
-                                                                 const bf16* v_in, const int64_t* __restrict__ q_pos,
-                                                                 const int64_t* k_pos_in,
-                                                                 const int32_t* __restrict__ keys_dev,
-                                                                 const KvSlot* __restrict__ slots, float scale_log2,
-                                                                 float* __restrict__ part_o,
-                                                                 float* __restrict__ part_ml) {
+__global__ void __launch_bounds__(kWarps * 32)
+    decode_gqa_kernel(AttentionShape s, int64_t splits, const bf16* __restrict__ q, const bf16* k_in, const bf16* v_in,
+                      const int64_t* __restrict__ q_pos, const int64_t* k_pos_in, const int32_t* __restrict__ keys_dev,
+                      const KvSlot* __restrict__ slots, float scale_log2, float* __restrict__ part_o,
+                      float* __restrict__ part_ml, bool early) {
+  detail::pdl_wait();  // programmatic launch in a decode step: the query and cache rows are the kernels before's
+  if (early) detail::pdl_trigger();
   constexpr int E = D / 32, KG = kGqaGroup;
   __shared__ float wm[kWarps][G], wl[kWarps][G];
   __shared__ float wo[kWarps][G][D];
@@ -386,10 +385,13 @@ __global__ void __launch_bounds__(kWarps * 32) decode_gqa_kernel(AttentionShape 
 // of values on the CUDA cores: each lane E dims of all 8 heads, the tile's probabilities and rescales
 // passed through shared memory. (The CUDA-core walk above spent five shuffles a head and key.)
 template <int D>
-__global__ void __launch_bounds__(kWarps * 32, 2) decode_gqa_mma_kernel(
-    AttentionShape s, int64_t splits, const bf16* __restrict__ q, const bf16* k_in, const bf16* v_in,
-    const int64_t* __restrict__ q_pos, const int64_t* k_pos_in, const int32_t* __restrict__ keys_dev,
-    const KvSlot* __restrict__ slots, float scale_log2, float* __restrict__ part_o, float* __restrict__ part_ml) {
+__global__ void __launch_bounds__(kWarps * 32, 2)
+    decode_gqa_mma_kernel(AttentionShape s, int64_t splits, const bf16* __restrict__ q, const bf16* k_in,
+                          const bf16* v_in, const int64_t* __restrict__ q_pos, const int64_t* k_pos_in,
+                          const int32_t* __restrict__ keys_dev, const KvSlot* __restrict__ slots, float scale_log2,
+                          float* __restrict__ part_o, float* __restrict__ part_ml, bool early) {
+  detail::pdl_wait();  // programmatic launch in a decode step: the query and cache rows are the kernels before's
+  if (early) detail::pdl_trigger();
   constexpr int G = 8, E = D / 32, S32 = D / 32, KT = 16;
   __shared__ float wm[kWarps][G], wl[kWarps][G];
   __shared__ float wo[kWarps][G][D];
@@ -520,6 +522,7 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
   float* part_ml = part_o + s.Tq * s.Hq * splits * D;
   const dim3 grid(unsigned(splits), unsigned(s.Hq), unsigned(s.Tq));
   const float sl2 = scale * 1.4426950408889634f;
+  const bool pdl = detail::pdl_chain_enabled();
   // The vectorised walk needs whole 16-byte rows: d equal to its padded size and aligned caches (slots'
   // caches are whole device allocations).
   const bool vec = s.d == D && (slots || ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) & 15) == 0);
@@ -531,9 +534,9 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
       const char* e = std::getenv("HYPIC_CUDA_DECODE_ATTN_MMA");
       return !(e && std::strcmp(e, "0") == 0);
     }();
-#define HYPIC_GQA_LAUNCH(...)                                                                                   \
-  __VA_ARGS__<<<ggrid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, sl2, part_o, \
-                                                 part_ml)
+#define HYPIC_GQA_LAUNCH(...)                                                                                 \
+  detail::launch_pdl(pdl, __VA_ARGS__, ggrid, dim3(kWarps * 32), 0, stream, s, splits, q, k, v, q_pos, k_pos, \
+                     keys_dev, slots, sl2, part_o, part_ml, pdl)
     if (G == 8 && mma) {
       if (D == 256) HYPIC_GQA_LAUNCH(decode_gqa_mma_kernel<256>);
       else HYPIC_GQA_LAUNCH(decode_gqa_mma_kernel<128>);
@@ -549,8 +552,8 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
 #undef HYPIC_GQA_LAUNCH
   } else {
 #define HYPIC_DECODE_LAUNCH(DIM, VEC)                                                                             \
-  decode_kernel<DIM, VEC><<<grid, kWarps * 32, 0, stream>>>(s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, sl2, \
-                                                            part_o, part_ml)
+  detail::launch_pdl(pdl, decode_kernel<DIM, VEC>, grid, dim3(kWarps * 32), 0, stream, s, splits, q, k, v, q_pos, \
+                     k_pos, keys_dev, slots, sl2, part_o, part_ml, pdl)
     if (D == 64) {
       if (vec) HYPIC_DECODE_LAUNCH(64, true);
       else HYPIC_DECODE_LAUNCH(64, false);
@@ -564,7 +567,7 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
 #undef HYPIC_DECODE_LAUNCH
   }
   HYPIC_CUDA_LAUNCH_CHECK();
-  detail::split_combine(splits, s.Tq * s.Hq, s.d, D, part_o, part_ml, out, stream);
+  detail::split_combine(splits, s.Tq * s.Hq, s.d, D, part_o, part_ml, out, stream, pdl);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 }  // namespace

@@ -404,7 +404,7 @@ void attention_prefill_split(const AttentionShape& s, const bf16* q, const bf16*
   float* part_o = static_cast<float*>(workspace);
   float* part_ml = part_o + s.Tq * s.Hq * splits * ld;
   dispatch(s, q, k, v, q_pos, k_pos, scale, out, stream, splits, part_o, part_ml);
-  detail::split_combine(splits, s.Tq * s.Hq, s.d, ld, part_o, part_ml, out, stream);
+  detail::split_combine(splits, s.Tq * s.Hq, s.d, ld, part_o, part_ml, out, stream, detail::pdl_chain_enabled());
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

@@ -28,6 +28,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/sm90_host.h"
 
@@ -111,6 +112,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                           int section_heads) {
 #if HYPIC_SM90A
   using namespace sm90;
+  detail::pdl_wait();  // programmatic launch: the queries and keys are the kernels before's
   static_assert(KEYS == 64 || KEYS == 80, "key tiles of 64 or 80");
   constexpr int kKeys = KEYS;
   using L = Layout<KEYS>;
@@ -680,12 +682,14 @@ void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = cluster ? 2 : 1;
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr[2] = {};
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster ? 2 : 1;
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = detail::pdl_chain_enabled() ? 2 : 1;
   HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, s, q_pos, k_pos, float(scale * 1.4426950408889634f),
                                       rescale_slack(), out, splits, part_o, part_ml, section_heads(s)));
   HYPIC_CUDA_LAUNCH_CHECK();

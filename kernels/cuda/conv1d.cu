@@ -1,9 +1,10 @@
+#include <algorithm>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
-
-#include <algorithm>
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -85,6 +86,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_kernel(const bf16* __restri
                                                             const bf16* const* __restrict__ tails,
                                                             const bf16* __restrict__ tail1, bf16* __restrict__ out,
                                                             int span, ConvSplit sp) {
+  detail::pdl_wait();
   static_assert(!kSplit || V == 8, "the split form stores 8 channels a thread");
   constexpr int P = K - 1;
   const int64_t c = (int64_t(blockIdx.y) * kConvThreads + threadIdx.x) * V;
@@ -197,11 +199,14 @@ void launch_conv_k(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64
   const dim3 grid(unsigned((T + span - 1) / span), unsigned(col_blocks));
   const size_t stage_bytes = size_t(span + K - 1) * kConvThreads * 16;  // <= 23 rows x 2 KB: under the 48 KB default
   if (sp)
-    conv_kernel<K, 8, true><<<grid, kConvThreads, stage_bytes, stream>>>(x, cu, N, T, C, w, tails, tail1, out, span, *sp);
+    detail::launch_pdl(detail::pdl_chain_enabled(), conv_kernel<K, 8, true>, dim3(grid), dim3(kConvThreads),
+                       stage_bytes, stream, x, cu, N, T, C, w, tails, tail1, out, span, *sp);
   else if (vec)
-    conv_kernel<K, 8, false><<<grid, kConvThreads, stage_bytes, stream>>>(x, cu, N, T, C, w, tails, tail1, out, span, {});
+    detail::launch_pdl(detail::pdl_chain_enabled(), conv_kernel<K, 8, false>, dim3(grid), dim3(kConvThreads),
+                       stage_bytes, stream, x, cu, N, T, C, w, tails, tail1, out, span, ConvSplit{});
   else
-    conv_kernel<K, 1, false><<<grid, kConvThreads, 0, stream>>>(x, cu, N, T, C, w, tails, tail1, out, span, {});
+    detail::launch_pdl(detail::pdl_chain_enabled(), conv_kernel<K, 1, false>, dim3(grid), dim3(kConvThreads), 0, stream,
+                       x, cu, N, T, C, w, tails, tail1, out, span, ConvSplit{});
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -232,6 +237,7 @@ __global__ void tail_kernel(const bf16* __restrict__ x, int64_t T, int64_t C, in
 
 __global__ void tail_varlen_kernel(const bf16* __restrict__ x, const int32_t* __restrict__ cu, int64_t C, int P,
                                    const bf16* const* __restrict__ tails_in, bf16* const* __restrict__ tails_out) {
+  detail::pdl_wait();
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   bf16* dst = tails_out[blockIdx.y];
   if (c >= C || !dst) return;
@@ -252,8 +258,9 @@ void conv_varlen(const bf16* x, const int32_t* cu, int64_t N, int64_t T, int64_t
   if (N == 0) return;
   if (T > 0) launch_conv(x, cu, N, T, C, w, K, tails_in, nullptr, out, sp, stream);
   if (tails_out) {
-    tail_varlen_kernel<<<dim3(detail::blocks_for(C, 128), unsigned(N)), 128, 0, stream>>>(x, cu, C, int(K - 1),
-                                                                                         tails_in, tails_out);
+    detail::launch_pdl(detail::pdl_chain_enabled(), tail_varlen_kernel,
+                       dim3(detail::blocks_for(C, 128), unsigned(N)), dim3(128), 0, stream, x, cu, C, int(K - 1),
+                       tails_in, tails_out);
     HYPIC_CUDA_LAUNCH_CHECK();
   }
 }

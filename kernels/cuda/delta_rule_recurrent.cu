@@ -4,6 +4,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -11,13 +12,14 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kRows = 32;  // state rows per warp: dk <= kWarps * kRows = 128
 
-__global__ void __launch_bounds__(kWarps * 32) gdn_recurrent_kernel(GdnShape s, const bf16* __restrict__ q,
-                                                                    const bf16* __restrict__ k,
-                                                                    const bf16* __restrict__ v,
-                                                                    const float* __restrict__ g,
-                                                                    const float* __restrict__ beta, float* state,
-                                                                    float* const* __restrict__ states,
-                                                                    bf16* __restrict__ out) {
+__global__ void __launch_bounds__(kWarps * 32)
+    gdn_recurrent_kernel(GdnShape s, const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+                         const float* __restrict__ g, const float* __restrict__ beta, float* state,
+                         float* const* __restrict__ states, bf16* __restrict__ out, bool early) {
+  // Launched programmatically in a decode step: the state and inputs are the kernels before's. Once they
+  // are done, the output product (cuda::gemv, its weights read before its own wait) may start.
+  detail::pdl_wait();
+  if (early) detail::pdl_trigger();
   __shared__ float qs[kWarps * kRows], ks[kWarps * kRows];
   __shared__ float part[kWarps][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -88,8 +90,9 @@ void gdn_recurrent(const GdnShape& s, const bf16* q, const bf16* k, const bf16* 
   HYPIC_CUDA_REQUIRE(s.dv > 0 && s.N >= 1 && s.N <= 65535 && s.H <= 65535, "gdn_recurrent: bad shape");
   if (s.T == 0) return;
   const dim3 grid(unsigned((s.dv + 31) / 32), unsigned(s.H), unsigned(s.N));
-  gdn_recurrent_kernel<<<grid, kWarps * 32, 0, stream>>>(s, q, k, v, g, beta, state, states, out);
-  HYPIC_CUDA_LAUNCH_CHECK();
+  const bool pdl = detail::pdl_chain_enabled();
+  detail::launch_pdl(pdl, gdn_recurrent_kernel, grid, dim3(kWarps * 32), 0, stream, s, q, k, v, g, beta, state, states,
+                     out, pdl);
 }
 
 }  // namespace hypic::cuda

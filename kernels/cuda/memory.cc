@@ -1,5 +1,8 @@
 #include "kernels/cuda/memory.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cuda/check.h"
@@ -24,6 +27,8 @@ size_t DevicePool::size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+size_t DevicePool::reuse_limit(size_t cls) { return std::max(2 * cls, cls + kReuseSlack); }
+
 DevicePool::~DevicePool() {
   trim();
   // Blocks still in use belong to live DeviceBuffers; free them so the pool never leaks device memory.
@@ -33,11 +38,12 @@ DevicePool::~DevicePool() {
 void* DevicePool::allocate(size_t bytes) {
   const size_t cls = size_class(bytes);
   {
-    // The smallest cached block of this class or larger, up to twice its size: a pass's scratch comes
-    // in sizes that follow its row count, which changes from request to request, and a driver allocation
-    // (tens of microseconds, and a synchronisation) per buffer per request would cost more than the room.
+    // The smallest cached block of this class or larger, up to reuse_limit: a pass's scratch comes in
+    // sizes that follow its row count, which changes from request to request (a few hundred rows after a
+    // pass of thousands), and a driver allocation (~0.1 ms with its synchronisation, measured on an
+    // all-hit stitch) per buffer per request costs more than the idle room of a larger cached block.
     std::lock_guard<std::mutex> g(mu_);
-    for (auto it = free_.lower_bound(cls); it != free_.end() && it->first <= 2 * cls; ++it) {
+    for (auto it = free_.lower_bound(cls); it != free_.end() && it->first <= reuse_limit(cls); ++it) {
       if (it->second.empty()) continue;
       void* p = it->second.back();
       it->second.pop_back();
@@ -46,6 +52,22 @@ void* DevicePool::allocate(size_t bytes) {
       live_[p] = it->first;
       return p;
     }
+  }
+  static const bool log = [] {
+    const char* v = std::getenv("HYPIC_CUDA_POOL_LOG");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (log) {
+    std::lock_guard<std::mutex> g(mu_);
+    size_t above = 0, n_above = 0;
+    for (auto it = free_.lower_bound(cls); it != free_.end(); ++it)
+      if (!it->second.empty()) {
+        if (!above) above = it->first;
+        n_above += it->second.size();
+      }
+    std::fprintf(stderr,
+                 "[pool] miss %zu (class %zu): %zu cached blocks above, the smallest %zu; cached %zu in use %zu\n",
+                 bytes, cls, n_above, above, cached_, in_use_);
   }
   void* p = nullptr;
   cudaError_t e = cudaMalloc(&p, cls);

@@ -26,8 +26,9 @@ class DevicePool {
   DevicePool& operator=(const DevicePool&) = delete;
 
   // A block of at least `bytes` bytes (256-byte aligned). Sizes are rounded up to a size class so that
-  // blocks of similar size are reused; a cached block of up to twice the class serves too. Throws CudaError when the device is out of memory even after
-  // the free lists were returned to the driver.
+  // blocks of similar size are reused; the smallest cached block up to reuse_limit(class) serves too.
+  // Throws CudaError when the device is out of memory even after the free lists were returned to the
+  // driver. HYPIC_CUDA_POOL_LOG=1 prints every driver allocation (a miss) to stderr.
   void* allocate(size_t bytes);
   // Returns a block obtained from allocate() to the free list (no driver call).
   void deallocate(void* p);
@@ -39,6 +40,11 @@ class DevicePool {
 
   // The size class a request of `bytes` is served from.
   static size_t size_class(size_t bytes);
+  // The largest cached block a request of class `cls` takes: twice the class, or the class plus
+  // kReuseSlack, whichever is larger (small scratch may sit in a block a few MB larger; a large request
+  // does not take a block many times its size).
+  static constexpr size_t kReuseSlack = size_t{64} << 20;
+  static size_t reuse_limit(size_t cls);
 
  private:
   mutable std::mutex mu_;

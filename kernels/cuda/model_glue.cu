@@ -1,9 +1,9 @@
-#include "kernels/cuda/model_glue.h"
-
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/model_glue.h"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -12,6 +12,7 @@ using detail::blocks_for;
 
 __global__ void embed_kernel(const bf16* __restrict__ table, const int32_t* __restrict__ ids, int64_t T, int64_t D,
                              float* __restrict__ h) {
+  detail::pdl_wait();
   detail::pdl_trigger();  // a programmatically launched successor (cuda::gemv) may start
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * D) return;
@@ -30,6 +31,7 @@ __global__ void residual_add_kernel(float* __restrict__ h, const bf16* __restric
 
 __global__ void gdn_gates_kernel(const float* __restrict__ ba, int64_t T, int64_t H, const float* __restrict__ A_log,
                                  const float* __restrict__ dt_bias, float* __restrict__ g, float* __restrict__ beta) {
+  detail::pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * H) return;
   const int64_t t = i / H, j = i % H;
@@ -92,7 +94,9 @@ constexpr int kPrepThreads = 128, kPrepMaxK = 8, kPrepMaxDk = 1024;
 __global__ void __launch_bounds__(kPrepThreads)
     conv_split_rows_kernel(const bf16* __restrict__ qkv, int Hk, int dk, int Hv, int dv, const bf16* __restrict__ w,
                            int K, bf16* tail1, bf16* const* __restrict__ tails, float q_scale, float eps,
-                           bf16* __restrict__ q, bf16* __restrict__ k, bf16* __restrict__ v) {
+                           bf16* __restrict__ q, bf16* __restrict__ k, bf16* __restrict__ v, bool early) {
+  detail::pdl_wait();  // programmatic launch in a decode step: the product before writes qkv
+  if (early) detail::pdl_trigger();
   __shared__ float cv[kPrepMaxDk];
   __shared__ float scale;
   const int64_t row = blockIdx.y, key_dim = int64_t(Hk) * dk, C = 2 * key_dim + int64_t(Hv) * dv;
@@ -179,7 +183,8 @@ unsigned fill_blocks(int64_t n) {
 void embed_rows(const bf16* table, const int32_t* ids, int64_t T, int64_t D, float* h, cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE(T >= 0 && D > 0, "embed_rows: bad shape");
   if (T == 0) return;
-  embed_kernel<<<blocks_for(T * D, 256), 256, 0, stream>>>(table, ids, T, D, h);
+  detail::launch_pdl(detail::pdl_chain_enabled(), embed_kernel, dim3(blocks_for(T * D, 256)), dim3(256), 0, stream,
+                     table, ids, T, D, h);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -195,7 +200,8 @@ void gdn_gates(const float* ba, int64_t T, int64_t H, const float* A_log, const 
                cudaStream_t stream) {
   HYPIC_CUDA_REQUIRE(T >= 0 && H > 0, "gdn_gates: bad shape");
   if (T == 0) return;
-  gdn_gates_kernel<<<blocks_for(T * H, 256), 256, 0, stream>>>(ba, T, H, A_log, dt_bias, g, beta);
+  detail::launch_pdl(detail::pdl_chain_enabled(), gdn_gates_kernel, dim3(blocks_for(T * H, 256)), dim3(256), 0, stream,
+                     ba, T, H, A_log, dt_bias, g, beta);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -216,9 +222,9 @@ void gdn_conv_split_rows(const bf16* qkv, int64_t N, int64_t Hk, int64_t dk, int
                      "gdn_conv_split_rows: bad shape (dk <= 1024, 2 <= K <= 8, a tail per row)");
   if (N == 0) return;
   const dim3 grid(unsigned(2 * Hk + (Hv * dv + kPrepThreads - 1) / kPrepThreads), unsigned(N));
-  conv_split_rows_kernel<<<grid, kPrepThreads, 0, stream>>>(qkv, int(Hk), int(dk), int(Hv), int(dv), conv_w, int(K),
-                                                           tail, tails, q_scale, eps, q, k, v);
-  HYPIC_CUDA_LAUNCH_CHECK();
+  const bool pdl = detail::pdl_chain_enabled();
+  detail::launch_pdl(pdl, conv_split_rows_kernel, grid, dim3(kPrepThreads), 0, stream, qkv, int(Hk), int(dk), int(Hv),
+                     int(dv), conv_w, int(K), tail, tails, q_scale, eps, q, k, v, pdl);
 }
 
 void convert_to_bf16(const void* src, DType t, int64_t n, bf16* dst, cudaStream_t stream) {

@@ -4,8 +4,9 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/moe.h"
-#include "kernels/cuda/row_norm8.cuh"
 #include "kernels/cuda/moe_route.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
+#include "kernels/cuda/row_norm8.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -16,6 +17,7 @@ constexpr int kMaxE = detail::kRouteMaxE;
 template <int PerLane>
 __global__ void route_kernel(const float* __restrict__ logits, int64_t T, int E, int K, bool normalize,
                              int32_t* __restrict__ ids, float* __restrict__ weights) {
+  detail::pdl_wait();
   const int64_t t = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (t >= T) return;
@@ -112,6 +114,7 @@ static_assert(kPlanThreads >= kMaxE, "one thread per expert");
 __global__ void __launch_bounds__(kPlanThreads) plan_device_kernel(const int32_t* __restrict__ ids, int n, int K, int E,
                                                                    MoePlan plan, int slots, int32_t* experts,
                                                                    int2* tiles, int tile_rows) {
+  detail::pdl_wait();
   __shared__ int cnt[kMaxE], off[kMaxE];
   __shared__ int wsum[kPlanThreads / 32], wused[kPlanThreads / 32], used_total;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -221,6 +224,7 @@ __global__ void combine_residual8_kernel(const bf16* __restrict__ ys, int64_t T,
                                          const int32_t* __restrict__ slot_row, const float* __restrict__ w,
                                          float* __restrict__ h, const bf16* __restrict__ shared,
                                          const float* __restrict__ shared_gate) {
+  detail::pdl_wait();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, D8 = D / 8;
   if (i >= T * D8) return;
   float nh[8];
@@ -234,6 +238,7 @@ __global__ void combine_residual_norm_kernel(const bf16* __restrict__ ys, int K,
                                              float* __restrict__ h, const bf16* __restrict__ shared,
                                              const float* __restrict__ shared_gate, const float* __restrict__ norm_w,
                                              float eps, bool zc, bf16* __restrict__ x) {
+  detail::pdl_wait();
   __shared__ float part[32];
   const int64_t t = blockIdx.x;
   float nh[8];
@@ -249,9 +254,11 @@ void moe_route(const float* logits, int64_t T, int64_t E, int64_t K, bool normal
   HYPIC_CUDA_REQUIRE(K > 0 && K <= E && K <= 32, "moe_route: top-k must be in [1, min(E, 32)]");
   if (T == 0) return;
   if (E <= 256)
-    route_kernel<8><<<detail::blocks_for(T, 4), 128, 0, stream>>>(logits, T, int(E), int(K), normalize, ids, weights);
+    detail::launch_pdl(detail::pdl_chain_enabled(), route_kernel<8>, dim3(detail::blocks_for(T, 4)), dim3(128), 0,
+                       stream, logits, T, int(E), int(K), normalize, ids, weights);
   else
-    route_kernel<32><<<detail::blocks_for(T, 4), 128, 0, stream>>>(logits, T, int(E), int(K), normalize, ids, weights);
+    detail::launch_pdl(detail::pdl_chain_enabled(), route_kernel<32>, dim3(detail::blocks_for(T, 4)), dim3(128), 0,
+                       stream, logits, T, int(E), int(K), normalize, ids, weights);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -375,8 +382,8 @@ void moe_plan_device(const int32_t* ids, int64_t T, int64_t K, int64_t E, const 
   HYPIC_CUDA_REQUIRE(E > 0 && E <= kMaxE && K > 0 && T >= 0 && T * K < (int64_t{1} << 31),
                      "moe_plan_device: bad expert shape");
   HYPIC_CUDA_REQUIRE(slots > 0 && slots <= E, "moe_plan_device: bad slot count");
-  plan_device_kernel<<<1, kPlanThreads, 0, stream>>>(ids, int(T * K), int(K), int(E), plan, int(slots), experts,
-                                                     nullptr, 0);
+  detail::launch_pdl(detail::pdl_chain_enabled(), plan_device_kernel, dim3(1), dim3(kPlanThreads), 0, stream, ids,
+                     int(T * K), int(K), int(E), plan, int(slots), experts, nullptr, 0);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -386,8 +393,8 @@ void moe_plan_tiles_device(const int32_t* ids, int64_t T, int64_t K, int64_t E, 
                      "moe_plan_tiles_device: bad expert shape");
   HYPIC_CUDA_REQUIRE(tile_rows > 0 && tile_rows <= INT_MAX && slots >= T * K / tile_rows + E && slots <= INT_MAX,
                      "moe_plan_tiles_device: too few tile slots");
-  plan_device_kernel<<<1, kPlanThreads, 0, stream>>>(ids, int(T * K), int(K), int(E), plan, int(slots), nullptr,
-                                                     tiles, int(tile_rows));
+  detail::launch_pdl(detail::pdl_chain_enabled(), plan_device_kernel, dim3(1), dim3(kPlanThreads), 0, stream, ids,
+                     int(T * K), int(K), int(E), plan, int(slots), nullptr, tiles, int(tile_rows));
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -397,8 +404,8 @@ void moe_combine_residual(const bf16* ys, int64_t T, int64_t K, int64_t D, const
   const bool aligned = D % 8 == 0 && reinterpret_cast<uintptr_t>(ys) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(h) % 16 == 0 && reinterpret_cast<uintptr_t>(shared) % 16 == 0;
   if (aligned)
-    combine_residual8_kernel<<<detail::blocks_for(T * D / 8, 256), 256, 0, stream>>>(ys, T, int(K), D, plan.slot_row,
-                                                                                   weights, h, shared, shared_gate);
+    detail::launch_pdl(detail::pdl_chain_enabled(), combine_residual8_kernel, dim3(detail::blocks_for(T * D / 8, 256)),
+                       dim3(256), 0, stream, ys, T, int(K), D, plan.slot_row, weights, h, shared, shared_gate);
   else
     combine_residual_kernel<<<detail::blocks_for(T * D, 256), 256, 0, stream>>>(ys, T, int(K), D, plan.slot_row,
                                                                                 weights, h, shared, shared_gate);
@@ -412,8 +419,9 @@ bool moe_combine_residual_norm(const bf16* ys, int64_t T, int64_t K, int64_t D, 
                     reinterpret_cast<uintptr_t>(shared) % 16 == 0 && T <= 2147483647;
   if (!fits) return false;
   if (T == 0) return true;
-  combine_residual_norm_kernel<<<unsigned(T), unsigned(D / 8), 0, stream>>>(
-      ys, int(K), D, plan.slot_row, weights, h, shared, shared_gate, norm_w, eps, zero_centred, x);
+  detail::launch_pdl(detail::pdl_chain_enabled(), combine_residual_norm_kernel, dim3(unsigned(T)),
+                     dim3(unsigned(D / 8)), 0, stream, ys, int(K), D, plan.slot_row, weights, h, shared, shared_gate,
+                     norm_w, eps, zero_centred, x);
   HYPIC_CUDA_LAUNCH_CHECK();
   return true;
 }

@@ -23,6 +23,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/moe_tiled.h"
 #include "kernels/cuda/moe_tiled_sm90.h"
 #include "kernels/cuda/sm90.cuh"
@@ -65,6 +66,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const int2* __restrict__ tiles, int slots, int N, bf16* __restrict__ out) {
 #if HYPIC_SM90A
   using namespace sm90;
+  detail::pdl_wait();  // programmatic launch: the rows and the tile list are the kernels before's
   constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   extern __shared__ unsigned char smem_raw[];
   constexpr int kOutCols = kSwiGlu ? kBN / 2 : kBN;  // output columns of one item
@@ -244,7 +246,8 @@ void launch_form(const CUtensorMap& wmap, const bf16* x, int64_t K, const int32_
   auto* kernel = moe_sm90_kernel<kSwiGlu, kEpi>;
   constexpr uint32_t bytes = MoeSmem<kEpi>::alloc;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  kernel<<<unsigned(grid), kThreads, bytes, stream>>>(wmap, x, int(K), src, offsets, tiles, int(slots), int(N), out);
+  detail::launch_pdl(detail::pdl_chain_enabled(), kernel, dim3(unsigned(grid)), dim3(kThreads), bytes, stream, wmap, x,
+                     int(K), src, offsets, tiles, int(slots), int(N), out);
 }
 
 template <bool kSwiGlu>

@@ -4,6 +4,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/norm.h"
+#include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/row_norm8.cuh"
 
 namespace hypic::cuda {
@@ -69,6 +70,7 @@ __global__ void __launch_bounds__(kWideThreads) rmsnorm_wide_kernel(const TIn* x
 // detail::norm_row8's order (the MoE's residual add that norms its row gives the same bits).
 __global__ void rmsnorm_rows8_kernel(const float* __restrict__ x, bf16* y, int dim, const float* __restrict__ w,
                                      float eps, bool zc) {
+  detail::pdl_wait();
   __shared__ float part[32];
   const float* xr = x + int64_t(blockIdx.x) * dim + 8 * threadIdx.x;
   const float4 a = *reinterpret_cast<const float4*>(xr), b = *reinterpret_cast<const float4*>(xr + 4);
@@ -81,7 +83,8 @@ void launch_rmsnorm(const TIn* x, bf16* y, int64_t rows, int64_t dim, const floa
                     cudaStream_t stream) {
   if constexpr (std::is_same_v<TIn, float>) {
     if (detail::row_norm8_fits(dim, x, w, y) && rows <= 2147483647) {
-      rmsnorm_rows8_kernel<<<unsigned(rows), unsigned(dim / 8), 0, stream>>>(x, y, int(dim), w, eps, zc);
+      detail::launch_pdl(detail::pdl_chain_enabled(), rmsnorm_rows8_kernel, dim3(unsigned(rows)),
+                         dim3(unsigned(dim / 8)), 0, stream, x, y, int(dim), w, eps, zc);
       return;
     }
   }
@@ -162,6 +165,7 @@ __global__ void rmsnorm_gated4_kernel(const bf16* o, const bf16* __restrict__ z,
 // row's lanes by an xor butterfly (every lane of the row gets the same sum).
 __global__ void rmsnorm_gated8_kernel(const bf16* o, const bf16* __restrict__ z, bf16* y, int64_t rows, int dim,
                                       const float* __restrict__ w, float eps) {
+  detail::pdl_wait();
   detail::pdl_trigger();
   const int G = dim / 8;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, r = t / G;
@@ -226,8 +230,9 @@ void rmsnorm_gated_silu(const bf16* o, const bf16* z, bf16* y, int64_t rows, int
                    (reinterpret_cast<uintptr_t>(w) & 15) == 0;
   if (vec && dim >= 8 && (dim & (dim - 1)) == 0 && (bits & 15) == 0 &&
       (rows * (dim / 8) + 127) / 128 <= INT32_MAX)
-    rmsnorm_gated8_kernel<<<detail::blocks_for(rows * (dim / 8), 128), 128, 0, stream>>>(o, z, y, rows, int(dim), w,
-                                                                                        eps);
+    detail::launch_pdl(detail::pdl_chain_enabled(), rmsnorm_gated8_kernel,
+                       dim3(detail::blocks_for(rows * (dim / 8), 128)), dim3(128), 0, stream, o, z, y, rows, int(dim),
+                       w, eps);
   else if (vec)
     rmsnorm_gated4_kernel<<<detail::blocks_for(rows, kWarps), kWarps * 32, 0, stream>>>(o, z, y, rows, int(dim), w, eps);
   else

@@ -1,9 +1,10 @@
-#include "kernels/cuda/param_copies.h"
-
 #include <algorithm>
 #include <cstring>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/param_copies.h"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -25,6 +26,7 @@ __device__ __forceinline__ void copy_units(const CopyRegion& c, int64_t units) {
 }
 
 __global__ void __launch_bounds__(kThreads) copy_regions_kernel(const RegionList list) {
+  detail::pdl_wait();
   const CopyRegion c = list.r[blockIdx.y];
   const uint64_t a = reinterpret_cast<uintptr_t>(c.src) | reinterpret_cast<uintptr_t>(c.dst) | uint64_t(c.bytes);
   if (a % 16 == 0) copy_units<uint4>(c, c.bytes / 16);
@@ -40,6 +42,7 @@ struct Payload {
 
 template <int N>
 __global__ void __launch_bounds__(kThreads) write_kernel(const Payload<N> p, unsigned char* dst, int bytes) {
+  detail::pdl_wait();
   if (reinterpret_cast<uintptr_t>(dst) % 4 == 0) {
     const int words = bytes / 4;
     for (int i = threadIdx.x; i < words; i += kThreads)
@@ -54,7 +57,8 @@ template <int N>
 void write_as(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   Payload<N> p;
   std::memcpy(p.b, src, bytes);
-  write_kernel<N><<<1, kThreads, 0, stream>>>(p, static_cast<unsigned char*>(dst), int(bytes));
+  detail::launch_pdl(detail::pdl_chain_enabled(), write_kernel<N>, dim3(1), dim3(kThreads), 0, stream, p,
+                     static_cast<unsigned char*>(dst), int(bytes));
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -76,7 +80,8 @@ void copy_regions(const CopyRegion* regions, int64_t n, cudaStream_t stream) {
     if (used == 0) continue;
     // Enough blocks that the largest region moves ~16 KB a block (in 16-byte units a thread, 4 rounds).
     const int64_t x = std::clamp<int64_t>((most + 16383) / 16384, 1, 1024);
-    copy_regions_kernel<<<dim3(unsigned(x), unsigned(used)), kThreads, 0, stream>>>(list);
+    detail::launch_pdl(detail::pdl_chain_enabled(), copy_regions_kernel, dim3(unsigned(x), unsigned(used)),
+                       dim3(kThreads), 0, stream, list);
     HYPIC_CUDA_LAUNCH_CHECK();
   }
 }

@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/rope.h"
 
 namespace hypic::cuda {
@@ -62,7 +63,9 @@ __global__ void __launch_bounds__(kQkWarps * 32)
     qk_norm_rope_kernel(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t T, int H, int Hkv, int hd,
                         const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps, bool zc,
                         int half, const int64_t* __restrict__ pos, Table f, const bf16* __restrict__ v_new,
-                        const KvSlot* __restrict__ slots) {
+                        const KvSlot* __restrict__ slots, bool early) {
+  detail::pdl_wait();  // programmatic launch in a decode step: the product before writes the rows
+  if (early) detail::pdl_trigger();
   __shared__ float buf[kQkWarps][kQkMaxDim + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t item = int64_t(blockIdx.x) * kQkWarps + warp, per_row = H + Hkv;
@@ -130,6 +133,7 @@ __global__ void rope_shift_state_kernel(float* s, int64_t heads, int dk, int dv,
 __global__ void kv_append_ranges_kernel(const KvRange* __restrict__ ranges, const float* __restrict__ tables,
                                         int n_ranges, int64_t first_row, bf16* K, bf16* V, int64_t* pos, int heads,
                                         int head_dim, int half) {
+  detail::pdl_wait();
   const int64_t r = first_row + blockIdx.x;
   int lo = 0, hi = n_ranges - 1;  // the last range starting at or before r
   while (lo < hi) {
@@ -191,10 +195,12 @@ void qk_norm_rope(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t
   HYPIC_CUDA_REQUIRE(!append || (append->v_new && append->slots), "qk_norm_rope: an append needs values and slots");
   const int64_t items = T * (H + Hkv);
   if (items == 0) return;
-  qk_norm_rope_kernel<<<detail::blocks_for(items, kQkWarps), kQkWarps * 32, 0, stream>>>(
-      q_src, q_stride, q, k, T, int(H), int(Hkv), int(head_dim), q_norm, k_norm, eps, zero_centred, int(rot_dim / 2),
-      positions, inv_freq_table(rot_dim, theta), append ? append->v_new : nullptr, append ? append->slots : nullptr);
-  HYPIC_CUDA_LAUNCH_CHECK();
+  const bool pdl = detail::pdl_chain_enabled();
+  detail::launch_pdl(pdl, qk_norm_rope_kernel, dim3(detail::blocks_for(items, kQkWarps)), dim3(kQkWarps * 32), 0,
+                     stream, q_src, q_stride, q, k, T, int(H), int(Hkv), int(head_dim), q_norm, k_norm, eps,
+                     zero_centred, int(rot_dim / 2), positions, inv_freq_table(rot_dim, theta),
+                     append ? append->v_new : static_cast<const bf16*>(nullptr),
+                     append ? append->slots : static_cast<const KvSlot*>(nullptr), pdl);
 }
 
 void rope_shift(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot_dim, int64_t delta, double theta,
@@ -222,8 +228,9 @@ void kv_append_ranges(const KvRange* ranges, const float* tables, int64_t n_rang
   if (rot_dim != 0) check(head_dim, rot_dim, "kv_append_ranges");  // 0: keys without RoPE, copied as they are
   if (n_ranges <= 0 || total_rows <= 0) return;
   HYPIC_CUDA_REQUIRE(total_rows < (int64_t{1} << 31), "kv_append_ranges: too many rows for one call");
-  kv_append_ranges_kernel<<<unsigned(total_rows), 128, 0, stream>>>(ranges, tables, int(n_ranges), first_row, K, V,
-                                                                    pos, int(heads), int(head_dim), int(rot_dim / 2));
+  detail::launch_pdl(detail::pdl_chain_enabled(), kv_append_ranges_kernel, dim3(unsigned(total_rows)), dim3(128), 0,
+                     stream, ranges, tables, int(n_ranges), first_row, K, V, pos, int(heads), int(head_dim),
+                     int(rot_dim / 2));
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 

@@ -7,14 +7,15 @@
 // - any dk <= 128: the product on CUDA cores, each thread a 4 x 4 block of the tile.
 // Row steps (a seam's or the question's tokens) are the same in both: the gated delta rule token by token
 // on the tile held in registers, 8 lanes a column.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/engine_state_ops.h"
 #include "kernels/cuda/mma.cuh"
-
-#include <algorithm>
-#include <cstdlib>
-#include <cstring>
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -218,6 +219,7 @@ __device__ __forceinline__ void chain_rows(const StateStep& step, const ChainDim
 __global__ void __launch_bounds__(kChainThreads)
     state_chain_kernel(int H, int Hk, int dk, int dv, const StateStep* __restrict__ steps_g, int n,
                        float* __restrict__ S) {
+  detail::pdl_wait();
   extern __shared__ __align__(16) float sm[];
   StateStep* steps = chain_steps_smem();
   const int ldt = chain_ldt(dk);
@@ -453,6 +455,7 @@ __device__ __forceinline__ void tc_product(const float* Ts, const float* sT, flo
 
 __global__ void __launch_bounds__(kChainThreads, 1)
     state_chain_tc_kernel(int H, int Hk, int dv, const StateStep* __restrict__ steps_g, int n, float* __restrict__ S) {
+  detail::pdl_wait();
   extern __shared__ __align__(16) float sm[];
   StateStep* steps = chain_steps_smem();
   // Step slot and B tile of step st: slot(st), b_buf(st) (arithmetic, not a local array of two pointers).
@@ -551,7 +554,8 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
     }
     for (int64_t at = 0; at < n; at += kChainMaxSteps) {
       const int64_t m = std::min<int64_t>(kChainMaxSteps, n - at);
-      state_chain_tc_kernel<<<grid, kChainThreads, kTcSmem, stream>>>(int(H), int(Hk), int(dv), steps + at, int(m), S);
+      detail::launch_pdl(detail::pdl_chain_enabled(), state_chain_tc_kernel, dim3(grid), dim3(kChainThreads), kTcSmem,
+                         stream, int(H), int(Hk), int(dv), steps + at, int(m), S);
       HYPIC_CUDA_LAUNCH_CHECK();
     }
     return;
@@ -559,8 +563,8 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
   // Long chains run as several launches of at most kChainMaxSteps steps (S carries over in memory).
   for (int64_t at = 0; at < n; at += kChainMaxSteps) {
     const int64_t m = std::min<int64_t>(kChainMaxSteps, n - at);
-    state_chain_kernel<<<grid, kChainThreads, smem_for(dk), stream>>>(int(H), int(Hk), int(dk), int(dv), steps + at,
-                                                                        int(m), S);
+    detail::launch_pdl(detail::pdl_chain_enabled(), state_chain_kernel, dim3(grid), dim3(kChainThreads), smem_for(dk),
+                       stream, int(H), int(Hk), int(dk), int(dv), steps + at, int(m), S);
     HYPIC_CUDA_LAUNCH_CHECK();
   }
 }

@@ -105,16 +105,21 @@ def main():
         during = collections.Counter(x["name"] for x in api if x["s"] < at + g and x["e"] > at)
         calls = ", ".join(f"{c}x {nm}" if c > 1 else nm for nm, c in during.most_common(4))
         print(f"  {g / 1e3:8.1f} at +{(at - w0) / 1e3:8.1f}  {short(p['name'], 40)} -> {short(n['name'], 40)}  [{calls}]")
-    print("\nkernels by name: count, total us, mean us, idle before them us")
+    # A kernel's own share of the timeline: how far it moves the latest end of device work (kernels that
+    # overlap their predecessor, as programmatic launches do, count only past its end).
+    print("\nkernels by name: count, total us, mean us, idle before them us, own share of the timeline us")
     by = collections.OrderedDict()
     before = {id(g[3]): g[0] for g in gaps}
-    for r in dev:
-        e = by.setdefault(r["name"], [0, 0, 0])
+    end = None
+    for r in sorted(dev, key=lambda r: r["e"]):
+        e = by.setdefault(r["name"], [0, 0, 0, 0])
         e[0] += 1
         e[1] += r["e"] - r["s"]
         e[2] += before.get(id(r), 0)
-    for name, (c, t, gb) in sorted(by.items(), key=lambda kv: -kv[1][1])[:40]:
-        print(f"  {short(name):60s} {c:5d} {t / 1e3:10.1f} {t / c / 1e3:8.2f} {gb / 1e3:9.1f}")
+        e[3] += max(0, r["e"] - (r["s"] if end is None else max(end, r["s"])))
+        end = r["e"] if end is None else max(end, r["e"])
+    for name, (c, t, gb, own) in sorted(by.items(), key=lambda kv: -kv[1][1])[:40]:
+        print(f"  {short(name):60s} {c:5d} {t / 1e3:10.1f} {t / c / 1e3:8.2f} {gb / 1e3:9.1f} {own / 1e3:9.1f}")
     print("\nhost runtime calls in the window: count, total us")
     hc = collections.Counter()
     ht = collections.Counter()

@@ -87,19 +87,31 @@ TEST_F(CudaOps, WriteFromHostAndTheUploadRingDeliverTheBytesInStreamOrder) {
   }
 }
 
-TEST_F(CudaOps, PoolServesFromACachedBlockUpToTwiceTheSize) {
+TEST_F(CudaOps, PoolServesFromACachedBlockWithinItsReuseLimit) {
   DevicePool p;
-  void* big = p.allocate(size_t{1} << 20);
+  const size_t MiB = size_t{1} << 20;
+  void* big = p.allocate(MiB);
   p.deallocate(big);
-  void* smaller = p.allocate(700 << 10);  // within 2x: the cached 1 MB block
+  void* smaller = p.allocate(300 << 10);  // a third of it, within the 64 MiB slack: the cached block
   EXPECT_EQ(smaller, big);
-  EXPECT_EQ(p.bytes_in_use(), DevicePool::size_class(size_t{1} << 20));
+  EXPECT_EQ(p.bytes_in_use(), DevicePool::size_class(MiB));
   EXPECT_EQ(p.bytes_cached(), 0u);
   p.deallocate(smaller);
-  void* tiny = p.allocate(300 << 10);  // under half: a block of its own
-  EXPECT_NE(tiny, big);
-  EXPECT_EQ(p.bytes_cached(), DevicePool::size_class(size_t{1} << 20));
-  p.deallocate(tiny);
+  void* huge = p.allocate(256 * MiB);
+  p.deallocate(huge);
+  void* half = p.allocate(150 * MiB);  // within twice its size: the 256 MiB block
+  EXPECT_EQ(half, huge);
+  p.deallocate(half);
+  void* quarter = p.allocate(64 * MiB);  // 256 MiB is past max(2 x 64, 64 + 64): a block of its own
+  EXPECT_NE(quarter, huge);
+  EXPECT_NE(quarter, big);
+  EXPECT_EQ(p.bytes_in_use(), DevicePool::size_class(64 * MiB));
+  void* small = p.allocate(512 << 10);  // the smallest cached block that serves: 1 MiB, not 256
+  EXPECT_EQ(small, big);
+  p.deallocate(small);
+  p.deallocate(quarter);
+  EXPECT_EQ(DevicePool::reuse_limit(MiB), MiB + DevicePool::kReuseSlack);
+  EXPECT_EQ(DevicePool::reuse_limit(256 * MiB), 512 * MiB);
 }
 
 }  // namespace

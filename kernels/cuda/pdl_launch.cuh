@@ -1,0 +1,44 @@
+// Host side of programmatic dependent launch (sm_90; device side: pdl_wait / pdl_trigger in
+// device_util.cuh). A decode step is a chain of short dependent kernels; launched programmatically, a
+// kernel's blocks are resident and waiting (griddepcontrol.wait) when its predecessor finishes, instead
+// of being launched after it, and a successor that reads its weights before its wait (cuda::gemv) can
+// start while this kernel runs once this kernel triggers.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "kernels/cuda/check.h"
+
+namespace hypic::cuda::detail {
+
+// HYPIC_CUDA_PDL_CHAIN=0 launches the step's small kernels the ordinary way (A/B runs); read once.
+inline bool pdl_chain_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HYPIC_CUDA_PDL_CHAIN");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...), programmatically when `pdl` is set. The kernel
+// must call pdl_wait() before it reads or writes anything an earlier kernel may still be writing.
+template <class... Params, class... Args>
+void launch_pdl(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace hypic::cuda::detail
