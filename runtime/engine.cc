@@ -207,6 +207,23 @@ Engine::Engine(Backend& backend, CacheMode mode, EngineOptions opt)
     prof_ = std::make_unique<Profile>();
     prof_->host = std::string(env) == "host";
   }
+  if (opt_.warm_up_rows > 0) warm_up(opt_.warm_up_rows);
+}
+
+int Engine::warm_up(int64_t max_rows) {
+  const ModelConfig& cfg = backend_.config();
+  if (cfg.max_positions > 0) max_rows = std::min(max_rows, cfg.max_positions);
+  int passes = 0;
+  for (int64_t n = std::min<int64_t>(32, max_rows); n > 0;) {
+    const std::vector<int> ids(static_cast<size_t>(n), 0);
+    std::unique_ptr<State> st = backend_.new_state();
+    forward(ids, *st);
+    ++passes;
+    if (n >= max_rows) break;
+    n = std::min(2 * n, max_rows);
+  }
+  backend_.sync();
+  return passes;
 }
 
 Engine::~Engine() = default;

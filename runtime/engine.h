@@ -51,6 +51,12 @@ struct EngineOptions {
   // its TTFT), and the first-token logits are compared (PromptResult::verify): a user can see that hits
   // are trustworthy. Deterministic: every (1 / rate)-th request with a hit.
   double verify_hits_rate = 0;
+  // At construction, one throwaway forward pass of every power-of-two row count from 32 up to this many
+  // rows (and this many): on the CUDA backend a pass's library GEMMs load their kernels and pick their
+  // algorithms per power-of-two bucket of rows, a few milliseconds the first time each happens, which would
+  // otherwise land on the first request of each size. 0: none (the default; on the CPU backend the passes
+  // cost what a prefill of that size costs).
+  int64_t warm_up_rows = 0;
 };
 
 // A request with hits checked against its full recompute.
@@ -173,6 +179,9 @@ class Engine {
   void decode_batch_drawn(std::span<State* const> states, std::span<const int> ids,
                           std::span<const TokenDraw* const> draws, std::span<int> sampled,
                           std::vector<std::vector<float>>& logits);
+  // The warm-up passes of EngineOptions::warm_up_rows (run by the constructor when it is set): throwaway
+  // states, nothing stored. Returns the passes run.
+  int warm_up(int64_t max_rows);
   // Greedy decode of n tokens continuing `r` (the first comes from r.logits).
   std::vector<int> greedy_decode(PromptResult& r, int n);
 

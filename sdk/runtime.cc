@@ -27,6 +27,7 @@ std::unique_ptr<Runtime> Runtime::open(const RuntimeOptions& options) {
   eo.tiers.host_budget_bytes = options.host_cache_bytes;
   eo.tiers.codec = options.cache_format;
   eo.verify_hits_rate = options.verify_hits_rate;
+  eo.warm_up_rows = options.warm_up_rows >= 0 ? options.warm_up_rows : (device == Device::Cuda ? 8192 : 0);
   if (!options.cache_dir.empty()) {
     rt->cache_dir_ = CacheDir::open(options.cache_dir, static_cast<int64_t>(options.disk_cache_bytes));
     eo.tiers.disk = rt->cache_dir_;

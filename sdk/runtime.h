@@ -36,6 +36,9 @@ struct RuntimeOptions {
   // without one; CUDA only). The tokenizer and chat template still come from model_dir.
   bool random_weights = false;
   uint64_t seed = 0;
+  // EngineOptions::warm_up_rows: throwaway passes at open so that the first requests of each size do not
+  // load the GPU's GEMM kernels. -1: 8192 rows on CUDA, none on the CPU.
+  int64_t warm_up_rows = -1;
 };
 
 class Runtime {

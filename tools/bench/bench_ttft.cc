@@ -61,12 +61,15 @@
 //     (matched by position); and the first-token distributions by KL and top-1 agreement. Reported as
 //     the mean over requests.
 //
-// TTFT is run()'s wall time ending after a device sync (PromptResult::ttft_ms).
+// TTFT is run()'s wall time ending after a device sync (PromptResult::ttft_ms). Every engine runs its
+// warm-up passes at construction (--warm-up-rows, 8192 by default on CUDA: the first pass of each power-of-two
+// row count loads cuBLAS kernels, ~3 ms each, which a server pays at start-up, not on a request).
 // Usage:
 //   hypic_bench_ttft (--config CONFIG.json | --model DIR) [--device cuda|cpu] [--case rag|cold|agent|tiers|state|scatter|all] [--requests 8] [--repeats 3]
 //                    [--mode full|prefix|hypic|naive|noseam|all] (modes of the rag case)
 //                    [--warmup 8] [--profile-request N] [--pool 48] [--chunks-min 8] [--chunks-max 16] [--chunk-tokens 512]
 //                    [--system 300] [--tools 600] [--question 30] [--seam 8] [--budget-gb 40] [--seed 1]
+//                    [--warm-up-rows 8192]
 //                    [--turns 8] [--reply-tokens 32] [--tool-tokens 64] [--tier-format fp32|bf16|compact]
 //                    [--scatter-tokens 32768] [--workers 1,2,4] [--scatter-devices 0,1,2,3]
 //                    [--quiet]   (--help lists them all)
@@ -119,6 +122,7 @@ struct Args {
   int turns = 8;
   int64_t reply_tokens = 32, tool_tokens = 64;
   double budget_gb = 40;
+  long long warm_up_rows = 8192;
   uint64_t seed = 1;
   bool quiet = false;
 };
@@ -161,6 +165,10 @@ Args parse(int argc, char** argv) {
   tools::add_int<int64_t>(app, "--question", a.question, "question tokens", 1, 1 << 24);
   tools::add_int<int64_t>(app, "--seam", a.seam, "seam width", 0, 65536);
   app.add_option("--budget-gb", a.budget_gb, "segment store budget, GB")->check(CLI::Range(1e-6, 1e6));
+  app.add_option("--warm-up-rows", a.warm_up_rows,
+                 "each engine's warm-up passes at construction, up to this many rows (EngineOptions::warm_up_rows, "
+                 "as the SDK runtime and hypic serve open on CUDA); 0: none")
+      ->check(CLI::Range(0LL, 1LL << 20));
   tools::add_u64(app, "--seed", a.seed, "workload (and random weights) seed");
   tools::add_int(app, "--turns", a.turns, "agent case: turns", 1, 1 << 16);
   tools::add_int<int64_t>(app, "--reply-tokens", a.reply_tokens, "agent case: tokens decoded per turn", 1, 1 << 20);
@@ -828,6 +836,7 @@ int main(int argc, char** argv) {
     EngineOptions opt;
     opt.seam_width = a.seam;
     opt.cache_budget_bytes = static_cast<size_t>(a.budget_gb * 1e9);
+    opt.warm_up_rows = a.device == "cpu" ? 0 : a.warm_up_rows;
     std::printf("{\n  \"model\": \"%s\", \"device\": \"%s\",\n  \"weight_bytes\": %zu, \"load_seconds\": %.1f",
                 what.c_str(), device_name(backend->device()), weight_bytes, load_s);
     std::vector<Request> reqs;
