@@ -121,16 +121,18 @@ static __global__ void __launch_bounds__(kCombineFewCols)
 }
 
 // Merges `splits` partial results for `rows` rows of d columns (layouts as above) with the kernel that
-// suits the split count; `pdl`: launched programmatically (pdl_launch.cuh), letting its successor start.
+// suits the split count; `pdl`: launched programmatically (pdl_launch.cuh), and letting its successor start
+// early when its grid fits in one wave.
 inline void split_combine(int64_t splits, int64_t rows, int64_t d, int64_t ld, const float* part_o,
                           const float* part_ml, bf16* out, cudaStream_t stream, bool pdl = false) {
   if (splits <= kCombineFewSplits) {
     const dim3 grid(unsigned(rows), unsigned((d + kCombineFewCols - 1) / kCombineFewCols));
     launch_pdl(pdl, split_combine_few_kernel, grid, dim3(kCombineFewCols), 0, stream, splits, d, ld, part_o, part_ml,
-               out, pdl);
+               out, pdl && pdl_trigger_early(int64_t(grid.x) * grid.y));
   } else {
-    launch_pdl(pdl, split_combine_kernel, split_combine_grid(rows, d), dim3(kCombineThreads), 0, stream, splits, d, ld,
-               part_o, part_ml, out, pdl);
+    const dim3 grid = split_combine_grid(rows, d);
+    launch_pdl(pdl, split_combine_kernel, grid, dim3(kCombineThreads), 0, stream, splits, d, ld, part_o, part_ml, out,
+               pdl && pdl_trigger_early(int64_t(grid.x) * grid.y));
   }
 }
 

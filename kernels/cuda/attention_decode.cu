@@ -534,9 +534,10 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
       const char* e = std::getenv("HYPIC_CUDA_DECODE_ATTN_MMA");
       return !(e && std::strcmp(e, "0") == 0);
     }();
+    const bool early = detail::pdl_trigger_early(int64_t(ggrid.x) * ggrid.y * ggrid.z);
 #define HYPIC_GQA_LAUNCH(...)                                                                                 \
   detail::launch_pdl(pdl, __VA_ARGS__, ggrid, dim3(kWarps * 32), 0, stream, s, splits, q, k, v, q_pos, k_pos, \
-                     keys_dev, slots, sl2, part_o, part_ml, pdl)
+                     keys_dev, slots, sl2, part_o, part_ml, early)
     if (G == 8 && mma) {
       if (D == 256) HYPIC_GQA_LAUNCH(decode_gqa_mma_kernel<256>);
       else HYPIC_GQA_LAUNCH(decode_gqa_mma_kernel<128>);
@@ -551,9 +552,10 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
     }
 #undef HYPIC_GQA_LAUNCH
   } else {
+    const bool early = detail::pdl_trigger_early(int64_t(grid.x) * grid.y * grid.z);
 #define HYPIC_DECODE_LAUNCH(DIM, VEC)                                                                             \
   detail::launch_pdl(pdl, decode_kernel<DIM, VEC>, grid, dim3(kWarps * 32), 0, stream, s, splits, q, k, v, q_pos, \
-                     k_pos, keys_dev, slots, sl2, part_o, part_ml, pdl)
+                     k_pos, keys_dev, slots, sl2, part_o, part_ml, early)
     if (D == 64) {
       if (vec) HYPIC_DECODE_LAUNCH(64, true);
       else HYPIC_DECODE_LAUNCH(64, false);

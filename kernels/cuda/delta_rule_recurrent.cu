@@ -92,7 +92,7 @@ void gdn_recurrent(const GdnShape& s, const bf16* q, const bf16* k, const bf16* 
   const dim3 grid(unsigned((s.dv + 31) / 32), unsigned(s.H), unsigned(s.N));
   const bool pdl = detail::pdl_chain_enabled();
   detail::launch_pdl(pdl, gdn_recurrent_kernel, grid, dim3(kWarps * 32), 0, stream, s, q, k, v, g, beta, state, states,
-                     out, pdl);
+                     out, detail::pdl_trigger_early(int64_t(grid.x) * grid.y * grid.z));
 }
 
 }  // namespace hypic::cuda

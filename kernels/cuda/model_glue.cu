@@ -224,7 +224,8 @@ void gdn_conv_split_rows(const bf16* qkv, int64_t N, int64_t Hk, int64_t dk, int
   const dim3 grid(unsigned(2 * Hk + (Hv * dv + kPrepThreads - 1) / kPrepThreads), unsigned(N));
   const bool pdl = detail::pdl_chain_enabled();
   detail::launch_pdl(pdl, conv_split_rows_kernel, grid, dim3(kPrepThreads), 0, stream, qkv, int(Hk), int(dk), int(Hv),
-                     int(dv), conv_w, int(K), tail, tails, q_scale, eps, q, k, v, pdl);
+                     int(dv), conv_w, int(K), tail, tails, q_scale, eps, q, k, v,
+                     detail::pdl_trigger_early(int64_t(grid.x) * grid.y));
 }
 
 void convert_to_bf16(const void* src, DType t, int64_t n, bf16* dst, cudaStream_t stream) {

@@ -200,7 +200,8 @@ void qk_norm_rope(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t
                      stream, q_src, q_stride, q, k, T, int(H), int(Hkv), int(head_dim), q_norm, k_norm, eps,
                      zero_centred, int(rot_dim / 2), positions, inv_freq_table(rot_dim, theta),
                      append ? append->v_new : static_cast<const bf16*>(nullptr),
-                     append ? append->slots : static_cast<const KvSlot*>(nullptr), pdl);
+                     append ? append->slots : static_cast<const KvSlot*>(nullptr),
+                     detail::pdl_trigger_early(detail::blocks_for(items, kQkWarps)));
 }
 
 void rope_shift(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot_dim, int64_t delta, double theta,
