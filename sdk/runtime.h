@@ -37,7 +37,7 @@ struct RuntimeOptions {
   bool random_weights = false;
   uint64_t seed = 0;
   // EngineOptions::warm_up_rows: throwaway passes at open so that the first requests of each size do not
-  // load the GPU's GEMM kernels. -1: 8192 rows on CUDA, none on the CPU.
+  // load the GPU's GEMM kernels. -1: 8192 rows on CUDA, none on the CPU (hypic serve: its prefill chunk).
   int64_t warm_up_rows = -1;
 };
 

@@ -167,7 +167,7 @@ Args parse(int argc, char** argv) {
   app.add_option("--budget-gb", a.budget_gb, "segment store budget, GB")->check(CLI::Range(1e-6, 1e6));
   app.add_option("--warm-up-rows", a.warm_up_rows,
                  "each engine's warm-up passes at construction, up to this many rows (EngineOptions::warm_up_rows, "
-                 "as the SDK runtime and hypic serve open on CUDA); 0: none")
+                 "as the SDK runtime opens on CUDA); 0: none")
       ->check(CLI::Range(0LL, 1LL << 20));
   tools::add_u64(app, "--seed", a.seed, "workload (and random weights) seed");
   tools::add_int(app, "--turns", a.turns, "agent case: turns", 1, 1 << 16);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "runtime/backends.h"
 #include "tools/common/weights_prefetch.h"
 #include "tools/hypic/cli_args.h"
 #include "tools/hypic/serve/http_server.h"
@@ -34,6 +35,9 @@ int run(const Options& o) {
   ro.chat_template_file = o.chat_template;
   ro.random_weights = o.random_weights;
   ro.seed = o.seed;
+  // Warm-up passes (CUDA) up to the largest pass the scheduler runs, a prefill chunk: scratch for more rows
+  // would stay cached in the device's pool unused.
+  ro.warm_up_rows = resolve_device(o.device) == Device::Cuda ? o.prefill_chunk : 0;
   if (!o.random_weights) tools::prefetch_weights(o.model, o.quiet);
   std::unique_ptr<sdk::Runtime> rt = sdk::Runtime::open(ro);
 
