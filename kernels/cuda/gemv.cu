@@ -3,6 +3,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/row_norm8.cuh"
 
 namespace hypic::cuda {
@@ -286,22 +287,9 @@ void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targe
   const int64_t blocks = (slot / R + kWarps - 1) / kWarps;
   HYPIC_CUDA_REQUIRE(blocks <= 2147483647, "gemv: too many rows");
   // Launched programmatically (the kernel waits on its predecessor itself, after reading its weights).
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(blocks));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(K) * sizeof(bf16);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (R == 4)
-    HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemv_kernel<4>, p));
-  else if (R == 2)
-    HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemv_kernel<2>, p));
-  else
-    HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemv_kernel<1>, p));
+  auto* kernel = R == 4 ? gemv_kernel<4> : R == 2 ? gemv_kernel<2> : gemv_kernel<1>;
+  detail::launch_pdl(true, kernel, dim3(unsigned(blocks)), dim3(kThreads), static_cast<size_t>(K) * sizeof(bf16),
+                     stream, p);
 }
 
 }  // namespace hypic::cuda

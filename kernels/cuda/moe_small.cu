@@ -2,6 +2,7 @@
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/moe_route.cuh"
 #include "kernels/cuda/moe_small.h"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace hypic::cuda {
 namespace {
@@ -398,25 +399,17 @@ void moe_decode(const MoeDecodeArgs& a, cudaStream_t stream) {
                      "moe_decode: missing pointer");
   const auto u16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   HYPIC_CUDA_REQUIRE(u16(a.x) && u16(a.act) && u16(a.shared_act), "moe_decode: x and activations 16-byte aligned");
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  // Both launched programmatically (each kernel waits on its predecessor itself).
   const bool narrow = a.E <= 256;  // 8 router logits a lane
   const int E = int(a.E), K = int(a.K), D = int(a.D), I = int(a.I), Is = int(a.Is);
-  cfg.gridDim = dim3(unsigned((a.I + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(a.K));
-  cfg.dynamicSmemBytes = size_t(a.D) * 2;
-  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, narrow ? decode_gate_up_kernel<8> : decode_gate_up_kernel<32>, a.logits,
-                                      E, K, a.normalize, a.x, D, a.gate_up, I, a.act, a.ids, a.weights));
-  cfg.gridDim = dim3(unsigned((a.D + kRowsPerBlock - 1) / kRowsPerBlock));
-  cfg.dynamicSmemBytes = size_t(a.K * a.I + a.Is) * 2;
-  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, narrow ? decode_down_kernel<8> : decode_down_kernel<32>, a.logits, E, K,
-                                      a.normalize, const_cast<const bf16*>(a.act), I, a.down, D, a.shared_act,
-                                      a.shared_down, Is, a.shared_gate, a.h));
+  detail::launch_pdl(true, narrow ? decode_gate_up_kernel<8> : decode_gate_up_kernel<32>,
+                     dim3(unsigned((a.I + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(a.K)), dim3(kThreads),
+                     size_t(a.D) * 2, stream, a.logits, E, K, a.normalize, a.x, D, a.gate_up, I, a.act, a.ids,
+                     a.weights);
+  detail::launch_pdl(true, narrow ? decode_down_kernel<8> : decode_down_kernel<32>,
+                     dim3(unsigned((a.D + kRowsPerBlock - 1) / kRowsPerBlock)), dim3(kThreads),
+                     size_t(a.K * a.I + a.Is) * 2, stream, a.logits, E, K, a.normalize, const_cast<const bf16*>(a.act),
+                     I, a.down, D, a.shared_act, a.shared_down, Is, a.shared_gate, a.h);
 }
 
 }  // namespace hypic::cuda
