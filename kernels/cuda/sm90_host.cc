@@ -23,9 +23,14 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
 }  // namespace
 
 CUtensorMap tensor_map_sw128(const bf16* base, int64_t width, int64_t rows, uint32_t box_rows, const char* what) {
+  return tensor_map_sw128(base, width, rows, width, box_rows, what);
+}
+
+CUtensorMap tensor_map_sw128(const bf16* base, int64_t width, int64_t rows, int64_t row_stride, uint32_t box_rows,
+                             const char* what) {
   CUtensorMap m;
   const cuuint64_t dims[2] = {cuuint64_t(width), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(width) * sizeof(bf16)};
+  const cuuint64_t strides[1] = {cuuint64_t(row_stride) * sizeof(bf16)};
   const cuuint32_t box[2] = {64, box_rows}, elem[2] = {1, 1};
   const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box,
                                  elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,

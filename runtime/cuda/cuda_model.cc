@@ -16,6 +16,7 @@
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/engine_state_ops.h"
 #include "kernels/cuda/family_glue.h"
+#include "kernels/cuda/gemm_skinny_sm90.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kda.h"
 #include "kernels/cuda/kv_cache.h"
@@ -204,6 +205,14 @@ void CudaModel::gemm(const bf16* x, int64_t T, int64_t ldx, const DeviceLinear& 
     in.x = x;
     const cuda::GemvTarget t{w.w, w.out, y, yt, accumulate ? cuda::GemvEpilogue::Add : cuda::GemvEpilogue::Store};
     cuda::gemv(in, w.in, &t, 1, stream_);
+    return;
+  }
+  // Up to 256 rows the product is a stream over the weights: cuda::gemm_skinny keeps every SM streaming where
+  // cuBLAS's tiles leave most of them idle, and launches programmatically (opt-in for now: its header). The
+  // split-invariant mode keeps cuBLAS, the reference the other modes are checked against.
+  if (!split_invariant_ && cuda::gemm_skinny_enabled() &&
+      cuda::gemm_skinny_applies(x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate)) {
+    cuda::gemm_skinny(x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate, stream_);
     return;
   }
   cuda::gemm_xwt(blas_, x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate, stream_);

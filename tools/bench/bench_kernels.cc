@@ -9,9 +9,10 @@
 //   for 1 to 2048 tokens, on every path the CUDA model has (few-row GEMVs, expert-major on CUDA cores and
 //   on tensor cores, cuBLAS grouped GEMM with its host round trip), routing included;
 //   one GDN layer's segment chain of an all-hit stitch (cuda::state_chain: 17 cached blocks, each a seam of
-//   8 rows then its body's transfer operator and state, then 22 question rows), and its two halves alone.
+//   8 rows then its body's transfer operator and state, then 22 question rows), and its two halves alone;
+//   the dense products of a stitch and of batched decode (8-256 rows), cuda::gemm_skinny against cuBLASLt.
 // Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20]
-//        [--only gdn|attention|lightning|kda|gemv|decode_attention|moe|chain]
+//        [--only gdn|attention|lightning|kda|gemv|decode_attention|moe|chain|skinny]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/engine_state_ops.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_skinny_sm90.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kda.h"
 #include "kernels/cuda/lightning.h"
@@ -84,7 +86,7 @@ int main(int argc, char** argv) {
   hypic::tools::configure(app, /*uses_model=*/false);
   hypic::tools::add_int(app, "--iters", iters, "timed iterations per case", 1, 1 << 20);
   app.add_option("--only", only, "run one family (default: all)")
-      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda", "gemv", "decode_attention", "moe", "chain"}));
+      ->check(CLI::IsMember({"gdn", "attention", "lightning", "kda", "gemv", "decode_attention", "moe", "chain", "skinny"}));
   app.add_option("--tokens", tokens, "sequence lengths, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
@@ -285,6 +287,55 @@ int main(int argc, char** argv) {
                   first ? "" : ",\n", variant, list->size(),
                   static_cast<long long>(list == &products ? 0 : rows), ms);
       first = false;
+    }
+  }
+  if (only.empty() || only == "skinny") {
+    // The dense products of a stitch (100-160 rows) and of batched decode (8-32 rows) at Qwen3.5-35B-A3B
+    // shapes: cuda::gemm_skinny against cuBLASLt (gemm_xwt, its heuristic's algorithm). Each case cycles
+    // through >= 256 MB of weight copies, so every iteration reads its weights from memory.
+    struct Shape {
+      const char* name;
+      int64_t N, K;
+      hypic::DType yt;
+      bool add;
+    };
+    const Shape shapes[] = {
+        {"gdn qkv / attn q+gate 8192x2048", 8192, 2048, hypic::DType::BF16, false},
+        {"gdn z 4096x2048", 4096, 2048, hypic::DType::BF16, false},
+        {"out 2048x4096 (+=, f32)", 2048, 4096, hypic::DType::F32, true},
+        {"shared gate_up 1024x2048", 1024, 2048, hypic::DType::BF16, false},
+        {"shared down 2048x512", 2048, 512, hypic::DType::BF16, false},
+        {"attn k 512x2048", 512, 2048, hypic::DType::BF16, false},
+        {"router 256x2048 (f32)", 256, 2048, hypic::DType::F32, false},
+        {"gdn ba 64x2048 (f32)", 64, 2048, hypic::DType::F32, false},
+    };
+    Blas blas;
+    const int64_t kMaxRows = 256;
+    DeviceBuffer x(pool, 2 * kMaxRows * 4096), y(pool, 4 * kMaxRows * 8192);
+    fill_bf16(x, kMaxRows * 4096, 51, 1.0f);
+    HYPIC_CUDA_CHECK(cudaMemset(y.get(), 0, 4 * kMaxRows * 8192));
+    for (const Shape& s : shapes) {
+      const int64_t bytes = 2 * s.N * s.K;
+      const int64_t copies = std::max<int64_t>(1, ((int64_t{256} << 20) + bytes - 1) / bytes);
+      DeviceBuffer w(pool, size_t(bytes) * copies);
+      fill_bf16(w, size_t(s.N * s.K) * copies, 52, 0.02f);
+      for (const int64_t M : {8, 32, 64, 102, 158, 256}) {
+        for (const bool skinny : {true, false}) {
+          int64_t it = 0;
+          const double ms = time_ms([&] {
+            const bf16* wc = w.as<bf16>() + (it++ % copies) * s.N * s.K;
+            if (skinny)
+              gemm_skinny(x.as<bf16>(), M, s.K, s.K, wc, s.N, y.get(), s.yt, s.N, s.add, st);
+            else
+              gemm_xwt(blas, x.as<bf16>(), M, s.K, s.K, wc, s.N, y.get(), s.yt, s.N, s.add, st);
+          }, iters * 10, st);
+          std::printf("%s  {\"op\": \"skinny_product\", \"shape\": \"%s\", \"rows\": %lld, \"variant\": \"%s\", "
+                      "\"ms\": %.4f, \"gb_per_s\": %.0f, \"tflops\": %.1f}",
+                      first ? "" : ",\n", s.name, static_cast<long long>(M), skinny ? "hypic skinny" : "cublas", ms,
+                      bytes / (ms * 1e-3) / 1e9, 2.0 * M * s.N * s.K / (ms * 1e-3) / 1e12);
+          first = false;
+        }
+      }
     }
   }
   if (only.empty() || only == "moe") {

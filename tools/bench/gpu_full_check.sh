@@ -33,6 +33,10 @@
 #                                        # with the fuzz targets (.gpubin/fuzz.tar.xz) on the spare CPU cores
 #                                        # (ONLY_SERVE=1: only the server bench and the fuzz targets)
 #   tools/bench/gpu_full_check.sh admission  # `hypic serve`'s decode stalls by --prefill-chunk (serve_admission.sh)
+#   tools/bench/gpu_full_check.sh skinny # the products of <= 256 rows (cuda::gemm_skinny): its op test, its bench
+#                                        # against cuBLAS, the model and engine tests and decode at batch 1/8/32
+#                                        # and RAG TTFT with it on and off (HYPIC_CUDA_SKINNY=1/0), an all-hit
+#                                        # request's device timeline (.gpubin/trace.tar.xz: the trace library)
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 #   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
@@ -479,6 +483,46 @@ if [ "$stage" = multigpu ]; then
   "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case scatter --scatter-tokens 32768 \
     --workers $ws --scatter-devices $devs --repeats 3 > "$O/bench_scatter_gpus.json" 2> "$O/bench_scatter_gpus.err"
   echo "scatter: exit $?"; grep "\[scatter\]" "$O/bench_scatter_gpus.err"
+fi
+if [ "$stage" = skinny ]; then
+  run_test cuda_gemm_skinny_test
+  grep -E "metrics" "$O/cuda_gemm_skinny_test.txt" | head -40
+  step skinny bench
+  "$(bin hypic_bench_kernels)" --only skinny --iters 20 > "$O/bench_skinny.json"; echo "bench: exit $?"
+  python3 - "$O/bench_skinny.json" <<'PY'
+import json, sys
+rows = {}
+for r in json.load(open(sys.argv[1]))["results"]:
+    rows.setdefault((r["shape"], r["rows"]), {})[r["variant"]] = (r["ms"], r["gb_per_s"])
+for (shape, m), v in rows.items():
+    a, b = v["hypic skinny"], v["cublas"]
+    print(f"{shape:34s} {m:4d} rows: skinny {a[0] * 1e3:7.1f} us {a[1]:5.0f} GB/s, cuBLAS {b[0] * 1e3:7.1f} us "
+          f"{b[1]:5.0f} GB/s ({b[0] / a[0]:.2f}x)")
+PY
+  for t in cuda_backend_ops_test cuda_stitch_ops_test cuda_decode_ops_test cuda_model_test; do
+    HYPIC_CUDA_SKINNY=1 run_test $t
+  done
+  HYPIC_CUDA_SKINNY=1 run_test engine_model_test '*cuda*'
+  HYPIC_CUDA_SKINNY=1 run_test engine_batch_model_test
+  for v in 1 0; do
+    step "decode, HYPIC_CUDA_SKINNY=$v"
+    HYPIC_CUDA_SKINNY=$v "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
+      --prefill 8192 --decode 64 --batch 1,8,32 --batch-steps 24 > "$O/decode_skinny$v.json"
+    grep -o '"batch": [0-9]*\|"graph_drawn": {"ms_per_step": [0-9.]*' "$O/decode_skinny$v.json" | tr '\n' ' '; echo
+    step "RAG TTFT, HYPIC_CUDA_SKINNY=$v"
+    HYPIC_CUDA_SKINNY=$v "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag \
+      --requests 8 > "$O/ttft_skinny$v.json" 2> "$O/ttft_skinny$v.txt"
+    grep -oE '"mode": "[a-z]+", "ttft_ms": \{[^}]*\}' "$O/ttft_skinny$v.json"; grep 'measured request' "$O/ttft_skinny$v.txt" | grep hypic
+  done
+  if [ -f .gpubin/trace.tar.xz ]; then
+    mkdir -p /tmp/trace && tar xJf .gpubin/trace.tar.xz -C /tmp/trace
+    step "request 8's timeline, HYPIC_CUDA_SKINNY=1"
+    HYPIC_CUDA_SKINNY=1 CUDA_INJECTION64_PATH=/tmp/trace/libhypic_kernel_trace.so LD_LIBRARY_PATH=/tmp/trace:$LD_LIBRARY_PATH \
+      HYPIC_TRACE_OUT="$O/req8.trace" "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+      --case rag --mode hypic --warmup 8 --requests 1 --profile-request 8 > /dev/null 2>&1
+    python3 tools/bench/kernel_gaps.py "$O/req8.trace" > "$O/req8_gaps.txt" 2>&1; head -50 "$O/req8_gaps.txt"
+    gzip -f "$O/req8.trace"
+  fi
 fi
 if [ "$stage" = admission ]; then
   # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS

@@ -1,0 +1,356 @@
+// Hopper products of few rows (gemm_skinny_sm90.h). Written from the PTX manual.
+//
+// Work item = one block: BW = 128 * MB weight rows (output columns n0 .. n0 + BW) x one of S slices of K. The
+// S blocks of a tile form a cluster (grid.x = S); each sums its slice into registers, stages the sums in its
+// shared memory, and after a cluster barrier block r adds up rows r, r + S, ... of the tile from all S blocks
+// in order 0 .. S-1 (distributed shared memory) and writes them.
+// Block = 384 threads:
+//   warpgroup 0 (producer): thread 0 loads each stage's weight box (BW rows x 64 columns) and row box
+//     (NP rows x 64 columns; rows past M are zero-filled) by TMA on the stage's mbarrier. The weight boxes of
+//     the first stages are requested before the kernel waits for its predecessor (programmatic launch).
+//   warpgroups 1 and 2 (consumers): MB x 64 weight rows each; per 64-wide k step 4 x MB wgmma m64nNPk16 with
+//     both operands in shared memory (weights as A, the rows as B), one group in flight.
+// Four stages of (BW + NP) x 128 bytes.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/gemm_skinny_sm90.h"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
+#include "kernels/cuda/sm90.cuh"
+#include "kernels/cuda/sm90_host.h"
+#include "kernels/cuda/wgmma_ss.cuh"
+
+namespace hypic::cuda {
+namespace {
+
+constexpr int kThreads = 384, kStages = 4, kBK = 64, kMaxSplits = 8;
+enum Mode { kStoreBf16 = 0, kStoreF32 = 1, kAddF32 = 2 };
+
+template <int NP, int MB>
+struct SkinnySmem {
+  static constexpr int bw = 128 * MB;
+  static constexpr uint32_t stage_bytes = uint32_t(bw + NP) * 128;
+  static constexpr uint32_t bars = kStages * stage_bytes;  // full[kStages], empty[kStages]
+  static constexpr uint32_t alloc = bars + 2 * kStages * 8 + 1024;  // + slack to align the base to 1024
+  // The tile's sums, [NP rows][bw + 4 floats] (4 mod 32 words a row: the staging stores do not conflict),
+  // over the stages once the k loop is done.
+  static constexpr int red_ld = bw + 4;
+  static_assert(uint32_t(NP) * red_ld * 4 <= bars, "the sums fit over the stages");
+  static_assert(alloc <= 227 * 1024, "fits one H100/H200 block");
+  static_assert(stage_bytes % 1024 == 0 && (bw * 128) % 1024 == 0, "swizzle atoms stay 1024-aligned");
+};
+
+template <int NP, int MB>
+__global__ void __launch_bounds__(kThreads, 1)
+    skinny_sm90_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, int M,
+                       int N, int KT, int kt_per, void* __restrict__ y, int ldy, int mode) {
+#if HYPIC_SM90A
+  using namespace sm90;
+  using L = SkinnySmem<NP, MB>;
+  constexpr int BW = L::bw;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::bars);
+  uint64_t* empty = full + kStages;
+  const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int S = int(gridDim.x), split = int(blockIdx.x), n0 = int(blockIdx.y) * BW;
+  const int kt0 = split * kt_per, kt1 = min(KT, kt0 + kt_per), steps = max(0, kt1 - kt0);
+
+  if (tid == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      mbar_init(full + i, 1);  // the producer's arrival with both boxes' byte count
+      mbar_init(empty + i, 8);  // lane 0 of each consumer warp
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (warp < 4) {
+    // ---------------- producer ----------------
+    setmaxnreg_dec<40>();
+    if (tid == 0) {
+      prefetch_tensor_map(&wmap);
+      prefetch_tensor_map(&xmap);
+      const int pre = min(kStages, steps);
+      // The weights are constant: their first boxes load while the predecessor still runs.
+      for (int i = 0; i < pre; ++i) {
+        unsigned char* sw = smem + i * L::stage_bytes;
+        mbar_arrive_expect_tx(full + i, L::stage_bytes);
+        tma_load_2d(sw, &wmap, (kt0 + i) * kBK, n0, full + i);
+      }
+      detail::pdl_wait();  // the rows are the predecessor's output
+      for (int i = 0; i < pre; ++i)
+        tma_load_2d(smem + i * L::stage_bytes + BW * 128, &xmap, (kt0 + i) * kBK, 0, full + i);
+      int stage = pre % kStages;
+      uint32_t phase = pre == kStages ? 1 : 0;
+      for (int i = pre; i < steps; ++i) {
+        mbar_wait(empty + stage, phase ^ 1);
+        unsigned char* sw = smem + stage * L::stage_bytes;
+        mbar_arrive_expect_tx(full + stage, L::stage_bytes);
+        tma_load_2d(sw, &wmap, (kt0 + i) * kBK, n0, full + stage);
+        tma_load_2d(sw + BW * 128, &xmap, (kt0 + i) * kBK, 0, full + stage);
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+    __syncwarp();
+    cluster_sync();  // the consumers staged their sums
+    cluster_sync();  // every block of the cluster has read them
+  } else {
+    // ---------------- consumers ----------------
+    setmaxnreg_inc<232>();
+    detail::pdl_wait();  // y may be the predecessor's (accumulate) or still read by it
+    const int wg = warp / 4 - 1, w = warp % 4, g = lane / 4, t = lane % 4;
+    float acc[MB][NP / 2];
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+      for (int i = 0; i < NP / 2; ++i) acc[mb][i] = 0.0f;
+    int stage = 0, prev = -1;
+    uint32_t phase = 0;
+    for (int i = 0; i < steps; ++i) {
+      mbar_wait(full + stage, phase);
+      const unsigned char* sw = smem + stage * L::stage_bytes + wg * MB * 64 * 128;
+      const unsigned char* sx = smem + stage * L::stage_bytes + BW * 128;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk)
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb)
+          wgmma_kmajor_ss<NP>(acc[mb], desc_sw128(sw + mb * 64 * 128 + 32 * kk, 16, 1024),
+                              desc_sw128(sx + 32 * kk, 16, 1024), 1);
+      wgmma_commit();
+      wgmma_wait<1>();
+      if (prev >= 0) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + prev);
+      }
+      prev = stage;
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) fence_regs(acc[mb]);
+    named_barrier(1, 256);  // both consumer warpgroups are done with the stages
+
+    // Thread (w, g, t) of block mb holds weight rows 16 w + g (+ 8) of its 64 and rows 8 j + 2 t (+ 1):
+    // output (row 8 j + 2 t + e, column (wg MB + mb) 64 + 16 w + g + 8 h) = acc[mb][4 j + 2 h + e].
+    float* red = reinterpret_cast<float*>(smem);
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) {
+      const int c = (wg * MB + mb) * 64 + 16 * w + g;
+#pragma unroll
+      for (int j = 0; j < NP / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) red[(8 * j + 2 * t + e) * L::red_ld + c + 8 * h] = acc[mb][4 * j + 2 * h + e];
+    }
+    cluster_sync();
+
+    // Block `split` writes rows split, split + S, ...: the sum over the cluster's blocks in rank order.
+    const int q4 = BW / 4, mine = M > split ? (M - split + S - 1) / S : 0;
+    const uint32_t red_base = smem_u32(red);
+    for (int idx = tid - 128; idx < mine * q4; idx += 256) {
+      const int r = split + S * (idx / q4), q = idx % q4, n = n0 + 4 * q;
+      if (n >= N) continue;
+      const uint32_t off = red_base + uint32_t((r * L::red_ld + 4 * q) * 4);
+      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int b = 0; b < S; ++b) {
+        float4 v;
+        asm volatile(
+            "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %4, %5;\n"
+            "ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [ra];\n}\n"
+            : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+            : "r"(off), "r"(b)
+            : "memory");
+        s.x += v.x;
+        s.y += v.y;
+        s.z += v.z;
+        s.w += v.w;
+      }
+      const int64_t at = int64_t(r) * ldy + n;
+      if (mode == kStoreBf16) {
+        uint2 pk;
+        pk.x = detail::pack_bf16(s.x, s.y);
+        pk.y = detail::pack_bf16(s.z, s.w);
+        *reinterpret_cast<uint2*>(static_cast<bf16*>(y) + at) = pk;
+      } else {
+        float4* dst = reinterpret_cast<float4*>(static_cast<float*>(y) + at);
+        if (mode == kAddF32) {
+          const float4 o = *dst;
+          s.x += o.x;
+          s.y += o.y;
+          s.z += o.z;
+          s.w += o.w;
+        }
+        *dst = s;
+      }
+    }
+    cluster_sync();
+  }
+#else
+  // Built without the sm_90a target (plain sm_90): fail loudly rather than return nothing on a Hopper GPU.
+  __trap();
+#endif
+}
+
+int padded_rows(int64_t M) {
+  for (int np : {16, 32, 64, 96, 128, 160, 192})
+    if (M <= np) return np;
+  return 256;
+}
+
+// Tensor maps are a pure function of their arguments, so a map encoded once serves every later call with the
+// same ones (the encode is host time on every product otherwise).
+struct MapKey {
+  const void* p;
+  int64_t width, rows, stride;
+  uint32_t box;
+  bool operator==(const MapKey& o) const {
+    return p == o.p && width == o.width && rows == o.rows && stride == o.stride && box == o.box;
+  }
+};
+struct MapKeyHash {
+  size_t operator()(const MapKey& k) const {
+    size_t h = std::hash<const void*>()(k.p);
+    for (int64_t v : {k.width, k.rows, k.stride, int64_t(k.box)}) h = h * 1000003u ^ std::hash<int64_t>()(v);
+    return h;
+  }
+};
+CUtensorMap cached_map(const bf16* base, int64_t width, int64_t rows, int64_t stride, uint32_t box) {
+  static std::mutex mu;
+  static std::unordered_map<MapKey, CUtensorMap, MapKeyHash> maps;
+  const MapKey k{base, width, rows, stride, box};
+  std::lock_guard<std::mutex> g(mu);
+  auto it = maps.find(k);
+  if (it != maps.end()) return it->second;
+  if (maps.size() >= 8192) maps.clear();  // activations move between calls; keep the table bounded
+  const CUtensorMap m = tensor_map_sw128(base, width, rows, stride, box, "gemm_skinny");
+  maps.emplace(k, m);
+  return m;
+}
+
+struct Plan {
+  int mb, tiles, splits, kt_per;
+};
+
+// Blocks of 256 weight rows read the rows' boxes half as often as blocks of 128; they are taken where they
+// still give the GPU about as many blocks (K split at most 8 ways: a portable cluster).
+Plan plan_for(int np, int64_t N, int64_t KT, int sms) {
+  auto make = [&](int mb) {
+    Plan p;
+    p.mb = mb;
+    p.tiles = int((N + 128 * mb - 1) / (128 * mb));
+    int s = std::max(1, std::min<int>(sms / std::max(1, p.tiles), kMaxSplits));
+    s = int(std::min<int64_t>(s, KT));
+    p.kt_per = int((KT + s - 1) / s);
+    p.splits = int((KT + p.kt_per - 1) / p.kt_per);
+    return p;
+  };
+  const Plan one = make(1);
+  if (np > 160) return one;
+  const Plan two = make(2);
+  return int64_t(two.tiles) * two.splits * 4 >= int64_t(one.tiles) * one.splits * 3 ? two : one;
+}
+
+template <int NP, int MB>
+void launch_form(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, int64_t ldy,
+                 int mode, const Plan& p, cudaStream_t stream) {
+  auto* kernel = skinny_sm90_kernel<NP, MB>;
+  constexpr uint32_t bytes = SkinnySmem<NP, MB>::alloc;
+  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  const CUtensorMap wmap = cached_map(w, K, N, K, uint32_t(128 * MB));
+  const CUtensorMap xmap = cached_map(x, K, M, ldx, uint32_t(NP));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(p.splits), unsigned(p.tiles));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = bytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(p.splits);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = detail::pdl_chain_enabled() ? 2 : 1;
+  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, wmap, xmap, int(M), int(N), int((K + kBK - 1) / kBK), p.kt_per,
+                                      y, int(ldy), mode));
+}
+
+template <int NP>
+void launch_np(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, int64_t ldy,
+               int mode, const Plan& p, cudaStream_t stream) {
+  if constexpr (NP <= 160) {
+    if (p.mb == 2) return launch_form<NP, 2>(x, M, K, ldx, w, N, y, ldy, mode, p, stream);
+  }
+  launch_form<NP, 1>(x, M, K, ldx, w, N, y, ldy, mode, p, stream);
+}
+
+}  // namespace
+
+bool gemm_skinny_enabled() {
+  const char* e = std::getenv("HYPIC_CUDA_SKINNY");
+  return e && std::strcmp(e, "1") == 0;
+}
+
+bool gemm_skinny_applies(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, const void* y,
+                         DType yt, int64_t ldy, bool accumulate) {
+  auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (M < 1 || M > 256 || K < 8 || N < 4) return false;
+  if (K % 8 != 0 || ldx % 8 != 0 || ldx < K || N % 4 != 0 || ldy % 4 != 0 || ldy < N) return false;
+  if (!aligned16(x) || !aligned16(w) || !aligned16(y)) return false;
+  if (!(yt == DType::F32 || (yt == DType::BF16 && !accumulate))) return false;
+  if (K >= (int64_t{1} << 31) || N >= (int64_t{1} << 30) || int64_t(M) * ldy >= (int64_t{1} << 31)) return false;
+  // Asked once per device: the model asks before every product.
+  static std::atomic<int8_t> sm90[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return current_device_is_sm90();
+  int8_t v = sm90[dev].load(std::memory_order_relaxed);
+  if (v == 0) sm90[dev].store(v = current_device_is_sm90() ? 1 : -1, std::memory_order_relaxed);
+  return v > 0;
+}
+
+void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, DType yt,
+                 int64_t ldy, bool accumulate, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(gemm_skinny_applies(x, M, K, ldx, w, N, y, yt, ldy, accumulate),
+                     "gemm_skinny: shape, alignment or device not supported");
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+    HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  const int np = padded_rows(M);
+  const Plan p = plan_for(np, N, (K + kBK - 1) / kBK, sms);
+  HYPIC_CUDA_REQUIRE(p.tiles < 65536, "gemm_skinny: too many output columns");
+  const int mode = yt == DType::BF16 ? kStoreBf16 : accumulate ? kAddF32 : kStoreF32;
+  switch (np) {
+    case 16: launch_np<16>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
+    case 32: launch_np<32>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
+    case 64: launch_np<64>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
+    case 96: launch_np<96>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
+    case 128: launch_np<128>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
+    case 160: launch_np<160>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
+    case 192: launch_np<192>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
+    default: launch_np<256>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
+  }
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace hypic::cuda

@@ -1,0 +1,36 @@
+// Products of a few hundred rows or fewer on Hopper: y = x W^T where x has M <= 256 rows and W is a weight
+// matrix (kernels/cuda/gemm_skinny_sm90.cu). At these row counts a product is a stream over the weights,
+// and cuBLAS's tiles leave most of the bandwidth unused (an all-hit stitch's 158-row projections ran at
+// 1.3-1.7 TB/s); this kernel swaps the operands (the weights are wgmma's 64-row A side, the rows its
+// N side, padded to a multiple of 16 or 32), splits K over the blocks of a cluster so that every SM streams,
+// and sums the splits through distributed shared memory in a fixed order (the same bits on every run).
+// It is launched programmatically (the weights' first stages load before the kernel waits for its
+// predecessor).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/types.h"
+#include "kernels/dtype.h"
+
+namespace hypic::cuda {
+
+// Whether the CUDA model sends its products of <= 256 rows here: HYPIC_CUDA_SKINNY=1. Off otherwise: the
+// kernel has not yet been timed against cuBLAS on an H200 (docs/cuda_kernels.md), and the model keeps cuBLAS
+// until it has. Read on every call, so that a bench can time both in one process.
+bool gemm_skinny_enabled();
+
+// Whether gemm_skinny takes this problem: the current device is sm_90, 1 <= M <= 256, K % 8 == 0 and
+// ldx % 8 == 0 (16-byte rows for the bulk copies), N % 4 == 0 and ldy % 4 == 0, x, w and y 16-byte aligned,
+// yt BF16 (store only) or F32 (store or accumulate).
+bool gemm_skinny_applies(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, const void* y,
+                         DType yt, int64_t ldy, bool accumulate);
+
+// y[m, n] = sum_k x[m, k] * w[n, k]  (+ y[m, n] when accumulate), fp32 accumulation:
+//   x: [M, K] bf16, rows ldx elements apart;  w: [N, K] bf16, dense rows;  y: [M, N] of type yt, rows ldy apart.
+// Throws UnsupportedShape where gemm_skinny_applies is false.
+void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, DType yt,
+                 int64_t ldy, bool accumulate, cudaStream_t stream);
+
+}  // namespace hypic::cuda

@@ -1,0 +1,93 @@
+// cuda::gemm_skinny (the Hopper product of few rows) against the CPU reference product: every row padding,
+// both block widths, split K summed over a cluster, strided rows, K not a multiple of the 64-wide step, all
+// three output forms, the same bits on a second run, and the shapes it refuses.
+#include <cstring>
+#include <vector>
+
+#include "kernels/cuda/gemm_skinny_sm90.h"
+#include "kernels/cuda/sm90_host.h"
+#include "kernels/gemm.h"
+#include "tests/kernels/cuda/harness.h"
+#include "tests/kernels/test_util.h"
+
+namespace hypic::cuda::test {
+namespace {
+
+using hypic::test::rel_err;
+
+constexpr float kTolF32 = 2e-5f;   // fp32 sums of exact bf16 products, another order than the CPU's
+constexpr float kTolBf16 = 8e-3f;  // and one bf16 rounding of the output
+
+struct Case {
+  int64_t M, K, N, ldx;
+};
+
+class SkinnyOps : public CudaOps {
+ protected:
+  void SetUp() override {
+    CudaOps::SetUp();
+    if (IsSkipped()) return;
+    if (!current_device_is_sm90()) GTEST_SKIP() << "gemm_skinny runs on sm_90 only";
+  }
+};
+
+TEST_F(SkinnyOps, MatchesCpuInEveryForm) {
+  Stream st;
+  const Case cases[] = {
+      {1, 64, 64, 64},          {2, 2048, 64, 2048},     {8, 2048, 8192, 2048},  {17, 520, 100, 520},
+      {31, 4096, 2048, 4096},   {64, 512, 2048, 512},    {90, 2048, 512, 2056},  {128, 2048, 1024, 2048},
+      {158, 2048, 4096, 2048},  {158, 4096, 2048, 4104}, {180, 1024, 772, 1024}, {256, 2048, 1024, 2048},
+      {240, 136, 4096, 136},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "M " << c.M << " K " << c.K << " N " << c.N << " ldx " << c.ldx);
+    auto xs = randn_bf16(c.M * c.ldx, uint32_t(c.M + c.K), 1.0f);
+    std::vector<float> x(c.M * c.K);
+    for (int64_t m = 0; m < c.M; ++m) std::memcpy(&x[m * c.K], &xs[m * c.ldx], 4 * c.K);
+    const auto w = randn_bf16(c.N * c.K, uint32_t(c.N + 7), 0.05f);
+    std::vector<float> ref(c.M * c.N);
+    cpu::linear(x.data(), c.M, c.K, w.data(), DType::F32, c.N, ref.data());
+    auto dx = to_device_bf16(pool, xs), dw = to_device_bf16(pool, w);
+
+    ASSERT_TRUE(gemm_skinny_applies(dx.get(), c.M, c.K, c.ldx, dw.get(), c.N, dx.get(), DType::F32, c.N, true));
+    DevArray<float> y32(pool, c.M * c.N);
+    DevArray<bf16> y16(pool, c.M * c.N);
+    gemm_skinny(dx.get(), c.M, c.K, c.ldx, dw.get(), c.N, y32.get(), DType::F32, c.N, false, st);
+    gemm_skinny(dx.get(), c.M, c.K, c.ldx, dw.get(), c.N, y16.get(), DType::BF16, c.N, false, st);
+    st.synchronize();
+    const auto first = y32.download();
+    HYPIC_EXPECT_ERR_LT(rel_err(first, ref), kTolF32);
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(y16), ref), kTolBf16);
+
+    // Split K is summed in a fixed order: a second run gives the same bits.
+    gemm_skinny(dx.get(), c.M, c.K, c.ldx, dw.get(), c.N, y32.get(), DType::F32, c.N, false, st);
+    st.synchronize();
+    const auto second = y32.download();
+    EXPECT_EQ(std::memcmp(first.data(), second.data(), 4 * first.size()), 0);
+
+    // Accumulate onto what y holds (a residual stream).
+    const auto base = hypic::test::randn(c.M * c.N, uint32_t(c.N), 2.0f);
+    y32.upload(base);
+    gemm_skinny(dx.get(), c.M, c.K, c.ldx, dw.get(), c.N, y32.get(), DType::F32, c.N, true, st);
+    st.synchronize();
+    std::vector<float> sum(ref);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += base[i];
+    HYPIC_EXPECT_ERR_LT(rel_err(y32.download(), sum), kTolF32);
+  }
+}
+
+TEST_F(SkinnyOps, RefusesWhatItCannotTake) {
+  DevArray<bf16> x(pool, 512 * 2048), w(pool, 2048 * 2048);
+  DevArray<float> y(pool, 512 * 2048);
+  EXPECT_TRUE(gemm_skinny_applies(x.get(), 256, 2048, 2048, w.get(), 2048, y.get(), DType::F32, 2048, false));
+  EXPECT_FALSE(gemm_skinny_applies(x.get(), 257, 2048, 2048, w.get(), 2048, y.get(), DType::F32, 2048, false));
+  EXPECT_FALSE(gemm_skinny_applies(x.get(), 8, 2044, 2048, w.get(), 2048, y.get(), DType::F32, 2048, false));
+  EXPECT_FALSE(gemm_skinny_applies(x.get(), 8, 2048, 2048, w.get(), 2046, y.get(), DType::F32, 2048, false));
+  EXPECT_FALSE(gemm_skinny_applies(x.get(), 8, 2048, 2048, w.get(), 2048, y.get(), DType::BF16, 2048, true));
+  EXPECT_FALSE(gemm_skinny_applies(x.get() + 1, 8, 2048, 2048, w.get(), 2048, y.get(), DType::F32, 2048, false));
+  EXPECT_THROW(gemm_skinny(x.get(), 300, 2048, 2048, w.get(), 2048, y.get(), DType::F32, 2048, false, nullptr),
+               UnsupportedShape);
+}
+
+}  // namespace
+}  // namespace hypic::cuda::test
