@@ -244,21 +244,20 @@ CUtensorMap cached_map(const bf16* base, int64_t width, int64_t rows, int64_t st
   return m;
 }
 
-struct Plan {
-  int mb, tiles, splits, kt_per;
-};
+using Plan = GemmSkinnyPlan;
 
 // Blocks of 256 weight rows read the rows' boxes half as often as blocks of 128; they are taken where they
 // still give the GPU about as many blocks (K split at most 8 ways: a portable cluster).
 Plan plan_for(int np, int64_t N, int64_t KT, int sms) {
   auto make = [&](int mb) {
     Plan p;
-    p.mb = mb;
-    p.tiles = int((N + 128 * mb - 1) / (128 * mb));
+    p.rows_padded = np;
+    p.block_cols = 128 * mb;
+    p.tiles = int((N + p.block_cols - 1) / p.block_cols);
     int s = std::max(1, std::min<int>(sms / std::max(1, p.tiles), kMaxSplits));
     s = int(std::min<int64_t>(s, KT));
-    p.kt_per = int((KT + s - 1) / s);
-    p.splits = int((KT + p.kt_per - 1) / p.kt_per);
+    p.k_steps = int((KT + s - 1) / s);
+    p.splits = int((KT + p.k_steps - 1) / p.k_steps);
     return p;
   };
   const Plan one = make(1);
@@ -289,7 +288,7 @@ void launch_form(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w
   attr[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = detail::pdl_chain_enabled() ? 2 : 1;
-  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, wmap, xmap, int(M), int(N), int((K + kBK - 1) / kBK), p.kt_per,
+  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, wmap, xmap, int(M), int(N), int((K + kBK - 1) / kBK), p.k_steps,
                                       y, int(ldy), mode));
 }
 
@@ -297,12 +296,17 @@ template <int NP>
 void launch_np(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, int64_t ldy,
                int mode, const Plan& p, cudaStream_t stream) {
   if constexpr (NP <= 160) {
-    if (p.mb == 2) return launch_form<NP, 2>(x, M, K, ldx, w, N, y, ldy, mode, p, stream);
+    if (p.block_cols == 256) return launch_form<NP, 2>(x, M, K, ldx, w, N, y, ldy, mode, p, stream);
   }
   launch_form<NP, 1>(x, M, K, ldx, w, N, y, ldy, mode, p, stream);
 }
 
 }  // namespace
+
+GemmSkinnyPlan gemm_skinny_plan(int64_t M, int64_t N, int64_t K, int sms) {
+  HYPIC_CUDA_REQUIRE(M >= 1 && M <= 256 && N >= 1 && K >= 1 && sms >= 1, "gemm_skinny_plan: bad shape");
+  return plan_for(padded_rows(M), N, (K + kBK - 1) / kBK, sms);
+}
 
 bool gemm_skinny_enabled() {
   const char* e = std::getenv("HYPIC_CUDA_SKINNY");
@@ -336,8 +340,8 @@ void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w
     HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
   }();
-  const int np = padded_rows(M);
-  const Plan p = plan_for(np, N, (K + kBK - 1) / kBK, sms);
+  const Plan p = gemm_skinny_plan(M, N, K, sms);
+  const int np = p.rows_padded;
   HYPIC_CUDA_REQUIRE(p.tiles < 65536, "gemm_skinny: too many output columns");
   const int mode = yt == DType::BF16 ? kStoreBf16 : accumulate ? kAddF32 : kStoreF32;
   switch (np) {

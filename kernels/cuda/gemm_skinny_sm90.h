@@ -33,4 +33,13 @@ bool gemm_skinny_applies(const bf16* x, int64_t M, int64_t K, int64_t ldx, const
 void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, DType yt,
                  int64_t ldy, bool accumulate, cudaStream_t stream);
 
+// How gemm_skinny splits a problem (host arithmetic, exposed for the tests and benches): the rows padded to
+// the wgmma width (16, 32, 64, 96, 128, 160, 192 or 256), blocks of block_cols output columns (128 or 256
+// weight rows), `tiles` of them across N, each K cut into `splits` slices of k_steps 64-wide steps (the
+// last one possibly shorter, none empty); splits <= 8 (a portable cluster).
+struct GemmSkinnyPlan {
+  int rows_padded, block_cols, tiles, splits, k_steps;
+};
+GemmSkinnyPlan gemm_skinny_plan(int64_t M, int64_t N, int64_t K, int sms);
+
 }  // namespace hypic::cuda

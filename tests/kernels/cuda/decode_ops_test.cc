@@ -459,7 +459,9 @@ TEST_F(CudaOps, QkNormRopeEqualsSeparateOps) {
       EXPECT_EQ(poss[t].download(), poss[c.T + t].download()) << "positions " << t;
     }
     // The append did write: a kept row's position is the row's.
-    if (c.T >= 1) EXPECT_EQ(poss[c.T].download()[0], pos[0]);
+    if (c.T >= 1) {
+      EXPECT_EQ(poss[c.T].download()[0], pos[0]);
+    }
   }
 }
 

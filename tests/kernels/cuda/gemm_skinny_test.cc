@@ -31,6 +31,44 @@ class SkinnyOps : public CudaOps {
   }
 };
 
+// Host arithmetic only (runs without a GPU): every plan covers N and K exactly once, in at most 8 slices of
+// K none of them empty, with rows padded to a wgmma width; and the 35B-A3B stitch's products fill the H200.
+TEST(SkinnyPlan, CoversEveryProblemOnce) {
+  for (int64_t M : {1, 2, 16, 17, 33, 96, 97, 158, 160, 161, 200, 256})
+    for (int64_t N : {4, 64, 100, 256, 512, 1024, 2048, 4096, 8192, 248320})
+      for (int64_t K : {8, 64, 136, 512, 2048, 4096})
+        for (int sms : {1, 78, 132}) {
+          SCOPED_TRACE(::testing::Message() << M << " x " << N << " x " << K << " on " << sms << " SMs");
+          const GemmSkinnyPlan p = gemm_skinny_plan(M, N, K, sms);
+          const int64_t kt = (K + 63) / 64;
+          EXPECT_GE(p.rows_padded, M);
+          EXPECT_TRUE(p.rows_padded == 16 || p.rows_padded % 32 == 0) << p.rows_padded;
+          EXPECT_LE(p.rows_padded, 256);
+          EXPECT_TRUE(p.block_cols == 128 || (p.block_cols == 256 && p.rows_padded <= 160)) << p.block_cols;
+          EXPECT_GE(int64_t(p.tiles) * p.block_cols, N);
+          EXPECT_LT(int64_t(p.tiles - 1) * p.block_cols, N);
+          EXPECT_GE(p.splits, 1);
+          EXPECT_LE(p.splits, 8);
+          EXPECT_GE(int64_t(p.splits) * p.k_steps, kt);
+          EXPECT_LT(int64_t(p.splits - 1) * p.k_steps, kt);  // the last slice is not empty
+          if (sms == 1) {
+            EXPECT_EQ(p.splits, 1);
+          }
+        }
+  struct Want {
+    int64_t M, N, K;
+    int block_cols, tiles, splits;
+  };
+  for (const Want w : {Want{158, 8192, 2048, 256, 32, 4}, Want{158, 4096, 2048, 256, 16, 8},
+                       Want{158, 2048, 4096, 128, 16, 8}, Want{8, 2048, 512, 128, 16, 8}}) {
+    const GemmSkinnyPlan p = gemm_skinny_plan(w.M, w.N, w.K, 132);
+    EXPECT_EQ(p.block_cols, w.block_cols) << w.N << " x " << w.K;
+    EXPECT_EQ(p.tiles, w.tiles) << w.N << " x " << w.K;
+    EXPECT_EQ(p.splits, w.splits) << w.N << " x " << w.K;
+  }
+  EXPECT_THROW(gemm_skinny_plan(257, 64, 64, 132), UnsupportedShape);
+}
+
 TEST_F(SkinnyOps, MatchesCpuInEveryForm) {
   Stream st;
   const Case cases[] = {
