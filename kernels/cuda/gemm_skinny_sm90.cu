@@ -247,22 +247,23 @@ CUtensorMap cached_map(const bf16* base, int64_t width, int64_t rows, int64_t st
 using Plan = GemmSkinnyPlan;
 
 // Blocks of 256 weight rows read the rows' boxes half as often as blocks of 128; they are taken where they
-// still give the GPU about as many blocks (K split at most 8 ways: a portable cluster).
-Plan plan_for(int np, int64_t N, int64_t KT, int sms) {
+// still give the GPU about as many blocks (K split at most 8 ways: a portable cluster). cols / max_splits: a
+// forced block width (0: chosen) and a lower cap on the split, for the bench's sweep.
+Plan plan_for(int np, int64_t N, int64_t KT, int sms, int cols, int max_splits) {
   auto make = [&](int mb) {
     Plan p;
     p.rows_padded = np;
     p.block_cols = 128 * mb;
     p.tiles = int((N + p.block_cols - 1) / p.block_cols);
-    int s = std::max(1, std::min<int>(sms / std::max(1, p.tiles), kMaxSplits));
+    int s = std::max(1, std::min<int>(sms / std::max(1, p.tiles), max_splits));
     s = int(std::min<int64_t>(s, KT));
     p.k_steps = int((KT + s - 1) / s);
     p.splits = int((KT + p.k_steps - 1) / p.k_steps);
     return p;
   };
-  const Plan one = make(1);
-  if (np > 160) return one;
-  const Plan two = make(2);
+  if (cols == 128 || np > 160) return make(1);
+  if (cols == 256) return make(2);
+  const Plan one = make(1), two = make(2);
   return int64_t(two.tiles) * two.splits * 4 >= int64_t(one.tiles) * one.splits * 3 ? two : one;
 }
 
@@ -303,9 +304,11 @@ void launch_np(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, 
 
 }  // namespace
 
-GemmSkinnyPlan gemm_skinny_plan(int64_t M, int64_t N, int64_t K, int sms) {
+GemmSkinnyPlan gemm_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int block_cols, int max_splits) {
   HYPIC_CUDA_REQUIRE(M >= 1 && M <= 256 && N >= 1 && K >= 1 && sms >= 1, "gemm_skinny_plan: bad shape");
-  return plan_for(padded_rows(M), N, (K + kBK - 1) / kBK, sms);
+  HYPIC_CUDA_REQUIRE(block_cols == 0 || block_cols == 128 || block_cols == 256, "gemm_skinny_plan: block_cols");
+  HYPIC_CUDA_REQUIRE(max_splits >= 1 && max_splits <= kMaxSplits, "gemm_skinny_plan: max_splits must be 1..8");
+  return plan_for(padded_rows(M), N, (K + kBK - 1) / kBK, sms, block_cols, max_splits);
 }
 
 bool gemm_skinny_enabled() {
@@ -331,7 +334,7 @@ bool gemm_skinny_applies(const bf16* x, int64_t M, int64_t K, int64_t ldx, const
 }
 
 void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, DType yt,
-                 int64_t ldy, bool accumulate, cudaStream_t stream) {
+                 int64_t ldy, bool accumulate, cudaStream_t stream, const GemmSkinnyPlan* plan) {
   HYPIC_CUDA_REQUIRE(gemm_skinny_applies(x, M, K, ldx, w, N, y, yt, ldy, accumulate),
                      "gemm_skinny: shape, alignment or device not supported");
   static const int sms = [] {
@@ -340,8 +343,14 @@ void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w
     HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
   }();
-  const Plan p = gemm_skinny_plan(M, N, K, sms);
+  const Plan p = plan ? *plan : gemm_skinny_plan(M, N, K, sms);
   const int np = p.rows_padded;
+  const int64_t kt = (K + kBK - 1) / kBK;
+  HYPIC_CUDA_REQUIRE(np == padded_rows(M) && (p.block_cols == 128 || (p.block_cols == 256 && np <= 160)) &&
+                         p.tiles == (N + p.block_cols - 1) / p.block_cols && p.splits >= 1 &&
+                         p.splits <= kMaxSplits && p.k_steps >= 1 && int64_t(p.splits) * p.k_steps >= kt &&
+                         int64_t(p.splits - 1) * p.k_steps < kt,
+                     "gemm_skinny: the plan does not fit the problem (make it with gemm_skinny_plan)");
   HYPIC_CUDA_REQUIRE(p.tiles < 65536, "gemm_skinny: too many output columns");
   const int mode = yt == DType::BF16 ? kStoreBf16 : accumulate ? kAddF32 : kStoreF32;
   switch (np) {

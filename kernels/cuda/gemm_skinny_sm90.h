@@ -30,16 +30,19 @@ bool gemm_skinny_applies(const bf16* x, int64_t M, int64_t K, int64_t ldx, const
 // y[m, n] = sum_k x[m, k] * w[n, k]  (+ y[m, n] when accumulate), fp32 accumulation:
 //   x: [M, K] bf16, rows ldx elements apart;  w: [N, K] bf16, dense rows;  y: [M, N] of type yt, rows ldy apart.
 // Throws UnsupportedShape where gemm_skinny_applies is false.
+struct GemmSkinnyPlan;
 void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, DType yt,
-                 int64_t ldy, bool accumulate, cudaStream_t stream);
+                 int64_t ldy, bool accumulate, cudaStream_t stream, const GemmSkinnyPlan* plan = nullptr);
 
 // How gemm_skinny splits a problem (host arithmetic, exposed for the tests and benches): the rows padded to
 // the wgmma width (16, 32, 64, 96, 128, 160, 192 or 256), blocks of block_cols output columns (128 or 256
 // weight rows), `tiles` of them across N, each K cut into `splits` slices of k_steps 64-wide steps (the
-// last one possibly shorter, none empty); splits <= 8 (a portable cluster).
+// last one possibly shorter, none empty); splits <= 8 (a portable cluster). gemm_skinny chooses one itself;
+// a plan passed to it (the bench's sweep) must come from gemm_skinny_plan for the same M, N and K, with
+// block_cols (0: chosen; 128 or 256) and max_splits (1..8) forcing its width and capping its split.
 struct GemmSkinnyPlan {
   int rows_padded, block_cols, tiles, splits, k_steps;
 };
-GemmSkinnyPlan gemm_skinny_plan(int64_t M, int64_t N, int64_t K, int sms);
+GemmSkinnyPlan gemm_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int block_cols = 0, int max_splits = 8);
 
 }  // namespace hypic::cuda

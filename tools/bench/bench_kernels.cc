@@ -320,19 +320,41 @@ int main(int argc, char** argv) {
       DeviceBuffer w(pool, size_t(bytes) * copies);
       fill_bf16(w, size_t(s.N * s.K) * copies, 52, 0.02f);
       for (const int64_t M : {8, 32, 64, 102, 158, 256}) {
-        for (const bool skinny : {true, false}) {
+        // The plan gemm_skinny chooses, then every block width and split cap it could take (a sweep for
+        // tuning the choice), then cuBLAS.
+        struct Variant {
+          std::string name;
+          bool skinny;
+          GemmSkinnyPlan plan;
+        };
+        const GemmSkinnyPlan chosen = gemm_skinny_plan(M, s.N, s.K, prop.multiProcessorCount);
+        std::vector<Variant> variants = {{"hypic skinny", true, chosen}};
+        for (const int cols : {128, 256})
+          for (const int cap : {1, 2, 4, 8}) {
+            if (cols == 256 && chosen.rows_padded > 160) continue;
+            const GemmSkinnyPlan p = gemm_skinny_plan(M, s.N, s.K, prop.multiProcessorCount, cols, cap);
+            bool seen = false;
+            for (const Variant& v : variants)
+              seen = seen || (v.skinny && v.plan.block_cols == p.block_cols && v.plan.splits == p.splits);
+            if (!seen)
+              variants.push_back({"hypic skinny, " + std::to_string(cols) + " columns x " + std::to_string(p.splits) +
+                                      " splits", true, p});
+          }
+        variants.push_back({"cublas", false, chosen});
+        for (const Variant& v : variants) {
           int64_t it = 0;
           const double ms = time_ms([&] {
             const bf16* wc = w.as<bf16>() + (it++ % copies) * s.N * s.K;
-            if (skinny)
-              gemm_skinny(x.as<bf16>(), M, s.K, s.K, wc, s.N, y.get(), s.yt, s.N, s.add, st);
+            if (v.skinny)
+              gemm_skinny(x.as<bf16>(), M, s.K, s.K, wc, s.N, y.get(), s.yt, s.N, s.add, st, &v.plan);
             else
               gemm_xwt(blas, x.as<bf16>(), M, s.K, s.K, wc, s.N, y.get(), s.yt, s.N, s.add, st);
           }, iters * 10, st);
           std::printf("%s  {\"op\": \"skinny_product\", \"shape\": \"%s\", \"rows\": %lld, \"variant\": \"%s\", "
-                      "\"ms\": %.4f, \"gb_per_s\": %.0f, \"tflops\": %.1f}",
-                      first ? "" : ",\n", s.name, static_cast<long long>(M), skinny ? "hypic skinny" : "cublas", ms,
-                      bytes / (ms * 1e-3) / 1e9, 2.0 * M * s.N * s.K / (ms * 1e-3) / 1e12);
+                      "\"blocks\": %d, \"ms\": %.4f, \"gb_per_s\": %.0f, \"tflops\": %.1f}",
+                      first ? "" : ",\n", s.name, static_cast<long long>(M), v.name.c_str(),
+                      v.skinny ? v.plan.tiles * v.plan.splits : 0, ms, bytes / (ms * 1e-3) / 1e9,
+                      2.0 * M * s.N * s.K / (ms * 1e-3) / 1e12);
           first = false;
         }
       }

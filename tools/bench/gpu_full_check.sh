@@ -496,8 +496,10 @@ for r in json.load(open(sys.argv[1]))["results"]:
     rows.setdefault((r["shape"], r["rows"]), {})[r["variant"]] = (r["ms"], r["gb_per_s"])
 for (shape, m), v in rows.items():
     a, b = v["hypic skinny"], v["cublas"]
+    best = min((t for t in v.items() if t[0].startswith("hypic")), key=lambda t: t[1][0])
     print(f"{shape:34s} {m:4d} rows: skinny {a[0] * 1e3:7.1f} us {a[1]:5.0f} GB/s, cuBLAS {b[0] * 1e3:7.1f} us "
-          f"{b[1]:5.0f} GB/s ({b[0] / a[0]:.2f}x)")
+          f"{b[1]:5.0f} GB/s ({b[0] / a[0]:.2f}x); best plan {best[0][len('hypic skinny'):] or ' (chosen)'} "
+          f"{best[1][0] * 1e3:.1f} us")
 PY
   for t in cuda_backend_ops_test cuda_stitch_ops_test cuda_decode_ops_test cuda_model_test; do
     HYPIC_CUDA_SKINNY=1 run_test $t

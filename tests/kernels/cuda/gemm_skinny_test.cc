@@ -114,6 +114,28 @@ TEST_F(SkinnyOps, MatchesCpuInEveryForm) {
   }
 }
 
+// Every plan the bench's sweep may force (both block widths, 1 to 8 slices of K) computes the same product.
+TEST_F(SkinnyOps, EveryPlanMatchesCpu) {
+  Stream st;
+  const int64_t M = 100, K = 1024, N = 768;
+  const auto x = randn_bf16(M * K, 11), w = randn_bf16(N * K, 12, 0.05f);
+  std::vector<float> ref(M * N);
+  cpu::linear(x.data(), M, K, w.data(), DType::F32, N, ref.data());
+  auto dx = to_device_bf16(pool, x), dw = to_device_bf16(pool, w);
+  DevArray<float> y(pool, M * N);
+  for (const int cols : {128, 256})
+    for (const int cap : {1, 2, 3, 8}) {
+      const GemmSkinnyPlan p = gemm_skinny_plan(M, N, K, 132, cols, cap);
+      gemm_skinny(dx.get(), M, K, K, dw.get(), N, y.get(), DType::F32, N, false, st, &p);
+      st.synchronize();
+      HYPIC_EXPECT_ERR_LT(rel_err(y.download(), ref), kTolF32) << cols << " columns, " << p.splits << " splits";
+    }
+  // A plan made for another problem is refused.
+  const GemmSkinnyPlan other = gemm_skinny_plan(M, 2 * N, K, 132);
+  EXPECT_THROW(gemm_skinny(dx.get(), M, K, K, dw.get(), N, y.get(), DType::F32, N, false, st, &other),
+               UnsupportedShape);
+}
+
 TEST_F(SkinnyOps, RefusesWhatItCannotTake) {
   DevArray<bf16> x(pool, 512 * 2048), w(pool, 2048 * 2048);
   DevArray<float> y(pool, 512 * 2048);
