@@ -11,6 +11,8 @@
 //   warpgroups 1 and 2 (consumers): MB x 64 weight rows each; per 64-wide k step 4 x MB wgmma m64nNPk16 with
 //     both operands in shared memory (weights as A, the rows as B), one group in flight.
 // Four stages of (BW + NP) x 128 bytes.
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -31,7 +33,7 @@
 namespace hypic::cuda {
 namespace {
 
-constexpr int kThreads = 384, kStages = 4, kBK = 64, kMaxSplits = 8;
+constexpr int kThreads = 384, kStages = 4, kBK = 64, kMaxSplits = 8, kMaxTargets = kGemmSkinnyMaxTargets;
 enum Mode { kStoreBf16 = 0, kStoreF32 = 1, kAddF32 = 2 };
 
 template <int NP, int MB>
@@ -48,10 +50,22 @@ struct SkinnySmem {
   static_assert(stage_bytes % 1024 == 0 && (bw * 128) % 1024 == 0, "swizzle atoms stay 1024-aligned");
 };
 
+// One launch's products (up to kMaxTargets weight matrices against the same rows): target t owns tiles
+// [tile0[t], tile0[t + 1]) of blockIdx.y.
+struct SkinnyOut {
+  void* y;
+  int ldy, N, mode, tile0;
+};
+struct SkinnyArgs {
+  SkinnyOut out[kMaxTargets];
+  int targets, M, KT, kt_per;
+};
+
 template <int NP, int MB>
 __global__ void __launch_bounds__(kThreads, 1)
-    skinny_sm90_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, int M,
-                       int N, int KT, int kt_per, void* __restrict__ y, int ldy, int mode) {
+    skinny_sm90_kernel(const __grid_constant__ CUtensorMap w0, const __grid_constant__ CUtensorMap w1,
+                       const __grid_constant__ CUtensorMap w2, const __grid_constant__ CUtensorMap xmap,
+                       const __grid_constant__ SkinnyArgs a) {
 #if HYPIC_SM90A
   using namespace sm90;
   using L = SkinnySmem<NP, MB>;
@@ -61,8 +75,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::bars);
   uint64_t* empty = full + kStages;
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  const int S = int(gridDim.x), split = int(blockIdx.x), n0 = int(blockIdx.y) * BW;
-  const int kt0 = split * kt_per, kt1 = min(KT, kt0 + kt_per), steps = max(0, kt1 - kt0);
+  const int S = int(gridDim.x), split = int(blockIdx.x), tile = int(blockIdx.y);
+  const int t = (a.targets > 2 && tile >= a.out[2].tile0) ? 2 : (a.targets > 1 && tile >= a.out[1].tile0) ? 1 : 0;
+  const SkinnyOut& o = a.out[t];
+  const CUtensorMap* wmap = t == 0 ? &w0 : t == 1 ? &w1 : &w2;
+  const int M = a.M, N = o.N, n0 = (tile - o.tile0) * BW, mode = o.mode, ldy = o.ldy;
+  void* y = o.y;
+  const int kt0 = split * a.kt_per, kt1 = min(a.KT, kt0 + a.kt_per), steps = max(0, kt1 - kt0);
 
   if (tid == 0) {
     for (int i = 0; i < kStages; ++i) {
@@ -77,14 +96,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     // ---------------- producer ----------------
     setmaxnreg_dec<40>();
     if (tid == 0) {
-      prefetch_tensor_map(&wmap);
+      prefetch_tensor_map(wmap);
       prefetch_tensor_map(&xmap);
       const int pre = min(kStages, steps);
       // The weights are constant: their first boxes load while the predecessor still runs.
       for (int i = 0; i < pre; ++i) {
         unsigned char* sw = smem + i * L::stage_bytes;
         mbar_arrive_expect_tx(full + i, L::stage_bytes);
-        tma_load_2d(sw, &wmap, (kt0 + i) * kBK, n0, full + i);
+        tma_load_2d(sw, wmap, (kt0 + i) * kBK, n0, full + i);
       }
       detail::pdl_wait();  // the rows are the predecessor's output
       for (int i = 0; i < pre; ++i)
@@ -95,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(empty + stage, phase ^ 1);
         unsigned char* sw = smem + stage * L::stage_bytes;
         mbar_arrive_expect_tx(full + stage, L::stage_bytes);
-        tma_load_2d(sw, &wmap, (kt0 + i) * kBK, n0, full + stage);
+        tma_load_2d(sw, wmap, (kt0 + i) * kBK, n0, full + stage);
         tma_load_2d(sw + BW * 128, &xmap, (kt0 + i) * kBK, 0, full + stage);
         if (++stage == kStages) {
           stage = 0;
@@ -246,35 +265,147 @@ CUtensorMap cached_map(const bf16* base, int64_t width, int64_t rows, int64_t st
 
 using Plan = GemmSkinnyPlan;
 
-// Blocks of 256 weight rows read the rows' boxes half as often as blocks of 128; they are taken where they
-// still give the GPU about as many blocks (K split at most 8 ways: a portable cluster). cols / max_splits: a
-// forced block width (0: chosen) and a lower cap on the split, for the bench's sweep.
-Plan plan_for(int np, int64_t N, int64_t KT, int sms, int cols, int max_splits) {
+int64_t tiles_of(const int64_t* Ns, int n, int cols) {
+  int64_t tiles = 0;
+  for (int i = 0; i < n; ++i) tiles += (Ns[i] + cols - 1) / cols;
+  return tiles;
+}
+
+// How many clusters of S blocks (index S, 1..8) can be resident at once.
+using Capacity = std::array<int, kMaxSplits + 1>;
+
+Capacity ideal_capacity(int sms) {
+  Capacity c{};
+  for (int s = 1; s <= kMaxSplits; ++s) c[s] = s == 1 ? std::max(1, sms) : sms / s;  // 0: cannot run at all
+  return c;
+}
+
+// The split of K for `tiles` clusters of S blocks, by a time model: a block's time is its k steps (a
+// 256-row block's counting twice) plus one for its start and its sum, at a per-block rate that stays the same
+// up to kSaturatingBlocks streaming blocks and falls beyond them (the memory's bandwidth is shared); clusters
+// beyond those resident at once (cap[S]: a cluster must fit in one GPC, so on the H200 only 15 of 8 blocks
+// are) run in further waves. Ties go to fewer waves, then fewer slices. Returns the modelled time.
+constexpr int64_t kSaturatingBlocks = 96;
+int64_t choose_split(Plan& p, int64_t KT, const Capacity& cap, int max_splits) {
+  const int64_t mb = p.block_cols / 128;
+  int64_t best = -1, best_waves = 0;
+  for (int s = 1; s <= std::min<int64_t>(max_splits, KT); ++s) {
+    const int64_t k = (KT + s - 1) / s, eff = (KT + k - 1) / k;
+    if (eff != s || cap[eff] <= 0) continue;  // the same split as a smaller s
+    const int64_t waves = (p.tiles + cap[eff] - 1) / cap[eff];
+    const int64_t active = std::min<int64_t>(p.tiles, cap[eff]) * eff;
+    const int64_t time = waves * (k * mb + 1) * std::max(kSaturatingBlocks, active);
+    if (best < 0 || time < best || (time == best && waves < best_waves)) {
+      best = time;
+      best_waves = waves;
+      p.k_steps = int(k);
+      p.splits = int(eff);
+    }
+  }
+  return best;
+}
+
+// Blocks of 256 weight rows read the rows' boxes half as often as blocks of 128: they are taken unless the
+// model has blocks of 128 finish sooner. cols / max_splits: a forced block width (0: chosen) and a lower cap
+// on the split, for the bench's sweep.
+Plan plan_for(int np, const int64_t* Ns, int n, int64_t KT, const Capacity& cap, int cols, int max_splits) {
+  int64_t time[3] = {0, 0, 0};
   auto make = [&](int mb) {
     Plan p;
     p.rows_padded = np;
     p.block_cols = 128 * mb;
-    p.tiles = int((N + p.block_cols - 1) / p.block_cols);
-    int s = std::max(1, std::min<int>(sms / std::max(1, p.tiles), max_splits));
-    s = int(std::min<int64_t>(s, KT));
-    p.k_steps = int((KT + s - 1) / s);
-    p.splits = int((KT + p.k_steps - 1) / p.k_steps);
+    p.tiles = int(std::min<int64_t>(tiles_of(Ns, n, p.block_cols), int64_t{1} << 30));
+    time[mb] = choose_split(p, KT, cap, max_splits);
     return p;
   };
   if (cols == 128 || np > 160) return make(1);
   if (cols == 256) return make(2);
   const Plan one = make(1), two = make(2);
-  return int64_t(two.tiles) * two.splits * 4 >= int64_t(one.tiles) * one.splits * 3 ? two : one;
+  return time[2] <= time[1] ? two : one;
+}
+
+int sm_count() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+    HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  return sms;
+}
+
+// The chosen plan's split again, with how many clusters of each size this kernel really keeps resident
+// (asked once per form and device).
+struct FormHash {
+  size_t operator()(const std::pair<const void*, int>& k) const {
+    return std::hash<const void*>()(k.first) * 31u + std::hash<int>()(k.second);
+  }
+};
+
+template <class Kernel>
+Plan refined(const Plan& p, int64_t KT, Kernel* kernel, uint32_t bytes) {
+  static std::mutex mu;
+  static std::unordered_map<std::pair<const void*, int>, Capacity, FormHash> caps;
+  int dev = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+  Capacity cap{};
+  {
+    std::lock_guard<std::mutex> g(mu);
+    auto it = caps.find({reinterpret_cast<const void*>(kernel), dev});
+    if (it != caps.end()) {
+      cap = it->second;
+    } else {
+      cap = ideal_capacity(sm_count());
+      for (int s = 1; s <= kMaxSplits; ++s) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(unsigned(s), 1);
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = bytes;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = unsigned(s);
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        int clusters = 0;
+        if (cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(kernel), &cfg) == cudaSuccess &&
+            clusters > 0)
+          cap[s] = clusters;
+        else
+          (void)cudaGetLastError();
+      }
+      caps.emplace(std::make_pair(reinterpret_cast<const void*>(kernel), dev), cap);
+    }
+  }
+  Plan q = p;
+  choose_split(q, KT, cap, kMaxSplits);
+  return q;
 }
 
 template <int NP, int MB>
-void launch_form(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, int64_t ldy,
-                 int mode, const Plan& p, cudaStream_t stream) {
+void launch_form(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSkinnyTarget* t, int n,
+                 const Plan& given, bool refine, cudaStream_t stream) {
   auto* kernel = skinny_sm90_kernel<NP, MB>;
   constexpr uint32_t bytes = SkinnySmem<NP, MB>::alloc;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  const CUtensorMap wmap = cached_map(w, K, N, K, uint32_t(128 * MB));
+  CUtensorMap w[kMaxTargets];
+  SkinnyArgs a = {};
+  int tile0 = 0;
+  for (int i = 0; i < kMaxTargets; ++i) {
+    const GemmSkinnyTarget& g = t[i < n ? i : 0];  // unused maps repeat the first
+    w[i] = cached_map(g.w, K, g.N, K, uint32_t(128 * MB));
+    if (i >= n) continue;
+    a.out[i] = {g.y, int(g.ldy), int(g.N),
+                g.yt == DType::BF16 ? kStoreBf16 : g.accumulate ? kAddF32 : kStoreF32, tile0};
+    tile0 += int((g.N + 128 * MB - 1) / (128 * MB));
+  }
+  a.targets = n;
+  a.M = int(M);
+  a.KT = int((K + kBK - 1) / kBK);
   const CUtensorMap xmap = cached_map(x, K, M, ldx, uint32_t(NP));
+  const Plan p = refine ? refined(given, a.KT, kernel, bytes) : given;
+  a.kt_per = p.k_steps;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(p.splits), unsigned(p.tiles));
   cfg.blockDim = dim3(kThreads);
@@ -289,41 +420,19 @@ void launch_form(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w
   attr[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = detail::pdl_chain_enabled() ? 2 : 1;
-  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, wmap, xmap, int(M), int(N), int((K + kBK - 1) / kBK), p.k_steps,
-                                      y, int(ldy), mode));
+  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, w[0], w[1], w[2], xmap, a));
 }
 
 template <int NP>
-void launch_np(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, int64_t ldy,
-               int mode, const Plan& p, cudaStream_t stream) {
+void launch_np(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSkinnyTarget* t, int n, const Plan& p,
+               bool refine, cudaStream_t stream) {
   if constexpr (NP <= 160) {
-    if (p.block_cols == 256) return launch_form<NP, 2>(x, M, K, ldx, w, N, y, ldy, mode, p, stream);
+    if (p.block_cols == 256) return launch_form<NP, 2>(x, M, K, ldx, t, n, p, refine, stream);
   }
-  launch_form<NP, 1>(x, M, K, ldx, w, N, y, ldy, mode, p, stream);
+  launch_form<NP, 1>(x, M, K, ldx, t, n, p, refine, stream);
 }
 
-}  // namespace
-
-GemmSkinnyPlan gemm_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int block_cols, int max_splits) {
-  HYPIC_CUDA_REQUIRE(M >= 1 && M <= 256 && N >= 1 && K >= 1 && sms >= 1, "gemm_skinny_plan: bad shape");
-  HYPIC_CUDA_REQUIRE(block_cols == 0 || block_cols == 128 || block_cols == 256, "gemm_skinny_plan: block_cols");
-  HYPIC_CUDA_REQUIRE(max_splits >= 1 && max_splits <= kMaxSplits, "gemm_skinny_plan: max_splits must be 1..8");
-  return plan_for(padded_rows(M), N, (K + kBK - 1) / kBK, sms, block_cols, max_splits);
-}
-
-bool gemm_skinny_enabled() {
-  const char* e = std::getenv("HYPIC_CUDA_SKINNY");
-  return e && std::strcmp(e, "1") == 0;
-}
-
-bool gemm_skinny_applies(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, const void* y,
-                         DType yt, int64_t ldy, bool accumulate) {
-  auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (M < 1 || M > 256 || K < 8 || N < 4) return false;
-  if (K % 8 != 0 || ldx % 8 != 0 || ldx < K || N % 4 != 0 || ldy % 4 != 0 || ldy < N) return false;
-  if (!aligned16(x) || !aligned16(w) || !aligned16(y)) return false;
-  if (!(yt == DType::F32 || (yt == DType::BF16 && !accumulate))) return false;
-  if (K >= (int64_t{1} << 31) || N >= (int64_t{1} << 30) || int64_t(M) * ldy >= (int64_t{1} << 31)) return false;
+bool device_is_sm90() {
   // Asked once per device: the model asks before every product.
   static std::atomic<int8_t> sm90[64] = {};
   int dev = 0;
@@ -333,37 +442,81 @@ bool gemm_skinny_applies(const bf16* x, int64_t M, int64_t K, int64_t ldx, const
   return v > 0;
 }
 
-void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, DType yt,
-                 int64_t ldy, bool accumulate, cudaStream_t stream, const GemmSkinnyPlan* plan) {
-  HYPIC_CUDA_REQUIRE(gemm_skinny_applies(x, M, K, ldx, w, N, y, yt, ldy, accumulate),
+bool target_fits(int64_t M, const GemmSkinnyTarget& t) {
+  auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!t.w || !t.y || t.N < 4 || t.N % 4 != 0 || t.ldy % 4 != 0 || t.ldy < t.N) return false;
+  if (!aligned16(t.w) || !aligned16(t.y)) return false;
+  if (!(t.yt == DType::F32 || (t.yt == DType::BF16 && !t.accumulate))) return false;
+  return t.N < (int64_t{1} << 30) && M * t.ldy < (int64_t{1} << 31);
+}
+
+}  // namespace
+
+GemmSkinnyPlan gemm_skinny_plan_many(int64_t M, const int64_t* Ns, int n, int64_t K, int sms, int block_cols,
+                                     int max_splits) {
+  HYPIC_CUDA_REQUIRE(M >= 1 && M <= 256 && n >= 1 && n <= kMaxTargets && K >= 1 && sms >= 1,
+                     "gemm_skinny_plan: bad shape");
+  for (int i = 0; i < n; ++i) HYPIC_CUDA_REQUIRE(Ns[i] >= 1, "gemm_skinny_plan: a target without columns");
+  HYPIC_CUDA_REQUIRE(block_cols == 0 || block_cols == 128 || block_cols == 256, "gemm_skinny_plan: block_cols");
+  HYPIC_CUDA_REQUIRE(max_splits >= 1 && max_splits <= kMaxSplits, "gemm_skinny_plan: max_splits must be 1..8");
+  return plan_for(padded_rows(M), Ns, n, (K + kBK - 1) / kBK, ideal_capacity(sms), block_cols, max_splits);
+}
+
+GemmSkinnyPlan gemm_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int block_cols, int max_splits) {
+  return gemm_skinny_plan_many(M, &N, 1, K, sms, block_cols, max_splits);
+}
+
+bool gemm_skinny_enabled() {
+  const char* e = std::getenv("HYPIC_CUDA_SKINNY");
+  return e && std::strcmp(e, "1") == 0;
+}
+
+bool gemm_skinny_applies_many(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSkinnyTarget* t, int n) {
+  if (M < 1 || M > 256 || K < 8 || K % 8 != 0 || ldx % 8 != 0 || ldx < K || n < 1 || n > kMaxTargets) return false;
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || K >= (int64_t{1} << 31)) return false;
+  for (int i = 0; i < n; ++i)
+    if (!target_fits(M, t[i])) return false;
+  return device_is_sm90();
+}
+
+bool gemm_skinny_applies(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, const void* y,
+                         DType yt, int64_t ldy, bool accumulate) {
+  const GemmSkinnyTarget t{w, N, const_cast<void*>(y), yt, ldy, accumulate};
+  return gemm_skinny_applies_many(x, M, K, ldx, &t, 1);
+}
+
+void gemm_skinny_many(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSkinnyTarget* t, int n,
+                      cudaStream_t stream, const GemmSkinnyPlan* plan) {
+  HYPIC_CUDA_REQUIRE(gemm_skinny_applies_many(x, M, K, ldx, t, n),
                      "gemm_skinny: shape, alignment or device not supported");
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-    HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  const Plan p = plan ? *plan : gemm_skinny_plan(M, N, K, sms);
+  int64_t Ns[kMaxTargets];
+  for (int i = 0; i < n; ++i) Ns[i] = t[i].N;
+  const Plan p = plan ? *plan : gemm_skinny_plan_many(M, Ns, n, K, sm_count());
   const int np = p.rows_padded;
   const int64_t kt = (K + kBK - 1) / kBK;
   HYPIC_CUDA_REQUIRE(np == padded_rows(M) && (p.block_cols == 128 || (p.block_cols == 256 && np <= 160)) &&
-                         p.tiles == (N + p.block_cols - 1) / p.block_cols && p.splits >= 1 &&
-                         p.splits <= kMaxSplits && p.k_steps >= 1 && int64_t(p.splits) * p.k_steps >= kt &&
+                         p.tiles == tiles_of(Ns, n, p.block_cols) && p.splits >= 1 && p.splits <= kMaxSplits &&
+                         p.k_steps >= 1 && int64_t(p.splits) * p.k_steps >= kt &&
                          int64_t(p.splits - 1) * p.k_steps < kt,
                      "gemm_skinny: the plan does not fit the problem (make it with gemm_skinny_plan)");
   HYPIC_CUDA_REQUIRE(p.tiles < 65536, "gemm_skinny: too many output columns");
-  const int mode = yt == DType::BF16 ? kStoreBf16 : accumulate ? kAddF32 : kStoreF32;
   switch (np) {
-    case 16: launch_np<16>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
-    case 32: launch_np<32>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
-    case 64: launch_np<64>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
-    case 96: launch_np<96>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
-    case 128: launch_np<128>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
-    case 160: launch_np<160>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
-    case 192: launch_np<192>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
-    default: launch_np<256>(x, M, K, ldx, w, N, y, ldy, mode, p, stream); break;
+    case 16: launch_np<16>(x, M, K, ldx, t, n, p, plan == nullptr, stream); break;
+    case 32: launch_np<32>(x, M, K, ldx, t, n, p, plan == nullptr, stream); break;
+    case 64: launch_np<64>(x, M, K, ldx, t, n, p, plan == nullptr, stream); break;
+    case 96: launch_np<96>(x, M, K, ldx, t, n, p, plan == nullptr, stream); break;
+    case 128: launch_np<128>(x, M, K, ldx, t, n, p, plan == nullptr, stream); break;
+    case 160: launch_np<160>(x, M, K, ldx, t, n, p, plan == nullptr, stream); break;
+    case 192: launch_np<192>(x, M, K, ldx, t, n, p, plan == nullptr, stream); break;
+    default: launch_np<256>(x, M, K, ldx, t, n, p, plan == nullptr, stream); break;
   }
   HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, DType yt,
+                 int64_t ldy, bool accumulate, cudaStream_t stream, const GemmSkinnyPlan* plan) {
+  const GemmSkinnyTarget t{w, N, y, yt, ldy, accumulate};
+  gemm_skinny_many(x, M, K, ldx, &t, 1, stream, plan);
 }
 
 }  // namespace hypic::cuda

@@ -34,6 +34,23 @@ struct GemmSkinnyPlan;
 void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, void* y, DType yt,
                  int64_t ldy, bool accumulate, cudaStream_t stream, const GemmSkinnyPlan* plan = nullptr);
 
+// Several products of the same rows in one launch (a layer's input projections): up to
+// kGemmSkinnyMaxTargets weight matrices, each with its own output, type and accumulate flag, the blocks of
+// all of them in one grid. Each target as in gemm_skinny (N % 4, ldy % 4, 16-byte aligned, BF16 store or F32).
+constexpr int kGemmSkinnyMaxTargets = 3;
+struct GemmSkinnyTarget {
+  const bf16* w;  // [N, K] bf16, dense rows
+  int64_t N;
+  void* y;  // [M, N] of type yt, rows ldy apart
+  DType yt;
+  int64_t ldy;
+  bool accumulate;
+};
+bool gemm_skinny_applies_many(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSkinnyTarget* targets,
+                              int n);
+void gemm_skinny_many(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSkinnyTarget* targets, int n,
+                      cudaStream_t stream, const GemmSkinnyPlan* plan = nullptr);
+
 // How gemm_skinny splits a problem (host arithmetic, exposed for the tests and benches): the rows padded to
 // the wgmma width (16, 32, 64, 96, 128, 160, 192 or 256), blocks of block_cols output columns (128 or 256
 // weight rows), `tiles` of them across N, each K cut into `splits` slices of k_steps 64-wide steps (the
@@ -44,5 +61,8 @@ struct GemmSkinnyPlan {
   int rows_padded, block_cols, tiles, splits, k_steps;
 };
 GemmSkinnyPlan gemm_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int block_cols = 0, int max_splits = 8);
+// The same for gemm_skinny_many's targets of Ns[0 .. n) columns (tiles counts all of theirs).
+GemmSkinnyPlan gemm_skinny_plan_many(int64_t M, const int64_t* Ns, int n, int64_t K, int sms, int block_cols = 0,
+                                     int max_splits = 8);
 
 }  // namespace hypic::cuda

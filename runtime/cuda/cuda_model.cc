@@ -218,6 +218,26 @@ void CudaModel::gemm(const bf16* x, int64_t T, int64_t ldx, const DeviceLinear& 
   cuda::gemm_xwt(blas_, x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate, stream_);
 }
 
+void CudaModel::gemm_same_rows(const bf16* x, int64_t T, int64_t ldx, std::initializer_list<Product> products) {
+  HYPIC_ASSERT(products.size() >= 1 && products.size() <= cuda::kGemmSkinnyMaxTargets,
+               "gemm_same_rows: one to three products");
+  const int64_t K = products.begin()->w->in;
+  if (T > 1 && !split_invariant_ && cuda::gemm_skinny_enabled()) {
+    cuda::GemmSkinnyTarget t[cuda::kGemmSkinnyMaxTargets];
+    int n = 0;
+    bool same_k = true;
+    for (const Product& p : products) {
+      same_k = same_k && p.w->in == K;
+      t[n++] = {p.w->w, p.w->out, p.y, p.yt, p.w->out, false};
+    }
+    if (same_k && cuda::gemm_skinny_applies_many(x, T, K, ldx, t, n)) {
+      cuda::gemm_skinny_many(x, T, K, ldx, t, n, stream_);
+      return;
+    }
+  }
+  for (const Product& p : products) gemm(x, T, ldx, *p.w, p.y, p.yt);
+}
+
 CudaActivations CudaModel::activations(int64_t T) {
   HYPIC_ASSERT(T > 0, "activations for no rows");
   const int64_t D = cfg_.hidden_size;
@@ -421,9 +441,9 @@ void CudaModel::linear_project(int layer, CudaActivations& s) {
     cuda::gemv(gemv_input(s), D, t, 3, stream_);
     return;
   }
-  gemm(s.xp(), T, D, G.qkv, s.qkv.get(), DType::BF16);
-  gemm(s.xp(), T, D, G.z, s.z.get(), DType::BF16);
-  gemm(s.xp(), T, D, G.ba, s.ba.get(), DType::F32);  // fp32: the gates are sensitive to rounding of a
+  // ba in fp32: the gates (softplus of a, sigmoid of b) are sensitive to its rounding.
+  gemm_same_rows(s.xp(), T, D, {{&G.qkv, s.qkv.get(), DType::BF16}, {&G.z, s.z.get(), DType::BF16},
+                                {&G.ba, s.ba.get(), DType::F32}});
   cuda::gdn_gates(s.ba.as<float>(), T, Hv, G.A_log, G.dt_bias, s.g.as<float>(), s.beta.as<float>(), stream_);
 }
 
@@ -875,9 +895,7 @@ bool CudaModel::attention_project_into(int layer, CudaActivations& s, bf16* kn, 
                                    {A.v.w, A.v.out, vn, DType::BF16}};
     cuda::gemv(gemv_input(s), D, t, 3, stream_);
   } else {
-    gemm(s.xp(), T, D, A.q, qg, DType::BF16);
-    gemm(s.xp(), T, D, A.k, kn, DType::BF16);
-    gemm(s.xp(), T, D, A.v, vn, DType::BF16);
+    gemm_same_rows(s.xp(), T, D, {{&A.q, qg, DType::BF16}, {&A.k, kn, DType::BF16}, {&A.v, vn, DType::BF16}});
   }
   bf16* q = gated ? s.aq.as<bf16>() : qg;
   if (A.q_norm && cfg_.rotary_dim > 0 && hd < 1024) {  // the copy, both norms and both rotations in one launch

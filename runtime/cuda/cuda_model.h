@@ -9,6 +9,7 @@
 // each other. All work is ordered on stream().
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <span>
@@ -212,6 +213,14 @@ class CudaModel {
   // y = x W^T into a bf16 or fp32 buffer (rows of x `ldx` apart).
   void gemm(const cuda::bf16* x, int64_t T, int64_t ldx, const DeviceLinear& w, void* y, DType yt,
             bool accumulate = false);
+  // The same rows through up to three weights (a layer's input projections): one launch where
+  // cuda::gemm_skinny_many takes them all, one gemm each otherwise.
+  struct Product {
+    const DeviceLinear* w;
+    void* y;
+    DType yt;
+  };
+  void gemm_same_rows(const cuda::bf16* x, int64_t T, int64_t ldx, std::initializer_list<Product> products);
 
   // One-row passes (decode) run their products through cuda::gemv: the sublayer input norm deferred
   // into the products that read it, neighbouring products in one launch, the small element-wise steps in

@@ -360,6 +360,64 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (only.empty() || only == "skinny") {
+    // A layer's input projections as the CUDA model runs them: the three products in one gemm_skinny_many
+    // launch, three gemm_skinny launches, three cuBLASLt calls (weights cycled as above).
+    struct Group {
+      const char* name;
+      std::vector<std::pair<int64_t, hypic::DType>> mats;  // rows of weights, output type
+    };
+    const Group groups[] = {
+        {"gdn in-proj qkv+z+ba 12352x2048", {{8192, hypic::DType::BF16}, {4096, hypic::DType::BF16},
+                                             {64, hypic::DType::F32}}},
+        {"attn in-proj q+k+v 9216x2048", {{8192, hypic::DType::BF16}, {512, hypic::DType::BF16},
+                                          {512, hypic::DType::BF16}}},
+    };
+    const int64_t K = 2048, kMaxRows = 256;
+    Blas blas;
+    DeviceBuffer x(pool, 2 * kMaxRows * K);
+    fill_bf16(x, kMaxRows * K, 53, 1.0f);
+    for (const Group& g : groups) {
+      int64_t bytes = 0;
+      for (const auto& m : g.mats) bytes += 2 * m.first * K;
+      const int64_t copies = std::max<int64_t>(1, ((int64_t{256} << 20) + bytes - 1) / bytes);
+      std::vector<DeviceBuffer> w, y;
+      for (size_t j = 0; j < g.mats.size(); ++j) {
+        w.emplace_back(pool, size_t(2 * g.mats[j].first * K) * copies);
+        fill_bf16(w.back(), size_t(g.mats[j].first * K) * copies, uint32_t(54 + j), 0.02f);
+        y.emplace_back(pool, size_t(4 * kMaxRows * g.mats[j].first));
+      }
+      for (const int64_t M : {8, 32, 158, 256}) {
+        const char* const names[3] = {"hypic skinny, one launch", "hypic skinny, one launch each", "cublas"};
+        for (int form = 0; form < 3; ++form) {
+          int64_t it = 0;
+          const double ms = time_ms([&] {
+            const int64_t c = it++ % copies;
+            GemmSkinnyTarget t[kGemmSkinnyMaxTargets];
+            for (size_t j = 0; j < g.mats.size(); ++j) {
+              const int64_t N = g.mats[j].first;
+              t[j] = {w[j].as<bf16>() + c * N * K, N, y[j].get(), g.mats[j].second, N, false};
+            }
+            if (form == 0) {
+              gemm_skinny_many(x.as<bf16>(), M, K, K, t, int(g.mats.size()), st);
+            } else {
+              for (size_t j = 0; j < g.mats.size(); ++j) {
+                if (form == 1)
+                  gemm_skinny(x.as<bf16>(), M, K, K, t[j].w, t[j].N, t[j].y, t[j].yt, t[j].N, false, st);
+                else
+                  gemm_xwt(blas, x.as<bf16>(), M, K, K, t[j].w, t[j].N, t[j].y, t[j].yt, t[j].N, false, st);
+              }
+            }
+          }, iters * 10, st);
+          std::printf("%s  {\"op\": \"skinny_group\", \"shape\": \"%s\", \"rows\": %lld, \"variant\": \"%s\", "
+                      "\"ms\": %.4f, \"gb_per_s\": %.0f}",
+                      first ? "" : ",\n", g.name, static_cast<long long>(M), names[form], ms,
+                      bytes / (ms * 1e-3) / 1e9);
+          first = false;
+        }
+      }
+    }
+  }
   if (only.empty() || only == "moe") {
     const int64_t E = 256, K = 8, D = 2048, I = 512, kSets = 16, kMaxT = 8192;
     DeviceBuffer gate_up(pool, 2 * E * 2 * I * D), down(pool, 2 * E * D * I);

@@ -491,9 +491,12 @@ if [ "$stage" = skinny ]; then
   "$(bin hypic_bench_kernels)" --only skinny --iters 20 > "$O/bench_skinny.json"; echo "bench: exit $?"
   python3 - "$O/bench_skinny.json" <<'PY'
 import json, sys
-rows = {}
+rows, groups = {}, {}
 for r in json.load(open(sys.argv[1]))["results"]:
-    rows.setdefault((r["shape"], r["rows"]), {})[r["variant"]] = (r["ms"], r["gb_per_s"])
+    into = rows if r["op"] == "skinny_product" else groups
+    into.setdefault((r["shape"], r["rows"]), {})[r["variant"]] = (r["ms"], r["gb_per_s"])
+for (shape, m), v in groups.items():
+    print(f"{shape:34s} {m:4d} rows: " + ", ".join(f"{k} {t[0] * 1e3:.1f} us" for k, t in v.items()))
 for (shape, m), v in rows.items():
     a, b = v["hypic skinny"], v["cublas"]
     best = min((t for t in v.items() if t[0].startswith("hypic")), key=lambda t: t[1][0])

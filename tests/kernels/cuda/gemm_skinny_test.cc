@@ -60,13 +60,20 @@ TEST(SkinnyPlan, CoversEveryProblemOnce) {
     int block_cols, tiles, splits;
   };
   for (const Want w : {Want{158, 8192, 2048, 256, 32, 4}, Want{158, 4096, 2048, 256, 16, 8},
-                       Want{158, 2048, 4096, 128, 16, 8}, Want{8, 2048, 512, 128, 16, 8}}) {
+                       Want{158, 2048, 4096, 128, 16, 6}, Want{8, 2048, 512, 128, 16, 8}}) {
     const GemmSkinnyPlan p = gemm_skinny_plan(w.M, w.N, w.K, 132);
     EXPECT_EQ(p.block_cols, w.block_cols) << w.N << " x " << w.K;
     EXPECT_EQ(p.tiles, w.tiles) << w.N << " x " << w.K;
     EXPECT_EQ(p.splits, w.splits) << w.N << " x " << w.K;
   }
   EXPECT_THROW(gemm_skinny_plan(257, 64, 64, 132), UnsupportedShape);
+  // Several targets: their tiles add up; 158 rows through the GDN layer's qkv, z and beta/alpha products.
+  const int64_t gdn[3] = {8192, 4096, 64};
+  const GemmSkinnyPlan g = gemm_skinny_plan_many(158, gdn, 3, 2048, 132);
+  EXPECT_EQ(g.tiles, (8192 + 4096) / g.block_cols + 1);
+  EXPECT_LE(int64_t(g.tiles) * g.splits, 132);  // one wave
+  EXPECT_GE(int64_t(g.tiles) * g.splits, 96);
+  EXPECT_THROW(gemm_skinny_plan_many(158, gdn, 4, 2048, 132), UnsupportedShape);
 }
 
 TEST_F(SkinnyOps, MatchesCpuInEveryForm) {
@@ -134,6 +141,44 @@ TEST_F(SkinnyOps, EveryPlanMatchesCpu) {
   const GemmSkinnyPlan other = gemm_skinny_plan(M, 2 * N, K, 132);
   EXPECT_THROW(gemm_skinny(dx.get(), M, K, K, dw.get(), N, y.get(), DType::F32, N, false, st, &other),
                UnsupportedShape);
+}
+
+// A layer's three input projections in one launch (the GDN layer's qkv, z and fp32 beta/alpha rows; here
+// smaller), each output in its own form, against one product each on the CPU.
+TEST_F(SkinnyOps, SeveralTargetsInOneLaunch) {
+  Stream st;
+  const int64_t K = 512;
+  for (const int64_t M : {3, 158}) {
+    const auto x = randn_bf16(M * K, 21);
+    const int64_t Ns[3] = {1024, 516, 64};
+    std::vector<std::vector<float>> w(3), ref(3);
+    std::vector<DevArray<bf16>> dw;
+    for (int i = 0; i < 3; ++i) {
+      w[i] = randn_bf16(Ns[i] * K, 22 + i, 0.05f);
+      ref[i].resize(M * Ns[i]);
+      cpu::linear(x.data(), M, K, w[i].data(), DType::F32, Ns[i], ref[i].data());
+      dw.push_back(to_device_bf16(pool, w[i]));
+    }
+    auto dx = to_device_bf16(pool, x);
+    DevArray<bf16> y0(pool, M * Ns[0]);
+    DevArray<float> y1(pool, M * Ns[1]), y2(pool, M * Ns[2]);
+    const auto base = hypic::test::randn(M * Ns[1], 23, 1.0f);
+    y1.upload(base);
+    const GemmSkinnyTarget t[3] = {{dw[0].get(), Ns[0], y0.get(), DType::BF16, Ns[0], false},
+                                   {dw[1].get(), Ns[1], y1.get(), DType::F32, Ns[1], true},
+                                   {dw[2].get(), Ns[2], y2.get(), DType::F32, Ns[2], false}};
+    ASSERT_TRUE(gemm_skinny_applies_many(dx.get(), M, K, K, t, 3));
+    gemm_skinny_many(dx.get(), M, K, K, t, 3, st);
+    st.synchronize();
+    for (size_t i = 0; i < ref[1].size(); ++i) ref[1][i] += base[i];
+    HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(y0), ref[0]), kTolBf16) << M;
+    HYPIC_EXPECT_ERR_LT(rel_err(y1.download(), ref[1]), kTolF32) << M;
+    HYPIC_EXPECT_ERR_LT(rel_err(y2.download(), ref[2]), kTolF32) << M;
+    // A target that does not fit (N % 4) refuses the whole launch.
+    GemmSkinnyTarget bad[3] = {t[0], t[1], t[2]};
+    bad[2].N = 63;
+    EXPECT_FALSE(gemm_skinny_applies_many(dx.get(), M, K, K, bad, 3));
+  }
 }
 
 TEST_F(SkinnyOps, RefusesWhatItCannotTake) {
