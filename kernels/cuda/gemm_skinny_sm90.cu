@@ -77,10 +77,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int S = int(gridDim.x), split = int(blockIdx.x), tile = int(blockIdx.y);
   const int t = (a.targets > 2 && tile >= a.out[2].tile0) ? 2 : (a.targets > 1 && tile >= a.out[1].tile0) ? 1 : 0;
-  const SkinnyOut& o = a.out[t];
+  const SkinnyOut& out = a.out[t];
   const CUtensorMap* wmap = t == 0 ? &w0 : t == 1 ? &w1 : &w2;
-  const int M = a.M, N = o.N, n0 = (tile - o.tile0) * BW, mode = o.mode, ldy = o.ldy;
-  void* y = o.y;
+  const int M = a.M, N = out.N, n0 = (tile - out.tile0) * BW, mode = out.mode, ldy = out.ldy;
+  void* y = out.y;
   const int kt0 = split * a.kt_per, kt1 = min(a.KT, kt0 + a.kt_per), steps = max(0, kt1 - kt0);
 
   if (tid == 0) {
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // ---------------- consumers ----------------
     setmaxnreg_inc<232>();
     detail::pdl_wait();  // y may be the predecessor's (accumulate) or still read by it
-    const int wg = warp / 4 - 1, w = warp % 4, g = lane / 4, t = lane % 4;
+    const int wg = warp / 4 - 1, w = warp % 4, g = lane / 4, q = lane % 4;
     float acc[MB][NP / 2];
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb)
@@ -165,8 +165,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int mb = 0; mb < MB; ++mb) fence_regs(acc[mb]);
     named_barrier(1, 256);  // both consumer warpgroups are done with the stages
 
-    // Thread (w, g, t) of block mb holds weight rows 16 w + g (+ 8) of its 64 and rows 8 j + 2 t (+ 1):
-    // output (row 8 j + 2 t + e, column (wg MB + mb) 64 + 16 w + g + 8 h) = acc[mb][4 j + 2 h + e].
+    // Thread (w, g, q) of block mb holds weight rows 16 w + g (+ 8) of its 64 and rows 8 j + 2 q (+ 1):
+    // output (row 8 j + 2 q + e, column (wg MB + mb) 64 + 16 w + g + 8 h) = acc[mb][4 j + 2 h + e].
     float* red = reinterpret_cast<float*>(smem);
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb) {
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) red[(8 * j + 2 * t + e) * L::red_ld + c + 8 * h] = acc[mb][4 * j + 2 * h + e];
+          for (int e = 0; e < 2; ++e) red[(8 * j + 2 * q + e) * L::red_ld + c + 8 * h] = acc[mb][4 * j + 2 * h + e];
     }
     cluster_sync();
 
@@ -184,9 +184,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int q4 = BW / 4, mine = M > split ? (M - split + S - 1) / S : 0;
     const uint32_t red_base = smem_u32(red);
     for (int idx = tid - 128; idx < mine * q4; idx += 256) {
-      const int r = split + S * (idx / q4), q = idx % q4, n = n0 + 4 * q;
+      const int r = split + S * (idx / q4), c4 = idx % q4, n = n0 + 4 * c4;
       if (n >= N) continue;
-      const uint32_t off = red_base + uint32_t((r * L::red_ld + 4 * q) * 4);
+      const uint32_t off = red_base + uint32_t((r * L::red_ld + 4 * c4) * 4);
       float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int b = 0; b < S; ++b) {
         float4 v;
@@ -210,11 +210,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else {
         float4* dst = reinterpret_cast<float4*>(static_cast<float*>(y) + at);
         if (mode == kAddF32) {
-          const float4 o = *dst;
-          s.x += o.x;
-          s.y += o.y;
-          s.z += o.z;
-          s.w += o.w;
+          const float4 prior = *dst;
+          s.x += prior.x;
+          s.y += prior.y;
+          s.z += prior.z;
+          s.w += prior.w;
         }
         *dst = s;
       }
