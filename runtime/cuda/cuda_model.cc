@@ -1153,7 +1153,14 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   }
   const DeviceMoe& M = L.moe_w;
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size;
-  gemm(s.xp(), T, D, M.router, s.router.get(), DType::F32);
+  // With the few-row products on, the shared expert's gate/up rides in the router's launch (both read x).
+  const bool shared_early =
+      M.has_shared && T > 1 && !split_invariant_ && cuda::gemm_skinny_enabled() && M.shared.gate_up.in == D;
+  if (shared_early)
+    gemm_same_rows(s.xp(), T, D, {{&M.router, s.router.get(), DType::F32},
+                                  {&M.shared.gate_up, s.sgu.get(), DType::BF16}});
+  else
+    gemm(s.xp(), T, D, M.router, s.router.get(), DType::F32);
   if (cfg_.router == RouterKind::SigmoidGroupTopK) {
     const bool renorm = cfg_.norm_topk_prob && (K > 1 || cfg_.router_mask_inf);
     cuda::moe_route_sigmoid_group(s.router.as<float>(), M.expert_bias, T, E, K, cfg_.n_group, cfg_.topk_group,
@@ -1234,7 +1241,7 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   }
   const int64_t Is = cfg_.shared_expert_intermediate_size;
   bf16* sgu = s.sgu.as<bf16>();
-  gemm(s.xp(), T, D, M.shared.gate_up, sgu, DType::BF16);
+  if (!shared_early) gemm(s.xp(), T, D, M.shared.gate_up, sgu, DType::BF16);
   cuda::swiglu(sgu, 2 * Is, sgu + Is, 2 * Is, sgu, 2 * Is, T, Is, cs);
   gemm(sgu, T, 2 * Is, M.shared.down, s.sh.get(), DType::BF16);
   cuda::scale_bf16(s.sh.as<bf16>(), beta, T * D, cs);
