@@ -30,6 +30,17 @@ cp -L "$(ldconfig -p | awk '/libxxhash.so.0 /{print $NF; exit}')" "$stage/libxxh
 mkdir -p .gpubin
 tar cJf .gpubin/gpubin.tar.xz -C "$(dirname "$stage")" gpubin
 ls -la .gpubin/gpubin.tar.xz
+# The CUPTI trace library (device timelines: gpu_full_check.sh skinny, kernel_gaps.py) and the libcupti it
+# links, in .gpubin/trace.tar.xz, where the build has that target.
+if cmake --build "$B" --target help | grep -q '\.\.\. hypic_kernel_trace$'; then
+  cmake --build "$B" --target hypic_kernel_trace > /dev/null
+  tr=$(mktemp -d)
+  cp "$(find "$B" -name libhypic_kernel_trace.so | head -1)" "$tr/"
+  cupti=$(find /usr/local/cuda/ -name 'libcupti.so.*' -type f 2>/dev/null | head -1)
+  [ -n "$cupti" ] && cp "$cupti" "$tr/$(basename "$cupti" | sed -E 's/(\.so\.[0-9]+).*/\1/')"
+  tar cJf .gpubin/trace.tar.xz -C "$tr" .
+  ls -la .gpubin/trace.tar.xz
+fi
 # The fuzz targets of a clang -DHYPIC_FUZZ=ON build (FUZZ_BUILD_DIR), for the long runs of `final`.
 if [ -n "${FUZZ_BUILD_DIR:-}" ]; then
   fz=$(mktemp -d)
