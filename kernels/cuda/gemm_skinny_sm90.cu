@@ -55,6 +55,7 @@ struct SkinnySmem {
 struct SkinnyOut {
   void* y;
   int ldy, N, mode, tile0;
+  int vec;  // N % 4, ldy % 4 and y's 16 bytes allow whole-group stores
 };
 struct SkinnyArgs {
   SkinnyOut out[kMaxTargets];
@@ -79,7 +80,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int t = (a.targets > 2 && tile >= a.out[2].tile0) ? 2 : (a.targets > 1 && tile >= a.out[1].tile0) ? 1 : 0;
   const SkinnyOut& out = a.out[t];
   const CUtensorMap* wmap = t == 0 ? &w0 : t == 1 ? &w1 : &w2;
-  const int M = a.M, N = out.N, n0 = (tile - out.tile0) * BW, mode = out.mode, ldy = out.ldy;
+  const int M = a.M, N = out.N, n0 = (tile - out.tile0) * BW, mode = out.mode, ldy = out.ldy, vec = out.vec;
   void* y = out.y;
   const int kt0 = split * a.kt_per, kt1 = min(a.KT, kt0 + a.kt_per), steps = max(0, kt1 - kt0);
 
@@ -202,7 +203,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         s.w += v.w;
       }
       const int64_t at = int64_t(r) * ldy + n;
-      if (mode == kStoreBf16) {
+      if (!vec) {  // a narrow output (the shared expert's one-column gate) or an unaligned one: element by element
+        const float v4[4] = {s.x, s.y, s.z, s.w};
+        for (int e = 0; e < 4 && n + e < N; ++e) {
+          if (mode == kStoreBf16) {
+            static_cast<bf16*>(y)[at + e] = __float2bfloat16_rn(v4[e]);
+          } else {
+            float* dst = static_cast<float*>(y) + at + e;
+            *dst = mode == kAddF32 ? *dst + v4[e] : v4[e];
+          }
+        }
+      } else if (mode == kStoreBf16) {
         uint2 pk;
         pk.x = detail::pack_bf16(s.x, s.y);
         pk.y = detail::pack_bf16(s.z, s.w);
@@ -396,8 +407,9 @@ void launch_form(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSki
     const GemmSkinnyTarget& g = t[i < n ? i : 0];  // unused maps repeat the first
     w[i] = cached_map(g.w, K, g.N, K, uint32_t(128 * MB));
     if (i >= n) continue;
-    a.out[i] = {g.y, int(g.ldy), int(g.N),
-                g.yt == DType::BF16 ? kStoreBf16 : g.accumulate ? kAddF32 : kStoreF32, tile0};
+    const bool vec = g.N % 4 == 0 && g.ldy % 4 == 0 && reinterpret_cast<uintptr_t>(g.y) % 16 == 0;
+    a.out[i] = {g.y, int(g.ldy), int(g.N), g.yt == DType::BF16 ? kStoreBf16 : g.accumulate ? kAddF32 : kStoreF32,
+                tile0, vec ? 1 : 0};
     tile0 += int((g.N + 128 * MB - 1) / (128 * MB));
   }
   a.targets = n;
@@ -443,9 +455,9 @@ bool device_is_sm90() {
 }
 
 bool target_fits(int64_t M, const GemmSkinnyTarget& t) {
-  auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (!t.w || !t.y || t.N < 4 || t.N % 4 != 0 || t.ldy % 4 != 0 || t.ldy < t.N) return false;
-  if (!aligned16(t.w) || !aligned16(t.y)) return false;
+  const size_t esize = t.yt == DType::BF16 ? 2 : 4;
+  if (!t.w || !t.y || t.N < 1 || t.ldy < t.N) return false;
+  if (reinterpret_cast<uintptr_t>(t.w) % 16 != 0 || reinterpret_cast<uintptr_t>(t.y) % esize != 0) return false;
   if (!(t.yt == DType::F32 || (t.yt == DType::BF16 && !t.accumulate))) return false;
   return t.N < (int64_t{1} << 30) && M * t.ldy < (int64_t{1} << 31);
 }

@@ -22,8 +22,9 @@ namespace hypic::cuda {
 bool gemm_skinny_enabled();
 
 // Whether gemm_skinny takes this problem: the current device is sm_90, 1 <= M <= 256, K % 8 == 0 and
-// ldx % 8 == 0 (16-byte rows for the bulk copies), N % 4 == 0 and ldy % 4 == 0, x, w and y 16-byte aligned,
-// yt BF16 (store only) or F32 (store or accumulate).
+// ldx % 8 == 0 (16-byte rows for the bulk copies), x and w 16-byte aligned, y aligned to its element, yt BF16
+// (store only) or F32 (store or accumulate). Outputs with N % 4 == 0, ldy % 4 == 0 and y 16-byte aligned are
+// written four columns a store, others (a one-column gate) element by element.
 bool gemm_skinny_applies(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, const void* y,
                          DType yt, int64_t ldy, bool accumulate);
 
@@ -36,7 +37,7 @@ void gemm_skinny(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w
 
 // Several products of the same rows in one launch (a layer's input projections): up to
 // kGemmSkinnyMaxTargets weight matrices, each with its own output, type and accumulate flag, the blocks of
-// all of them in one grid. Each target as in gemm_skinny (N % 4, ldy % 4, 16-byte aligned, BF16 store or F32).
+// all of them in one grid. Each target as in gemm_skinny.
 constexpr int kGemmSkinnyMaxTargets = 3;
 struct GemmSkinnyTarget {
   const bf16* w;  // [N, K] bf16, dense rows

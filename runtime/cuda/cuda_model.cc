@@ -1153,10 +1153,15 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   }
   const DeviceMoe& M = L.moe_w;
   const int64_t E = cfg_.num_experts, K = cfg_.experts_per_tok, I = cfg_.moe_intermediate_size;
-  // With the few-row products on, the shared expert's gate/up rides in the router's launch (both read x).
+  // With the few-row products on, the shared expert's gate/up and its one-column gate ride in the router's
+  // launch (all read x).
   const bool shared_early =
       M.has_shared && T > 1 && !split_invariant_ && cuda::gemm_skinny_enabled() && M.shared.gate_up.in == D;
-  if (shared_early)
+  if (shared_early && M.shared_gate.w)
+    gemm_same_rows(s.xp(), T, D, {{&M.router, s.router.get(), DType::F32},
+                                  {&M.shared.gate_up, s.sgu.get(), DType::BF16},
+                                  {&M.shared_gate, s.sg.get(), DType::F32}});
+  else if (shared_early)
     gemm_same_rows(s.xp(), T, D, {{&M.router, s.router.get(), DType::F32},
                                   {&M.shared.gate_up, s.sgu.get(), DType::BF16}});
   else
@@ -1247,7 +1252,7 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   cuda::scale_bf16(s.sh.as<bf16>(), beta, T * D, cs);
   const float* gate = nullptr;  // Ring and Kimi add the shared expert ungated
   if (M.shared_gate.w) {
-    gemm(s.xp(), T, D, M.shared_gate, s.sg.get(), DType::F32);
+    if (!shared_early) gemm(s.xp(), T, D, M.shared_gate, s.sg.get(), DType::F32);
     gate = s.sg.as<float>();
   }
   if (combine_pending)

@@ -361,7 +361,8 @@ int main(int argc, char** argv) {
     }
   }
   if (only.empty() || only == "skinny") {
-    // A layer's input projections as the CUDA model runs them: the three products in one gemm_skinny_many
+    // A layer's input projections (and the MoE's router with the shared expert's gate/up and one-column gate)
+    // as the CUDA model runs them with HYPIC_CUDA_SKINNY=1: the three products in one gemm_skinny_many
     // launch, three gemm_skinny launches, three cuBLASLt calls (weights cycled as above).
     struct Group {
       const char* name;
@@ -372,6 +373,8 @@ int main(int argc, char** argv) {
                                              {64, hypic::DType::F32}}},
         {"attn in-proj q+k+v 9216x2048", {{8192, hypic::DType::BF16}, {512, hypic::DType::BF16},
                                           {512, hypic::DType::BF16}}},
+        {"moe router+shared gate_up+gate 1281x2048", {{256, hypic::DType::F32}, {1024, hypic::DType::BF16},
+                                                      {1, hypic::DType::F32}}},
     };
     const int64_t K = 2048, kMaxRows = 256;
     Blas blas;

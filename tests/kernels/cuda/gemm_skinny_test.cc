@@ -1,6 +1,7 @@
 // cuda::gemm_skinny (the Hopper product of few rows) against the CPU reference product: every row padding,
-// both block widths, split K summed over a cluster, strided rows, K not a multiple of the 64-wide step, all
-// three output forms, the same bits on a second run, and the shapes it refuses.
+// both block widths, split K summed over a cluster, strided rows, K not a multiple of the 64-wide step,
+// narrow outputs (one column), all three output forms, the same bits on a second run, every plan, three
+// products in one launch, and the shapes it refuses.
 #include <cstring>
 #include <vector>
 
@@ -35,7 +36,7 @@ class SkinnyOps : public CudaOps {
 // K none of them empty, with rows padded to a wgmma width; and the 35B-A3B stitch's products fill the H200.
 TEST(SkinnyPlan, CoversEveryProblemOnce) {
   for (int64_t M : {1, 2, 16, 17, 33, 96, 97, 158, 160, 161, 200, 256})
-    for (int64_t N : {4, 64, 100, 256, 512, 1024, 2048, 4096, 8192, 248320})
+    for (int64_t N : {1, 4, 6, 64, 100, 256, 512, 1024, 2048, 4096, 8192, 248320})
       for (int64_t K : {8, 64, 136, 512, 2048, 4096})
         for (int sms : {1, 78, 132}) {
           SCOPED_TRACE(::testing::Message() << M << " x " << N << " x " << K << " on " << sms << " SMs");
@@ -82,7 +83,7 @@ TEST_F(SkinnyOps, MatchesCpuInEveryForm) {
       {1, 64, 64, 64},          {2, 2048, 64, 2048},     {8, 2048, 8192, 2048},  {17, 520, 100, 520},
       {31, 4096, 2048, 4096},   {64, 512, 2048, 512},    {90, 2048, 512, 2056},  {128, 2048, 1024, 2048},
       {158, 2048, 4096, 2048},  {158, 4096, 2048, 4104}, {180, 1024, 772, 1024}, {256, 2048, 1024, 2048},
-      {240, 136, 4096, 136},
+      {240, 136, 4096, 136},    {5, 2048, 1, 2048},      {33, 256, 6, 256},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "M " << c.M << " K " << c.K << " N " << c.N << " ldx " << c.ldx);
@@ -174,9 +175,9 @@ TEST_F(SkinnyOps, SeveralTargetsInOneLaunch) {
     HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(y0), ref[0]), kTolBf16) << M;
     HYPIC_EXPECT_ERR_LT(rel_err(y1.download(), ref[1]), kTolF32) << M;
     HYPIC_EXPECT_ERR_LT(rel_err(y2.download(), ref[2]), kTolF32) << M;
-    // A target that does not fit (N % 4) refuses the whole launch.
+    // A target that does not fit (weights not 16-byte aligned) refuses the whole launch.
     GemmSkinnyTarget bad[3] = {t[0], t[1], t[2]};
-    bad[2].N = 63;
+    bad[2].w = dw[2].get() + 1;
     EXPECT_FALSE(gemm_skinny_applies_many(dx.get(), M, K, K, bad, 3));
   }
 }
@@ -187,7 +188,9 @@ TEST_F(SkinnyOps, RefusesWhatItCannotTake) {
   EXPECT_TRUE(gemm_skinny_applies(x.get(), 256, 2048, 2048, w.get(), 2048, y.get(), DType::F32, 2048, false));
   EXPECT_FALSE(gemm_skinny_applies(x.get(), 257, 2048, 2048, w.get(), 2048, y.get(), DType::F32, 2048, false));
   EXPECT_FALSE(gemm_skinny_applies(x.get(), 8, 2044, 2048, w.get(), 2048, y.get(), DType::F32, 2048, false));
-  EXPECT_FALSE(gemm_skinny_applies(x.get(), 8, 2048, 2048, w.get(), 2046, y.get(), DType::F32, 2048, false));
+  EXPECT_TRUE(gemm_skinny_applies(x.get(), 8, 2048, 2048, w.get(), 2046, y.get(), DType::F32, 2048, false));
+  EXPECT_FALSE(gemm_skinny_applies(x.get(), 8, 2048, 2048, w.get(), 2048, reinterpret_cast<char*>(y.get()) + 2,
+                                   DType::F32, 2048, false));  // an fp32 output 2 bytes off
   EXPECT_FALSE(gemm_skinny_applies(x.get(), 8, 2048, 2048, w.get(), 2048, y.get(), DType::BF16, 2048, true));
   EXPECT_FALSE(gemm_skinny_applies(x.get() + 1, 8, 2048, 2048, w.get(), 2048, y.get(), DType::F32, 2048, false));
   EXPECT_THROW(gemm_skinny(x.get(), 300, 2048, 2048, w.get(), 2048, y.get(), DType::F32, 2048, false, nullptr),
