@@ -6,7 +6,8 @@
 
 Prints the window's span, the GPU's busy time (the union of the kernels, copies and sets) and its idle gaps:
 their sum, their sizes, the largest with the kernels either side and the runtime calls the host was in
-meanwhile; then the kernels by name (count, time, the idle time before them) and the host's runtime calls.
+meanwhile; then the kernels by kind (routed experts, state chains, dense products by cuBLAS and by hypic,
+attention, the rest) and by name (count, time, the idle time before them) and the host's runtime calls.
 """
 import argparse
 import collections
@@ -31,6 +32,24 @@ def load(path):
     for v in recs.values():
         v.sort(key=lambda r: r["s"])
     return recs
+
+
+# Kinds of hypic's kernels by name (first match wins), for comparing runs at a glance.
+KINDS = [
+    ("routed experts", ("moe_sm90", "moe_grouped", "moe_small", "moe_decode", "moe_tiled", "moe_down", "moe_gate")),
+    ("state chains", ("state_chain",)),
+    ("dense products, cuBLAS", ("nvjet", "gemvx", "gemmk", "cutlass", "xmma", "sm90_gemm", "Kernel2")),
+    ("dense products, hypic", ("skinny_sm90", "gemv_kernel")),
+    ("attention", ("attention_", "split_combine", "decode_attn")),
+    ("GDN walks and recurrences", ("gdn_", "delta_rule", "wy_", "chunk")),
+]
+
+
+def kind_of(name):
+    for kind, keys in KINDS:
+        if any(k in name for k in keys):
+            return kind
+    return "the rest"
 
 
 def short(name, n=60):
@@ -107,7 +126,6 @@ def main():
         print(f"  {g / 1e3:8.1f} at +{(at - w0) / 1e3:8.1f}  {short(p['name'], 40)} -> {short(n['name'], 40)}  [{calls}]")
     # A kernel's own share of the timeline: how far it moves the latest end of device work (kernels that
     # overlap their predecessor, as programmatic launches do, count only past its end).
-    print("\nkernels by name: count, total us, mean us, idle before them us, own share of the timeline us")
     by = collections.OrderedDict()
     before = {id(g[3]): g[0] for g in gaps}
     end = None
@@ -118,6 +136,15 @@ def main():
         e[2] += before.get(id(r), 0)
         e[3] += max(0, r["e"] - (r["s"] if end is None else max(end, r["s"])))
         end = r["e"] if end is None else max(end, r["e"])
+    kinds = collections.OrderedDict()
+    for name, (c, t, gb, own) in by.items():
+        k = kinds.setdefault("copies and sets" if name in ("M", "S") else kind_of(name), [0, 0, 0, 0])
+        for i, v in enumerate((c, t, gb, own)):
+            k[i] += v
+    print("\nkernels by kind: count, total us, idle before them us, own share of the timeline us")
+    for kind, (c, t, gb, own) in sorted(kinds.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {kind:60s} {c:5d} {t / 1e3:10.1f} {gb / 1e3:9.1f} {own / 1e3:9.1f}")
+    print("\nkernels by name: count, total us, mean us, idle before them us, own share of the timeline us")
     for name, (c, t, gb, own) in sorted(by.items(), key=lambda kv: -kv[1][1])[:40]:
         print(f"  {short(name):60s} {c:5d} {t / 1e3:10.1f} {t / c / 1e3:8.2f} {gb / 1e3:9.1f} {own / 1e3:9.1f}")
     print("\nhost runtime calls in the window: count, total us")
