@@ -41,6 +41,7 @@
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/moe_tiled.h"
 #include "kernels/cuda/moe_tiled_sm90.h"
+#include "kernels/cuda/sm90_host.h"
 #include "kernels/cuda/activation.h"
 #include "tools/common/options.h"
 
@@ -289,7 +290,10 @@ int main(int argc, char** argv) {
       first = false;
     }
   }
-  if (only.empty() || only == "skinny") {
+  const bool skinny_here = current_device_is_sm90();  // gemm_skinny runs on sm_90 only
+  if ((only.empty() || only == "skinny") && !skinny_here)
+    std::fprintf(stderr, "skinny: not an sm_90 device, the few-row products are not timed\n");
+  if ((only.empty() || only == "skinny") && skinny_here) {
     // The dense products of a stitch (100-160 rows) and of batched decode (8-32 rows) at Qwen3.5-35B-A3B
     // shapes: cuda::gemm_skinny against cuBLASLt (gemm_xwt, its heuristic's algorithm). Each case cycles
     // through >= 256 MB of weight copies, so every iteration reads its weights from memory.
@@ -360,7 +364,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (only.empty() || only == "skinny") {
+  if ((only.empty() || only == "skinny") && skinny_here) {
     // A layer's input projections (and the MoE's router with the shared expert's gate/up and one-column gate)
     // as the CUDA model runs them with HYPIC_CUDA_SKINNY=1: the three products in one gemm_skinny_many
     // launch, three gemm_skinny launches, three cuBLASLt calls (weights cycled as above).
