@@ -485,10 +485,17 @@ if [ "$stage" = multigpu ]; then
   echo "scatter: exit $?"; grep "\[scatter\]" "$O/bench_scatter_gpus.err"
 fi
 if [ "$stage" = skinny ]; then
-  run_test cuda_gemm_skinny_test
+  # A kernel that hangs would otherwise hold the call for the default 900 s; a wrong one makes the rest moot.
+  TEST_TIMEOUT=120 run_test cuda_gemm_skinny_test
   grep -E "metrics" "$O/cuda_gemm_skinny_test.txt" | head -40
+  if ! grep -q "^\[  PASSED  \] [1-9]" "$O/cuda_gemm_skinny_test.txt" || grep -q "^\[  FAILED  \]" "$O/cuda_gemm_skinny_test.txt"; then
+    echo "skinny: the op test did not pass; the benches and model runs are left out"
+    stage=skinny-failed
+  fi
+fi
+if [ "$stage" = skinny ]; then
   step skinny bench
-  "$(bin hypic_bench_kernels)" --only skinny --iters 20 > "$O/bench_skinny.json"; echo "bench: exit $?"
+  timeout 300 "$(bin hypic_bench_kernels)" --only skinny --iters 20 > "$O/bench_skinny.json"; echo "bench: exit $?"
   python3 - "$O/bench_skinny.json" <<'PY'
 import json, sys
 rows, groups = {}, {}
