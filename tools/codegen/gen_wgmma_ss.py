@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes kernels/cuda/wgmma_ss.cuh: wgmma m64nNk16 (bf16 in, fp32 accumulators, both operands K-major in
 shared memory) for every N the skinny GEMM uses. Inline PTX needs its operand list spelled out, one
-function per N; this script spells them. Run from the repository root: python3 tools/codegen/gen_wgmma_ss.py"""
+function per N; this script spells them. Run from the repository root: python3 tools/codegen/gen_wgmma_ss.py
+(--out FILE writes elsewhere: tests/tools/codegen_test.sh compares the committed header with a fresh one)."""
+import argparse
 import pathlib
 
 NS = [16, 32, 64, 96, 128, 160, 192, 256]
@@ -37,4 +39,6 @@ for n in NS:
         "}",
     ]
 out += ["", "}  // namespace hypic::cuda::sm90", ""]
-pathlib.Path("kernels/cuda/wgmma_ss.cuh").write_text("\n".join(out))
+ap = argparse.ArgumentParser()
+ap.add_argument("--out", default="kernels/cuda/wgmma_ss.cuh")
+pathlib.Path(ap.parse_args().out).write_text("\n".join(out))
