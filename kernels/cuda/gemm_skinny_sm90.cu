@@ -292,20 +292,25 @@ Capacity ideal_capacity(int sms) {
 }
 
 // The split of K for `tiles` clusters of S blocks, by a time model: a block's time is its k steps (a
-// 256-row block's counting twice) plus one for its start and its sum, at a per-block rate that stays the same
-// up to kSaturatingBlocks streaming blocks and falls beyond them (the memory's bandwidth is shared); clusters
-// beyond those resident at once (cap[S]: a cluster must fit in one GPC, so on the H200 only 15 of 8 blocks
-// are) run in further waves. Ties go to fewer waves, then fewer slices. Returns the modelled time.
+// 256-row block's counting twice), one more for its start, and with S > 1 its share of the cluster's sum (the
+// (S - 1) / S of its NP x BW fp32 tile it reads from the other blocks, at half the rate it streams a step's
+// bytes: a guess for distributed shared memory, for the bench's sweep to check), at a per-block rate that
+// stays the same up to kSaturatingBlocks streaming blocks and falls beyond them (the memory's bandwidth is
+// shared); clusters beyond those resident at once (cap[S]: a cluster must fit in one GPC, so on the H200 only
+// 15 of 8 blocks are) run in further waves. Ties go to fewer waves, then fewer slices. Returns the time.
 constexpr int64_t kSaturatingBlocks = 96;
 int64_t choose_split(Plan& p, int64_t KT, const Capacity& cap, int max_splits) {
-  const int64_t mb = p.block_cols / 128;
+  const int64_t mb = p.block_cols / 128, np = p.rows_padded;
+  const int64_t step_bytes = (p.block_cols + np) * 128, sum_bytes = np * p.block_cols * 4;
   int64_t best = -1, best_waves = 0;
   for (int s = 1; s <= std::min<int64_t>(max_splits, KT); ++s) {
     const int64_t k = (KT + s - 1) / s, eff = (KT + k - 1) / k;
     if (eff != s || cap[eff] <= 0) continue;  // the same split as a smaller s
     const int64_t waves = (p.tiles + cap[eff] - 1) / cap[eff];
     const int64_t active = std::min<int64_t>(p.tiles, cap[eff]) * eff;
-    const int64_t time = waves * (k * mb + 1) * std::max(kSaturatingBlocks, active);
+    // In half steps of a 128-row block.
+    const int64_t block = 2 * k * mb + 2 + (eff > 1 ? sum_bytes * (eff - 1) / eff * 2 * mb / step_bytes : 0);
+    const int64_t time = waves * block * std::max(kSaturatingBlocks, active);
     if (best < 0 || time < best || (time == best && waves < best_waves)) {
       best = time;
       best_waves = waves;

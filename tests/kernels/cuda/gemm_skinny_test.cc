@@ -60,8 +60,9 @@ TEST(SkinnyPlan, CoversEveryProblemOnce) {
     int64_t M, N, K;
     int block_cols, tiles, splits;
   };
-  for (const Want w : {Want{158, 8192, 2048, 256, 32, 4}, Want{158, 4096, 2048, 256, 16, 8},
-                       Want{158, 2048, 4096, 128, 16, 6}, Want{8, 2048, 512, 128, 16, 8}}) {
+  for (const Want w : {Want{158, 8192, 2048, 128, 64, 2}, Want{158, 4096, 2048, 128, 32, 3},
+                       Want{158, 2048, 4096, 128, 16, 6}, Want{8, 2048, 512, 128, 16, 8},
+                       Want{8, 8192, 2048, 128, 64, 2}}) {
     const GemmSkinnyPlan p = gemm_skinny_plan(w.M, w.N, w.K, 132);
     EXPECT_EQ(p.block_cols, w.block_cols) << w.N << " x " << w.K;
     EXPECT_EQ(p.tiles, w.tiles) << w.N << " x " << w.K;
