@@ -13,13 +13,11 @@
 // Four stages of (BW + NP) x 128 bytes.
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <string>
-#include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
@@ -423,21 +421,9 @@ void launch_form(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSki
   const CUtensorMap xmap = cached_map(x, K, M, ldx, uint32_t(NP));
   const Plan p = refine ? refined(given, a.KT, kernel, bytes) : given;
   a.kt_per = p.k_steps;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(p.splits), unsigned(p.tiles));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = bytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(p.splits);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = detail::pdl_chain_enabled() ? 2 : 1;
-  HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, w[0], w[1], w[2], xmap, a));
+  detail::launch_pdl_clusters(detail::pdl_chain_enabled(), unsigned(p.splits), kernel,
+                              dim3(unsigned(p.splits), unsigned(p.tiles)), dim3(kThreads), bytes, stream, w[0], w[1],
+                              w[2], xmap, a);
 }
 
 template <int NP>
@@ -447,16 +433,6 @@ void launch_np(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSkinn
     if (p.block_cols == 256) return launch_form<NP, 2>(x, M, K, ldx, t, n, p, refine, stream);
   }
   launch_form<NP, 1>(x, M, K, ldx, t, n, p, refine, stream);
-}
-
-bool device_is_sm90() {
-  // Asked once per device: the model asks before every product.
-  static std::atomic<int8_t> sm90[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return current_device_is_sm90();
-  int8_t v = sm90[dev].load(std::memory_order_relaxed);
-  if (v == 0) sm90[dev].store(v = current_device_is_sm90() ? 1 : -1, std::memory_order_relaxed);
-  return v > 0;
 }
 
 bool target_fits(int64_t M, const GemmSkinnyTarget& t) {
@@ -493,7 +469,7 @@ bool gemm_skinny_applies_many(const bf16* x, int64_t M, int64_t K, int64_t ldx, 
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || K >= (int64_t{1} << 31)) return false;
   for (int i = 0; i < n; ++i)
     if (!target_fits(M, t[i])) return false;
-  return device_is_sm90();
+  return current_device_is_sm90();
 }
 
 bool gemm_skinny_applies(const bf16* x, int64_t M, int64_t K, int64_t ldx, const bf16* w, int64_t N, const void* y,

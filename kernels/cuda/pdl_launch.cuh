@@ -44,22 +44,41 @@ inline bool pdl_trigger_early(int64_t blocks) {
   return pdl_chain_enabled() && (all || blocks <= sms);
 }
 
-// Launches kernel<<<grid, block, smem, stream>>>(args...), programmatically when `pdl` is set. The kernel
-// must call pdl_wait() before it reads or writes anything an earlier kernel may still be writing.
+// Launches kernel<<<grid, block, smem, stream>>>(args...), programmatically when `pdl` is set, in thread-block
+// clusters of `cluster_x` blocks along x when it is above 0 (grid.x a multiple of it). The kernel must call
+// pdl_wait() before it reads or writes anything an earlier kernel may still be writing.
 template <class... Params, class... Args>
-void launch_pdl(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                Args&&... args) {
+void launch_pdl_clusters(bool pdl, unsigned cluster_x, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                         cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (cluster_x > 0) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster_x;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = n;
   HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+// The same without clusters.
+template <class... Params, class... Args>
+void launch_pdl(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                Args&&... args) {
+  launch_pdl_clusters(pdl, 0, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace hypic::cuda::detail

@@ -2,6 +2,7 @@
 
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <string>
 
 #include "kernels/cuda/check.h"
@@ -40,12 +41,21 @@ CUtensorMap tensor_map_sw128(const bf16* base, int64_t width, int64_t rows, int6
 }
 
 bool current_device_is_sm90() {
+  // Asked before many launches (every product of a stitch may ask): the answer is kept per device.
+  static std::atomic<int8_t> known[64] = {};
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  const bool cached = dev >= 0 && dev < 64;
+  if (cached) {
+    const int8_t v = known[dev].load(std::memory_order_relaxed);
+    if (v != 0) return v > 0;
+  }
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
     return false;
-  return major == 9 && minor == 0;
+  const bool yes = major == 9 && minor == 0;
+  if (cached) known[dev].store(yes ? 1 : -1, std::memory_order_relaxed);
+  return yes;
 }
 
 }  // namespace hypic::cuda
