@@ -16,10 +16,15 @@
 
 namespace hypic::cuda {
 
-// Whether the CUDA model sends its products of <= 256 rows here: HYPIC_CUDA_SKINNY=1. Off otherwise: the
-// kernel has not yet been timed against cuBLAS on an H200 (docs/cuda_kernels.md), and the model keeps cuBLAS
-// until it has. Read on every call, so that a bench can time both in one process.
+// Whether the CUDA model sends its products of few rows here: yes unless HYPIC_CUDA_SKINNY=0 (cuBLAS then, for
+// comparison). Read on every call, so that a bench can time both in one process.
 bool gemm_skinny_enabled();
+
+// The most rows for which the CUDA model prefers gemm_skinny to cuBLASLt. Measured on an H200
+// (hypic_bench_kernels --only skinny, docs/benchmarks.md): up to 158 rows it is ahead on most of the 35B-A3B
+// products alone and 1.4-4x ahead on the grouped ones; at 256 rows, where a product is no longer a pure
+// stream over the weights (the rows' boxes are twice the weights'), cuBLASLt is 1.4-1.7x ahead.
+constexpr int64_t kGemmSkinnyPreferredRows = 160;
 
 // Whether gemm_skinny takes this problem: the current device is sm_90, 1 <= M <= 256, K % 8 == 0 and
 // ldx % 8 == 0 (16-byte rows for the bulk copies), x and w 16-byte aligned, y aligned to its element, yt BF16

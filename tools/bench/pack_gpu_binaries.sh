@@ -28,11 +28,13 @@ cp -L "$(ldconfig -p | awk '/libyaml-cpp.so.0.7 /{print $NF; exit}')" "$stage/li
 cp -L "$(ldconfig -p | awk '/libtbb.so.12 /{print $NF; exit}')" "$stage/libtbb.so.12"
 cp -L "$(ldconfig -p | awk '/libxxhash.so.0 /{print $NF; exit}')" "$stage/libxxhash.so.0"  # record checksums
 mkdir -p .gpubin
-tar cJf .gpubin/gpubin.tar.xz -C "$(dirname "$stage")" gpubin
+# xz -9's 64 MiB window spans several binaries, which share most of their kernels: the full set packs to about a
+# sixth of the default level's size, and the device takes 64 MiB of tree and carried files in all.
+XZ_OPT=${XZ_OPT:--9} tar cJf .gpubin/gpubin.tar.xz -C "$(dirname "$stage")" gpubin
 ls -la .gpubin/gpubin.tar.xz
 # The CUPTI trace library (device timelines: gpu_full_check.sh skinny, kernel_gaps.py) and the libcupti it
 # links, in .gpubin/trace.tar.xz, where the build has that target.
-if cmake --build "$B" --target help | grep -q '\.\.\. hypic_kernel_trace$'; then
+if grep -q '\.\.\. hypic_kernel_trace$' <<< "$(cmake --build "$B" --target help)"; then  # not a pipe: grep -q would break it
   cmake --build "$B" --target hypic_kernel_trace > /dev/null
   tr=$(mktemp -d)
   cp "$(find "$B" -name libhypic_kernel_trace.so | head -1)" "$tr/"

@@ -309,42 +309,60 @@ TEST_F(CudaOps, CopyBatched) {
   }
 }
 
+// The 35B-A3B's keys (two heads of 256, 64 rotated: 8 elements a load), a shape whose rotated halves are not
+// whole 8-element groups (one element a load), and ranges whose rows sit off 16-byte alignment (the loads of
+// those ranges' rows element by element in a launch that takes 8 at a time elsewhere).
 TEST_F(CudaOps, KvAppendRangesMatchesCpuRopeShift) {
-  Stream st;
-  const int64_t heads = 2, hd = 256, rot = 64, w = heads * hd, first = 5;
-  const double theta = 1e7;
-  // Three ranges: rotated forward, not rotated, rotated by a large delta.
-  const std::vector<int64_t> ns = {7, 3, 12}, pos0 = {100, 3, 4000}, rotate = {100, 0, 3990};
-  std::vector<DevArray<bf16>> keep;
-  std::vector<KvRange> ranges;
-  std::vector<float> tables, refK, refV;
-  std::vector<int64_t> refpos;
-  int64_t row = first;
-  for (size_t i = 0; i < ns.size(); ++i) {
-    auto k = randn_bf16(ns[i] * w, 60 + uint32_t(i)), v = randn_bf16(ns[i] * w, 70 + uint32_t(i));
-    const bf16* dk = keep.emplace_back(to_device_bf16(pool, k)).get();
-    const bf16* dv = keep.emplace_back(to_device_bf16(pool, v)).get();
-    ranges.push_back({dk, dv, pos0[i], row, ns[i], rotate[i]});
-    row += ns[i];
-    tables.resize(tables.size() + rot);
-    rope_shift_table(rot, rotate[i], theta, tables.data() + tables.size() - rot, tables.data() + tables.size() - rot / 2);
-    cpu::rope_shift(k.data(), ns[i], heads, hd, rot, rotate[i], theta);
-    refK.insert(refK.end(), k.begin(), k.end());
-    refV.insert(refV.end(), v.begin(), v.end());
-    for (int64_t j = 0; j < ns[i]; ++j) refpos.push_back(pos0[i] + j);
+  struct Shape {
+    int64_t heads, hd, rot;
+    bool misalign;
+  };
+  for (const Shape sh : {Shape{2, 256, 64, false}, Shape{3, 72, 36, false}, Shape{2, 256, 64, true}}) {
+    SCOPED_TRACE(::testing::Message() << sh.heads << " x " << sh.hd << ", " << sh.rot << " rotated"
+                                      << (sh.misalign ? ", misaligned rows" : ""));
+    Stream st;
+    const int64_t heads = sh.heads, hd = sh.hd, rot = sh.rot, w = heads * hd, first = 5;
+    const double theta = 1e7;
+    // Three ranges: rotated forward, not rotated, rotated by a large delta.
+    const std::vector<int64_t> ns = {7, 3, 12}, pos0 = {100, 3, 4000}, rotate = {100, 0, 3990};
+    std::vector<DevArray<bf16>> keep;
+    std::vector<KvRange> ranges;
+    std::vector<float> tables, refK, refV;
+    std::vector<int64_t> refpos;
+    int64_t row = first;
+    for (size_t i = 0; i < ns.size(); ++i) {
+      auto k = randn_bf16(ns[i] * w, 60 + uint32_t(i)), v = randn_bf16(ns[i] * w, 70 + uint32_t(i));
+      // Misaligned: the first and last ranges' rows start one element into their buffers.
+      const int64_t off = sh.misalign && i != 1 ? 1 : 0;
+      std::vector<float> kp(off, 0.0f), vp(off, 0.0f);
+      kp.insert(kp.end(), k.begin(), k.end());
+      vp.insert(vp.end(), v.begin(), v.end());
+      const bf16* dk = keep.emplace_back(to_device_bf16(pool, kp)).get() + off;
+      const bf16* dv = keep.emplace_back(to_device_bf16(pool, vp)).get() + off;
+      ranges.push_back({dk, dv, pos0[i], row, ns[i], rotate[i]});
+      row += ns[i];
+      tables.resize(tables.size() + rot);
+      rope_shift_table(rot, rotate[i], theta, tables.data() + tables.size() - rot,
+                       tables.data() + tables.size() - rot / 2);
+      cpu::rope_shift(k.data(), ns[i], heads, hd, rot, rotate[i], theta);
+      refK.insert(refK.end(), k.begin(), k.end());
+      refV.insert(refV.end(), v.begin(), v.end());
+      for (int64_t j = 0; j < ns[i]; ++j) refpos.push_back(pos0[i] + j);
+    }
+    const int64_t total = row - first;
+    DevArray<bf16> K(pool, row * w), V(pool, row * w);
+    DevArray<int64_t> pos(pool, row);
+    auto dranges = device_array(pool, ranges);
+    auto dtab = device_array(pool, tables);
+    kv_append_ranges(dranges.get(), dtab.get(), 3, first, total, K.get(), V.get(), pos.get(), heads, hd, rot, st);
+    const auto k_all = from_device_bf16(K), v_all = from_device_bf16(V);
+    const std::vector<float> k_got(k_all.begin() + first * w, k_all.end()),
+        v_got(v_all.begin() + first * w, v_all.end());
+    EXPECT_LT(rel_err(k_got, refK), 1.2e-2f);  // one bf16 rounding of the rotated keys
+    EXPECT_EQ(rel_err(v_got, refV), 0.0f);
+    const auto p = pos.download();
+    EXPECT_EQ(std::vector<int64_t>(p.begin() + first, p.end()), refpos);
   }
-  const int64_t total = row - first;
-  DevArray<bf16> K(pool, row * w), V(pool, row * w);
-  DevArray<int64_t> pos(pool, row);
-  auto dranges = device_array(pool, ranges);
-  auto dtab = device_array(pool, tables);
-  kv_append_ranges(dranges.get(), dtab.get(), 3, first, total, K.get(), V.get(), pos.get(), heads, hd, rot, st);
-  const auto k_all = from_device_bf16(K), v_all = from_device_bf16(V);
-  const std::vector<float> k_got(k_all.begin() + first * w, k_all.end()), v_got(v_all.begin() + first * w, v_all.end());
-  EXPECT_LT(rel_err(k_got, refK), 1.2e-2f);  // one bf16 rounding of the rotated keys
-  EXPECT_EQ(rel_err(v_got, refV), 0.0f);
-  const auto p = pos.download();
-  EXPECT_EQ(std::vector<int64_t>(p.begin() + first, p.end()), refpos);
 }
 
 }  // namespace
