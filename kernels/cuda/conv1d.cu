@@ -86,42 +86,57 @@ __global__ void __launch_bounds__(kConvThreads) conv_kernel(const bf16* __restri
                                                             const bf16* const* __restrict__ tails,
                                                             const bf16* __restrict__ tail1, bf16* __restrict__ out,
                                                             int span, ConvSplit sp) {
-  detail::pdl_wait();
   static_assert(!kSplit || V == 8, "the split form stores 8 channels a thread");
   constexpr int P = K - 1;
   const int64_t c = (int64_t(blockIdx.y) * kConvThreads + threadIdx.x) * V;
   const int64_t r0 = int64_t(blockIdx.x) * span;
-  if (c >= C || r0 >= T) return;
-  const int64_t r1 = r0 + span < T ? r0 + span : T;
+  // A stitch's conv is a few rows a thread: its time is the chain of dependent loads before the first row, so
+  // the weights (constant) load before the wait for the predecessor, and the rows' copies are in flight
+  // while the sequence holding r0 is found.
   float wc[V][K];
+  if (c < C) {
 #pragma unroll
-  for (int i = 0; i < V; ++i)
+    for (int i = 0; i < V; ++i)
 #pragma unroll
-    for (int m = 0; m < K; ++m) wc[i][m] = __bfloat162float(w[(c + i) * K + m]);
-  // The sequence holding row r0: the last n with cu[n] <= r0 (empty sequences are skipped that way).
-  int64_t n = 0, s0 = 0, s1 = T;
-  const bf16* tail = tail1;
-  if (cu) {
-    int64_t lo = 0, hi = N - 1;
-    while (lo < hi) {
-      const int64_t mid = (lo + hi + 1) / 2;
-      if (cu[mid] <= r0) lo = mid; else hi = mid - 1;
-    }
-    n = lo;
-    s0 = cu[n];
-    s1 = cu[n + 1];
-    tail = tails ? tails[n] : nullptr;
+      for (int m = 0; m < K; ++m) wc[i][m] = __bfloat162float(w[(c + i) * K + m]);
   }
+  detail::pdl_wait();
+  if (r0 >= T) return;  // the whole block
+  const int64_t r1 = r0 + span < T ? r0 + span : T;
   // V = 8: the thread's rows (its span and the P before it) are copied into shared memory up front, all in
   // flight at once (one row's load at a time left the kernel latency-bound, at ~40% of the bandwidth);
   // stage[(row - (r0 - P)) * kConvThreads + thread], 16 bytes each.
   extern __shared__ uint4 stage[];
   if constexpr (V == 8) {
-    for (int64_t row = r0 - P > 0 ? r0 - P : 0; row < r1; ++row)
-      detail::cp_async_16(stage + (row - (r0 - P)) * kConvThreads + threadIdx.x, x + row * C + c, 16);
+    if (c < C) {
+      for (int64_t row = r0 - P > 0 ? r0 - P : 0; row < r1; ++row)
+        detail::cp_async_16(stage + (row - (r0 - P)) * kConvThreads + threadIdx.x, x + row * C + c, 16);
+    }
     detail::cp_async_commit();
-    detail::cp_async_wait<0>();
   }
+  // The sequence holding row r0: the last n with cu[n] <= r0 (empty sequences are skipped that way). r0 is the
+  // block's, so each warp finds it with one load a lane (a binary search was five dependent loads).
+  int64_t n = 0, s0 = 0, s1 = T;
+  const bf16* tail = tail1;
+  if (cu) {
+    const int lane = int(threadIdx.x % 32);
+    if (N <= 32) {
+      const unsigned le = __ballot_sync(0xffffffffu, lane < N && cu[lane] <= r0);
+      n = le ? 31 - __clz(int(le)) : 0;
+    } else {
+      int64_t lo = 0, hi = N - 1;
+      while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (cu[mid] <= r0) lo = mid; else hi = mid - 1;
+      }
+      n = lo;
+    }
+    s0 = cu[n];
+    s1 = cu[n + 1];
+    tail = tails ? tails[n] : nullptr;
+  }
+  if (c >= C) return;
+  if constexpr (V == 8) detail::cp_async_wait<0>();
   // The inputs of row `row` (>= max(r0 - P, 0), < r1).
   auto row_in = [&](int64_t row) {
     if constexpr (V == 8) {

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
@@ -406,7 +407,18 @@ void launch_form(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSki
                  const Plan& given, bool refine, cudaStream_t stream) {
   auto* kernel = skinny_sm90_kernel<NP, MB>;
   constexpr uint32_t bytes = SkinnySmem<NP, MB>::alloc;
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  {
+    // Once per form and device: the attribute call is host time on every product otherwise.
+    static std::mutex mu;
+    static std::vector<int> done;
+    int dev = 0;
+    HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+    std::lock_guard<std::mutex> g(mu);
+    if (std::find(done.begin(), done.end(), dev) == done.end()) {
+      HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+      done.push_back(dev);
+    }
+  }
   CUtensorMap w[kMaxTargets];
   SkinnyArgs a = {};
   int tile0 = 0;

@@ -28,12 +28,19 @@ DevArray<T> device_array(DevicePool& pool, const std::vector<T>& v) {
 
 TEST_F(CudaOps, CausalConvVarlenMatchesCpuPerSequence) {
   Stream st;
-  // C 200: 8 channels per thread (16-byte rows); C 203: one channel per thread.
-  for (const int64_t C : {int64_t{200}, int64_t{203}}) {
-  const int64_t K = 4, P = K - 1;
-  // Lengths below, at and above the tail length, an empty one and a long one; sequence 1 starts from a zero
-  // tail. The short ones share one thread's span of rows.
-  const std::vector<int64_t> lens = {37, 1, 0, 2, 3, 100};
+  // C 200: 8 channels per thread (16-byte rows); C 203: one channel per thread. Lengths below, at and above
+  // the tail length, an empty one and a long one; sequence 1 starts from a zero tail; the short ones share one
+  // thread's span of rows. The kernel finds a block's sequence with one load a lane up to 32 sequences and
+  // by a search beyond: the third case has 40.
+  std::vector<int64_t> many;
+  for (int i = 0; i < 40; ++i) many.push_back(std::vector<int64_t>{37, 1, 0, 2, 3, 9}[i % 6]);
+  struct Case {
+    int64_t C;
+    std::vector<int64_t> lens;
+  };
+  for (const Case& cs : {Case{200, {37, 1, 0, 2, 3, 100}}, Case{203, {37, 1, 0, 2, 3, 100}}, Case{200, many}}) {
+  const int64_t C = cs.C, K = 4, P = K - 1;
+  const std::vector<int64_t>& lens = cs.lens;
   const int64_t N = static_cast<int64_t>(lens.size());
   std::vector<int32_t> cu(1, 0);
   for (int64_t n : lens) cu.push_back(cu.back() + static_cast<int32_t>(n));
