@@ -366,7 +366,7 @@ int main(int argc, char** argv) {
   }
   if ((only.empty() || only == "skinny") && skinny_here) {
     // A layer's input projections (and the MoE's router with the shared expert's gate/up and one-column gate)
-    // as the CUDA model runs them with HYPIC_CUDA_SKINNY=1: the three products in one gemm_skinny_many
+    // as the CUDA model runs them up to 160 rows: the three products in one gemm_skinny_many
     // launch, three gemm_skinny launches, three cuBLASLt calls (weights cycled as above).
     struct Group {
       const char* name;
