@@ -18,7 +18,6 @@
 #include <mutex>
 #include <unordered_map>
 #include <utility>
-#include <vector>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
@@ -353,53 +352,46 @@ int sm_count() {
   return sms;
 }
 
-// The chosen plan's split again, with how many clusters of each size this kernel really keeps resident
-// (asked once per form and device).
 struct FormHash {
   size_t operator()(const std::pair<const void*, int>& k) const {
     return std::hash<const void*>()(k.first) * 31u + std::hash<int>()(k.second);
   }
 };
 
+// Once per form and device: the kernel's shared-memory attribute set (host time on every product otherwise),
+// then how many clusters of each size it really keeps resident, which the chosen plan's split is redone with.
 template <class Kernel>
-Plan refined(const Plan& p, int64_t KT, Kernel* kernel, uint32_t bytes) {
+Capacity form_capacity(Kernel* kernel, uint32_t bytes) {
   static std::mutex mu;
   static std::unordered_map<std::pair<const void*, int>, Capacity, FormHash> caps;
   int dev = 0;
   HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-  Capacity cap{};
-  {
-    std::lock_guard<std::mutex> g(mu);
-    auto it = caps.find({reinterpret_cast<const void*>(kernel), dev});
-    if (it != caps.end()) {
-      cap = it->second;
-    } else {
-      cap = ideal_capacity(sm_count());
-      for (int s = 1; s <= kMaxSplits; ++s) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(unsigned(s), 1);
-        cfg.blockDim = dim3(kThreads);
-        cfg.dynamicSmemBytes = bytes;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = unsigned(s);
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        int clusters = 0;
-        if (cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(kernel), &cfg) == cudaSuccess &&
-            clusters > 0)
-          cap[s] = clusters;
-        else
-          (void)cudaGetLastError();
-      }
-      caps.emplace(std::make_pair(reinterpret_cast<const void*>(kernel), dev), cap);
-    }
+  std::lock_guard<std::mutex> g(mu);
+  auto it = caps.find({reinterpret_cast<const void*>(kernel), dev});
+  if (it != caps.end()) return it->second;
+  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  Capacity cap = ideal_capacity(sm_count());
+  for (int s = 1; s <= kMaxSplits; ++s) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(s), 1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = bytes;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(s);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(kernel), &cfg) == cudaSuccess &&
+        clusters > 0)
+      cap[s] = clusters;
+    else
+      (void)cudaGetLastError();
   }
-  Plan q = p;
-  choose_split(q, KT, cap, kMaxSplits);
-  return q;
+  caps.emplace(std::make_pair(reinterpret_cast<const void*>(kernel), dev), cap);
+  return cap;
 }
 
 template <int NP, int MB>
@@ -407,18 +399,7 @@ void launch_form(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSki
                  const Plan& given, bool refine, cudaStream_t stream) {
   auto* kernel = skinny_sm90_kernel<NP, MB>;
   constexpr uint32_t bytes = SkinnySmem<NP, MB>::alloc;
-  {
-    // Once per form and device: the attribute call is host time on every product otherwise.
-    static std::mutex mu;
-    static std::vector<int> done;
-    int dev = 0;
-    HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-    std::lock_guard<std::mutex> g(mu);
-    if (std::find(done.begin(), done.end(), dev) == done.end()) {
-      HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-      done.push_back(dev);
-    }
-  }
+  const Capacity cap = form_capacity(kernel, bytes);
   CUtensorMap w[kMaxTargets];
   SkinnyArgs a = {};
   int tile0 = 0;
@@ -435,7 +416,8 @@ void launch_form(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSki
   a.M = int(M);
   a.KT = int((K + kBK - 1) / kBK);
   const CUtensorMap xmap = cached_map(x, K, M, ldx, uint32_t(NP));
-  const Plan p = refine ? refined(given, a.KT, kernel, bytes) : given;
+  Plan p = given;
+  if (refine) choose_split(p, a.KT, cap, kMaxSplits);  // the chosen width's split, with the real residency
   a.kt_per = p.k_steps;
   a.early = detail::pdl_trigger_early(int64_t(p.splits) * p.tiles) ? 1 : 0;
   detail::launch_pdl_clusters(detail::pdl_chain_enabled(), unsigned(p.splits), kernel,

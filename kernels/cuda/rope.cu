@@ -130,12 +130,6 @@ __global__ void rope_shift_state_kernel(float* s, int64_t heads, int dk, int dv,
   base[int64_t(d + half) * dv + c] = b * t.a[d] + a * t.b[d];
 }
 
-// The rotated half of a key: out = a * cos - b * sin (first half, sign -1) or b * cos + a * sin (second half,
-// sign +1, a and b swapped by the caller), element by element.
-__device__ __forceinline__ float rotate_pair(float a, float b, float c, float s, float sign) {
-  return sign < 0 ? a * c - b * s : a * c + b * s;
-}
-
 // One block per destination row: find its range, copy the value row, rotate-copy the key row. Where the row
 // is 16-byte aligned and no 8-element group straddles the rotated halves (vec, checked on the host for the
 // shapes and here for each range's pointers), a thread moves 8 elements a load: the stitch's K/V appends are
@@ -179,8 +173,8 @@ __global__ void kv_append_ranges_kernel(const KvRange* __restrict__ ranges, cons
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const float x = __bfloat162float(m[i]), y = __bfloat162float(o[i]);
-        // first half: x cos - y sin (x = a, y = b); second half: x cos + y sin (x = b, y = a)
-        m[i] = __float2bfloat16_rn(rotate_pair(x, y, cs[p + i], sn[p + i], first ? -1.0f : 1.0f));
+        // first half: a cos - b sin (x = a, y = b); second half: b cos + a sin (x = b, y = a)
+        m[i] = __float2bfloat16_rn(first ? x * cs[p + i] - y * sn[p + i] : x * cs[p + i] + y * sn[p + i]);
       }
       *reinterpret_cast<uint4*>(kd + e) = mine;
     }

@@ -210,19 +210,22 @@ void CudaModel::gemm(const bf16* x, int64_t T, int64_t ldx, const DeviceLinear& 
   // Up to 160 rows the product is a stream over the weights: cuda::gemm_skinny keeps every SM streaming where
   // cuBLAS's tiles leave most of them idle, and launches programmatically (its header). The split-invariant
   // mode keeps cuBLAS, the reference the other modes are checked against.
-  if (!split_invariant_ && T <= cuda::kGemmSkinnyPreferredRows && cuda::gemm_skinny_enabled() &&
-      cuda::gemm_skinny_applies(x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate)) {
+  if (skinny_rows(T) && cuda::gemm_skinny_applies(x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate)) {
     cuda::gemm_skinny(x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate, stream_);
     return;
   }
   cuda::gemm_xwt(blas_, x, T, w.in, ldx, w.w, w.out, y, yt, w.out, accumulate, stream_);
 }
 
+bool CudaModel::skinny_rows(int64_t T) const {
+  return !split_invariant_ && T <= cuda::kGemmSkinnyPreferredRows && cuda::gemm_skinny_enabled();
+}
+
 void CudaModel::gemm_same_rows(const bf16* x, int64_t T, int64_t ldx, std::initializer_list<Product> products) {
   HYPIC_ASSERT(products.size() >= 1 && products.size() <= cuda::kGemmSkinnyMaxTargets,
                "gemm_same_rows: one to three products");
   const int64_t K = products.begin()->w->in;
-  if (T > 1 && T <= cuda::kGemmSkinnyPreferredRows && !split_invariant_ && cuda::gemm_skinny_enabled()) {
+  if (T > 1 && skinny_rows(T)) {
     cuda::GemmSkinnyTarget t[cuda::kGemmSkinnyMaxTargets];
     int n = 0;
     bool same_k = true;
@@ -1156,8 +1159,7 @@ void CudaModel::ffn_local(int layer, CudaActivations& s) {
   // With the few-row products on, the shared expert's gate/up and its one-column gate ride in the router's
   // launch (all read x).
   const bool shared_early =
-      M.has_shared && T > 1 && T <= cuda::kGemmSkinnyPreferredRows && !split_invariant_ &&
-      cuda::gemm_skinny_enabled() && M.shared.gate_up.in == D;
+      M.has_shared && T > 1 && skinny_rows(T) && M.shared.gate_up.in == D;
   if (shared_early && M.shared_gate.w)
     gemm_same_rows(s.xp(), T, D, {{&M.router, s.router.get(), DType::F32},
                                   {&M.shared.gate_up, s.sgu.get(), DType::BF16},

@@ -221,6 +221,9 @@ class CudaModel {
     DType yt;
   };
   void gemm_same_rows(const cuda::bf16* x, int64_t T, int64_t ldx, std::initializer_list<Product> products);
+  // Whether products of T rows go to cuda::gemm_skinny (T <= its preferred rows, not in the split-invariant
+  // mode, not turned off) rather than cuBLAS.
+  bool skinny_rows(int64_t T) const;
 
   // One-row passes (decode) run their products through cuda::gemv: the sublayer input norm deferred
   // into the products that read it, neighbouring products in one launch, the small element-wise steps in
