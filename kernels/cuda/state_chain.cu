@@ -1,11 +1,12 @@
-// The state chain of a stitch lane (engine_state_ops.h: state_chain). Two forms of one kernel, every
+// The state chain of a stitch lane (engine_state_ops.h: state_chain). Three forms of one kernel, every
 // (head, 32-column tile) block keeping its tile of S in shared memory across the steps:
 // - dk = 128 (Qwen3.5, Qwen3-Next, Kimi-Linear): a product step S <- T S + B on tensor cores, each product
-//   as three tf32 products of hi/lo parts of T and S (split as they are read; the dropped lo x lo term is
-//   below 2^-20 of the product), within the fp32 chain's accuracy (the op tests hold it to 1e-5);
-//   HYPIC_CUDA_CHAIN_TC=0 selects the CUDA-core form instead.
-// - any dk <= 128: the product on CUDA cores, each thread a 4 x 4 block of the tile.
-// Row steps (a seam's or the question's tokens) are the same in both: the gated delta rule token by token
+//   as three tf32 products of hi/lo parts of T and S (the dropped lo x lo term is below 2^-20 of the
+//   product), within the fp32 chain's accuracy (the op tests hold it to 1e-5): on mma.sync (split as read),
+//   or on sm_90 on wgmma (T split in registers, S kept split in shared memory; HYPIC_CUDA_CHAIN_TC selects).
+// - any dk <= 128: the product on CUDA cores, each thread a 4 x 4 block of the tile (HYPIC_CUDA_CHAIN_TC=0
+//   at dk 128 too).
+// Row steps (a seam's or the question's tokens) are the same in all: the gated delta rule token by token
 // on the tile held in registers, 8 lanes a column.
 #include <algorithm>
 #include <cstdlib>
@@ -16,6 +17,8 @@
 #include "kernels/cuda/engine_state_ops.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl_launch.cuh"
+#include "kernels/cuda/sm90.cuh"
+#include "kernels/cuda/sm90_host.h"
 
 namespace hypic::cuda {
 namespace {
@@ -23,6 +26,8 @@ namespace {
 constexpr int kChainCols = 32, kChainThreads = 256, kChainWarps = kChainThreads / 32, kChainMaxDk = 128,
               kChainMaxSteps = 128;
 static_assert(kChainWarps * 4 == kChainCols, "a row step gives every warp 4 of the tile's columns");
+// Whether the warpgroup form takes dk = 128 chains on sm_90 where HYPIC_CUDA_CHAIN_TC is unset.
+constexpr bool kChainWarpgroupDefault = false;
 // Row steps stage this many tokens' q, k, v tile, decay and beta in shared memory at a time.
 constexpr int kChainStage = 32;
 
@@ -348,6 +353,7 @@ __device__ __forceinline__ void tc_tile_copy(float* sT, float* G, int dv, int c0
 
 // Queues step `step`'s inputs (one commit group): a product step's T into `slot` and its B tile into `b`,
 // a row step's first staged tokens into `slot`.
+template <int LdT = kTcLdT>
 __device__ __forceinline__ void tc_prefetch(const StateStep* step, const ChainDims& d, float* slot, float* b) {
   if (step && step->n > 0) {
     chain_stage_rows(*step, d, 0, min(kChainStage, step->n), chain_stage(slot, kTcDk));
@@ -357,7 +363,7 @@ __device__ __forceinline__ void tc_prefetch(const StateStep* step, const ChainDi
 #pragma unroll
       for (int i = 0; i < kTcDk * kTcDk / 4 / kChainThreads; ++i) {
         const int e = threadIdx.x + kChainThreads * i, r = e / (kTcDk / 4), c = 4 * (e % (kTcDk / 4));
-        detail::cp_async_16(slot + r * kTcLdT + c, T + size_t(r) * kTcDk + c, 16);
+        detail::cp_async_16(slot + r * LdT + c, T + size_t(r) * kTcDk + c, 16);
       }
     }
     if (step->B) {
@@ -521,9 +527,225 @@ __global__ void __launch_bounds__(kChainThreads, 1)
   tc_tile_copy<false>(sT, S + so, dv, c0);
 }
 
-bool chain_tc_enabled() {
+// ---------------------------------------------------------------------------------------------------
+// The warpgroup form (sm_90a, dk = 128): a product step's T S on wgmma m64n32k8 tf32, warpgroup w taking rows
+// 64 w .. 64 w + 63 of the tile, the same three terms (lo T hi S + hi T lo S + hi T hi S) as the form above.
+// T, the A operand, goes from its slot to registers and is split there. S, the B operand, is kept split
+// (S = hi + lo exactly) as two K-major tiles [32 columns][128 rows] in the 128-byte swizzled layout wgmma
+// reads: rows 32 s .. 32 s + 31 of column n are 128 bytes at 4096 s + 128 n, their 16-byte pieces permuted by
+// n % 8. A row step reads and writes a lane's four consecutive rows of a column as one float4 there without
+// bank conflicts, as in the form above.
+constexpr int kWgLdT = kTcDk + 4;  // rows of T 4 banks apart: a fragment's scalar loads hit every bank once
+constexpr size_t kWgSlot = size_t(kTcDk) * kWgLdT;     // floats
+constexpr size_t kWgPart = size_t(kChainCols) * kTcDk;  // floats: one of S's two parts
+static_assert(chain_stage_bytes(kTcDk) <= kWgSlot * sizeof(float), "a row step's stage fits in a T slot");
+// The parts first (1024-byte aligned: the alignment slack is the last term), then two slots and two B tiles.
+constexpr size_t kWgSmem = sizeof(float) * (2 * kWgPart + 2 * kWgSlot + 2 * size_t(kTcDk) * kTcLdB) + 1024;
+
+// Float offset of S's (row k, column n) in a part.
+__device__ __forceinline__ int wg_at(int k, int n) {
+  return (k >> 5) * (kChainCols * 32) + n * 32 + ((((k & 31) >> 2) ^ (n & 7)) << 2) + (k & 3);
+}
+
+__device__ __forceinline__ void wg_store(float* hi, float* lo, int at, float x) {
+  uint32_t h, l;
+  tf32_split(x, h, l);
+  hi[at] = __uint_as_float(h);
+  lo[at] = __uint_as_float(l);
+}
+
+// The tile to or from a head's [128][dv] state in memory (columns c0..c0+31, zero past dv on the way in). A
+// warp moves 4 consecutive rows x 8 columns an instruction: 32-byte pieces of 4 rows in memory, every bank of
+// a part once.
+template <bool In>
+__device__ __forceinline__ void wg_tile_copy(float* hi, float* lo, float* G, int dv, int c0) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll 4
+  for (int it = 0; it < kTcDk * kChainCols / kChainThreads; ++it) {
+    const int b = warp + kChainWarps * it, r = 4 * (b / 4) + lane / 8, c = 8 * (b % 4) + lane % 8;
+    const bool ok = c0 + c < dv;
+    const int at = wg_at(r, c);
+    if (In) {
+      wg_store(hi, lo, at, ok ? G[size_t(r) * dv + c0 + c] : 0.0f);
+    } else if (ok) {
+      G[size_t(r) * dv + c0 + c] = hi[at] + lo[at];
+    }
+  }
+}
+
+// A row step on the split tile: lane l of warp w holds column 4 w + l / 8 at rows 32 g + 4 (l % 8) .. + 3.
+__device__ __forceinline__ void wg_rows(const StateStep& step, const ChainDims& d, float* slot, float* hi, float* lo) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q8 = lane % 8, col = 4 * warp + lane / 8;
+  const int base[4] = {4 * q8, 32 + 4 * q8, 64 + 4 * q8, 96 + 4 * q8};
+  const bool valid[4] = {true, true, true, true};
+  float st[kChainLaneRows];
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    const int at = wg_at(base[g], col);
+    const float4 h = *reinterpret_cast<const float4*>(hi + at), l = *reinterpret_cast<const float4*>(lo + at);
+    st[4 * g] = h.x + l.x, st[4 * g + 1] = h.y + l.y, st[4 * g + 2] = h.z + l.z, st[4 * g + 3] = h.w + l.w;
+  }
+  chain_row_tokens(step, d, slot, st, base, valid, col);
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    uint32_t h[4], l[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tf32_split(st[4 * g + e], h[e], l[e]);
+    const int at = wg_at(base[g], col);
+    *reinterpret_cast<float4*>(hi + at) =
+        make_float4(__uint_as_float(h[0]), __uint_as_float(h[1]), __uint_as_float(h[2]), __uint_as_float(h[3]));
+    *reinterpret_cast<float4*>(lo + at) =
+        make_float4(__uint_as_float(l[0]), __uint_as_float(l[1]), __uint_as_float(l[2]), __uint_as_float(l[3]));
+  }
+  __syncthreads();
+}
+
+// T's k-slices s0 .. s0 + 7 of this thread's rows, split into tf32 hi / lo register fragments.
+__device__ __forceinline__ void wg_split_slices(const float* A, int s0, uint32_t (&ah)[8][4], uint32_t (&al)[8][4]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int s = s0 + i;
+    tf32_split(A[8 * s], ah[i][0], al[i][0]);
+    tf32_split(A[8 * kWgLdT + 8 * s], ah[i][1], al[i][1]);
+    tf32_split(A[8 * s + 4], ah[i][2], al[i][2]);
+    tf32_split(A[8 * kWgLdT + 8 * s + 4], ah[i][3], al[i][3]);
+  }
+}
+
+// The three terms of k-slices s0 .. s0 + 7 as one wgmma group.
+__device__ __forceinline__ void wg_issue_slices(float (&acc)[16], const uint32_t (&ah)[8][4], const uint32_t (&al)[8][4],
+                                                uint64_t dh, uint64_t dl, int s0) {
+#if HYPIC_SM90A
+  const auto at = [](int s) { return uint32_t(4096 * (s / 4) + 32 * (s % 4)); };  // slice s of a part, bytes
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sm90::wgmma_m64n32k8_tf32_rs(acc, al[i], sm90::desc_advance(dh, at(s0 + i)));
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[i], sm90::desc_advance(dl, at(s0 + i)));
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[i], sm90::desc_advance(dh, at(s0 + i)));
+  sm90::wgmma_commit();
+#endif
+}
+
+// A product step's T S into acc (the wgmma accumulator layout: acc[4 j + 2 h + e] = (row r0 + 8 h, column
+// 8 j + 2 t + e), r0 = 64 w + 16 (warp % 4) + g), in two groups of 8 k-slices, each slice's T fragment split
+// into registers before its group is issued. `meanwhile` runs while the second group is on the tensor cores,
+// in the first group's registers (the next step's copies are queued there: 20 cp.async a thread, which held
+// the products back when queued before them).
+template <class F>
+__device__ __forceinline__ void wg_product(const float* Ts, const float* hi, const float* lo, float (&acc)[16],
+                                           F&& meanwhile) {
+#if HYPIC_SM90A
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const float* A = Ts + (64 * (warp / 4) + 16 * (warp % 4) + g) * kWgLdT + t;
+  const uint64_t dh = sm90::desc_sw128(hi, 16, 1024), dl = sm90::desc_sw128(lo, 16, 1024);
+#pragma unroll
+  for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
+  uint32_t ah0[8][4], al0[8][4], ah1[8][4], al1[8][4];
+  wg_split_slices(A, 0, ah0, al0);
+  sm90::wgmma_fence();
+  wg_issue_slices(acc, ah0, al0, dh, dl, 0);
+  wg_split_slices(A, 8, ah1, al1);
+  sm90::wgmma_fence();  // the second group's fragments were written after the first fence
+  wg_issue_slices(acc, ah1, al1, dh, dl, 8);
+  sm90::wgmma_wait<1>();  // the first group is done with its registers
+  sm90::fence_u32(ah0);
+  sm90::fence_u32(al0);
+  meanwhile();
+  sm90::wgmma_wait<0>();
+  sm90::fence_u32(ah1);
+  sm90::fence_u32(al1);
+  sm90::fence_regs(acc);
+#endif
+}
+
+__global__ void __launch_bounds__(kChainThreads, 1)
+    state_chain_wg_kernel(int H, int Hk, int dv, const StateStep* __restrict__ steps_g, int n, float* __restrict__ S) {
+  detail::pdl_wait();
+  extern __shared__ __align__(16) unsigned char wg_raw[];
+  float* sm = reinterpret_cast<float*>(wg_raw + ((1024 - (sm90::smem_u32(wg_raw) & 1023)) & 1023));
+  StateStep* steps = chain_steps_smem();
+  float* hi = sm;
+  float* lo = sm + kWgPart;
+  const auto slot = [&](int st) { return sm + 2 * kWgPart + (st & 1) * kWgSlot; };
+  const auto b_buf = [&](int st) { return sm + 2 * kWgPart + 2 * kWgSlot + (st & 1) * kTcDk * kTcLdB; };
+  const ChainDims d{H, Hk, kTcDk, dv, int(blockIdx.x), int(blockIdx.y) * kChainCols};
+  const int c0 = d.c0, lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const int r0 = 64 * (warp / 4) + 16 * (warp % 4) + g, n0 = 2 * t;  // this lane's rows and columns of acc
+  // The part offsets of this lane's accumulator entries (row r0 + 8 h, column n0 + e) for j = 0; column block
+  // j adds 256 (8 columns of 32 floats; n % 8 and so the swizzle are the same).
+  int part_at[2][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) part_at[h][e] = wg_at(r0 + 8 * h, n0 + e);
+  const size_t so = size_t(d.h) * kTcDk * dv;
+  for (int i = threadIdx.x; i < n; i += kChainThreads) steps[i] = steps_g[i];
+  wg_tile_copy<true>(hi, lo, S + so, dv, c0);
+  __syncthreads();
+  tc_prefetch<kWgLdT>(&steps[0], d, slot(0), b_buf(0));
+  for (int st = 0; st < n; ++st) {
+    const StateStep& step = steps[st];
+    detail::cp_async_wait<0>();        // step st's inputs have landed,
+    sm90::fence_proxy_async_shared();  // this thread's writes of the tile are ordered before the products' reads,
+    __syncthreads();                   // for every thread, and step st - 1 is done with its buffers
+    const auto prefetch_next = [&] {
+      tc_prefetch<kWgLdT>(st + 1 < n ? &steps[st + 1] : nullptr, d, slot(st + 1), b_buf(st + 1));
+    };
+    const bool product = step.n == 0 && !step.replace && step.T;
+    if (!product) prefetch_next();
+    if (step.before) wg_tile_copy<false>(hi, lo, step.before + so, dv, c0);
+    if (step.n > 0) {  // (wg_rows passes a barrier before it rewrites the tile)
+      wg_rows(step, d, slot(st), hi, lo);
+      if (step.after) wg_tile_copy<false>(hi, lo, step.after + so, dv, c0);
+      continue;
+    }
+    float acc[16];
+    if (step.replace) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
+    } else if (product) {
+      wg_product(slot(st), hi, lo, acc, prefetch_next);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const int at = part_at[(i / 2) % 2][i % 2] + 256 * (i / 4);
+        acc[i] = hi[at] + lo[at];
+      }
+    }
+    __syncthreads();  // both warpgroups have read the tile
+    const float* b_sm = b_buf(st);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h, c = 8 * j + n0;
+        float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
+        if (step.B) {
+          const float2 b = *reinterpret_cast<const float2*>(b_sm + r * kTcLdB + c);
+          x += b.x;
+          y += b.y;
+        }
+        wg_store(hi, lo, part_at[h][0] + 256 * j, x);
+        wg_store(hi, lo, part_at[h][1] + 256 * j, y);
+        if (step.after && c0 + c < dv)  // dv % 4 == 0 and c even: both columns in or both out
+          *reinterpret_cast<float2*>(step.after + so + size_t(r) * dv + c0 + c) = make_float2(x, y);
+      }
+  }
+  detail::cp_async_wait<0>();
+  __syncthreads();
+  wg_tile_copy<false>(hi, lo, S + so, dv, c0);
+}
+
+// Which form takes a dk = 128 chain: HYPIC_CUDA_CHAIN_TC=0 the CUDA cores, =1 the mma.sync form, =wg (or unset
+// on sm_90) the warpgroup form. Read at every call (the op tests run each form).
+enum class ChainForm { CudaCores, MmaSync, Warpgroup };
+ChainForm chain_form() {
   const char* e = std::getenv("HYPIC_CUDA_CHAIN_TC");
-  return !(e && std::strcmp(e, "0") == 0);
+  if (e && std::strcmp(e, "0") == 0) return ChainForm::CudaCores;
+  if (e && std::strcmp(e, "1") == 0) return ChainForm::MmaSync;
+  if (e && std::strcmp(e, "wg") == 0) return ChainForm::Warpgroup;
+  return kChainWarpgroupDefault && current_device_is_sm90() ? ChainForm::Warpgroup : ChainForm::MmaSync;
 }
 
 }  // namespace
@@ -545,7 +767,24 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
     raised = true;
   }
   const dim3 grid(unsigned(H), detail::blocks_for(dv, kChainCols));
-  if (dk == kTcDk && chain_tc_enabled()) {
+  const ChainForm form = dk == kTcDk ? chain_form() : ChainForm::CudaCores;
+  if (form == ChainForm::Warpgroup) {
+    HYPIC_CUDA_REQUIRE(current_device_is_sm90(), "state_chain: the warpgroup form needs an sm_90 device");
+    static bool wg_raised = false;
+    if (!wg_raised) {
+      HYPIC_CUDA_CHECK(
+          cudaFuncSetAttribute(state_chain_wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWgSmem)));
+      wg_raised = true;
+    }
+    for (int64_t at = 0; at < n; at += kChainMaxSteps) {
+      const int64_t m = std::min<int64_t>(kChainMaxSteps, n - at);
+      detail::launch_pdl(detail::pdl_chain_enabled(), state_chain_wg_kernel, dim3(grid), dim3(kChainThreads), kWgSmem,
+                         stream, int(H), int(Hk), int(dv), steps + at, int(m), S);
+      HYPIC_CUDA_LAUNCH_CHECK();
+    }
+    return;
+  }
+  if (form == ChainForm::MmaSync) {
     static bool tc_raised = false;
     if (!tc_raised) {
       HYPIC_CUDA_CHECK(

@@ -352,9 +352,10 @@ int64_t CudaBackend::kv_rows(int layer, const State& s) const { return cuda_stat
 
 void CudaBackend::reserve_kv(State& s, int64_t rows) {
   const ModelConfig& c = config();
-  CudaSequenceState& st = cuda_state(s);
+  std::vector<int> layers;
   for (int l = 0; l < c.num_layers; ++l)
-    if (c.layer_kinds[l] == LayerKind::FullAttention) st.attn[l].reserve(rows, c.num_kv_heads * c.head_dim, m_->stream());
+    if (c.layer_kinds[l] == LayerKind::FullAttention) layers.push_back(l);
+  cuda_state(s).reserve_attention(layers, rows, c.num_kv_heads * c.head_dim, m_->stream());
 }
 
 CudaBackend::~CudaBackend() {

@@ -28,6 +28,7 @@
 #include "kernels/cuda/moe_tiled_sm90.h"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
+#include "kernels/cuda/param_copies.h"
 #include "kernels/cuda/rope.h"
 #include "runtime/cuda/batch_step.h"
 #include "runtime/error.h"
@@ -420,10 +421,28 @@ std::vector<float> CudaModel::logits(CudaActivations& a, int64_t row0, int64_t r
   cuda::rmsnorm(a.hp() + row0 * D, a.xp(), rows, D, w_.final_norm, cfg_.rms_norm_eps, cfg_.zero_centred_norms, cs);
   DeviceBuffer out_dev(pool_, sizeof(float) * rows * V);
   gemm(a.xp(), rows, D, w_.lm_head, out_dev.get(), DType::F32);
-  std::vector<float> out(static_cast<size_t>(rows * V));
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), out_dev.get(), sizeof(float) * out.size(), cudaMemcpyDeviceToHost, cs));
-  HYPIC_CUDA_CHECK(cudaStreamSynchronize(cs));
-  return out;
+  return download_floats(out_dev.get(), static_cast<size_t>(rows * V));
+}
+
+std::vector<float> CudaModel::download_floats(const void* dev, size_t n) {
+  constexpr size_t kMaxStaging = size_t{8} << 20;  // 32 MB: many rows' logits (evaluations) go straight
+  if (n > kMaxStaging) {
+    std::vector<float> out(n);
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), dev, sizeof(float) * n, cudaMemcpyDeviceToHost, stream_));
+    HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return out;
+  }
+  if (n > staging_floats_) {
+    float* p = nullptr;
+    staging_.reset();
+    staging_floats_ = 0;
+    HYPIC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p), sizeof(float) * n));
+    staging_.reset(p);
+    staging_floats_ = n;
+  }
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), dev, sizeof(float) * n, cudaMemcpyDeviceToHost, stream_));
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return std::vector<float>(staging_.get(), staging_.get() + n);
 }
 
 void CudaModel::linear_project(int layer, CudaActivations& s) {
@@ -812,8 +831,21 @@ bool CudaModel::linear_chain(int layer, CudaActivations& s, CudaLinearLayerState
     cuda::state_chain(Hv, dk, dv, at<const cuda::StateStep>(args, o_chain), static_cast<int64_t>(chain.size()),
                       st.S.as<float>(), cs, Hk);
   }
-  for (auto [from, to] : tail_copies)
-    if (from != to) HYPIC_CUDA_CHECK(cudaMemcpyAsync(to, from, tail, cudaMemcpyDeviceToDevice, cs));
+  // The conv tails in one launch (a stitch saves a few a layer: each memcpy on the stream cost its copy and
+  // as much idle device around it), in order where one copy's destination is another's source.
+  std::vector<cuda::CopyRegion> regions;
+  bool ordered = false;
+  for (auto [from, to] : tail_copies) {
+    if (from == to) continue;
+    for (const cuda::CopyRegion& c : regions) ordered = ordered || c.dst == from || c.src == to || c.dst == to;
+    regions.push_back({from, to, static_cast<int64_t>(tail)});
+  }
+  if (!ordered) {
+    cuda::copy_regions(regions.data(), static_cast<int64_t>(regions.size()), cs);
+  } else {
+    for (const cuda::CopyRegion& c : regions)
+      HYPIC_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, tail, cudaMemcpyDeviceToDevice, cs));
+  }
   return true;
 }
 
@@ -964,7 +996,8 @@ void CudaModel::attention_core(int layer, CudaActivations& s, int64_t row0, int6
   HYPIC_ASSERT(row0 >= 0 && n > 0 && row0 + n <= s.T, "attention_core: rows out of range");
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, row = Hkv * hd;
   cudaStream_t cs = stream_;
-  kv.append(s.kn.as<bf16>() + row0 * row, s.vn.as<bf16>() + row0 * row, s.posp() + row0, n, row, cs);
+  kv.append(s.kn.as<bf16>() + row0 * row, s.vn.as<bf16>() + row0 * row, s.posp() + row0, n, row, cs,
+            /*device_positions=*/true);
   const bf16* q = queries(s) + row0 * H * hd;
   bf16* att = s.att.as<bf16>() + row0 * H * hd;
   const int64_t* qpos = s.posp() + row0;
@@ -1358,9 +1391,7 @@ std::vector<float> CudaModel::decode_step(int id, CudaSequenceState& st) {
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(g.rows_end.get(), &g.host->rows_end, sizeof(int32_t), cudaMemcpyHostToDevice, cs));
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(g.a.pos.get(), &g.host->pos, sizeof(int64_t), cudaMemcpyHostToDevice, cs));
   HYPIC_CUDA_CHECK(cudaGraphLaunch(g.exec, cs));
-  std::vector<float> out(static_cast<size_t>(V));
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), g.logits.get(), sizeof(float) * V, cudaMemcpyDeviceToHost, cs));
-  HYPIC_CUDA_CHECK(cudaStreamSynchronize(cs));
+  std::vector<float> out = download_floats(g.logits.get(), static_cast<size_t>(V));
   for (int l = 0; l < cfg_.num_layers; ++l)
     if (cfg_.layer_kinds[l] == LayerKind::FullAttention) st.attn[l].rows = rows + 1;
   st.length += 1;

@@ -1,8 +1,10 @@
 #include "runtime/cuda/cuda_sequence_state.h"
 
 #include <algorithm>
+#include <array>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/param_copies.h"
 #include "kernels/cuda/types.h"
 #include "kernels/dtype.h"
 
@@ -36,14 +38,24 @@ void CudaAttentionLayerState::reserve(int64_t needed, int64_t row_elems, cudaStr
   k = std::move(nk);
   v = std::move(nv);
   pos = std::move(np);
+  group.reset();  // after the copies above are queued (or done, for plain blocks)
   capacity = cap;
 }
 
 void CudaAttentionLayerState::append(const void* k_rows, const void* v_rows, const int64_t* positions, int64_t n,
-                                     int64_t row_elems, cudaStream_t stream) {
+                                     int64_t row_elems, cudaStream_t stream, bool device_positions) {
   if (n <= 0) return;
   reserve(rows + n, row_elems, stream);
   const size_t row_bytes = sizeof(cuda::bf16) * row_elems;
+  if (device_positions) {  // one launch for the three (three copies on the stream each cost idle device around them)
+    const cuda::CopyRegion r[3] = {
+        {k_rows, static_cast<char*>(k.get()) + row_bytes * rows, static_cast<int64_t>(row_bytes * n)},
+        {v_rows, static_cast<char*>(v.get()) + row_bytes * rows, static_cast<int64_t>(row_bytes * n)},
+        {positions, pos.as<int64_t>() + rows, static_cast<int64_t>(sizeof(int64_t) * n)}};
+    cuda::copy_regions(r, 3, stream);
+    rows += n;
+    return;
+  }
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(k.get()) + row_bytes * rows, k_rows, row_bytes * n,
                                    cudaMemcpyDeviceToDevice, stream));
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(v.get()) + row_bytes * rows, v_rows, row_bytes * n,
@@ -116,6 +128,55 @@ CudaSequenceState CudaSequenceState::clone(cudaStream_t stream) const {
     c.attn[i].capacity = attn[i].capacity;
   }
   return c;
+}
+
+void CudaSequenceState::reserve_attention(std::span<const int> layers, int64_t needed, int64_t row_elems,
+                                          cudaStream_t stream) {
+  constexpr size_t kAlign = 256;
+  const auto up = [](size_t b) { return (b + kAlign - 1) / kAlign * kAlign; };
+  const size_t row_bytes = sizeof(cuda::bf16) * row_elems;
+  std::vector<int> grow;
+  std::vector<int64_t> caps;
+  size_t total = 0;
+  for (int l : layers) {
+    const CudaAttentionLayerState& a = attn[static_cast<size_t>(l)];
+    if (needed <= a.capacity) continue;
+    const int64_t cap = std::max({needed, 2 * a.capacity, int64_t{256}});
+    grow.push_back(l);
+    caps.push_back(cap);
+    total += 2 * up(row_bytes * cap) + up(sizeof(int64_t) * cap);
+  }
+  if (grow.empty()) return;
+  if (grow.size() == 1) return attn[static_cast<size_t>(grow[0])].reserve(needed, row_elems, stream);
+  const std::shared_ptr<const cuda::Stream>& owner = attn[static_cast<size_t>(grow[0])].stream;
+  const bool ordered = owner && owner->get() == stream;
+  auto block = std::make_shared<DeviceMemory>(block_for(total, owner, stream));
+  std::vector<std::array<DeviceMemory, 3>> views(grow.size());  // k, v, pos of each growing layer
+  char* at = static_cast<char*>(block->get());
+  bool copied = false;
+  for (size_t i = 0; i < grow.size(); ++i) {
+    const CudaAttentionLayerState& a = attn[static_cast<size_t>(grow[i])];
+    const size_t kv = row_bytes * caps[i];
+    views[i] = {DeviceMemory::view(at, kv), DeviceMemory::view(at + up(kv), kv),
+                DeviceMemory::view(at + 2 * up(kv), sizeof(int64_t) * caps[i])};
+    at += 2 * up(kv) + up(sizeof(int64_t) * caps[i]);
+    if (a.rows == 0) continue;
+    const DeviceMemory* from[3] = {&a.k, &a.v, &a.pos};
+    const size_t n[3] = {row_bytes * a.rows, row_bytes * a.rows, sizeof(int64_t) * a.rows};
+    for (int j = 0; j < 3; ++j)
+      HYPIC_CUDA_CHECK(cudaMemcpyAsync(views[i][j].get(), from[j]->get(), n[j], cudaMemcpyDeviceToDevice, stream));
+    copied = true;
+  }
+  // Plain blocks are freed below at once: the copies (and earlier readers) must be done with them.
+  if (copied && !ordered) HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (size_t i = 0; i < grow.size(); ++i) {
+    CudaAttentionLayerState& a = attn[static_cast<size_t>(grow[i])];
+    a.k = std::move(views[i][0]);
+    a.v = std::move(views[i][1]);
+    a.pos = std::move(views[i][2]);
+    a.group = block;  // the old blocks (or group) go here, in stream order after the copies
+    a.capacity = caps[i];
+  }
 }
 
 void CudaSequenceState::reset(cudaStream_t stream) {

@@ -32,9 +32,7 @@ DeviceMemory::DeviceMemory(size_t bytes, std::shared_ptr<const cuda::Stream> str
   if (bytes == 0) return;
   HYPIC_CUDA_CHECK(cudaMallocAsync(&p_, bytes, stream_->get()));
   if (zero) {
-    // Complete on return, like the plain block: a user on another stream need not wait for this one.
-    cudaError_t e = cudaMemsetAsync(p_, 0, bytes, stream_->get());
-    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_->get());
+    const cudaError_t e = cudaMemsetAsync(p_, 0, bytes, stream_->get());
     if (e != cudaSuccess) {
       release();
       HYPIC_CUDA_CHECK(e);

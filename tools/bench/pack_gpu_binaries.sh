@@ -14,7 +14,7 @@ help=$(cmake --build "$B" --target help)
 for t in hypic_bench_serve engine_batch_model_test sdk_session_model_test; do
   grep -q "\.\.\. $t\$" <<< "$help" && targets="$targets $t"
 done
-targets="$targets cuda_family_glue_test cuda_lightning_test cuda_kda_test cuda_gdn_chunked_test cuda_packed_expand_test cuda_entry_promotion_test hypic_bench_entry_codec cold_scatter_model_test tensor_parallel_model_test hypic_bench_tp cuda_decode_ops_test cuda_gemm_skinny_test"
+targets="$targets cuda_family_glue_test cuda_lightning_test cuda_kda_test cuda_gdn_chunked_test cuda_packed_expand_test cuda_entry_promotion_test hypic_bench_entry_codec cold_scatter_model_test tensor_parallel_model_test hypic_bench_tp cuda_decode_ops_test cuda_gemm_skinny_test cuda_sequence_state_test"
 fi
 cmake --build "$B" -j"$(nproc)" --target $targets
 stage=$(mktemp -d)/gpubin

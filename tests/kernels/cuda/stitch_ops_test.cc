@@ -4,7 +4,9 @@
 // applied one by one in fp32.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "kernels/conv1d.h"
@@ -12,6 +14,7 @@
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/engine_state_ops.h"
 #include "kernels/cuda/rope.h"
+#include "kernels/cuda/sm90_host.h"
 #include "kernels/rope.h"
 #include "tests/kernels/cuda/harness.h"
 #include "tests/kernels/test_util.h"
@@ -24,6 +27,23 @@ using hypic::test::rel_err;
 template <class T>
 DevArray<T> device_array(DevicePool& pool, const std::vector<T>& v) {
   return DevArray<T>(pool, v);
+}
+
+// Runs `body` once under each form of a dk = 128 chain (HYPIC_CUDA_CHAIN_TC: the CUDA cores, mma.sync, and
+// the warpgroup form where the device has it), the variable restored after.
+template <class F>
+void for_each_chain_form(F body) {
+  const char* was = std::getenv("HYPIC_CUDA_CHAIN_TC");
+  const std::string saved = was ? was : "";
+  std::vector<const char*> forms{"0", "1"};
+  if (current_device_is_sm90()) forms.push_back("wg");
+  for (const char* f : forms) {
+    SCOPED_TRACE(std::string("HYPIC_CUDA_CHAIN_TC=") + f);
+    setenv("HYPIC_CUDA_CHAIN_TC", f, 1);
+    body();
+  }
+  if (was) setenv("HYPIC_CUDA_CHAIN_TC", saved.c_str(), 1);
+  else unsetenv("HYPIC_CUDA_CHAIN_TC");
 }
 
 TEST_F(CudaOps, CausalConvVarlenMatchesCpuPerSequence) {
@@ -140,6 +160,7 @@ TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
     ref_after.push_back(S);
   }
   auto dsteps = device_array(pool, steps);
+  for_each_chain_form([&] {
   DevArray<float> dS(pool, S0);
   state_chain(H, dk, dv, dsteps.get(), static_cast<int64_t>(steps.size()), dS.get(), st);
   const float tol = 1e-5f;
@@ -158,6 +179,7 @@ TEST_F(CudaOps, StateChainMatchesStepByStepFp32) {
       EXPECT_LT(rel_err(fetch(after_dev[i]), ref_after[i]), tol) << "after step " << i;
     }
   }
+  });
   }
 }
 
@@ -261,6 +283,7 @@ TEST_F(CudaOps, StateChainRowSpansFollowTheRecurrentRule) {
   affine(op(64), hypic::test::randn(ns, 65, 0.3f));
   rows(1, 100, false);
   auto dsteps = device_array(pool, steps);
+  for_each_chain_form([&] {
   DevArray<float> dS(pool, S0);
   state_chain(H, dk, dv, dsteps.get(), static_cast<int64_t>(steps.size()), dS.get(), st, Hk);
   EXPECT_LT(rel_err(dS.download(), S), 1e-4f) << "final state";
@@ -274,6 +297,7 @@ TEST_F(CudaOps, StateChainRowSpansFollowTheRecurrentRule) {
   };
   EXPECT_LT(rel_err(fetch(before_dev), ref_before), 1e-4f) << "state before a span";
   EXPECT_LT(rel_err(fetch(after_dev), ref_after), 1e-4f) << "state after a span";
+  });
   }
 }
 
