@@ -245,7 +245,7 @@ void launch_form(const CUtensorMap& wmap, const bf16* x, int64_t K, const int32_
                  const int2* tiles, int64_t slots, int64_t N, bf16* out, int64_t grid, cudaStream_t stream) {
   auto* kernel = moe_sm90_kernel<kSwiGlu, kEpi>;
   constexpr uint32_t bytes = MoeSmem<kEpi>::alloc;
-  detail::smem_limit_once(reinterpret_cast<const void*>(kernel), int(bytes));
+  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   detail::launch_pdl(detail::pdl_chain_enabled(), kernel, dim3(unsigned(grid)), dim3(kThreads), bytes, stream, wmap, x,
                      int(K), src, offsets, tiles, int(slots), int(N), out);
 }
@@ -258,7 +258,9 @@ void launch(const CUtensorMap& wmap, const bf16* x, int64_t K, const int32_t* sr
   const int64_t items = slots * (N / (kSwiGlu ? kBN / 2 : kBN));
   HYPIC_CUDA_REQUIRE(slots > 0 && items < (int64_t{1} << 31) && K < (int64_t{1} << 31) && N < (int64_t{1} << 30),
                      std::string(what) + ": shape too large");
-  const int sms = detail::device_sm_count();
+  int dev = 0, sms = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int64_t grid = items < sms ? items : sms;
   if (epilogue_form() == kDirect)
     launch_form<kSwiGlu, kDirect>(wmap, x, K, src, offsets, tiles, slots, N, out, grid, stream);

@@ -9,42 +9,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <utility>
 
 #include "kernels/cuda/check.h"
 
 namespace hypic::cuda::detail {
-
-// Raises `kernel`'s dynamic shared-memory limit to `bytes` once per device (cudaFuncSetAttribute costs ~2 us of
-// host time; paid before every launch it delayed a request's first kernels).
-inline void smem_limit_once(const void* kernel, int bytes) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, int> raised;  // (kernel, device) -> limit set
-  int dev = 0;
-  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> g(mu);
-  int& at = raised[{kernel, dev}];
-  if (at >= bytes) return;
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  at = bytes;
-}
-
-// The current device's SM count, asked once per device.
-inline int device_sm_count() {
-  static std::mutex mu;
-  static std::map<int, int> sms;
-  int dev = 0;
-  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> g(mu);
-  auto it = sms.find(dev);
-  if (it != sms.end()) return it->second;
-  int n = 0;
-  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  sms[dev] = n;
-  return n;
-}
 
 // HYPIC_CUDA_PDL_CHAIN=0 launches the step's small kernels the ordinary way (A/B runs); read once.
 inline bool pdl_chain_enabled() {

@@ -27,7 +27,7 @@ constexpr int kChainCols = 32, kChainThreads = 256, kChainWarps = kChainThreads 
               kChainMaxSteps = 128;
 static_assert(kChainWarps * 4 == kChainCols, "a row step gives every warp 4 of the tile's columns");
 // Whether the warpgroup form takes dk = 128 chains on sm_90 where HYPIC_CUDA_CHAIN_TC is unset.
-constexpr bool kChainWarpgroupDefault = false;
+constexpr bool kChainWarpgroupDefault = true;
 // Row steps stage this many tokens' q, k, v tile, decay and beta in shared memory at a time.
 constexpr int kChainStage = 32;
 
@@ -600,61 +600,36 @@ __device__ __forceinline__ void wg_rows(const StateStep& step, const ChainDims& 
   __syncthreads();
 }
 
-// T's k-slices s0 .. s0 + 7 of this thread's rows, split into tf32 hi / lo register fragments.
-__device__ __forceinline__ void wg_split_slices(const float* A, int s0, uint32_t (&ah)[8][4], uint32_t (&al)[8][4]) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int s = s0 + i;
-    tf32_split(A[8 * s], ah[i][0], al[i][0]);
-    tf32_split(A[8 * kWgLdT + 8 * s], ah[i][1], al[i][1]);
-    tf32_split(A[8 * s + 4], ah[i][2], al[i][2]);
-    tf32_split(A[8 * kWgLdT + 8 * s + 4], ah[i][3], al[i][3]);
-  }
-}
-
-// The three terms of k-slices s0 .. s0 + 7 as one wgmma group.
-__device__ __forceinline__ void wg_issue_slices(float (&acc)[16], const uint32_t (&ah)[8][4], const uint32_t (&al)[8][4],
-                                                uint64_t dh, uint64_t dl, int s0) {
-#if HYPIC_SM90A
-  const auto at = [](int s) { return uint32_t(4096 * (s / 4) + 32 * (s % 4)); };  // slice s of a part, bytes
-#pragma unroll
-  for (int i = 0; i < 8; ++i) sm90::wgmma_m64n32k8_tf32_rs(acc, al[i], sm90::desc_advance(dh, at(s0 + i)));
-#pragma unroll
-  for (int i = 0; i < 8; ++i) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[i], sm90::desc_advance(dl, at(s0 + i)));
-#pragma unroll
-  for (int i = 0; i < 8; ++i) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[i], sm90::desc_advance(dh, at(s0 + i)));
-  sm90::wgmma_commit();
-#endif
-}
-
 // A product step's T S into acc (the wgmma accumulator layout: acc[4 j + 2 h + e] = (row r0 + 8 h, column
-// 8 j + 2 t + e), r0 = 64 w + 16 (warp % 4) + g), in two groups of 8 k-slices, each slice's T fragment split
-// into registers before its group is issued. `meanwhile` runs while the second group is on the tensor cores,
-// in the first group's registers (the next step's copies are queued there: 20 cp.async a thread, which held
-// the products back when queued before them).
-template <class F>
-__device__ __forceinline__ void wg_product(const float* Ts, const float* hi, const float* lo, float (&acc)[16],
-                                           F&& meanwhile) {
+// 8 j + 2 t + e), r0 = 64 w + 16 (warp % 4) + g). The warpgroup's 16 k-slices of T are all split into
+// registers first (128 of them), then the 48 products issued as one group.
+__device__ __forceinline__ void wg_product(const float* Ts, const float* hi, const float* lo, float (&acc)[16]) {
 #if HYPIC_SM90A
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const float* A = Ts + (64 * (warp / 4) + 16 * (warp % 4) + g) * kWgLdT + t;
-  const uint64_t dh = sm90::desc_sw128(hi, 16, 1024), dl = sm90::desc_sw128(lo, 16, 1024);
+  uint32_t ah[kTcDk / 8][4], al[kTcDk / 8][4];
+#pragma unroll
+  for (int s = 0; s < kTcDk / 8; ++s) {
+    tf32_split(A[8 * s], ah[s][0], al[s][0]);
+    tf32_split(A[8 * kWgLdT + 8 * s], ah[s][1], al[s][1]);
+    tf32_split(A[8 * s + 4], ah[s][2], al[s][2]);
+    tf32_split(A[8 * kWgLdT + 8 * s + 4], ah[s][3], al[s][3]);
+  }
 #pragma unroll
   for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
-  uint32_t ah0[8][4], al0[8][4], ah1[8][4], al1[8][4];
-  wg_split_slices(A, 0, ah0, al0);
+  const uint64_t dh = sm90::desc_sw128(hi, 16, 1024), dl = sm90::desc_sw128(lo, 16, 1024);
+  const auto at = [](int s) { return uint32_t(4096 * (s / 4) + 32 * (s % 4)); };  // slice s of a part, bytes
   sm90::wgmma_fence();
-  wg_issue_slices(acc, ah0, al0, dh, dl, 0);
-  wg_split_slices(A, 8, ah1, al1);
-  sm90::wgmma_fence();  // the second group's fragments were written after the first fence
-  wg_issue_slices(acc, ah1, al1, dh, dl, 8);
-  sm90::wgmma_wait<1>();  // the first group is done with its registers
-  sm90::fence_u32(ah0);
-  sm90::fence_u32(al0);
-  meanwhile();
+#pragma unroll
+  for (int s = 0; s < kTcDk / 8; ++s) sm90::wgmma_m64n32k8_tf32_rs(acc, al[s], sm90::desc_advance(dh, at(s)));
+#pragma unroll
+  for (int s = 0; s < kTcDk / 8; ++s) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[s], sm90::desc_advance(dl, at(s)));
+#pragma unroll
+  for (int s = 0; s < kTcDk / 8; ++s) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[s], sm90::desc_advance(dh, at(s)));
+  sm90::wgmma_commit();
   sm90::wgmma_wait<0>();
-  sm90::fence_u32(ah1);
-  sm90::fence_u32(al1);
+  sm90::fence_u32(ah);
+  sm90::fence_u32(al);
   sm90::fence_regs(acc);
 #endif
 }
@@ -672,13 +647,6 @@ __global__ void __launch_bounds__(kChainThreads, 1)
   const ChainDims d{H, Hk, kTcDk, dv, int(blockIdx.x), int(blockIdx.y) * kChainCols};
   const int c0 = d.c0, lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int r0 = 64 * (warp / 4) + 16 * (warp % 4) + g, n0 = 2 * t;  // this lane's rows and columns of acc
-  // The part offsets of this lane's accumulator entries (row r0 + 8 h, column n0 + e) for j = 0; column block
-  // j adds 256 (8 columns of 32 floats; n % 8 and so the swizzle are the same).
-  int part_at[2][2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) part_at[h][e] = wg_at(r0 + 8 * h, n0 + e);
   const size_t so = size_t(d.h) * kTcDk * dv;
   for (int i = threadIdx.x; i < n; i += kChainThreads) steps[i] = steps_g[i];
   wg_tile_copy<true>(hi, lo, S + so, dv, c0);
@@ -689,11 +657,7 @@ __global__ void __launch_bounds__(kChainThreads, 1)
     detail::cp_async_wait<0>();        // step st's inputs have landed,
     sm90::fence_proxy_async_shared();  // this thread's writes of the tile are ordered before the products' reads,
     __syncthreads();                   // for every thread, and step st - 1 is done with its buffers
-    const auto prefetch_next = [&] {
-      tc_prefetch<kWgLdT>(st + 1 < n ? &steps[st + 1] : nullptr, d, slot(st + 1), b_buf(st + 1));
-    };
-    const bool product = step.n == 0 && !step.replace && step.T;
-    if (!product) prefetch_next();
+    tc_prefetch<kWgLdT>(st + 1 < n ? &steps[st + 1] : nullptr, d, slot(st + 1), b_buf(st + 1));
     if (step.before) wg_tile_copy<false>(hi, lo, step.before + so, dv, c0);
     if (step.n > 0) {  // (wg_rows passes a barrier before it rewrites the tile)
       wg_rows(step, d, slot(st), hi, lo);
@@ -704,12 +668,12 @@ __global__ void __launch_bounds__(kChainThreads, 1)
     if (step.replace) {
 #pragma unroll
       for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
-    } else if (product) {
-      wg_product(slot(st), hi, lo, acc, prefetch_next);
+    } else if (step.T) {
+      wg_product(slot(st), hi, lo, acc);
     } else {
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
-        const int at = part_at[(i / 2) % 2][i % 2] + 256 * (i / 4);
+        const int at = wg_at(r0 + 8 * ((i / 2) % 2), 8 * (i / 4) + n0 + i % 2);
         acc[i] = hi[at] + lo[at];
       }
     }
@@ -718,16 +682,16 @@ __global__ void __launch_bounds__(kChainThreads, 1)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = r0 + 8 * h, c = 8 * j + n0;
-        float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
+      for (int half = 0; half < 2; ++half) {
+        const int r = r0 + 8 * half, c = 8 * j + n0;
+        float x = acc[4 * j + 2 * half], y = acc[4 * j + 2 * half + 1];
         if (step.B) {
           const float2 b = *reinterpret_cast<const float2*>(b_sm + r * kTcLdB + c);
           x += b.x;
           y += b.y;
         }
-        wg_store(hi, lo, part_at[h][0] + 256 * j, x);
-        wg_store(hi, lo, part_at[h][1] + 256 * j, y);
+        wg_store(hi, lo, wg_at(r, c), x);
+        wg_store(hi, lo, wg_at(r, c + 1), y);
         if (step.after && c0 + c < dv)  // dv % 4 == 0 and c even: both columns in or both out
           *reinterpret_cast<float2*>(step.after + so + size_t(r) * dv + c0 + c) = make_float2(x, y);
       }
