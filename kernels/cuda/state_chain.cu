@@ -379,24 +379,32 @@ __device__ __forceinline__ void tc_prefetch(const StateStep* step, const ChainDi
   detail::cp_async_commit();
 }
 
-// A row step on the tensor-core form's tile (column-major sT): lane l of warp w holds column 4w + l / 8 at
-// rows 32 g + 4 (l % 8) .. + 3 (g < 4), so the tile is read and written as float4 without bank conflicts.
-__device__ __forceinline__ void tc_rows(const StateStep& step, const ChainDims& d, float* slot, float* sT) {
+// A row step on a tile kept in runs of four rows: lane l of warp w holds column 4 w + l / 8 at rows
+// 32 g + 4 (l % 8) .. + 3 (g < 4), reached as one float4 by load(col, row) and store(col, row, x) (both
+// tensor-core forms' layouts read and write such runs without bank conflicts).
+template <class Load, class Store>
+__device__ __forceinline__ void rows_in_runs(const StateStep& step, const ChainDims& d, float* slot, Load&& load,
+                                             Store&& store) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q8 = lane % 8, col = 4 * warp + lane / 8;
   const int base[4] = {4 * q8, 32 + 4 * q8, 64 + 4 * q8, 96 + 4 * q8};
   const bool valid[4] = {true, true, true, true};
   float st[kChainLaneRows];
 #pragma unroll
   for (int g = 0; g < 4; ++g) {
-    const float4 x = *reinterpret_cast<const float4*>(sT + col * kTcLdS + base[g]);
+    const float4 x = load(col, base[g]);
     st[4 * g] = x.x, st[4 * g + 1] = x.y, st[4 * g + 2] = x.z, st[4 * g + 3] = x.w;
   }
   chain_row_tokens(step, d, slot, st, base, valid, col);
 #pragma unroll
-  for (int g = 0; g < 4; ++g)
-    *reinterpret_cast<float4*>(sT + col * kTcLdS + base[g]) =
-        make_float4(st[4 * g], st[4 * g + 1], st[4 * g + 2], st[4 * g + 3]);
+  for (int g = 0; g < 4; ++g) store(col, base[g], make_float4(st[4 * g], st[4 * g + 1], st[4 * g + 2], st[4 * g + 3]));
   __syncthreads();
+}
+
+// A row step on the mma.sync form's tile (column-major sT).
+__device__ __forceinline__ void tc_rows(const StateStep& step, const ChainDims& d, float* slot, float* sT) {
+  rows_in_runs(
+      step, d, slot, [&](int c, int r) { return *reinterpret_cast<const float4*>(sT + c * kTcLdS + r); },
+      [&](int c, int r, float4 x) { *reinterpret_cast<float4*>(sT + c * kTcLdS + r) = x; });
 }
 
 // x = hi + lo with hi = x truncated to tf32 (its low 13 mantissa bits cleared): lo is exact in fp32,
@@ -573,31 +581,27 @@ __device__ __forceinline__ void wg_tile_copy(float* hi, float* lo, float* G, int
   }
 }
 
-// A row step on the split tile: lane l of warp w holds column 4 w + l / 8 at rows 32 g + 4 (l % 8) .. + 3.
+// A row step on the split tile (S = hi + lo, split again on the way back).
 __device__ __forceinline__ void wg_rows(const StateStep& step, const ChainDims& d, float* slot, float* hi, float* lo) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q8 = lane % 8, col = 4 * warp + lane / 8;
-  const int base[4] = {4 * q8, 32 + 4 * q8, 64 + 4 * q8, 96 + 4 * q8};
-  const bool valid[4] = {true, true, true, true};
-  float st[kChainLaneRows];
-#pragma unroll
-  for (int g = 0; g < 4; ++g) {
-    const int at = wg_at(base[g], col);
-    const float4 h = *reinterpret_cast<const float4*>(hi + at), l = *reinterpret_cast<const float4*>(lo + at);
-    st[4 * g] = h.x + l.x, st[4 * g + 1] = h.y + l.y, st[4 * g + 2] = h.z + l.z, st[4 * g + 3] = h.w + l.w;
-  }
-  chain_row_tokens(step, d, slot, st, base, valid, col);
-#pragma unroll
-  for (int g = 0; g < 4; ++g) {
-    uint32_t h[4], l[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) tf32_split(st[4 * g + e], h[e], l[e]);
-    const int at = wg_at(base[g], col);
-    *reinterpret_cast<float4*>(hi + at) =
-        make_float4(__uint_as_float(h[0]), __uint_as_float(h[1]), __uint_as_float(h[2]), __uint_as_float(h[3]));
-    *reinterpret_cast<float4*>(lo + at) =
-        make_float4(__uint_as_float(l[0]), __uint_as_float(l[1]), __uint_as_float(l[2]), __uint_as_float(l[3]));
-  }
-  __syncthreads();
+  rows_in_runs(
+      step, d, slot,
+      [&](int c, int r) {
+        const int at = wg_at(r, c);
+        const float4 h = *reinterpret_cast<const float4*>(hi + at), l = *reinterpret_cast<const float4*>(lo + at);
+        return make_float4(h.x + l.x, h.y + l.y, h.z + l.z, h.w + l.w);
+      },
+      [&](int c, int r, float4 x) {
+        uint32_t h[4], l[4];
+        tf32_split(x.x, h[0], l[0]);
+        tf32_split(x.y, h[1], l[1]);
+        tf32_split(x.z, h[2], l[2]);
+        tf32_split(x.w, h[3], l[3]);
+        const int at = wg_at(r, c);
+        *reinterpret_cast<float4*>(hi + at) =
+            make_float4(__uint_as_float(h[0]), __uint_as_float(h[1]), __uint_as_float(h[2]), __uint_as_float(h[3]));
+        *reinterpret_cast<float4*>(lo + at) =
+            make_float4(__uint_as_float(l[0]), __uint_as_float(l[1]), __uint_as_float(l[2]), __uint_as_float(l[3]));
+      });
 }
 
 // A product step's T S into acc (the wgmma accumulator layout: acc[4 j + 2 h + e] = (row r0 + 8 h, column
@@ -732,38 +736,25 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
   }
   const dim3 grid(unsigned(H), detail::blocks_for(dv, kChainCols));
   const ChainForm form = dk == kTcDk ? chain_form() : ChainForm::CudaCores;
-  if (form == ChainForm::Warpgroup) {
-    HYPIC_CUDA_REQUIRE(current_device_is_sm90(), "state_chain: the warpgroup form needs an sm_90 device");
-    static bool wg_raised = false;
-    if (!wg_raised) {
-      HYPIC_CUDA_CHECK(
-          cudaFuncSetAttribute(state_chain_wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWgSmem)));
-      wg_raised = true;
-    }
-    for (int64_t at = 0; at < n; at += kChainMaxSteps) {
-      const int64_t m = std::min<int64_t>(kChainMaxSteps, n - at);
-      detail::launch_pdl(detail::pdl_chain_enabled(), state_chain_wg_kernel, dim3(grid), dim3(kChainThreads), kWgSmem,
-                         stream, int(H), int(Hk), int(dv), steps + at, int(m), S);
-      HYPIC_CUDA_LAUNCH_CHECK();
-    }
-    return;
-  }
-  if (form == ChainForm::MmaSync) {
-    static bool tc_raised = false;
-    if (!tc_raised) {
-      HYPIC_CUDA_CHECK(
-          cudaFuncSetAttribute(state_chain_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTcSmem)));
-      tc_raised = true;
-    }
-    for (int64_t at = 0; at < n; at += kChainMaxSteps) {
-      const int64_t m = std::min<int64_t>(kChainMaxSteps, n - at);
-      detail::launch_pdl(detail::pdl_chain_enabled(), state_chain_tc_kernel, dim3(grid), dim3(kChainThreads), kTcSmem,
-                         stream, int(H), int(Hk), int(dv), steps + at, int(m), S);
-      HYPIC_CUDA_LAUNCH_CHECK();
-    }
-    return;
-  }
   // Long chains run as several launches of at most kChainMaxSteps steps (S carries over in memory).
+  if (form != ChainForm::CudaCores) {  // the two tensor-core forms take the same arguments
+    const bool wg = form == ChainForm::Warpgroup;
+    HYPIC_CUDA_REQUIRE(!wg || current_device_is_sm90(), "state_chain: the warpgroup form needs an sm_90 device");
+    auto* kernel = wg ? state_chain_wg_kernel : state_chain_tc_kernel;
+    const size_t smem = wg ? kWgSmem : kTcSmem;
+    static bool form_raised[2] = {false, false};
+    if (!form_raised[wg]) {
+      HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      form_raised[wg] = true;
+    }
+    for (int64_t at = 0; at < n; at += kChainMaxSteps) {
+      const int64_t m = std::min<int64_t>(kChainMaxSteps, n - at);
+      detail::launch_pdl(detail::pdl_chain_enabled(), kernel, dim3(grid), dim3(kChainThreads), smem, stream, int(H),
+                         int(Hk), int(dv), steps + at, int(m), S);
+      HYPIC_CUDA_LAUNCH_CHECK();
+    }
+    return;
+  }
   for (int64_t at = 0; at < n; at += kChainMaxSteps) {
     const int64_t m = std::min<int64_t>(kChainMaxSteps, n - at);
     detail::launch_pdl(detail::pdl_chain_enabled(), state_chain_kernel, dim3(grid), dim3(kChainThreads), smem_for(dk),
