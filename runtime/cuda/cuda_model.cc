@@ -421,28 +421,10 @@ std::vector<float> CudaModel::logits(CudaActivations& a, int64_t row0, int64_t r
   cuda::rmsnorm(a.hp() + row0 * D, a.xp(), rows, D, w_.final_norm, cfg_.rms_norm_eps, cfg_.zero_centred_norms, cs);
   DeviceBuffer out_dev(pool_, sizeof(float) * rows * V);
   gemm(a.xp(), rows, D, w_.lm_head, out_dev.get(), DType::F32);
-  return download_floats(out_dev.get(), static_cast<size_t>(rows * V));
-}
-
-std::vector<float> CudaModel::download_floats(const void* dev, size_t n) {
-  constexpr size_t kMaxStaging = size_t{8} << 20;  // 32 MB: many rows' logits (evaluations) go straight
-  if (n > kMaxStaging) {
-    std::vector<float> out(n);
-    HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), dev, sizeof(float) * n, cudaMemcpyDeviceToHost, stream_));
-    HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return out;
-  }
-  if (n > staging_floats_) {
-    float* p = nullptr;
-    staging_.reset();
-    staging_floats_ = 0;
-    HYPIC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p), sizeof(float) * n));
-    staging_.reset(p);
-    staging_floats_ = n;
-  }
-  HYPIC_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), dev, sizeof(float) * n, cudaMemcpyDeviceToHost, stream_));
-  HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return std::vector<float>(staging_.get(), staging_.get() + n);
+  std::vector<float> out(static_cast<size_t>(rows * V));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), out_dev.get(), sizeof(float) * out.size(), cudaMemcpyDeviceToHost, cs));
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(cs));
+  return out;
 }
 
 void CudaModel::linear_project(int layer, CudaActivations& s) {
@@ -1390,7 +1372,9 @@ std::vector<float> CudaModel::decode_step(int id, CudaSequenceState& st) {
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(g.rows_end.get(), &g.host->rows_end, sizeof(int32_t), cudaMemcpyHostToDevice, cs));
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(g.a.pos.get(), &g.host->pos, sizeof(int64_t), cudaMemcpyHostToDevice, cs));
   HYPIC_CUDA_CHECK(cudaGraphLaunch(g.exec, cs));
-  std::vector<float> out = download_floats(g.logits.get(), static_cast<size_t>(V));
+  std::vector<float> out(static_cast<size_t>(V));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), g.logits.get(), sizeof(float) * V, cudaMemcpyDeviceToHost, cs));
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(cs));
   for (int l = 0; l < cfg_.num_layers; ++l)
     if (cfg_.layer_kinds[l] == LayerKind::FullAttention) st.attn[l].rows = rows + 1;
   st.length += 1;

@@ -276,9 +276,6 @@ class CudaModel {
   void finish_batch_step(BatchStep& b, std::span<CudaSequenceState* const> states);
   struct StepProfile;
   void record_batch_step(BatchStep& b, StepProfile* prof);
-  // `n` floats of device memory to the host through a pinned staging buffer (a pageable destination makes
-  // the driver stage the copy itself, ~0.1 ms more for a vocabulary's logits); synchronises stream_.
-  std::vector<float> download_floats(const void* dev, size_t n);
 
   ModelConfig cfg_;
   std::string fingerprint_;
@@ -293,11 +290,6 @@ class CudaModel {
   int device_ = 0;
   std::shared_ptr<Communicator> comm_;
   std::vector<int32_t> counts_host_;  // MoE group sizes (host)
-  struct PinnedFree {
-    void operator()(float* p) const { cudaFreeHost(p); }
-  };
-  std::unique_ptr<float, PinnedFree> staging_;  // download_floats' pinned buffer, staging_floats_ long
-  size_t staging_floats_ = 0;
   bool graphs_on_ = true;
   bool split_invariant_ = false;
   bool fusion_on_ = true;
