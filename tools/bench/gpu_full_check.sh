@@ -37,6 +37,11 @@
 #                                        # against cuBLAS, the model and engine tests and decode at batch 1/8/32
 #                                        # and RAG TTFT with it on and off (HYPIC_CUDA_SKINNY=1/0), an all-hit
 #                                        # request's device timeline (.gpubin/trace.tar.xz: the trace library)
+#   tools/bench/gpu_full_check.sh chainwg  # the stitch's chain forms (HYPIC_CUDA_CHAIN_TC=1 / wg): the stitch op and
+#                                          # sequence-state tests, the chain bench and the warpgroup form's
+#                                          # products under ncu, RAG TTFT under both forms, an all-hit request's
+#                                          # timeline; the tensor-parallel test that failed on 2026-12-05 with the
+#                                          # few-row products and the programmatic launches each on and off
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 #   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
@@ -535,6 +540,46 @@ PY
     python3 tools/bench/kernel_gaps.py "$O/req8.trace" > "$O/req8_gaps.txt" 2>&1; head -50 "$O/req8_gaps.txt"
     gzip -f "$O/req8.trace"
   fi
+fi
+if [ "$stage" = chainwg ]; then
+  TEST_TIMEOUT=120 run_test cuda_stitch_ops_test
+  TEST_TIMEOUT=120 run_test cuda_sequence_state_test
+  # Which of the later kernel changes moved CudaRanksMatchOneCudaRank/qwen3_5_moe out of its bound in hypic mode.
+  for v in "" HYPIC_CUDA_SKINNY=0 HYPIC_CUDA_PDL_CHAIN=0 "HYPIC_CUDA_SKINNY=0 HYPIC_CUDA_PDL_CHAIN=0"; do
+    step "tensor parallel on one GPU, ${v:-defaults}"
+    env $v "$(bin tensor_parallel_model_test)" --gtest_filter='*CudaRanks*' > "$O/tp_${v// /_}.txt" 2>&1
+    grep -E "metrics.*(qwen3_5_moe|qwen3_next_moe) cuda staged hypic|^\[  (PASSED|FAILED)" "$O/tp_${v// /_}.txt"
+  done
+  for f in 1 wg; do
+    step "chain bench, HYPIC_CUDA_CHAIN_TC=$f"
+    HYPIC_CUDA_CHAIN_TC=$f "$(bin hypic_bench_kernels)" --only chain --iters 20 > "$O/chain_$f.json"
+    grep -o '"variant": "[^"]*", "steps": [0-9]*, "rows": [0-9]*, "ms": [0-9.]*' "$O/chain_$f.json"
+  done
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$NCU" ]; then  # --iters 1: the 6th launch of the products-only variant
+    step "ncu full set: the warpgroup form's products"
+    HYPIC_CUDA_CHAIN_TC=wg timeout 120 "$NCU" --set full --import-source no -k regex:state_chain --launch-skip 13 \
+      --launch-count 1 --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+      "$(bin hypic_bench_kernels)" --only chain --iters 1 > "$O/ncu_chain_products.txt" 2>&1
+    grep -E "Duration|Issued Ipc|Warp Cycles Per Issued|Local Memory Spilling Req" "$O/ncu_chain_products.txt" | head
+  fi
+  for f in 1 wg; do
+    step "RAG TTFT, HYPIC_CUDA_CHAIN_TC=$f"
+    HYPIC_CUDA_CHAIN_TC=$f "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag \
+      --requests 8 > "$O/ttft_chain$f.json" 2> "$O/ttft_chain$f.txt"
+    grep -oE '"mode": "[a-z]+", "ttft_ms": \{[^}]*\}' "$O/ttft_chain$f.json"; grep 'measured request' "$O/ttft_chain$f.txt" | grep hypic
+  done
+  if [ -f .gpubin/trace.tar.xz ]; then
+    mkdir -p /tmp/trace && tar xJf .gpubin/trace.tar.xz -C /tmp/trace
+    step "request 8's timeline"
+    CUDA_INJECTION64_PATH=/tmp/trace/libhypic_kernel_trace.so LD_LIBRARY_PATH=/tmp/trace:$LD_LIBRARY_PATH \
+      HYPIC_TRACE_OUT="$O/req8.trace" "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+      --case rag --mode hypic --warmup 8 --requests 1 --profile-request 8 > /dev/null 2>&1
+    python3 tools/bench/kernel_gaps.py "$O/req8.trace" > "$O/req8_gaps.txt" 2>&1; head -30 "$O/req8_gaps.txt"
+    gzip -f "$O/req8.trace"
+  fi
+  run_test cuda_model_test
+  run_test engine_model_test '*cuda*:*Cuda*:*CUDA*'
 fi
 if [ "$stage" = admission ]; then
   # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS
