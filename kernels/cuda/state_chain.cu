@@ -26,8 +26,6 @@ namespace {
 constexpr int kChainCols = 32, kChainThreads = 256, kChainWarps = kChainThreads / 32, kChainMaxDk = 128,
               kChainMaxSteps = 128;
 static_assert(kChainWarps * 4 == kChainCols, "a row step gives every warp 4 of the tile's columns");
-// Whether the warpgroup form takes dk = 128 chains on sm_90 where HYPIC_CUDA_CHAIN_TC is unset.
-constexpr bool kChainWarpgroupDefault = true;
 // Row steps stage this many tokens' q, k, v tile, decay and beta in shared memory at a time.
 constexpr int kChainStage = 32;
 
@@ -713,7 +711,7 @@ ChainForm chain_form() {
   if (e && std::strcmp(e, "0") == 0) return ChainForm::CudaCores;
   if (e && std::strcmp(e, "1") == 0) return ChainForm::MmaSync;
   if (e && std::strcmp(e, "wg") == 0) return ChainForm::Warpgroup;
-  return kChainWarpgroupDefault && current_device_is_sm90() ? ChainForm::Warpgroup : ChainForm::MmaSync;
+  return current_device_is_sm90() ? ChainForm::Warpgroup : ChainForm::MmaSync;
 }
 
 }  // namespace

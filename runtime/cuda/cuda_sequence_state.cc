@@ -16,6 +16,13 @@ DeviceMemory block_for(size_t bytes, const std::shared_ptr<const cuda::Stream>& 
   return owner && owner->get() == stream ? DeviceMemory(bytes, owner) : DeviceMemory(bytes);
 }
 
+// Queues the copy of a layer's rows (K, V and positions) into new storage on `stream`.
+void copy_rows(const CudaAttentionLayerState& a, void* k, void* v, void* pos, size_t row_bytes, cudaStream_t stream) {
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(k, a.k.get(), row_bytes * a.rows, cudaMemcpyDeviceToDevice, stream));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(v, a.v.get(), row_bytes * a.rows, cudaMemcpyDeviceToDevice, stream));
+  HYPIC_CUDA_CHECK(cudaMemcpyAsync(pos, a.pos.get(), sizeof(int64_t) * a.rows, cudaMemcpyDeviceToDevice, stream));
+}
+
 }  // namespace
 
 void CudaAttentionLayerState::reserve(int64_t needed, int64_t row_elems, cudaStream_t stream) {
@@ -28,9 +35,7 @@ void CudaAttentionLayerState::reserve(int64_t needed, int64_t row_elems, cudaStr
   DeviceMemory nv = block_for(row_bytes * cap, this->stream, stream);
   DeviceMemory np = block_for(sizeof(int64_t) * cap, this->stream, stream);
   if (rows > 0) {
-    HYPIC_CUDA_CHECK(cudaMemcpyAsync(nk.get(), k.get(), row_bytes * rows, cudaMemcpyDeviceToDevice, stream));
-    HYPIC_CUDA_CHECK(cudaMemcpyAsync(nv.get(), v.get(), row_bytes * rows, cudaMemcpyDeviceToDevice, stream));
-    HYPIC_CUDA_CHECK(cudaMemcpyAsync(np.get(), pos.get(), sizeof(int64_t) * rows, cudaMemcpyDeviceToDevice, stream));
+    copy_rows(*this, nk.get(), nv.get(), np.get(), row_bytes, stream);
     // Plain blocks are freed below at once: the copies (and earlier readers) must be done with them.
     if (!ordered) HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
@@ -137,7 +142,6 @@ void CudaSequenceState::reserve_attention(std::span<const int> layers, int64_t n
     total += 2 * up(row_bytes * cap) + up(sizeof(int64_t) * cap);
   }
   if (grow.empty()) return;
-  if (grow.size() == 1) return attn[static_cast<size_t>(grow[0])].reserve(needed, row_elems, stream);
   const std::shared_ptr<const cuda::Stream>& owner = attn[static_cast<size_t>(grow[0])].stream;
   const bool ordered = owner && owner->get() == stream;
   auto block = std::make_shared<DeviceMemory>(block_for(total, owner, stream));
@@ -151,10 +155,7 @@ void CudaSequenceState::reserve_attention(std::span<const int> layers, int64_t n
                 DeviceMemory::view(at + 2 * up(kv), sizeof(int64_t) * caps[i])};
     at += 2 * up(kv) + up(sizeof(int64_t) * caps[i]);
     if (a.rows == 0) continue;
-    const DeviceMemory* from[3] = {&a.k, &a.v, &a.pos};
-    const size_t n[3] = {row_bytes * a.rows, row_bytes * a.rows, sizeof(int64_t) * a.rows};
-    for (int j = 0; j < 3; ++j)
-      HYPIC_CUDA_CHECK(cudaMemcpyAsync(views[i][j].get(), from[j]->get(), n[j], cudaMemcpyDeviceToDevice, stream));
+    copy_rows(a, views[i][0].get(), views[i][1].get(), views[i][2].get(), row_bytes, stream);
     copied = true;
   }
   // Plain blocks are freed below at once: the copies (and earlier readers) must be done with them.

@@ -100,6 +100,19 @@ run_test() {  # runs a gtest binary if there is one (optional gtest filter); sum
   grep -E "^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]|Failure$" "$O/$1.txt" | head -20
 }
 
+# Request 8's device timeline in the RAG bench (the CUPTI library of .gpubin/trace.tar.xz; the caller's
+# environment applies): req8_gaps.txt and the trace.
+request8_timeline() {
+  [ -f .gpubin/trace.tar.xz ] || { echo "no .gpubin/trace.tar.xz: no timeline"; return; }
+  mkdir -p /tmp/trace && tar xJf .gpubin/trace.tar.xz -C /tmp/trace
+  step "request 8's timeline"
+  CUDA_INJECTION64_PATH=/tmp/trace/libhypic_kernel_trace.so LD_LIBRARY_PATH=/tmp/trace:$LD_LIBRARY_PATH \
+    HYPIC_TRACE_OUT="$O/req8.trace" "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+    --case rag --mode hypic --warmup 8 --requests 1 --profile-request 8 > /dev/null 2>&1
+  python3 tools/bench/kernel_gaps.py "$O/req8.trace" > "$O/req8_gaps.txt" 2>&1; head -50 "$O/req8_gaps.txt"
+  gzip -f "$O/req8.trace"
+}
+
 ttft_bench() {
   step ttft
   "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case all --requests 8 \
@@ -531,15 +544,7 @@ PY
       --requests 8 > "$O/ttft_skinny$v.json" 2> "$O/ttft_skinny$v.txt"
     grep -oE '"mode": "[a-z]+", "ttft_ms": \{[^}]*\}' "$O/ttft_skinny$v.json"; grep 'measured request' "$O/ttft_skinny$v.txt" | grep hypic
   done
-  if [ -f .gpubin/trace.tar.xz ]; then
-    mkdir -p /tmp/trace && tar xJf .gpubin/trace.tar.xz -C /tmp/trace
-    step "request 8's timeline, HYPIC_CUDA_SKINNY=1"
-    HYPIC_CUDA_SKINNY=1 CUDA_INJECTION64_PATH=/tmp/trace/libhypic_kernel_trace.so LD_LIBRARY_PATH=/tmp/trace:$LD_LIBRARY_PATH \
-      HYPIC_TRACE_OUT="$O/req8.trace" "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
-      --case rag --mode hypic --warmup 8 --requests 1 --profile-request 8 > /dev/null 2>&1
-    python3 tools/bench/kernel_gaps.py "$O/req8.trace" > "$O/req8_gaps.txt" 2>&1; head -50 "$O/req8_gaps.txt"
-    gzip -f "$O/req8.trace"
-  fi
+  HYPIC_CUDA_SKINNY=1 request8_timeline
 fi
 if [ "$stage" = chainwg ]; then
   TEST_TIMEOUT=120 run_test cuda_stitch_ops_test
@@ -569,15 +574,7 @@ if [ "$stage" = chainwg ]; then
       --requests 8 > "$O/ttft_chain$f.json" 2> "$O/ttft_chain$f.txt"
     grep -oE '"mode": "[a-z]+", "ttft_ms": \{[^}]*\}' "$O/ttft_chain$f.json"; grep 'measured request' "$O/ttft_chain$f.txt" | grep hypic
   done
-  if [ -f .gpubin/trace.tar.xz ]; then
-    mkdir -p /tmp/trace && tar xJf .gpubin/trace.tar.xz -C /tmp/trace
-    step "request 8's timeline"
-    CUDA_INJECTION64_PATH=/tmp/trace/libhypic_kernel_trace.so LD_LIBRARY_PATH=/tmp/trace:$LD_LIBRARY_PATH \
-      HYPIC_TRACE_OUT="$O/req8.trace" "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
-      --case rag --mode hypic --warmup 8 --requests 1 --profile-request 8 > /dev/null 2>&1
-    python3 tools/bench/kernel_gaps.py "$O/req8.trace" > "$O/req8_gaps.txt" 2>&1; head -30 "$O/req8_gaps.txt"
-    gzip -f "$O/req8.trace"
-  fi
+  request8_timeline
   run_test cuda_model_test
   run_test engine_model_test '*cuda*:*Cuda*:*CUDA*'
 fi
