@@ -25,6 +25,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda {
 namespace {
@@ -332,7 +333,7 @@ void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v
             float* part_o = nullptr, float* part_ml = nullptr) {
   const size_t smem = Smem<D>::bytes;
   auto* kernel = splits > 1 ? attention_prefill_kernel<D, true> : attention_prefill_kernel<D, false>;
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  raise_smem_limit(kernel, smem);
   const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq * splits;
   HYPIC_CUDA_REQUIRE(blocks <= INT_MAX, "attention_prefill: too many query rows x heads");
   kernel<<<unsigned(blocks), kThreads, smem, stream>>>(s, q, k, v, q_pos, k_pos, scale * 1.4426950408889634f, out,

@@ -31,6 +31,7 @@
 #include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/sm90_host.h"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda {
 namespace {
@@ -674,7 +675,7 @@ void launch(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v
   const bool cluster = use_cluster(s);
   auto* kernel = pick(splits > 1, sched, cluster, keys);
   const uint32_t smem = keys == 80 ? Layout<80>::alloc : Layout<64>::alloc;
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  raise_smem_limit(kernel, smem);
   const int64_t blocks = (s.Tq + kBM - 1) / kBM * s.Hq * splits;
   HYPIC_CUDA_REQUIRE(blocks <= INT_MAX, "attention_prefill: too many query rows x heads");
   cudaLaunchConfig_t cfg{};

@@ -7,6 +7,7 @@
 // arrive in one asynchronous batch.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda::gdn {
 namespace {
@@ -181,8 +182,7 @@ template <int DK>
 void launch(const GdnShape& s, const bf16* q, const bf16* k, const int32_t* cu, int64_t max_chunks, bf16* out,
             const Workspace& w, cudaStream_t stream) {
   const size_t smem = OutSmem<DK>::bytes;
-  HYPIC_CUDA_CHECK(
-      cudaFuncSetAttribute(gdn_output_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  raise_smem_limit(gdn_output_kernel<DK>, smem);
   gdn_output_kernel<DK><<<dim3(unsigned(max_chunks), unsigned(s.H), unsigned(s.N)), kOutThreads, smem, stream>>>(
       s, q, k, cu, out, w);
   HYPIC_CUDA_LAUNCH_CHECK();

@@ -13,6 +13,7 @@
 // rounded to bf16 once, with its column scaling, as the operand of W and U.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda::gdn {
 namespace {
@@ -407,7 +408,7 @@ template <int DK>
 void launch(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g, const float* beta,
             const int32_t* cu, const int32_t* lead, int64_t max_chunks, const Workspace& w, cudaStream_t stream) {
   const size_t smem = PrepSmem<DK>::bytes;
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_prep_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  raise_smem_limit(gdn_prep_kernel<DK>, smem);
   const unsigned chunks = lead ? 1u : unsigned(max_chunks);
   gdn_prep_kernel<DK><<<dim3(chunks, unsigned(s.H), unsigned(s.N)), kThreads, smem, stream>>>(s, q, k, v, g, beta,
                                                                                              cu, lead, w);

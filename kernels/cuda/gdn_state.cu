@@ -21,6 +21,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda::gdn {
 namespace {
@@ -355,8 +356,7 @@ template <int DK, bool BODIES, int BV>
 void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
             const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state) {
   const size_t smem = StateSmem<DK, BODIES, BV>::bytes;
-  HYPIC_CUDA_CHECK(
-      cudaFuncSetAttribute(gdn_state_kernel<DK, BODIES, BV>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  raise_smem_limit(gdn_state_kernel<DK, BODIES, BV>, smem);
   const int blocks = int((s.dv + BV - 1) / BV + (transfer ? (s.dk + BV - 1) / BV : 0));
   gdn_state_kernel<DK, BODIES, BV><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
       s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state, prefetch_all());
@@ -409,13 +409,10 @@ void launch_body_state(const GdnShape& s, const float* transfer, const float* st
   const int dk = int(s.dk), dv = int(s.dv);
   const bool vec = dk % 4 == 0 && dv % 4 == 0;
   const size_t smem = sizeof(float) * size_t(kBodyTile * body_ldt(dk) + dk * kBodyTile);
-  static bool raised = false;  // the opt-in above 48 KB of shared memory (dk 128: 66 KB), once per process
-  if (!raised) {
-    const int most = int(sizeof(float) * (kBodyTile * body_ldt(128) + 128 * kBodyTile));
-    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_body_state_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_body_state_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-    raised = true;
-  }
+  // dk 128: 66 KB; the largest dk's size, so one raise a device serves every shape.
+  const size_t most = sizeof(float) * size_t(kBodyTile * body_ldt(128) + 128 * kBodyTile);
+  raise_smem_limit(gdn_body_state_kernel<true>, most);
+  raise_smem_limit(gdn_body_state_kernel<false>, most);
   // At most 65535 matrices per launch (the grid's z limit).
   for (int64_t m0 = 0; m0 < s.N * s.H; m0 += 65535) {
     const int64_t m = std::min<int64_t>(65535, s.N * s.H - m0);

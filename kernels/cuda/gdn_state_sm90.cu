@@ -17,6 +17,7 @@
 #include "kernels/cuda/gdn_common.cuh"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/sm90_host.h"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda::gdn {
 namespace {
@@ -348,12 +349,7 @@ void launch(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, f
             const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies, float* lead_state,
             const bf16* q, bf16* out) {
   constexpr size_t smem = Smem<BV>::bytes;
-  static bool raised = false;  // the opt-in above 48 KB, once per instance and process
-  if (!raised) {
-    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_state_sm90_kernel<BODIES, BV, MIX>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    raised = true;
-  }
+  raise_smem_limit(gdn_state_sm90_kernel<BODIES, BV, MIX>, smem);
   const int blocks = MIX ? int(s.dv / 32) : int(s.dv / BV + (transfer ? kDK / BV : 0));
   gdn_state_sm90_kernel<BODIES, BV, MIX><<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, smem, stream>>>(
       s, k, cu, state, transfer, want_out, w, lead, bodies, lead_state, q, out);

@@ -26,6 +26,7 @@
 #include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/sm90_host.h"
+#include "kernels/cuda/smem_limit.h"
 #include "kernels/cuda/wgmma_ss.cuh"
 
 namespace hypic::cuda {
@@ -369,7 +370,7 @@ Capacity form_capacity(Kernel* kernel, uint32_t bytes) {
   std::lock_guard<std::mutex> g(mu);
   auto it = caps.find({reinterpret_cast<const void*>(kernel), dev});
   if (it != caps.end()) return it->second;
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  raise_smem_limit(kernel, bytes);
   Capacity cap = ideal_capacity(sm_count());
   for (int s = 1; s <= kMaxSplits; ++s) {
     cudaLaunchConfig_t cfg = {};

@@ -8,6 +8,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/kda.h"
 #include "kernels/cuda/kda_common.cuh"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda {
 namespace kda {
@@ -241,7 +242,7 @@ template <int DK>
 void launch(const GdnShape& s, const bf16* v, const int32_t* cu, float* state, bf16* out, float* transfer,
             const Workspace& w, cudaStream_t stream) {
   const size_t smem = sizeof(WalkSmem<DK>);
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kda_walk_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  raise_smem_limit(kda_walk_kernel<DK>, smem);
   const int state_blocks = state ? int((s.dv + kBV - 1) / kBV) : 0;
   const int transfer_blocks = transfer ? int((s.dk + kBV - 1) / kBV) : 0;
   const dim3 grid(unsigned(state_blocks + transfer_blocks), unsigned(s.H), unsigned(s.N));

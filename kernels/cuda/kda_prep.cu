@@ -8,6 +8,7 @@
 // instead of per pair; pairs inside one sub-chunk take the exponential of the difference directly.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/kda_common.cuh"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda::kda {
 namespace {
@@ -149,8 +150,7 @@ template <int DK>
 void launch(const GdnShape& s, const bf16* q, const bf16* k, const float* g, const float* beta, const int32_t* cu,
             int64_t max_chunks, bool want_q, const Workspace& w, cudaStream_t stream) {
   const size_t smem = sizeof(PrepSmem<DK>);
-  HYPIC_CUDA_CHECK(
-      cudaFuncSetAttribute(kda_prep_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  raise_smem_limit(kda_prep_kernel<DK>, smem);
   const dim3 grid(unsigned(max_chunks), unsigned(s.H), unsigned(s.N));
   kda_prep_kernel<DK><<<grid, kThreads, smem, stream>>>(s, q, k, g, beta, cu, want_q, w);
   HYPIC_CUDA_LAUNCH_CHECK();

@@ -16,6 +16,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
 #include "kernels/cuda/lightning.h"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda {
 namespace {
@@ -223,8 +224,7 @@ template <int DK>
 void launch_chunked(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* log_decay,
                     const int32_t* cu, float* state, bf16* out, cudaStream_t stream) {
   const size_t smem = sizeof(ChunkSmem<DK>);
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(lightning_chunked_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(smem)));
+  raise_smem_limit(lightning_chunked_kernel<DK>, smem);
   const dim3 grid(unsigned((s.dv + kBV - 1) / kBV), unsigned(s.H), unsigned(s.N));
   lightning_chunked_kernel<DK><<<grid, kThreads, smem, stream>>>(s, q, k, v, log_decay, cu, state, out);
   HYPIC_CUDA_LAUNCH_CHECK();

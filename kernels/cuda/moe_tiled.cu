@@ -5,6 +5,7 @@
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/moe_tiled.h"
 #include "kernels/cuda/moe_tiled_sm90.h"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda {
 namespace {
@@ -155,8 +156,7 @@ void launch(const bf16* x, int64_t K, const int32_t* src, const int32_t* offsets
   HYPIC_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0,
                      std::string(what) + ": operands must be 16-byte aligned");
   HYPIC_CUDA_REQUIRE(slots > 0 && slots <= 65535, std::string(what) + ": bad tile slot count");
-  // Set on every call: the attribute belongs to the current device, and it costs far less than the launch.
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(tiled_kernel<kSwiGlu>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  raise_smem_limit(tiled_kernel<kSwiGlu>, kSmemBytes);
   const dim3 grid(unsigned(N / (kSwiGlu ? kBN / 2 : kBN)), unsigned(slots));
   tiled_kernel<kSwiGlu><<<grid, kThreads, kSmemBytes, stream>>>(x, int(K), src, offsets, tiles, w, int(N), out);
   HYPIC_CUDA_CHECK(cudaGetLastError());

@@ -28,6 +28,7 @@
 #include "kernels/cuda/moe_tiled_sm90.h"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/sm90_host.h"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda {
 namespace {
@@ -245,7 +246,7 @@ void launch_form(const CUtensorMap& wmap, const bf16* x, int64_t K, const int32_
                  const int2* tiles, int64_t slots, int64_t N, bf16* out, int64_t grid, cudaStream_t stream) {
   auto* kernel = moe_sm90_kernel<kSwiGlu, kEpi>;
   constexpr uint32_t bytes = MoeSmem<kEpi>::alloc;
-  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  raise_smem_limit(kernel, bytes);
   detail::launch_pdl(detail::pdl_chain_enabled(), kernel, dim3(unsigned(grid)), dim3(kThreads), bytes, stream, wmap, x,
                      int(K), src, offsets, tiles, int(slots), int(N), out);
 }

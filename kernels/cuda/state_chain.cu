@@ -19,6 +19,7 @@
 #include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/sm90_host.h"
+#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda {
 namespace {
@@ -726,12 +727,6 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
   const auto smem_for = [](int64_t d) {
     return sizeof(float) * (2 * chain_slot_floats(int(d)) + size_t(3 * d * kChainCols));
   };
-  static bool raised = false;  // the opt-in above 48 KB of shared memory, once per process
-  if (!raised) {
-    HYPIC_CUDA_CHECK(cudaFuncSetAttribute(state_chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(smem_for(kChainMaxDk))));
-    raised = true;
-  }
   const dim3 grid(unsigned(H), detail::blocks_for(dv, kChainCols));
   const ChainForm form = dk == kTcDk ? chain_form() : ChainForm::CudaCores;
   // Long chains run as several launches of at most kChainMaxSteps steps (S carries over in memory).
@@ -740,11 +735,7 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
     HYPIC_CUDA_REQUIRE(!wg || current_device_is_sm90(), "state_chain: the warpgroup form needs an sm_90 device");
     auto* kernel = wg ? state_chain_wg_kernel : state_chain_tc_kernel;
     const size_t smem = wg ? kWgSmem : kTcSmem;
-    static bool form_raised[2] = {false, false};
-    if (!form_raised[wg]) {
-      HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-      form_raised[wg] = true;
-    }
+    raise_smem_limit(kernel, smem);
     for (int64_t at = 0; at < n; at += kChainMaxSteps) {
       const int64_t m = std::min<int64_t>(kChainMaxSteps, n - at);
       detail::launch_pdl(detail::pdl_chain_enabled(), kernel, dim3(grid), dim3(kChainThreads), smem, stream, int(H),
@@ -753,6 +744,7 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
     }
     return;
   }
+  raise_smem_limit(state_chain_kernel, smem_for(dk));
   for (int64_t at = 0; at < n; at += kChainMaxSteps) {
     const int64_t m = std::min<int64_t>(kChainMaxSteps, n - at);
     detail::launch_pdl(detail::pdl_chain_enabled(), state_chain_kernel, dim3(grid), dim3(kChainThreads), smem_for(dk),

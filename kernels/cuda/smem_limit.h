@@ -1,0 +1,20 @@
+// The opt-in above 48 KB of dynamic shared memory for one kernel. The attribute belongs to the kernel's copy on
+// the current device (a limit raised on GPU 0 does not hold on GPU 1), and cudaFuncSetAttribute costs ~2 us of
+// host time, which a stitch paying it before each of its ~90 launches of such kernels felt; so it is raised
+// once per (kernel, device), from any thread.
+#pragma once
+#include <cstddef>
+
+namespace hypic::cuda {
+
+// Raises `kernel`'s (a __global__ function) limit on the current device to at least `bytes` (asked even below
+// 48 KB: a kernel's static shared memory comes off that default); never lowers it (a thread asking for less
+// must not undo what another thread's launch needs).
+void raise_smem_limit(const void* kernel, size_t bytes);
+
+template <class... Params>
+void raise_smem_limit(void (*kernel)(Params...), size_t bytes) {
+  raise_smem_limit(reinterpret_cast<const void*>(kernel), bytes);
+}
+
+}  // namespace hypic::cuda
