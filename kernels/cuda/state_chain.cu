@@ -198,6 +198,216 @@ __device__ __forceinline__ void chain_row_tokens(const StateStep& step, const Ch
   }
 }
 
+// The same tokens in chunks (dk = 128, the tensor-core forms; HYPIC_CUDA_CHAIN_SPANS=chunked): each staged
+// piece of m <= kChainStage tokens at once from the tile S0 it starts on. With G_j = g_0 + .. + g_j,
+//   u_j = beta_j (v_j - e^{G_j} k_j.S0) - sum_{i<j} beta_j e^{G_j - G_i} (k_i.k_j) u_i,
+//   o_j = e^{G_j} q_j.S0 + sum_{i<=j} e^{G_j - G_i} (q_j.k_i) u_i,
+//   S_m = e^{G_{m-1}} S0 + sum_i e^{G_{m-1} - G_i} k_i u_i^T,
+// the token rule unrolled (S_j = e^{g_j} S_{j-1} + k_j u_j^T with u_j = beta_j (v_j - e^{g_j} S_{j-1}^T k_j)).
+// The block first turns the piece's q and k into fp32 and forms the two m x m Gram matrices with their decays
+// (shared by the 32 columns); then every lane reads S0 once for all m tokens' k.S0 and q.S0 (no dependence
+// between tokens), lane r of a column's eight owns tokens r, r + 8, .. and solves for their u in token order
+// (one shuffle a token), and the tile takes all m updates in one pass. A token costs a lane about half the
+// instructions of the token-by-token walk, and the lanes do not wait on each other token by token.
+struct ChainChunk {
+  float *k, *q;     // [kChainStage][128] fp32
+  float *A, *B;     // [kChainStage][kChunkLd]: beta_j e^{G_j - G_i} k_i.k_j (i < j); e^{G_j - G_i} q_j.k_i (i <= j)
+  float *eg, *egm;  // [kChainStage]: e^{G_j}; e^{G_{m-1} - G_j}
+};
+constexpr int kChunkLd = kChainStage + 1;  // a column's eight lanes read eight rows of A: eight banks
+__host__ __device__ constexpr size_t chain_chunk_floats() {
+  return (chain_stage_bytes(128) + 15) / 16 * 4 + 2 * size_t(kChainStage) * 128 + 2 * size_t(kChainStage) * kChunkLd +
+         2 * size_t(kChainStage);
+}
+__device__ __forceinline__ ChainChunk chain_chunk(float* slot) {
+  ChainChunk c;
+  c.k = slot + (chain_stage_bytes(128) + 15) / 16 * 4;  // past the staged tokens, 16-byte aligned
+  c.q = c.k + kChainStage * 128;
+  c.A = c.q + kChainStage * 128;
+  c.B = c.A + kChainStage * kChunkLd;
+  c.eg = c.B + kChainStage * kChunkLd;
+  c.egm = c.eg + kChainStage;
+  return c;
+}
+
+// Sums of v[0..7] over a column's eight lanes (lanes 8 c .. 8 c + 7), scattered: lane 8 c + r returns the sum of
+// everyone's v[r]. Seven shuffles where eight full sums take 24.
+__device__ __forceinline__ float chunk_reduce_scatter(float (&v)[8]) {
+  const int r = threadIdx.x % 8;
+#pragma unroll
+  for (int h = 4; h >= 1; h /= 2) {
+    const bool up = r & h;  // this lane keeps the upper h of its live values and sends the lower
+#pragma unroll
+    for (int i = 0; i < h; ++i) {
+      const float keep = up ? v[i + h] : v[i], send = up ? v[i] : v[i + h];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, h);
+    }
+  }
+  return v[0];
+}
+
+__device__ __forceinline__ void chain_row_chunks(const StateStep& step, const ChainDims& d, float* slot,
+                                                 float (&st)[kChainLaneRows], const int (&base)[4], int col) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, r8 = lane % 8, grp = lane & ~7;
+  const ChainStage s = chain_stage(slot, 128);
+  const ChainChunk c = chain_chunk(slot);
+  const int ldv = d.H * d.dv;
+  for (int t0 = 0; t0 < step.n; t0 += kChainStage) {
+    const int m = min(kChainStage, step.n - t0);
+    if (t0 > 0) {
+      __syncthreads();  // the previous piece is consumed (outputs written out, its fp32 rows read)
+      chain_stage_rows(step, d, t0, m, s);
+      detail::cp_async_commit();
+      detail::cp_async_wait<0>();
+      __syncthreads();
+    }
+    // The piece's q and k in fp32; the decays' running sums (warp 0).
+    for (int e = threadIdx.x; e < m * 32; e += kChainThreads) {
+      const int j = e / 32, i = 4 * (e % 32);
+      float x[4];
+      bf16x4_to_float(s.k + j * 128 + i, x);
+      *reinterpret_cast<float4*>(c.k + j * 128 + i) = make_float4(x[0], x[1], x[2], x[3]);
+      bf16x4_to_float(s.q + j * 128 + i, x);
+      *reinterpret_cast<float4*>(c.q + j * 128 + i) = make_float4(x[0], x[1], x[2], x[3]);
+    }
+    if (warp == 0) {
+      float G = lane < m ? s.g[lane] : 0.0f;
+#pragma unroll
+      for (int o = 1; o < 32; o *= 2) {
+        const float y = __shfl_up_sync(0xffffffffu, G, o);
+        if (lane >= o) G += y;
+      }
+      const float last = __shfl_sync(0xffffffffu, G, m - 1);
+      c.eg[lane] = expf(G);
+      c.egm[lane] = expf(last - G);
+      c.A[lane * kChunkLd + kChainStage] = G;  // the padding column holds G_j for the Gram's decays
+    }
+    __syncthreads();
+    // The Gram matrices' lower triangles, pair p = j (j + 1) / 2 + i (i <= j) on eight lanes, each taking the
+    // same elements 4 r8 + 32 q .. + 3 as in the tile.
+    const int pairs = m * (m + 1) / 2;
+    for (int p0 = 0; p0 < pairs; p0 += kChainThreads / 8) {
+      const int p = p0 + threadIdx.x / 8;
+      int j = int((sqrtf(8.0f * float(p) + 1.0f) - 1.0f) * 0.5f);
+      if ((j + 1) * (j + 2) / 2 <= p) ++j;
+      if (j * (j + 1) / 2 > p) --j;
+      const int i = p - j * (j + 1) / 2;
+      float kk = 0.0f, qk = 0.0f;
+      if (p < pairs) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int at = 4 * r8 + 32 * q;
+          const float4 ki = *reinterpret_cast<const float4*>(c.k + i * 128 + at);
+          const float4 kj = *reinterpret_cast<const float4*>(c.k + j * 128 + at);
+          const float4 qj = *reinterpret_cast<const float4*>(c.q + j * 128 + at);
+          kk = fmaf(ki.x, kj.x, fmaf(ki.y, kj.y, fmaf(ki.z, kj.z, fmaf(ki.w, kj.w, kk))));
+          qk = fmaf(ki.x, qj.x, fmaf(ki.y, qj.y, fmaf(ki.z, qj.z, fmaf(ki.w, qj.w, qk))));
+        }
+      }
+#pragma unroll
+      for (int o = 1; o < 8; o *= 2) {
+        kk += __shfl_xor_sync(0xffffffffu, kk, o);
+        qk += __shfl_xor_sync(0xffffffffu, qk, o);
+      }
+      if (p < pairs && r8 == 0) {
+        const float decay = expf(c.A[j * kChunkLd + kChainStage] - c.A[i * kChunkLd + kChainStage]);
+        c.A[j * kChunkLd + i] = i < j ? s.beta[j] * decay * kk : 0.0f;
+        c.B[j * kChunkLd + i] = decay * qk;
+      }
+    }
+    __syncthreads();
+    // k.S0 and q.S0 of every token, then u and o of the tokens this lane owns (8 o + r8), in token order.
+    float u_own[kChainStage / 8];
+#pragma unroll
+    for (int o = 0; o < kChainStage / 8; ++o) {
+      u_own[o] = 0.0f;
+      if (8 * o < m) {
+        float ks[8], qs[8];
+#pragma unroll
+        for (int r = 0; r < 8; ++r) {
+          ks[r] = qs[r] = 0.0f;
+          if (8 * o + r < m) {
+            const float* kr = c.k + (8 * o + r) * 128;
+            const float* qr = c.q + (8 * o + r) * 128;
+#pragma unroll
+            for (int g = 0; g < 4; ++g) {
+              const float4 kv = *reinterpret_cast<const float4*>(kr + base[g]);
+              const float4 qv = *reinterpret_cast<const float4*>(qr + base[g]);
+              ks[r] = fmaf(st[4 * g], kv.x, fmaf(st[4 * g + 1], kv.y, fmaf(st[4 * g + 2], kv.z, fmaf(st[4 * g + 3], kv.w, ks[r]))));
+              qs[r] = fmaf(st[4 * g], qv.x, fmaf(st[4 * g + 1], qv.y, fmaf(st[4 * g + 2], qv.z, fmaf(st[4 * g + 3], qv.w, qs[r]))));
+            }
+          }
+        }
+        const float ksj = chunk_reduce_scatter(ks), qsj = chunk_reduce_scatter(qs);
+        const int j = 8 * o + r8;
+        const bool mine = j < m;
+        const float* Aj = c.A + j * kChunkLd;
+        const float* Bj = c.B + j * kChunkLd;
+        float acc = 0.0f, out = 0.0f;
+        if (mine) {
+          const float eg = c.eg[j];
+          acc = s.beta[j] * (__bfloat162float(s.v[j * kChainCols + col]) - eg * ksj);
+          out = eg * qsj;
+        }
+#pragma unroll
+        for (int po = 0; po < o; ++po)  // earlier pieces of eight: all their tokens are in
+#pragma unroll
+          for (int r = 0; r < 8; ++r) {
+            const int i = 8 * po + r;
+            const float ui = __shfl_sync(0xffffffffu, u_own[po], grp | r);
+            if (mine) {
+              acc = fmaf(-Aj[i], ui, acc);
+              out = fmaf(Bj[i], ui, out);
+            }
+          }
+#pragma unroll
+        for (int r = 0; r < 8; ++r) {
+          const int i = 8 * o + r;
+          if (i >= m) break;  // the same for the whole block
+          const float ui = __shfl_sync(0xffffffffu, acc, grp | r);  // token i's owner has all of it by now
+          if (mine && r8 > r) acc = fmaf(-Aj[i], ui, acc);
+          if (mine && r8 >= r) out = fmaf(Bj[i], ui, out);
+          if (r8 == r) u_own[o] = ui;
+        }
+        if (mine) s.o[j * kChainCols + col] = out;
+      }
+    }
+    // S <- e^{G_{m-1}} S + sum_i e^{G_{m-1} - G_i} k_i u_i^T.
+    const float last = c.eg[m - 1];
+#pragma unroll
+    for (int i = 0; i < kChainLaneRows; ++i) st[i] *= last;
+#pragma unroll
+    for (int o = 0; o < kChainStage / 8; ++o) {
+      if (8 * o < m) {
+        const int j = 8 * o + r8;
+        const float w = j < m ? u_own[o] * c.egm[j] : 0.0f;
+#pragma unroll
+        for (int r = 0; r < 8; ++r) {
+          const int i = 8 * o + r;
+          if (i >= m) break;
+          const float ui = __shfl_sync(0xffffffffu, w, grp | r);
+          const float* kr = c.k + i * 128;
+#pragma unroll
+          for (int g = 0; g < 4; ++g) {
+            const float4 kv = *reinterpret_cast<const float4*>(kr + base[g]);
+            st[4 * g] = fmaf(kv.x, ui, st[4 * g]);
+            st[4 * g + 1] = fmaf(kv.y, ui, st[4 * g + 1]);
+            st[4 * g + 2] = fmaf(kv.z, ui, st[4 * g + 2]);
+            st[4 * g + 3] = fmaf(kv.w, ui, st[4 * g + 3]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // every warp's outputs are staged
+    for (int e = threadIdx.x; e < m * (kChainCols / 2); e += kChainThreads) {
+      const int j = e / (kChainCols / 2), cc = 2 * (e % (kChainCols / 2));
+      if (d.c0 + cc < d.dv)
+        *reinterpret_cast<__nv_bfloat162*>(step.o + size_t(t0 + j) * ldv + size_t(d.h) * d.dv + d.c0 + cc) =
+            __floats2bfloat162_rn(s.o[j * kChainCols + cc], s.o[j * kChainCols + cc + 1]);
+    }
+  }
+}
+
 // A row step on the CUDA-core form's tile (row-major s_tile): warp w owns the tile's columns 4w .. 4w + 3,
 // lane l rows 16 (l % 8) .. + 15 of column 4w + l / 8.
 __device__ __forceinline__ void chain_rows(const StateStep& step, const ChainDims& d, float* slot, float* s_tile) {
@@ -381,7 +591,7 @@ __device__ __forceinline__ void tc_prefetch(const StateStep* step, const ChainDi
 // A row step on a tile kept in runs of four rows: lane l of warp w holds column 4 w + l / 8 at rows
 // 32 g + 4 (l % 8) .. + 3 (g < 4), reached as one float4 by load(col, row) and store(col, row, x) (both
 // tensor-core forms' layouts read and write such runs without bank conflicts).
-template <class Load, class Store>
+template <bool Chunked, class Load, class Store>
 __device__ __forceinline__ void rows_in_runs(const StateStep& step, const ChainDims& d, float* slot, Load&& load,
                                              Store&& store) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, q8 = lane % 8, col = 4 * warp + lane / 8;
@@ -393,15 +603,19 @@ __device__ __forceinline__ void rows_in_runs(const StateStep& step, const ChainD
     const float4 x = load(col, base[g]);
     st[4 * g] = x.x, st[4 * g + 1] = x.y, st[4 * g + 2] = x.z, st[4 * g + 3] = x.w;
   }
-  chain_row_tokens(step, d, slot, st, base, valid, col);
+  if constexpr (Chunked)
+    chain_row_chunks(step, d, slot, st, base, col);
+  else
+    chain_row_tokens(step, d, slot, st, base, valid, col);
 #pragma unroll
   for (int g = 0; g < 4; ++g) store(col, base[g], make_float4(st[4 * g], st[4 * g + 1], st[4 * g + 2], st[4 * g + 3]));
   __syncthreads();
 }
 
 // A row step on the mma.sync form's tile (column-major sT).
+template <bool Chunked>
 __device__ __forceinline__ void tc_rows(const StateStep& step, const ChainDims& d, float* slot, float* sT) {
-  rows_in_runs(
+  rows_in_runs<Chunked>(
       step, d, slot, [&](int c, int r) { return *reinterpret_cast<const float4*>(sT + c * kTcLdS + r); },
       [&](int c, int r, float4 x) { *reinterpret_cast<float4*>(sT + c * kTcLdS + r) = x; });
 }
@@ -466,6 +680,7 @@ __device__ __forceinline__ void tc_product(const float* Ts, const float* sT, flo
   }
 }
 
+template <bool Chunked>
 __global__ void __launch_bounds__(kChainThreads, 1)
     state_chain_tc_kernel(int H, int Hk, int dv, const StateStep* __restrict__ steps_g, int n, float* __restrict__ S) {
   detail::pdl_wait();
@@ -490,7 +705,7 @@ __global__ void __launch_bounds__(kChainThreads, 1)
     tc_prefetch(st + 1 < n ? &steps[st + 1] : nullptr, d, slot(st + 1), b_buf(st + 1));
     if (step.before) tc_tile_copy<false>(sT, step.before + so, dv, c0);
     if (step.n > 0) {  // (tc_rows passes a barrier before it rewrites the tile)
-      tc_rows(step, d, slot(st), sT);
+      tc_rows<Chunked>(step, d, slot(st), sT);
       if (step.after) tc_tile_copy<false>(sT, step.after + so, dv, c0);
       continue;
     }
@@ -548,6 +763,8 @@ constexpr size_t kWgPart = size_t(kChainCols) * kTcDk;  // floats: one of S's tw
 static_assert(chain_stage_bytes(kTcDk) <= kWgSlot * sizeof(float), "a row step's stage fits in a T slot");
 // The parts first (1024-byte aligned: the alignment slack is the last term), then two slots and two B tiles.
 constexpr size_t kWgSmem = sizeof(float) * (2 * kWgPart + 2 * kWgSlot + 2 * size_t(kTcDk) * kTcLdB) + 1024;
+static_assert(chain_chunk_floats() <= kWgSlot && chain_chunk_floats() <= kTcSlot,
+              "a chunked row step's fp32 rows and Gram matrices fit in a T slot beside its stage");
 
 // Float offset of S's (row k, column n) in a part.
 __device__ __forceinline__ int wg_at(int k, int n) {
@@ -581,8 +798,9 @@ __device__ __forceinline__ void wg_tile_copy(float* hi, float* lo, float* G, int
 }
 
 // A row step on the split tile (S = hi + lo, split again on the way back).
+template <bool Chunked>
 __device__ __forceinline__ void wg_rows(const StateStep& step, const ChainDims& d, float* slot, float* hi, float* lo) {
-  rows_in_runs(
+  rows_in_runs<Chunked>(
       step, d, slot,
       [&](int c, int r) {
         const int at = wg_at(r, c);
@@ -637,6 +855,7 @@ __device__ __forceinline__ void wg_product(const float* Ts, const float* hi, con
 #endif
 }
 
+template <bool Chunked>
 __global__ void __launch_bounds__(kChainThreads, 1)
     state_chain_wg_kernel(int H, int Hk, int dv, const StateStep* __restrict__ steps_g, int n, float* __restrict__ S) {
   detail::pdl_wait();
@@ -663,7 +882,7 @@ __global__ void __launch_bounds__(kChainThreads, 1)
     tc_prefetch<kWgLdT>(st + 1 < n ? &steps[st + 1] : nullptr, d, slot(st + 1), b_buf(st + 1));
     if (step.before) wg_tile_copy<false>(hi, lo, step.before + so, dv, c0);
     if (step.n > 0) {  // (wg_rows passes a barrier before it rewrites the tile)
-      wg_rows(step, d, slot(st), hi, lo);
+      wg_rows<Chunked>(step, d, slot(st), hi, lo);
       if (step.after) wg_tile_copy<false>(hi, lo, step.after + so, dv, c0);
       continue;
     }
@@ -706,6 +925,13 @@ __global__ void __launch_bounds__(kChainThreads, 1)
 
 // Which form takes a dk = 128 chain: HYPIC_CUDA_CHAIN_TC=0 the CUDA cores, =1 the mma.sync form, =wg (or unset
 // on sm_90) the warpgroup form. Read at every call (the op tests run each form).
+// How the tensor-core forms walk a row step: HYPIC_CUDA_CHAIN_SPANS=chunked takes each staged piece of tokens
+// at once (chain_row_chunks), anything else token by token. Read at every call (the op tests run both).
+bool spans_chunked() {
+  const char* e = std::getenv("HYPIC_CUDA_CHAIN_SPANS");
+  return e && std::strcmp(e, "chunked") == 0;
+}
+
 enum class ChainForm { CudaCores, MmaSync, Warpgroup };
 ChainForm chain_form() {
   const char* e = std::getenv("HYPIC_CUDA_CHAIN_TC");
@@ -733,7 +959,9 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
   if (form != ChainForm::CudaCores) {  // the two tensor-core forms take the same arguments
     const bool wg = form == ChainForm::Warpgroup;
     HYPIC_CUDA_REQUIRE(!wg || current_device_is_sm90(), "state_chain: the warpgroup form needs an sm_90 device");
-    auto* kernel = wg ? state_chain_wg_kernel : state_chain_tc_kernel;
+    const bool chunked = spans_chunked();
+    auto* kernel = wg ? (chunked ? state_chain_wg_kernel<true> : state_chain_wg_kernel<false>)
+                      : (chunked ? state_chain_tc_kernel<true> : state_chain_tc_kernel<false>);
     const size_t smem = wg ? kWgSmem : kTcSmem;
     raise_smem_limit(kernel, smem);
     for (int64_t at = 0; at < n; at += kChainMaxSteps) {

@@ -42,6 +42,11 @@
 #                                          # products under ncu, RAG TTFT under both forms, an all-hit request's
 #                                          # timeline; the tensor-parallel test that failed on 2026-12-05 with the
 #                                          # few-row products and the programmatic launches each on and off
+#   tools/bench/gpu_full_check.sh spans  # the chain's row steps token by token and chunked (HYPIC_CUDA_CHAIN_SPANS):
+#                                        # the stitch op tests under every form, the tensor-parallel test, the chain
+#                                        # bench and its row spans under ncu, RAG TTFT under both, an all-hit
+#                                        # timeline; then the op, model and engine tests of every kernel whose
+#                                        # shared-memory opt-in moved to cuda::raise_smem_limit
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 #   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
@@ -577,6 +582,43 @@ if [ "$stage" = chainwg ]; then
   request8_timeline
   run_test cuda_model_test
   run_test engine_model_test '*cuda*:*Cuda*:*CUDA*'
+fi
+if [ "$stage" = spans ]; then
+  TEST_TIMEOUT=120 run_test cuda_stitch_ops_test
+  step "tensor parallel on one GPU (the prompt's row and 47 teacher-forced steps)"
+  "$(bin tensor_parallel_model_test)" --gtest_filter='*CudaRanks*' > "$O/tp.txt" 2>&1
+  grep -E "metrics|^\[  (PASSED|FAILED)" "$O/tp.txt"
+  for f in tokens chunked; do
+    step "chain bench, HYPIC_CUDA_CHAIN_SPANS=$f"
+    HYPIC_CUDA_CHAIN_SPANS=$f "$(bin hypic_bench_kernels)" --only chain --iters 20 > "$O/chain_$f.json"
+    grep -o '"variant": "[^"]*", "steps": [0-9]*, "rows": [0-9]*, "ms": [0-9.]*' "$O/chain_$f.json"
+  done
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$NCU" ]; then  # --iters 1: 8 launches a variant (3 warm-up + 5), the 6th of the spans-only variant
+    for f in tokens chunked; do
+      step "ncu full set: the row spans, $f"
+      HYPIC_CUDA_CHAIN_SPANS=$f timeout 120 "$NCU" --set full --import-source no -k regex:state_chain --launch-skip 21 \
+        --launch-count 1 --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+        "$(bin hypic_bench_kernels)" --only chain --iters 1 > "$O/ncu_spans_$f.txt" 2>&1
+      grep -E "Duration|Issued Ipc|Executed Instructions  |Warp Cycles Per Issued|Local Memory Spilling Req" \
+        "$O/ncu_spans_$f.txt" | head
+    done
+  fi
+  for f in tokens chunked; do
+    step "RAG TTFT, HYPIC_CUDA_CHAIN_SPANS=$f"
+    HYPIC_CUDA_CHAIN_SPANS=$f "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag \
+      --requests 8 > "$O/ttft_spans_$f.json" 2> "$O/ttft_spans_$f.txt"
+    grep -oE '"mode": "[a-z]+", "ttft_ms": \{[^}]*\}' "$O/ttft_spans_$f.json"; grep 'measured request' "$O/ttft_spans_$f.txt" | grep hypic
+  done
+  request8_timeline
+  for t in cuda_backend_ops_test cuda_gdn_chunked_test cuda_attention_prefill_test cuda_lightning_test cuda_kda_test \
+           cuda_decode_ops_test cuda_gemm_skinny_test cuda_family_glue_test cuda_model_test; do
+    TEST_TIMEOUT=300 run_test $t
+  done
+  for f in tokens chunked; do
+    HYPIC_CUDA_CHAIN_SPANS=$f run_test engine_model_test '*cuda*:*Cuda*:*CUDA*'
+    mv "$O/engine_model_test.txt" "$O/engine_model_test_$f.txt" 2>/dev/null
+  done
 fi
 if [ "$stage" = admission ]; then
   # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS

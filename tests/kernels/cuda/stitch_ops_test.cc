@@ -30,20 +30,28 @@ DevArray<T> device_array(DevicePool& pool, const std::vector<T>& v) {
 }
 
 // Runs `body` once under each form of a dk = 128 chain (HYPIC_CUDA_CHAIN_TC: the CUDA cores, mma.sync, and
-// the warpgroup form where the device has it), the variable restored after.
+// the warpgroup form where the device has it; the tensor-core forms with their row steps token by token and
+// chunked, HYPIC_CUDA_CHAIN_SPANS), the variables restored after.
 template <class F>
 void for_each_chain_form(F body) {
-  const char* was = std::getenv("HYPIC_CUDA_CHAIN_TC");
-  const std::string saved = was ? was : "";
-  std::vector<const char*> forms{"0", "1"};
-  if (current_device_is_sm90()) forms.push_back("wg");
-  for (const char* f : forms) {
-    SCOPED_TRACE(std::string("HYPIC_CUDA_CHAIN_TC=") + f);
-    setenv("HYPIC_CUDA_CHAIN_TC", f, 1);
+  const char* names[2] = {"HYPIC_CUDA_CHAIN_TC", "HYPIC_CUDA_CHAIN_SPANS"};
+  const char* was[2] = {std::getenv(names[0]), std::getenv(names[1])};
+  const std::string saved[2] = {was[0] ? was[0] : "", was[1] ? was[1] : ""};
+  std::vector<std::pair<const char*, const char*>> forms{{"0", "tokens"}, {"1", "tokens"}, {"1", "chunked"}};
+  if (current_device_is_sm90()) {
+    forms.push_back({"wg", "tokens"});
+    forms.push_back({"wg", "chunked"});
+  }
+  for (const auto& [tc, spans] : forms) {
+    SCOPED_TRACE(std::string("HYPIC_CUDA_CHAIN_TC=") + tc + " HYPIC_CUDA_CHAIN_SPANS=" + spans);
+    setenv(names[0], tc, 1);
+    setenv(names[1], spans, 1);
     body();
   }
-  if (was) setenv("HYPIC_CUDA_CHAIN_TC", saved.c_str(), 1);
-  else unsetenv("HYPIC_CUDA_CHAIN_TC");
+  for (int i = 0; i < 2; ++i) {
+    if (was[i]) setenv(names[i], saved[i].c_str(), 1);
+    else unsetenv(names[i]);
+  }
 }
 
 TEST_F(CudaOps, CausalConvVarlenMatchesCpuPerSequence) {
@@ -204,7 +212,7 @@ TEST_F(CudaOps, StateChainRowSpansFollowTheRecurrentRule) {
     std::vector<float> q, k, v, g, beta;  // q, k [n, Hk, dk] (unit rows, q scaled), v [n, H, dv], g, beta [n, H]
     int64_t n;
   };
-  auto span = [&](int64_t n, uint32_t seed) {
+  auto span = [&](int64_t n, uint32_t seed, float decay) {
     Span sp{hypic::test::randn(n * Hk * dk, seed), hypic::test::randn(n * Hk * dk, seed + 1),
             randn_bf16(n * H * dv, seed + 2), hypic::test::randn(n * H, seed + 3, 0.3f),
             hypic::test::randn(n * H, seed + 4), n};
@@ -217,11 +225,12 @@ TEST_F(CudaOps, StateChainRowSpansFollowTheRecurrentRule) {
       }
     round_bf16(sp.q);
     round_bf16(sp.k);
-    for (auto& x : sp.g) x = -std::fabs(x);                   // log decays
+    for (auto& x : sp.g) x = -std::fabs(x) * decay;           // log decays
     for (auto& x : sp.beta) x = 1.0f / (1.0f + std::exp(-x));  // in (0, 1)
     return sp;
   };
-  // Affine step (T, B) and span steps, in order; spans of 5, 16, 37 and 1 rows.
+  // Affine step (T, B) and span steps, in order; spans of 5, 16, 37 and 1 rows, 9 rows whose state decays by
+  // up to e^-10 a token (the chunked form's e^{G_j} underflow), and 32 (one whole staged piece).
   std::deque<DevArray<float>> keepf;  // a deque: the steps keep pointers into it
   std::deque<DevArray<bf16>> keepb;
   std::vector<StateStep> steps;
@@ -244,9 +253,9 @@ TEST_F(CudaOps, StateChainRowSpansFollowTheRecurrentRule) {
     S = next;
   };
   std::vector<Span> spans;
-  spans.reserve(4);
-  auto rows = [&](int64_t n, uint32_t seed, bool record) {
-    const Span& sp = spans.emplace_back(span(n, seed));
+  spans.reserve(6);
+  auto rows = [&](int64_t n, uint32_t seed, bool record, float decay = 1.0f) {
+    const Span& sp = spans.emplace_back(span(n, seed, decay));
     StateStep s{nullptr, nullptr, nullptr, nullptr, 0};
     s.q = keepb.emplace_back(to_device_bf16(pool, sp.q)).get();
     s.k = keepb.emplace_back(to_device_bf16(pool, sp.k)).get();
@@ -282,6 +291,8 @@ TEST_F(CudaOps, StateChainRowSpansFollowTheRecurrentRule) {
   rows(37, 90, false);
   affine(op(64), hypic::test::randn(ns, 65, 0.3f));
   rows(1, 100, false);
+  rows(9, 110, false, 12.0f);
+  rows(32, 120, false);
   auto dsteps = device_array(pool, steps);
   for_each_chain_form([&] {
   DevArray<float> dS(pool, S0);
