@@ -855,7 +855,67 @@ __device__ __forceinline__ void wg_product(const float* Ts, const float* hi, con
 #endif
 }
 
-template <bool Chunked>
+// T's k-slices s0 .. s0 + 7 of this thread's rows, split into tf32 hi / lo register fragments.
+__device__ __forceinline__ void wg_split_slices(const float* A, int s0, uint32_t (&ah)[8][4], uint32_t (&al)[8][4]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int s = s0 + i;
+    tf32_split(A[8 * s], ah[i][0], al[i][0]);
+    tf32_split(A[8 * kWgLdT + 8 * s], ah[i][1], al[i][1]);
+    tf32_split(A[8 * s + 4], ah[i][2], al[i][2]);
+    tf32_split(A[8 * kWgLdT + 8 * s + 4], ah[i][3], al[i][3]);
+  }
+}
+
+// The three terms of k-slices s0 .. s0 + 7 as one wgmma group.
+__device__ __forceinline__ void wg_issue_slices(float (&acc)[16], const uint32_t (&ah)[8][4], const uint32_t (&al)[8][4],
+                                                uint64_t dh, uint64_t dl, int s0) {
+#if HYPIC_SM90A
+  const auto at = [](int s) { return uint32_t(4096 * (s / 4) + 32 * (s % 4)); };  // slice s of a part, bytes
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sm90::wgmma_m64n32k8_tf32_rs(acc, al[i], sm90::desc_advance(dh, at(s0 + i)));
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[i], sm90::desc_advance(dl, at(s0 + i)));
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[i], sm90::desc_advance(dh, at(s0 + i)));
+  sm90::wgmma_commit();
+#endif
+}
+
+// wg_product in two groups of 8 k-slices (HYPIC_CUDA_CHAIN_WG_GROUPS=2; not yet run on a GPU), each group's T
+// fragments split into registers just before it is issued; `meanwhile` runs while the second group is on the
+// tensor cores, in the first group's registers. The kernel queues the next step's copies there (20 cp.async a
+// thread), which held the one-group form's products back when queued before them.
+template <class F>
+__device__ __forceinline__ void wg_product_two_groups(const float* Ts, const float* hi, const float* lo,
+                                                      float (&acc)[16], F&& meanwhile) {
+#if HYPIC_SM90A
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const float* A = Ts + (64 * (warp / 4) + 16 * (warp % 4) + g) * kWgLdT + t;
+  const uint64_t dh = sm90::desc_sw128(hi, 16, 1024), dl = sm90::desc_sw128(lo, 16, 1024);
+#pragma unroll
+  for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
+  uint32_t ah0[8][4], al0[8][4], ah1[8][4], al1[8][4];
+  wg_split_slices(A, 0, ah0, al0);
+  sm90::wgmma_fence();
+  wg_issue_slices(acc, ah0, al0, dh, dl, 0);
+  wg_split_slices(A, 8, ah1, al1);
+  sm90::wgmma_fence();  // the second group's fragments were written after the first fence
+  wg_issue_slices(acc, ah1, al1, dh, dl, 8);
+  sm90::wgmma_wait<1>();  // the first group is done with its registers
+  sm90::fence_u32(ah0);
+  sm90::fence_u32(al0);
+  meanwhile();
+  sm90::wgmma_wait<0>();
+  sm90::fence_u32(ah1);
+  sm90::fence_u32(al1);
+  sm90::fence_regs(acc);
+#else
+  meanwhile();  // (never launched off sm_90a; the copies are queued all the same)
+#endif
+}
+
+template <bool Chunked, bool TwoGroups>
 __global__ void __launch_bounds__(kChainThreads, 1)
     state_chain_wg_kernel(int H, int Hk, int dv, const StateStep* __restrict__ steps_g, int n, float* __restrict__ S) {
   detail::pdl_wait();
@@ -879,7 +939,9 @@ __global__ void __launch_bounds__(kChainThreads, 1)
     detail::cp_async_wait<0>();        // step st's inputs have landed,
     sm90::fence_proxy_async_shared();  // this thread's writes of the tile are ordered before the products' reads,
     __syncthreads();                   // for every thread, and step st - 1 is done with its buffers
-    tc_prefetch<kWgLdT>(st + 1 < n ? &steps[st + 1] : nullptr, d, slot(st + 1), b_buf(st + 1));
+    // (TwoGroups: a product step queues them under its second group of products instead)
+    if (!TwoGroups || step.n > 0 || step.replace || !step.T)
+      tc_prefetch<kWgLdT>(st + 1 < n ? &steps[st + 1] : nullptr, d, slot(st + 1), b_buf(st + 1));
     if (step.before) wg_tile_copy<false>(hi, lo, step.before + so, dv, c0);
     if (step.n > 0) {  // (wg_rows passes a barrier before it rewrites the tile)
       wg_rows<Chunked>(step, d, slot(st), hi, lo);
@@ -891,7 +953,12 @@ __global__ void __launch_bounds__(kChainThreads, 1)
 #pragma unroll
       for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
     } else if (step.T) {
-      wg_product(slot(st), hi, lo, acc);
+      if constexpr (TwoGroups)
+        wg_product_two_groups(slot(st), hi, lo, acc, [&] {
+          tc_prefetch<kWgLdT>(st + 1 < n ? &steps[st + 1] : nullptr, d, slot(st + 1), b_buf(st + 1));
+        });
+      else
+        wg_product(slot(st), hi, lo, acc);
     } else {
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
@@ -932,6 +999,13 @@ bool spans_chunked() {
   return e && std::strcmp(e, "chunked") == 0;
 }
 
+// The warpgroup form's product step in one group of 48 products (the measured default) or, under
+// HYPIC_CUDA_CHAIN_WG_GROUPS=2, in two with the next step's copies queued under the second.
+bool wg_two_groups() {
+  const char* e = std::getenv("HYPIC_CUDA_CHAIN_WG_GROUPS");
+  return e && std::strcmp(e, "2") == 0;
+}
+
 enum class ChainForm { CudaCores, MmaSync, Warpgroup };
 ChainForm chain_form() {
   const char* e = std::getenv("HYPIC_CUDA_CHAIN_TC");
@@ -960,8 +1034,10 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
     const bool wg = form == ChainForm::Warpgroup;
     HYPIC_CUDA_REQUIRE(!wg || current_device_is_sm90(), "state_chain: the warpgroup form needs an sm_90 device");
     const bool chunked = spans_chunked();
-    auto* kernel = wg ? (chunked ? state_chain_wg_kernel<true> : state_chain_wg_kernel<false>)
-                      : (chunked ? state_chain_tc_kernel<true> : state_chain_tc_kernel<false>);
+    const bool two = wg_two_groups();
+    auto* kernel = !wg ? (chunked ? state_chain_tc_kernel<true> : state_chain_tc_kernel<false>)
+                   : chunked ? (two ? state_chain_wg_kernel<true, true> : state_chain_wg_kernel<true, false>)
+                             : (two ? state_chain_wg_kernel<false, true> : state_chain_wg_kernel<false, false>);
     const size_t smem = wg ? kWgSmem : kTcSmem;
     raise_smem_limit(kernel, smem);
     for (int64_t at = 0; at < n; at += kChainMaxSteps) {

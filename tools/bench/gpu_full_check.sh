@@ -42,7 +42,8 @@
 #                                          # products under ncu, RAG TTFT under both forms, an all-hit request's
 #                                          # timeline; the tensor-parallel test that failed on 2026-12-05 with the
 #                                          # few-row products and the programmatic launches each on and off
-#   tools/bench/gpu_full_check.sh spans  # the chain's row steps token by token and chunked (HYPIC_CUDA_CHAIN_SPANS):
+#   tools/bench/gpu_full_check.sh spans  # the chain's row steps token by token and chunked (HYPIC_CUDA_CHAIN_SPANS),
+#                                        # its warpgroup products in one group or two (HYPIC_CUDA_CHAIN_WG_GROUPS):
 #                                        # the stitch op tests under every form, the tensor-parallel test, the chain
 #                                        # bench and its row spans under ncu, RAG TTFT under both, an all-hit
 #                                        # timeline; then the op, model and engine tests of every kernel whose
@@ -588,10 +589,13 @@ if [ "$stage" = spans ]; then
   step "tensor parallel on one GPU (the prompt's row and 47 teacher-forced steps)"
   "$(bin tensor_parallel_model_test)" --gtest_filter='*CudaRanks*' > "$O/tp.txt" 2>&1
   grep -E "metrics|^\[  (PASSED|FAILED)" "$O/tp.txt"
-  for f in tokens chunked; do
-    step "chain bench, HYPIC_CUDA_CHAIN_SPANS=$f"
-    HYPIC_CUDA_CHAIN_SPANS=$f "$(bin hypic_bench_kernels)" --only chain --iters 20 > "$O/chain_$f.json"
-    grep -o '"variant": "[^"]*", "steps": [0-9]*, "rows": [0-9]*, "ms": [0-9.]*' "$O/chain_$f.json"
+  for g in 1 2; do
+    for f in tokens chunked; do
+      step "chain bench, HYPIC_CUDA_CHAIN_SPANS=$f HYPIC_CUDA_CHAIN_WG_GROUPS=$g"
+      HYPIC_CUDA_CHAIN_SPANS=$f HYPIC_CUDA_CHAIN_WG_GROUPS=$g "$(bin hypic_bench_kernels)" --only chain --iters 20 \
+        > "$O/chain_${f}_g$g.json"
+      grep -o '"variant": "[^"]*", "steps": [0-9]*, "rows": [0-9]*, "ms": [0-9.]*' "$O/chain_${f}_g$g.json"
+    done
   done
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   if [ -n "$NCU" ]; then  # --iters 1: 8 launches a variant (3 warm-up + 5), the 6th of the spans-only variant

@@ -3,6 +3,7 @@
 // CPU conv run on each sequence with its own tail, and the state chain must equal the chain's affine maps
 // applied one by one in fp32.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <deque>
@@ -30,25 +31,29 @@ DevArray<T> device_array(DevicePool& pool, const std::vector<T>& v) {
 }
 
 // Runs `body` once under each form of a dk = 128 chain (HYPIC_CUDA_CHAIN_TC: the CUDA cores, mma.sync, and
-// the warpgroup form where the device has it; the tensor-core forms with their row steps token by token and
-// chunked, HYPIC_CUDA_CHAIN_SPANS), the variables restored after.
+// the warpgroup form where the device has it, its product steps in one group or two,
+// HYPIC_CUDA_CHAIN_WG_GROUPS; the tensor-core forms with their row steps token by token and chunked,
+// HYPIC_CUDA_CHAIN_SPANS), the variables restored after.
 template <class F>
 void for_each_chain_form(F body) {
-  const char* names[2] = {"HYPIC_CUDA_CHAIN_TC", "HYPIC_CUDA_CHAIN_SPANS"};
-  const char* was[2] = {std::getenv(names[0]), std::getenv(names[1])};
-  const std::string saved[2] = {was[0] ? was[0] : "", was[1] ? was[1] : ""};
-  std::vector<std::pair<const char*, const char*>> forms{{"0", "tokens"}, {"1", "tokens"}, {"1", "chunked"}};
-  if (current_device_is_sm90()) {
-    forms.push_back({"wg", "tokens"});
-    forms.push_back({"wg", "chunked"});
+  const char* names[3] = {"HYPIC_CUDA_CHAIN_TC", "HYPIC_CUDA_CHAIN_SPANS", "HYPIC_CUDA_CHAIN_WG_GROUPS"};
+  const char* was[3];
+  std::string saved[3];
+  for (int i = 0; i < 3; ++i) {
+    was[i] = std::getenv(names[i]);
+    saved[i] = was[i] ? was[i] : "";
   }
-  for (const auto& [tc, spans] : forms) {
-    SCOPED_TRACE(std::string("HYPIC_CUDA_CHAIN_TC=") + tc + " HYPIC_CUDA_CHAIN_SPANS=" + spans);
-    setenv(names[0], tc, 1);
-    setenv(names[1], spans, 1);
+  std::vector<std::array<const char*, 3>> forms{{"0", "tokens", "1"}, {"1", "tokens", "1"}, {"1", "chunked", "1"}};
+  if (current_device_is_sm90())
+    for (const char* groups : {"1", "2"})
+      for (const char* spans : {"tokens", "chunked"}) forms.push_back({"wg", spans, groups});
+  for (const auto& f : forms) {
+    SCOPED_TRACE(std::string("HYPIC_CUDA_CHAIN_TC=") + f[0] + " HYPIC_CUDA_CHAIN_SPANS=" + f[1] +
+                 " HYPIC_CUDA_CHAIN_WG_GROUPS=" + f[2]);
+    for (int i = 0; i < 3; ++i) setenv(names[i], f[i], 1);
     body();
   }
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 3; ++i) {
     if (was[i]) setenv(names[i], saved[i].c_str(), 1);
     else unsetenv(names[i]);
   }
