@@ -259,9 +259,7 @@ void launch(const CUtensorMap& wmap, const bf16* x, int64_t K, const int32_t* sr
   const int64_t items = slots * (N / (kSwiGlu ? kBN / 2 : kBN));
   HYPIC_CUDA_REQUIRE(slots > 0 && items < (int64_t{1} << 31) && K < (int64_t{1} << 31) && N < (int64_t{1} << 30),
                      std::string(what) + ": shape too large");
-  int dev = 0, sms = 0;
-  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = detail::device_sm_count();
   const int64_t grid = items < sms ? items : sms;
   if (epilogue_form() == kDirect)
     launch_form<kSwiGlu, kDirect>(wmap, x, K, src, offsets, tiles, slots, N, out, grid, stream);

@@ -9,11 +9,28 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "kernels/cuda/check.h"
 
 namespace hypic::cuda::detail {
+
+// The current device's SM count, asked once per device.
+inline int device_sm_count() {
+  static std::mutex mu;
+  static std::map<int, int> sms;
+  int dev = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> g(mu);
+  auto it = sms.find(dev);
+  if (it != sms.end()) return it->second;
+  int n = 0;
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  sms[dev] = n;
+  return n;
+}
 
 // HYPIC_CUDA_PDL_CHAIN=0 launches the step's small kernels the ordinary way (A/B runs); read once.
 inline bool pdl_chain_enabled() {

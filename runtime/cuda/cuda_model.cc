@@ -978,7 +978,8 @@ void CudaModel::attention_core(int layer, CudaActivations& s, int64_t row0, int6
   HYPIC_ASSERT(row0 >= 0 && n > 0 && row0 + n <= s.T, "attention_core: rows out of range");
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim, row = Hkv * hd;
   cudaStream_t cs = stream_;
-  kv.append(s.kn.as<bf16>() + row0 * row, s.vn.as<bf16>() + row0 * row, s.posp() + row0, n, row, cs);
+  kv.append(s.kn.as<bf16>() + row0 * row, s.vn.as<bf16>() + row0 * row, s.posp() + row0, n, row, cs,
+            /*device_positions=*/true);
   const bf16* q = queries(s) + row0 * H * hd;
   bf16* att = s.att.as<bf16>() + row0 * H * hd;
   const int64_t* qpos = s.posp() + row0;

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/param_copies.h"
 #include "kernels/cuda/types.h"
 #include "kernels/dtype.h"
 
@@ -47,10 +48,19 @@ void CudaAttentionLayerState::reserve(int64_t needed, int64_t row_elems, cudaStr
 }
 
 void CudaAttentionLayerState::append(const void* k_rows, const void* v_rows, const int64_t* positions, int64_t n,
-                                     int64_t row_elems, cudaStream_t stream) {
+                                     int64_t row_elems, cudaStream_t stream, bool device_positions) {
   if (n <= 0) return;
   reserve(rows + n, row_elems, stream);
   const size_t row_bytes = sizeof(cuda::bf16) * row_elems;
+  if (device_positions) {  // one launch for the three (three copies on the stream each cost idle device around them)
+    const cuda::CopyRegion r[3] = {
+        {k_rows, static_cast<char*>(k.get()) + row_bytes * rows, static_cast<int64_t>(row_bytes * n)},
+        {v_rows, static_cast<char*>(v.get()) + row_bytes * rows, static_cast<int64_t>(row_bytes * n)},
+        {positions, pos.as<int64_t>() + rows, static_cast<int64_t>(sizeof(int64_t) * n)}};
+    cuda::copy_regions(r, 3, stream);
+    rows += n;
+    return;
+  }
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(k.get()) + row_bytes * rows, k_rows, row_bytes * n,
                                    cudaMemcpyDeviceToDevice, stream));
   HYPIC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(v.get()) + row_bytes * rows, v_rows, row_bytes * n,

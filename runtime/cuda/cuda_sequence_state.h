@@ -36,9 +36,10 @@ struct CudaAttentionLayerState {
   // Makes room for `needed` rows of `row_elems` elements each, keeping the existing rows (work ordered
   // on `stream`).
   void reserve(int64_t needed, int64_t row_elems, cudaStream_t stream);
-  // Appends n rows: k, v [n, row_elems] bf16 on the device, positions [n] int64 on the host or the device.
+  // Appends n rows: k, v [n, row_elems] bf16 on the device, positions [n] int64 on the host, or on the device
+  // where `device_positions` says so.
   void append(const void* k_rows, const void* v_rows, const int64_t* positions, int64_t n, int64_t row_elems,
-              cudaStream_t stream);
+              cudaStream_t stream, bool device_positions = false);
 };
 
 class CudaSequenceState : public State {

@@ -41,18 +41,30 @@ class CudaSequenceStateTest : public ::testing::TestWithParam<bool> {
   std::shared_ptr<cuda::Stream> owner_;
 };
 
-// Appends n rows (seeded by layer and round) to layer l of s, through device buffers, recording them in `want`.
+// Appends n rows (seeded by layer and round) to layer l of s, through device buffers, recording them in `want`;
+// the positions from the host, or from the device (odd seeds: append's one-launch form).
 void append_rows(CudaSequenceState& s, int l, int64_t n, int seed, std::vector<std::vector<uint16_t>>& want,
-                 cudaStream_t stream) {
+                 std::vector<std::vector<int64_t>>& want_pos, cudaStream_t stream) {
   const std::vector<uint16_t> k = rows_of(n, seed), v = rows_of(n, seed + 1000);
   std::vector<int64_t> pos(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = s.attn[static_cast<size_t>(l)].rows + i;
-  DeviceMemory dk(2 * k.size()), dv(2 * v.size());
+  for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = 3 * (s.attn[static_cast<size_t>(l)].rows + i) + seed;
+  DeviceMemory dk(2 * k.size()), dv(2 * v.size()), dp(sizeof(int64_t) * pos.size());
   HYPIC_CUDA_CHECK(cudaMemcpy(dk.get(), k.data(), 2 * k.size(), cudaMemcpyHostToDevice));
   HYPIC_CUDA_CHECK(cudaMemcpy(dv.get(), v.data(), 2 * v.size(), cudaMemcpyHostToDevice));
-  s.attn[static_cast<size_t>(l)].append(dk.get(), dv.get(), pos.data(), n, kRow, stream);
+  HYPIC_CUDA_CHECK(cudaMemcpy(dp.get(), pos.data(), sizeof(int64_t) * pos.size(), cudaMemcpyHostToDevice));
+  const bool on_device = seed % 2 == 1;
+  s.attn[static_cast<size_t>(l)].append(dk.get(), dv.get(), on_device ? dp.as<int64_t>() : pos.data(), n, kRow, stream,
+                                        on_device);
   HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the source buffers go
   want[static_cast<size_t>(l)].insert(want[static_cast<size_t>(l)].end(), k.begin(), k.end());
+  want_pos[static_cast<size_t>(l)].insert(want_pos[static_cast<size_t>(l)].end(), pos.begin(), pos.end());
+}
+
+std::vector<int64_t> download_positions(const CudaAttentionLayerState& a, cudaStream_t stream) {
+  HYPIC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<int64_t> h(static_cast<size_t>(a.rows));
+  HYPIC_CUDA_CHECK(cudaMemcpy(h.data(), a.pos.get(), sizeof(int64_t) * h.size(), cudaMemcpyDeviceToHost));
+  return h;
 }
 
 TEST_P(CudaSequenceStateTest, GroupedReservationKeepsRowsThroughGrowthAndClones) {
@@ -65,6 +77,7 @@ TEST_P(CudaSequenceStateTest, GroupedReservationKeepsRowsThroughGrowthAndClones)
   for (auto& a : s.attn) a.stream = owner_;
   const std::vector<int> layers{0, 2, 3};
   std::vector<std::vector<uint16_t>> want(4);
+  std::vector<std::vector<int64_t>> want_pos(4);
 
   s.reserve_attention(layers, 100, kRow, stream);
   for (int l : layers) {
@@ -74,7 +87,7 @@ TEST_P(CudaSequenceStateTest, GroupedReservationKeepsRowsThroughGrowthAndClones)
   EXPECT_EQ(s.attn[1].capacity, 0) << "a layer not named is left alone";
   const void* block = s.attn[0].group.get();
   EXPECT_EQ(s.attn[2].group.get(), block);
-  for (int l : layers) append_rows(s, l, 70 + l, l, want, stream);
+  for (int l : layers) append_rows(s, l, 70 + l, l, want, want_pos, stream);
 
   // Room already there: nothing moves.
   s.reserve_attention(layers, 200, kRow, stream);
@@ -88,19 +101,20 @@ TEST_P(CudaSequenceStateTest, GroupedReservationKeepsRowsThroughGrowthAndClones)
     EXPECT_GE(a.capacity, 600);
     EXPECT_EQ(download_rows(a.k, a.rows, stream), want[static_cast<size_t>(l)]) << "layer " << l;
   }
-  for (int l : layers) append_rows(s, l, 300, 10 + l, want, stream);
+  for (int l : layers) append_rows(s, l, 300, 10 + l, want, want_pos, stream);
 
   // One layer grows alone: it leaves the shared block, the others keep it.
   s.attn[2].reserve(2000, kRow, stream);
   EXPECT_FALSE(s.attn[2].group);
   EXPECT_TRUE(s.attn[0].group);
-  append_rows(s, 2, 900, 20, want, stream);
+  append_rows(s, 2, 900, 20, want, want_pos, stream);
 
   const CudaSequenceState c = s.clone(stream);
   for (int l : layers) {
     const auto& a = s.attn[static_cast<size_t>(l)];
     const auto& b = c.attn[static_cast<size_t>(l)];
     EXPECT_EQ(download_rows(a.k, a.rows, stream), want[static_cast<size_t>(l)]) << "layer " << l;
+    EXPECT_EQ(download_positions(a, stream), want_pos[static_cast<size_t>(l)]) << "layer " << l;
     EXPECT_EQ(b.rows, a.rows);
     EXPECT_EQ(download_rows(b.k, b.rows, stream), want[static_cast<size_t>(l)]) << "clone, layer " << l;
   }
