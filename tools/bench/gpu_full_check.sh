@@ -125,6 +125,29 @@ ttft_bench() {
     --turns 8 | tee "$O/bench_ttft.json"
 }
 
+# RAG TTFT once per value of an environment variable: rag_ttft_under VAR TAG VALUE... (outputs ttft_TAG<VALUE>.*)
+rag_ttft_under() {
+  local var=$1 tag=$2 v; shift 2
+  for v in "$@"; do
+    step "RAG TTFT, $var=$v"
+    env "$var=$v" "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag \
+      --requests 8 > "$O/ttft_$tag$v.json" 2> "$O/ttft_$tag$v.txt"
+    grep -oE '"mode": "[a-z]+", "ttft_ms": \{[^}]*\}' "$O/ttft_$tag$v.json"; grep 'measured request' "$O/ttft_$tag$v.txt" | grep hypic
+  done
+}
+
+# Nsight Compute's full set on one launch of the chain bench (--iters 1: 8 launches a variant, 3 warm-up + 5, in
+# the order whole, products only, row spans only): chain_ncu VAR=VALUE LAUNCH_SKIP OUTPUT
+chain_ncu() {
+  local ncu; ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { echo "no ncu"; return; }
+  step "ncu full set: the chain bench's launch $(($2 + 1)), $1"
+  env "$1" timeout 120 "$ncu" --set full --import-source no -k regex:state_chain --launch-skip "$2" --launch-count 1 \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+    "$(bin hypic_bench_kernels)" --only chain --iters 1 > "$O/$3" 2>&1
+  grep -E "Duration|Issued Ipc|Executed Instructions  |Warp Cycles Per Issued|Local Memory Spilling Req" "$O/$3" | head
+}
+
 # Most important first: a call cut short by its time limit still returns what $O holds by then.
 if [ "$stage" = test ] || [ "$stage" = all ]; then
   # The engine and multi-turn tests are typed over devices: their CUDA cases (the CPU ones run in CI).
@@ -566,20 +589,8 @@ if [ "$stage" = chainwg ]; then
     HYPIC_CUDA_CHAIN_TC=$f "$(bin hypic_bench_kernels)" --only chain --iters 20 > "$O/chain_$f.json"
     grep -o '"variant": "[^"]*", "steps": [0-9]*, "rows": [0-9]*, "ms": [0-9.]*' "$O/chain_$f.json"
   done
-  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  if [ -n "$NCU" ]; then  # --iters 1: the 6th launch of the products-only variant
-    step "ncu full set: the warpgroup form's products"
-    HYPIC_CUDA_CHAIN_TC=wg timeout 120 "$NCU" --set full --import-source no -k regex:state_chain --launch-skip 13 \
-      --launch-count 1 --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
-      "$(bin hypic_bench_kernels)" --only chain --iters 1 > "$O/ncu_chain_products.txt" 2>&1
-    grep -E "Duration|Issued Ipc|Warp Cycles Per Issued|Local Memory Spilling Req" "$O/ncu_chain_products.txt" | head
-  fi
-  for f in 1 wg; do
-    step "RAG TTFT, HYPIC_CUDA_CHAIN_TC=$f"
-    HYPIC_CUDA_CHAIN_TC=$f "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag \
-      --requests 8 > "$O/ttft_chain$f.json" 2> "$O/ttft_chain$f.txt"
-    grep -oE '"mode": "[a-z]+", "ttft_ms": \{[^}]*\}' "$O/ttft_chain$f.json"; grep 'measured request' "$O/ttft_chain$f.txt" | grep hypic
-  done
+  chain_ncu HYPIC_CUDA_CHAIN_TC=wg 13 ncu_chain_products.txt  # the 6th launch of the products-only variant
+  rag_ttft_under HYPIC_CUDA_CHAIN_TC chain 1 wg
   request8_timeline
   run_test cuda_model_test
   run_test engine_model_test '*cuda*:*Cuda*:*CUDA*'
@@ -597,23 +608,8 @@ if [ "$stage" = spans ]; then
       grep -o '"variant": "[^"]*", "steps": [0-9]*, "rows": [0-9]*, "ms": [0-9.]*' "$O/chain_${f}_g$g.json"
     done
   done
-  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  if [ -n "$NCU" ]; then  # --iters 1: 8 launches a variant (3 warm-up + 5), the 6th of the spans-only variant
-    for f in tokens chunked; do
-      step "ncu full set: the row spans, $f"
-      HYPIC_CUDA_CHAIN_SPANS=$f timeout 120 "$NCU" --set full --import-source no -k regex:state_chain --launch-skip 21 \
-        --launch-count 1 --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
-        "$(bin hypic_bench_kernels)" --only chain --iters 1 > "$O/ncu_spans_$f.txt" 2>&1
-      grep -E "Duration|Issued Ipc|Executed Instructions  |Warp Cycles Per Issued|Local Memory Spilling Req" \
-        "$O/ncu_spans_$f.txt" | head
-    done
-  fi
-  for f in tokens chunked; do
-    step "RAG TTFT, HYPIC_CUDA_CHAIN_SPANS=$f"
-    HYPIC_CUDA_CHAIN_SPANS=$f "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag \
-      --requests 8 > "$O/ttft_spans_$f.json" 2> "$O/ttft_spans_$f.txt"
-    grep -oE '"mode": "[a-z]+", "ttft_ms": \{[^}]*\}' "$O/ttft_spans_$f.json"; grep 'measured request' "$O/ttft_spans_$f.txt" | grep hypic
-  done
+  for f in tokens chunked; do chain_ncu HYPIC_CUDA_CHAIN_SPANS=$f 21 ncu_spans_$f.txt; done  # the spans' 6th launch
+  rag_ttft_under HYPIC_CUDA_CHAIN_SPANS spans_ tokens chunked
   request8_timeline
   for t in cuda_backend_ops_test cuda_gdn_chunked_test cuda_attention_prefill_test cuda_lightning_test cuda_kda_test \
            cuda_decode_ops_test cuda_gemm_skinny_test cuda_family_glue_test cuda_model_test; do
