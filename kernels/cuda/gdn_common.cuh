@@ -7,11 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/mma.cuh"
 
 namespace hypic::cuda::gdn {
@@ -221,12 +220,6 @@ __device__ __forceinline__ void store_tile16(bf16* dst, int64_t dst_ld, const bf
 }
 
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-
-// True when environment variable `name` is set to `value` (the kernels' A/B switches).
-inline bool env_is(const char* name, const char* value) {
-  const char* e = std::getenv(name);
-  return e && std::strcmp(e, value) == 0;
-}
 
 // ---------------------------------------------------------------------------------------------------
 // The state walk's chunk bookkeeping, shared by its two forms (gdn_state.cu, gdn_state_sm90.cu).

@@ -9,12 +9,11 @@
 // Row steps (a seam's or the question's tokens) are the same in all: the gated delta rule token by token
 // on the tile held in registers, 8 lanes a column.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/engine_state_ops.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/sm90.cuh"
@@ -131,6 +130,30 @@ __device__ __forceinline__ void bf16x4_to_float(const bf16* p, float* x) {
 constexpr int kChainLaneRows = 16;
 static_assert(kChainLaneRows * 8 == kChainMaxDk, "8 lanes cover a column's dk rows");
 
+// A row step's tokens t0 .. t0 + m after its first stage: staged into `s` once every warp is done with the
+// previous ones (their outputs written out), landed for every thread on return.
+__device__ __forceinline__ void chain_restage(const StateStep& step, const ChainDims& d, int t0, int m,
+                                              const ChainStage& s) {
+  __syncthreads();
+  chain_stage_rows(step, d, t0, m, s);
+  detail::cp_async_commit();
+  detail::cp_async_wait<0>();
+  __syncthreads();
+}
+
+// The staged outputs of tokens t0 .. t0 + m (fp32 in the stage) out as bf16, once every warp has staged its own.
+__device__ __forceinline__ void chain_write_outputs(const StateStep& step, const ChainDims& d, int t0, int m,
+                                                    const ChainStage& s) {
+  __syncthreads();
+  const int ldv = d.H * d.dv;
+  for (int e = threadIdx.x; e < m * (kChainCols / 2); e += kChainThreads) {
+    const int j = e / (kChainCols / 2), c = 2 * (e % (kChainCols / 2));
+    if (d.c0 + c < d.dv)
+      *reinterpret_cast<__nv_bfloat162*>(step.o + size_t(t0 + j) * ldv + size_t(d.h) * d.dv + d.c0 + c) =
+          __floats2bfloat162_rn(s.o[j * kChainCols + c], s.o[j * kChainCols + c + 1]);
+  }
+}
+
 // The tokens of a row step on a lane's 16 entries st of the tile's column `col`: four groups of four
 // consecutive rows, group g at rows base[g] .. + 3 (valid[g] false: past dk, entries zero and inputs unread).
 // The step's first kChainStage tokens are already in the stage of `slot`; 8 lanes share a column (lanes
@@ -143,16 +166,9 @@ __device__ __forceinline__ void chain_row_tokens(const StateStep& step, const Ch
                                                  const bool (&valid)[4], int col) {
   const int lane = threadIdx.x % 32, dk = d.dk;
   const ChainStage s = chain_stage(slot, dk);
-  const int ldv = d.H * d.dv;
   for (int t0 = 0; t0 < step.n; t0 += kChainStage) {
     const int m = min(kChainStage, step.n - t0);
-    if (t0 > 0) {
-      __syncthreads();  // the previous tokens' stage is consumed (outputs written out)
-      chain_stage_rows(step, d, t0, m, s);
-      detail::cp_async_commit();
-      detail::cp_async_wait<0>();
-      __syncthreads();
-    }
+    if (t0 > 0) chain_restage(step, d, t0, m, s);
 #pragma unroll 2  // the next token's loads and products of q and k overlap this token's reductions
     for (int j = 0; j < m; ++j) {
       const float a = expf(s.g[j]), beta = s.beta[j], v = __bfloat162float(s.v[j * kChainCols + col]);
@@ -188,13 +204,7 @@ __device__ __forceinline__ void chain_row_tokens(const StateStep& step, const Ch
 #pragma unroll
       for (int i = 0; i < kChainLaneRows; ++i) st[i] = fmaf(a, st[i], k[i] * u);
     }
-    __syncthreads();  // every warp's outputs are staged
-    for (int e = threadIdx.x; e < m * (kChainCols / 2); e += kChainThreads) {
-      const int j = e / (kChainCols / 2), c = 2 * (e % (kChainCols / 2));
-      if (d.c0 + c < d.dv)
-        *reinterpret_cast<__nv_bfloat162*>(step.o + size_t(t0 + j) * ldv + size_t(d.h) * d.dv + d.c0 + c) =
-            __floats2bfloat162_rn(s.o[j * kChainCols + c], s.o[j * kChainCols + c + 1]);
-    }
+    chain_write_outputs(step, d, t0, m, s);
   }
 }
 
@@ -215,19 +225,13 @@ struct ChainChunk {
   float *eg, *egm;  // [kChainStage]: e^{G_j}; e^{G_{m-1} - G_j}
 };
 constexpr int kChunkLd = kChainStage + 1;  // a column's eight lanes read eight rows of A: eight banks
-__host__ __device__ constexpr size_t chain_chunk_floats() {
-  return (chain_stage_bytes(128) + 15) / 16 * 4 + 2 * size_t(kChainStage) * 128 + 2 * size_t(kChainStage) * kChunkLd +
-         2 * size_t(kChainStage);
-}
+// Float offsets in the slot: past the staged tokens (16-byte aligned), k, q, A, B, eg, egm, the end.
+constexpr size_t kChunkK = (chain_stage_bytes(128) + 15) / 16 * 4, kChunkQ = kChunkK + size_t(kChainStage) * 128,
+                 kChunkA = kChunkQ + size_t(kChainStage) * 128, kChunkB = kChunkA + size_t(kChainStage) * kChunkLd,
+                 kChunkEg = kChunkB + size_t(kChainStage) * kChunkLd, kChunkEgm = kChunkEg + kChainStage,
+                 kChunkEnd = kChunkEgm + kChainStage;
 __device__ __forceinline__ ChainChunk chain_chunk(float* slot) {
-  ChainChunk c;
-  c.k = slot + (chain_stage_bytes(128) + 15) / 16 * 4;  // past the staged tokens, 16-byte aligned
-  c.q = c.k + kChainStage * 128;
-  c.A = c.q + kChainStage * 128;
-  c.B = c.A + kChainStage * kChunkLd;
-  c.eg = c.B + kChainStage * kChunkLd;
-  c.egm = c.eg + kChainStage;
-  return c;
+  return {slot + kChunkK, slot + kChunkQ, slot + kChunkA, slot + kChunkB, slot + kChunkEg, slot + kChunkEgm};
 }
 
 // Sums of v[0..7] over a column's eight lanes (lanes 8 c .. 8 c + 7), scattered: lane 8 c + r returns the sum of
@@ -251,16 +255,9 @@ __device__ __forceinline__ void chain_row_chunks(const StateStep& step, const Ch
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, r8 = lane % 8, grp = lane & ~7;
   const ChainStage s = chain_stage(slot, 128);
   const ChainChunk c = chain_chunk(slot);
-  const int ldv = d.H * d.dv;
   for (int t0 = 0; t0 < step.n; t0 += kChainStage) {
     const int m = min(kChainStage, step.n - t0);
-    if (t0 > 0) {
-      __syncthreads();  // the previous piece is consumed (outputs written out, its fp32 rows read)
-      chain_stage_rows(step, d, t0, m, s);
-      detail::cp_async_commit();
-      detail::cp_async_wait<0>();
-      __syncthreads();
-    }
+    if (t0 > 0) chain_restage(step, d, t0, m, s);  // (the previous piece's fp32 rows are read by then too)
     // The piece's q and k in fp32; the decays' running sums (warp 0).
     for (int e = threadIdx.x; e < m * 32; e += kChainThreads) {
       const int j = e / 32, i = 4 * (e % 32);
@@ -398,13 +395,7 @@ __device__ __forceinline__ void chain_row_chunks(const StateStep& step, const Ch
         }
       }
     }
-    __syncthreads();  // every warp's outputs are staged
-    for (int e = threadIdx.x; e < m * (kChainCols / 2); e += kChainThreads) {
-      const int j = e / (kChainCols / 2), cc = 2 * (e % (kChainCols / 2));
-      if (d.c0 + cc < d.dv)
-        *reinterpret_cast<__nv_bfloat162*>(step.o + size_t(t0 + j) * ldv + size_t(d.h) * d.dv + d.c0 + cc) =
-            __floats2bfloat162_rn(s.o[j * kChainCols + cc], s.o[j * kChainCols + cc + 1]);
-    }
+    chain_write_outputs(step, d, t0, m, s);
   }
 }
 
@@ -763,7 +754,7 @@ constexpr size_t kWgPart = size_t(kChainCols) * kTcDk;  // floats: one of S's tw
 static_assert(chain_stage_bytes(kTcDk) <= kWgSlot * sizeof(float), "a row step's stage fits in a T slot");
 // The parts first (1024-byte aligned: the alignment slack is the last term), then two slots and two B tiles.
 constexpr size_t kWgSmem = sizeof(float) * (2 * kWgPart + 2 * kWgSlot + 2 * size_t(kTcDk) * kTcLdB) + 1024;
-static_assert(chain_chunk_floats() <= kWgSlot && chain_chunk_floats() <= kTcSlot,
+static_assert(kChunkEnd <= kWgSlot && kChunkEnd <= kTcSlot,
               "a chunked row step's fp32 rows and Gram matrices fit in a T slot beside its stage");
 
 // Float offset of S's (row k, column n) in a part.
@@ -821,40 +812,6 @@ __device__ __forceinline__ void wg_rows(const StateStep& step, const ChainDims& 
       });
 }
 
-// A product step's T S into acc (the wgmma accumulator layout: acc[4 j + 2 h + e] = (row r0 + 8 h, column
-// 8 j + 2 t + e), r0 = 64 w + 16 (warp % 4) + g). The warpgroup's 16 k-slices of T are all split into
-// registers first (128 of them), then the 48 products issued as one group.
-__device__ __forceinline__ void wg_product(const float* Ts, const float* hi, const float* lo, float (&acc)[16]) {
-#if HYPIC_SM90A
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const float* A = Ts + (64 * (warp / 4) + 16 * (warp % 4) + g) * kWgLdT + t;
-  uint32_t ah[kTcDk / 8][4], al[kTcDk / 8][4];
-#pragma unroll
-  for (int s = 0; s < kTcDk / 8; ++s) {
-    tf32_split(A[8 * s], ah[s][0], al[s][0]);
-    tf32_split(A[8 * kWgLdT + 8 * s], ah[s][1], al[s][1]);
-    tf32_split(A[8 * s + 4], ah[s][2], al[s][2]);
-    tf32_split(A[8 * kWgLdT + 8 * s + 4], ah[s][3], al[s][3]);
-  }
-#pragma unroll
-  for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
-  const uint64_t dh = sm90::desc_sw128(hi, 16, 1024), dl = sm90::desc_sw128(lo, 16, 1024);
-  const auto at = [](int s) { return uint32_t(4096 * (s / 4) + 32 * (s % 4)); };  // slice s of a part, bytes
-  sm90::wgmma_fence();
-#pragma unroll
-  for (int s = 0; s < kTcDk / 8; ++s) sm90::wgmma_m64n32k8_tf32_rs(acc, al[s], sm90::desc_advance(dh, at(s)));
-#pragma unroll
-  for (int s = 0; s < kTcDk / 8; ++s) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[s], sm90::desc_advance(dl, at(s)));
-#pragma unroll
-  for (int s = 0; s < kTcDk / 8; ++s) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[s], sm90::desc_advance(dh, at(s)));
-  sm90::wgmma_commit();
-  sm90::wgmma_wait<0>();
-  sm90::fence_u32(ah);
-  sm90::fence_u32(al);
-  sm90::fence_regs(acc);
-#endif
-}
-
 // T's k-slices s0 .. s0 + 7 of this thread's rows, split into tf32 hi / lo register fragments.
 __device__ __forceinline__ void wg_split_slices(const float* A, int s0, uint32_t (&ah)[8][4], uint32_t (&al)[8][4]) {
 #pragma unroll
@@ -865,6 +822,37 @@ __device__ __forceinline__ void wg_split_slices(const float* A, int s0, uint32_t
     tf32_split(A[8 * s + 4], ah[i][2], al[i][2]);
     tf32_split(A[8 * kWgLdT + 8 * s + 4], ah[i][3], al[i][3]);
   }
+}
+
+// A product step's T S into acc (the wgmma accumulator layout: acc[4 j + 2 h + e] = (row r0 + 8 h, column
+// 8 j + 2 t + e), r0 = 64 w + 16 (warp % 4) + g). The warpgroup's 16 k-slices of T are all split into
+// registers first (128 of them), then the 48 products issued as one group.
+__device__ __forceinline__ void wg_product(const float* Ts, const float* hi, const float* lo, float (&acc)[16]) {
+#if HYPIC_SM90A
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const float* A = Ts + (64 * (warp / 4) + 16 * (warp % 4) + g) * kWgLdT + t;
+  uint32_t ah[2][8][4], al[2][8][4];  // slice s at [s / 8][s % 8]
+  wg_split_slices(A, 0, ah[0], al[0]);
+  wg_split_slices(A, 8, ah[1], al[1]);
+#pragma unroll
+  for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
+  const uint64_t dh = sm90::desc_sw128(hi, 16, 1024), dl = sm90::desc_sw128(lo, 16, 1024);
+  const auto at = [](int s) { return uint32_t(4096 * (s / 4) + 32 * (s % 4)); };  // slice s of a part, bytes
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < kTcDk / 8; ++s) sm90::wgmma_m64n32k8_tf32_rs(acc, al[s / 8][s % 8], sm90::desc_advance(dh, at(s)));
+#pragma unroll
+  for (int s = 0; s < kTcDk / 8; ++s) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[s / 8][s % 8], sm90::desc_advance(dl, at(s)));
+#pragma unroll
+  for (int s = 0; s < kTcDk / 8; ++s) sm90::wgmma_m64n32k8_tf32_rs(acc, ah[s / 8][s % 8], sm90::desc_advance(dh, at(s)));
+  sm90::wgmma_commit();
+  sm90::wgmma_wait<0>();
+  sm90::fence_u32(ah[0]);
+  sm90::fence_u32(ah[1]);
+  sm90::fence_u32(al[0]);
+  sm90::fence_u32(al[1]);
+  sm90::fence_regs(acc);
+#endif
 }
 
 // The three terms of k-slices s0 .. s0 + 7 as one wgmma group.
@@ -990,28 +978,16 @@ __global__ void __launch_bounds__(kChainThreads, 1)
   wg_tile_copy<false>(hi, lo, S + so, dv, c0);
 }
 
-// Which form takes a dk = 128 chain: HYPIC_CUDA_CHAIN_TC=0 the CUDA cores, =1 the mma.sync form, =wg (or unset
-// on sm_90) the warpgroup form. Read at every call (the op tests run each form).
 // How the tensor-core forms walk a row step: HYPIC_CUDA_CHAIN_SPANS=chunked takes each staged piece of tokens
-// at once (chain_row_chunks), anything else token by token. Read at every call (the op tests run both).
-bool spans_chunked() {
-  const char* e = std::getenv("HYPIC_CUDA_CHAIN_SPANS");
-  return e && std::strcmp(e, "chunked") == 0;
-}
-
-// The warpgroup form's product step in one group of 48 products (the measured default) or, under
-// HYPIC_CUDA_CHAIN_WG_GROUPS=2, in two with the next step's copies queued under the second.
-bool wg_two_groups() {
-  const char* e = std::getenv("HYPIC_CUDA_CHAIN_WG_GROUPS");
-  return e && std::strcmp(e, "2") == 0;
-}
-
+// at once (chain_row_chunks), anything else token by token. The warpgroup form's product step: one group of 48
+// products (the measured default) or, under HYPIC_CUDA_CHAIN_WG_GROUPS=2, two with the next step's copies
+// queued under the second. Which form takes a dk = 128 chain: HYPIC_CUDA_CHAIN_TC=0 the CUDA cores, =1 the
+// mma.sync form, =wg (or unset on sm_90) the warpgroup form. All read at every call (the op tests run each).
 enum class ChainForm { CudaCores, MmaSync, Warpgroup };
 ChainForm chain_form() {
-  const char* e = std::getenv("HYPIC_CUDA_CHAIN_TC");
-  if (e && std::strcmp(e, "0") == 0) return ChainForm::CudaCores;
-  if (e && std::strcmp(e, "1") == 0) return ChainForm::MmaSync;
-  if (e && std::strcmp(e, "wg") == 0) return ChainForm::Warpgroup;
+  if (env_is("HYPIC_CUDA_CHAIN_TC", "0")) return ChainForm::CudaCores;
+  if (env_is("HYPIC_CUDA_CHAIN_TC", "1")) return ChainForm::MmaSync;
+  if (env_is("HYPIC_CUDA_CHAIN_TC", "wg")) return ChainForm::Warpgroup;
   return current_device_is_sm90() ? ChainForm::Warpgroup : ChainForm::MmaSync;
 }
 
@@ -1033,8 +1009,8 @@ void state_chain(int64_t H, int64_t dk, int64_t dv, const StateStep* steps, int6
   if (form != ChainForm::CudaCores) {  // the two tensor-core forms take the same arguments
     const bool wg = form == ChainForm::Warpgroup;
     HYPIC_CUDA_REQUIRE(!wg || current_device_is_sm90(), "state_chain: the warpgroup form needs an sm_90 device");
-    const bool chunked = spans_chunked();
-    const bool two = wg_two_groups();
+    const bool chunked = env_is("HYPIC_CUDA_CHAIN_SPANS", "chunked");
+    const bool two = env_is("HYPIC_CUDA_CHAIN_WG_GROUPS", "2");
     auto* kernel = !wg ? (chunked ? state_chain_tc_kernel<true> : state_chain_tc_kernel<false>)
                    : chunked ? (two ? state_chain_wg_kernel<true, true> : state_chain_wg_kernel<true, false>)
                              : (two ? state_chain_wg_kernel<false, true> : state_chain_wg_kernel<false, false>);
