@@ -207,18 +207,27 @@ TEST_F(CudaOps, MoeDecodeEqualsRouteSmallExpertsAndResidual) {
     a.h = h_got.get();
     a.ids = ids_got.get();
     a.weights = w_got.get();
-    moe_decode(a, st);
-    st.synchronize();
-    EXPECT_EQ(ids_got.download(), ids_ref.download());
-    EXPECT_EQ(w_got.download(), w_ref.download());
-    EXPECT_EQ(from_device_bf16(act_got), from_device_bf16(act_ref));
-    const auto got = h_got.download(), want = h_ref.download();
-    ASSERT_EQ(got.size(), want.size());
-    int64_t differ = 0;
-    for (size_t n = 0; n < got.size(); ++n) differ += std::memcmp(&got[n], &want[n], sizeof(float)) != 0;
-    EXPECT_EQ(differ, 0) << "of " << got.size() << " outputs";
-    // The residual did move: the test would fail if neither path wrote h.
-    EXPECT_GT(rel_err(got, h0), 1e-3f);
+    // Both forms: the down rows in registers, and staged in shared memory by bulk copies beside capped
+    // gate/up blocks (HYPIC_CUDA_MOE_DECODE_STAGED=1).
+    for (const char* staged : {"0", "1"}) {
+      SCOPED_TRACE(std::string("HYPIC_CUDA_MOE_DECODE_STAGED=") + staged);
+      h_got.upload(h0);
+      HYPIC_CUDA_CHECK(cudaMemsetAsync(act_got.get(), 0xff, c.K * c.I * sizeof(bf16), st));
+      setenv("HYPIC_CUDA_MOE_DECODE_STAGED", staged, 1);
+      moe_decode(a, st);
+      unsetenv("HYPIC_CUDA_MOE_DECODE_STAGED");
+      st.synchronize();
+      EXPECT_EQ(ids_got.download(), ids_ref.download());
+      EXPECT_EQ(w_got.download(), w_ref.download());
+      EXPECT_EQ(from_device_bf16(act_got), from_device_bf16(act_ref));
+      const auto got = h_got.download(), want = h_ref.download();
+      ASSERT_EQ(got.size(), want.size());
+      int64_t differ = 0;
+      for (size_t n = 0; n < got.size(); ++n) differ += std::memcmp(&got[n], &want[n], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << "of " << got.size() << " outputs";
+      // The residual did move: the test would fail if neither path wrote h.
+      EXPECT_GT(rel_err(got, h0), 1e-3f);
+    }
   }
   EXPECT_FALSE(moe_decode_supported(256, 32, 2048, 1024, 512));  // K*I + Is past the shared memory
   EXPECT_FALSE(moe_decode_supported(256, 8, 2048, 500, 512));   // I off the 256 grid
