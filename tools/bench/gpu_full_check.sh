@@ -612,9 +612,7 @@ if [ "$stage" = spans ]; then
       grep -o '"variant": "[^"]*", "steps": [0-9]*, "rows": [0-9]*, "ms": [0-9.]*' "$O/chain_${f}_g$g.json"
     done
   done
-  for f in tokens chunked; do chain_ncu HYPIC_CUDA_CHAIN_SPANS=$f 21 ncu_spans_$f.txt; done  # the spans' 6th launch
   rag_ttft_under HYPIC_CUDA_CHAIN_SPANS spans_ tokens chunked
-  request8_timeline
   for t in cuda_backend_ops_test cuda_gdn_chunked_test cuda_attention_prefill_test cuda_lightning_test cuda_kda_test \
            cuda_decode_ops_test cuda_gemm_skinny_test cuda_family_glue_test cuda_model_test; do
     TEST_TIMEOUT=300 run_test $t
@@ -623,6 +621,9 @@ if [ "$stage" = spans ]; then
     HYPIC_CUDA_CHAIN_SPANS=$f run_test engine_model_test '*cuda*:*Cuda*:*CUDA*'
     mv "$O/engine_model_test.txt" "$O/engine_model_test_$f.txt" 2>/dev/null
   done
+  # Diagnostics last: a call cut short keeps the measurements and the checks.
+  for f in tokens chunked; do chain_ncu HYPIC_CUDA_CHAIN_SPANS=$f 21 ncu_spans_$f.txt; done  # the spans' 6th launch
+  request8_timeline
 fi
 if [ "$stage" = moedecode ]; then
   TEST_TIMEOUT=120 run_test cuda_decode_ops_test
@@ -654,9 +655,10 @@ if [ "$stage" = moedecode ]; then
       rm -f "$O/decode_staged$v.trace"
     done
   fi
-  HYPIC_CUDA_MOE_DECODE_STAGED=1 run_test cuda_model_test
-  HYPIC_CUDA_MOE_DECODE_STAGED=1 run_test engine_model_test '*cuda*:*Cuda*:*CUDA*'
-  HYPIC_CUDA_MOE_DECODE_STAGED=1 run_test sdk_multi_turn_model_test '*cuda*'
+  for t in cuda_model_test:'*' engine_model_test:'*cuda*:*Cuda*:*CUDA*' sdk_multi_turn_model_test:'*cuda*'; do
+    HYPIC_CUDA_MOE_DECODE_STAGED=1 run_test "${t%%:*}" "${t#*:}"
+    mv "$O/${t%%:*}.txt" "$O/${t%%:*}_staged.txt" 2>/dev/null
+  done
 fi
 if [ "$stage" = admission ]; then
   # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS
