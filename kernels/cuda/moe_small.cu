@@ -526,6 +526,8 @@ void moe_decode(const MoeDecodeArgs& a, cudaStream_t stream) {
       const auto gu = narrow ? decode_gate_up_capped_kernel<8> : decode_gate_up_capped_kernel<32>;
       const auto dn = narrow ? decode_down_staged_kernel<8> : decode_down_staged_kernel<32>;
       raise_smem_limit(dn, smem);
+      prefer_max_shared(gu);  // else an SM running gate/up blocks keeps a split too small for a down block
+      prefer_max_shared(dn);
       detail::launch_pdl(true, gu, dim3(unsigned((a.I + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(a.K)),
                          dim3(kThreads), size_t(a.D) * 2, stream, a.logits, E, K, a.normalize, a.x, D, a.gate_up, I,
                          a.act, a.ids, a.weights);
