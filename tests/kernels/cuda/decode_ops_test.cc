@@ -17,6 +17,7 @@
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
+#include "kernels/cuda/sm90_host.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "tests/kernels/cuda/harness.h"
@@ -150,6 +151,65 @@ TEST_F(CudaOps, GemvEpilogues) {
   std::vector<float> want(D);
   for (int64_t n = 0; n < D; ++n) want[n] = h0[n] + dsum[n];
   HYPIC_EXPECT_ERR_LT(rel_err(h.download(), want), kTolF32Out);
+}
+
+// The staged form (HYPIC_CUDA_GEMV_STAGED=1: each warp's rows brought into shared memory by bulk copies
+// before the wait) against the register / L2 form, bit for bit, on the decode step's small products: an
+// output projection into the residual (one row a warp, K 4096), the router with the shared expert's SwiGLU
+// pair and gate logit (two rows a warp), normed and gated inputs.
+TEST_F(CudaOps, GemvStagedEqualsRegisterForm) {
+  if (!current_device_is_sm90()) GTEST_SKIP() << "the staged form needs sm_90";
+  Stream st;
+  const int64_t D = 2048, Kw = 4096, Is = 512, E = 256;
+  const auto x = randn_bf16(Kw, 61, 1.0f), o = randn_bf16(Kw, 62, 1.0f), z = randn_bf16(Kw, 63, 1.0f);
+  const auto h = hypic::test::randn(D, 64, 3.0f), nw = hypic::test::randn(Kw, 65, 0.2f);
+  const auto wout = randn_bf16(D * Kw, 66, 0.05f), wr = randn_bf16(E * D, 67, 0.05f),
+             wgu = randn_bf16(2 * Is * D, 68, 0.05f), wsg = randn_bf16(D, 69, 0.05f);
+  const auto h0 = hypic::test::randn(D, 70, 1.0f);
+  auto dx = to_device_bf16(pool, x), dout = to_device_bf16(pool, wout), dwr = to_device_bf16(pool, wr),
+       dwgu = to_device_bf16(pool, wgu), dwsg = to_device_bf16(pool, wsg), dO = to_device_bf16(pool, o),
+       dz = to_device_bf16(pool, z);
+  DevArray<float> dh(pool, h), dnw(pool, nw);
+  struct Run {
+    std::vector<float> res, router, sg;
+    std::vector<float> act;
+  };
+  // One decode-like sequence of products under the given form.
+  const auto run = [&](const char* staged) {
+    setenv("HYPIC_CUDA_GEMV_STAGED", staged, 1);
+    DevArray<float> res(pool, h0), router(pool, E), sg(pool, 1);
+    DevArray<bf16> act(pool, Is);
+    GemvInput plain;
+    plain.x = dx.get();
+    const GemvTarget add{dout.get(), D, res.get(), DType::F32, GemvEpilogue::Add};
+    EXPECT_EQ(gemv_stages_rows(Kw, &add, 1), staged[0] == '1');
+    gemv(plain, Kw, &add, 1, st);
+    GemvInput gated;  // a gated-norm input (head dim 128), as the GDN output projection's
+    gated.gated_o = dO.get();
+    gated.gated_z = dz.get();
+    gated.norm_w = dnw.get();
+    gated.head_dim = 128;
+    gated.eps = 1e-6f;
+    gemv(gated, Kw, &add, 1, st);
+    GemvInput normed;
+    normed.h = dh.get();
+    normed.norm_w = dnw.get();
+    normed.zero_centred = true;
+    const GemvTarget first[3] = {{dwr.get(), E, router.get(), DType::F32},
+                                 {dwgu.get(), Is, act.get(), DType::BF16, GemvEpilogue::SwiGlu},
+                                 {dwsg.get(), 1, sg.get(), DType::F32}};
+    EXPECT_EQ(gemv_stages_rows(D, first, 3), staged[0] == '1');
+    gemv(normed, D, first, 3, st);
+    unsetenv("HYPIC_CUDA_GEMV_STAGED");
+    st.synchronize();
+    return Run{res.download(), router.download(), sg.download(), from_device_bf16(act)};
+  };
+  const Run a = run("0"), b = run("1");
+  EXPECT_EQ(a.res, b.res);
+  EXPECT_EQ(a.router, b.router);
+  EXPECT_EQ(a.sg, b.sg);
+  EXPECT_EQ(a.act, b.act);
+  EXPECT_GT(rel_err(a.res, h0), 1e-3f);  // the products did run
 }
 
 // The decode MoE (routing inside, the shared expert folded into the down kernel) against the four launches
