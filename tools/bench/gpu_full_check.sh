@@ -635,16 +635,23 @@ if [ "$stage" = moedecode ]; then
 fi
 if [ "$stage" = moedecode ]; then
   # The forms: none staged, the MoE's down rows, and those with the small products' rows (HYPIC_CUDA_GEMV_STAGED).
+  # Most important first: one decode run of each, the model tests, then a second run and the timelines.
   forms="base:X=0 moe:HYPIC_CUDA_MOE_DECODE_STAGED=1 all:HYPIC_CUDA_MOE_DECODE_STAGED=1,HYPIC_CUDA_GEMV_STAGED=1"
-  for run in 1 2; do
+  decode_forms() {
     for f in $forms; do
-      step "decode at batch 1, ${f%%:*} (${f#*:}), run $run"
+      step "decode at batch 1, ${f%%:*} (${f#*:}), run $1"
       env $(tr , ' ' <<< "${f#*:}") "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
-        --random-weights --prefill 8192 --decode 64 --batch 1 --batch-steps 24 > "$O/decode_${f%%:*}_$run.json"
+        --random-weights --prefill 8192 --decode 64 --batch 1 --batch-steps 24 > "$O/decode_${f%%:*}_$1.json"
       grep -o '"graph_drawn": {"ms_per_step": [0-9.]*, "tokens_per_s": [0-9.]*, "tb_per_s": [0-9.]*' \
-        "$O/decode_${f%%:*}_$run.json" | tr '\n' ' '; echo
+        "$O/decode_${f%%:*}_$1.json" | tr '\n' ' '; echo
     done
+  }
+  decode_forms 1
+  for t in cuda_model_test:'*' engine_model_test:'*cuda*:*Cuda*:*CUDA*' sdk_multi_turn_model_test:'*cuda*'; do
+    HYPIC_CUDA_MOE_DECODE_STAGED=1 HYPIC_CUDA_GEMV_STAGED=1 run_test "${t%%:*}" "${t#*:}"
+    mv "$O/${t%%:*}.txt" "$O/${t%%:*}_staged.txt" 2>/dev/null
   done
+  decode_forms 2
   if [ -f .gpubin/trace.tar.xz ]; then
     mkdir -p /tmp/trace && tar xJf .gpubin/trace.tar.xz -C /tmp/trace
     for f in $forms; do
@@ -658,10 +665,6 @@ if [ "$stage" = moedecode ]; then
       rm -f "$O/decode_${f%%:*}.trace"
     done
   fi
-  for t in cuda_model_test:'*' engine_model_test:'*cuda*:*Cuda*:*CUDA*' sdk_multi_turn_model_test:'*cuda*'; do
-    HYPIC_CUDA_MOE_DECODE_STAGED=1 HYPIC_CUDA_GEMV_STAGED=1 run_test "${t%%:*}" "${t#*:}"
-    mv "$O/${t%%:*}.txt" "$O/${t%%:*}_staged.txt" 2>/dev/null
-  done
 fi
 if [ "$stage" = admission ]; then
   # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS
