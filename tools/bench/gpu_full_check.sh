@@ -130,13 +130,15 @@ ttft_bench() {
     --turns 8 | tee "$O/bench_ttft.json"
 }
 
-# RAG TTFT once per value of an environment variable: rag_ttft_under VAR TAG VALUE... (outputs ttft_TAG<VALUE>.*)
+# RAG TTFT once per value of an environment variable: rag_ttft_under VAR TAG VALUE... (outputs ttft_TAG<VALUE>.*);
+# the first value in every mode, the others in hypic mode alone with RAG_LATER_HYPIC_ONLY=1.
 rag_ttft_under() {
-  local var=$1 tag=$2 v; shift 2
+  local var=$1 tag=$2 v mode=(); shift 2
   for v in "$@"; do
-    step "RAG TTFT, $var=$v"
+    step "RAG TTFT, $var=$v ${mode[*]}"
     env "$var=$v" "$(bin hypic_bench_ttft)" --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag \
-      --requests 8 > "$O/ttft_$tag$v.json" 2> "$O/ttft_$tag$v.txt"
+      --requests 8 "${mode[@]}" > "$O/ttft_$tag$v.json" 2> "$O/ttft_$tag$v.txt"
+    [ "${RAG_LATER_HYPIC_ONLY:-0}" = 1 ] && mode=(--mode hypic)
     grep -oE '"mode": "[a-z]+", "ttft_ms": \{[^}]*\}' "$O/ttft_$tag$v.json"; grep 'measured request' "$O/ttft_$tag$v.txt" | grep hypic
   done
 }
@@ -613,7 +615,7 @@ if [ "$stage" = spans ]; then
       grep -o '"variant": "[^"]*", "steps": [0-9]*, "rows": [0-9]*, "ms": [0-9.]*' "$O/chain_${f}_g$g.json"
     done
   done
-  rag_ttft_under HYPIC_CUDA_CHAIN_SPANS spans_ tokens chunked
+  RAG_LATER_HYPIC_ONLY=1 rag_ttft_under HYPIC_CUDA_CHAIN_SPANS spans_ tokens chunked
   for t in cuda_backend_ops_test cuda_gdn_chunked_test cuda_attention_prefill_test cuda_lightning_test cuda_kda_test \
            cuda_decode_ops_test cuda_gemm_skinny_test cuda_family_glue_test cuda_model_test; do
     TEST_TIMEOUT=300 run_test $t
