@@ -18,17 +18,6 @@ namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32, kNormPer = 16;
 constexpr int kPreload = 16;  // 16-byte pieces of a row each lane holds before the wait: K <= 4096
 
-// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory by the copy engine,
-// completing that many transaction bytes on `bar`.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   sm90::smem_u32(dst)),
-               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(sm90::smem_u32(bar))
-               : "memory");
-#endif
-}
-
 struct Params {
   GemvTarget t[kGemvMaxTargets];
   int64_t begin[kGemvMaxTargets + 1];  // each target's first row slot, multiples of the slots per warp
@@ -83,7 +72,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
       __syncwarp();
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        if (lane == r) bulk_load(ws + int64_t(r) * K, w[r], uint32_t(K * 2), &row_bar[warp]);
+        if (lane == r) sm90::bulk_load_1d(ws + int64_t(r) * K, w[r], uint32_t(K * 2), &row_bar[warp]);
     }
   } else if (active) {
     if constexpr (R == 1) {

@@ -374,17 +374,6 @@ inline size_t staged_down_smem(int64_t K, int64_t I, int64_t Is, int64_t R) {
   return size_t(K * R * I + R * Is + K * I + Is) * sizeof(__nv_bfloat16);
 }
 
-// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory by the copy engine;
-// completes that many transaction bytes on `bar`.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   sm90::smem_u32(dst)),
-               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(sm90::smem_u32(bar))
-               : "memory");
-#endif
-}
-
 template <int PerLane>
 __global__ void __launch_bounds__(kStagedThreads) decode_down_staged_kernel(
     const float* __restrict__ logits, int E, int K, bool normalize, const __nv_bfloat16* __restrict__ act, int I,
@@ -415,8 +404,8 @@ __global__ void __launch_bounds__(kStagedThreads) decode_down_staged_kernel(
     if (lane == 0) sm90::mbar_arrive_expect_tx(&bar, uint32_t(int64_t(K * I + Is) * rows * 2));
     __syncwarp();
     if (lane < K)
-      bulk_load(ws + int64_t(lane) * R * I, down + (int64_t(id) * D + n0) * I, uint32_t(rows * I * 2), &bar);
-    if (lane == 0) bulk_load(wsh, shared_down + int64_t(n0) * Is, uint32_t(rows * Is * 2), &bar);
+      sm90::bulk_load_1d(ws + int64_t(lane) * R * I, down + (int64_t(id) * D + n0) * I, uint32_t(rows * I * 2), &bar);
+    if (lane == 0) sm90::bulk_load_1d(wsh, shared_down + int64_t(n0) * Is, uint32_t(rows * Is * 2), &bar);
   }
   detail::pdl_wait();  // the routed activations (the kernel before); the shared ones and its gate are older
   for (int c = threadIdx.x * 8; c < K * I + Is; c += kStagedThreads * 8)
