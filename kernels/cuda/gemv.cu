@@ -1,5 +1,7 @@
 #include <cuda_bf16.h>
 
+#include <cassert>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/env_switch.h"
@@ -351,9 +353,9 @@ void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targe
     slot += (slots + R - 1) / R * R;
   }
   p.begin[p.n] = slot;
-  const int64_t blocks = (slot / R + kWarps - 1) / kWarps;
+  assert(slot == shape.slots);  // the same padding as gemv_shape's
+  const int64_t blocks = shape.blocks;
   HYPIC_CUDA_REQUIRE(blocks <= 2147483647, "gemv: too many rows");
-  HYPIC_CUDA_REQUIRE(slot == shape.slots && blocks == shape.blocks, "gemv: inconsistent shape");
   // Launched programmatically (the kernel waits on its predecessor itself, after reading its weights).
   auto* kernel = R == 4 ? gemv_kernel<4, false> : R == 2 ? gemv_kernel<2, false> : gemv_kernel<1, false>;
   if (shape.staged) {

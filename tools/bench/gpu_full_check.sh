@@ -111,6 +111,11 @@ run_test() {  # runs a gtest binary if there is one (optional gtest filter); sum
   grep -E "^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \]|Failure$" "$O/$1.txt" | head -20
 }
 
+# Whether run_test's log of gtest binary $1 shows tests passed and none failed.
+test_passed() {
+  grep -q "^\[  PASSED  \] [1-9]" "$O/$1.txt" && ! grep -q "^\[  FAILED  \]" "$O/$1.txt"
+}
+
 # Request 8's device timeline in the RAG bench (the CUPTI library of .gpubin/trace.tar.xz; the caller's
 # environment applies): req8_gaps.txt and the trace.
 request8_timeline() {
@@ -542,7 +547,7 @@ if [ "$stage" = skinny ]; then
   # A kernel that hangs would otherwise hold the call for the default 900 s; a wrong one makes the rest moot.
   TEST_TIMEOUT=120 run_test cuda_gemm_skinny_test
   grep -E "metrics" "$O/cuda_gemm_skinny_test.txt" | head -40
-  if ! grep -q "^\[  PASSED  \] [1-9]" "$O/cuda_gemm_skinny_test.txt" || grep -q "^\[  FAILED  \]" "$O/cuda_gemm_skinny_test.txt"; then
+  if ! test_passed cuda_gemm_skinny_test; then
     echo "skinny: the op test did not pass; the benches and model runs are left out"
     stage=skinny-failed
   fi
@@ -630,7 +635,7 @@ if [ "$stage" = spans ]; then
 fi
 if [ "$stage" = moedecode ]; then
   TEST_TIMEOUT=120 run_test cuda_decode_ops_test
-  if ! grep -q "^\[  PASSED  \] [1-9]" "$O/cuda_decode_ops_test.txt" || grep -q "^\[  FAILED  \]" "$O/cuda_decode_ops_test.txt"; then
+  if ! test_passed cuda_decode_ops_test; then
     echo "moedecode: the op test did not pass; the benches and model runs are left out"
     stage=moedecode-failed
   fi
