@@ -343,15 +343,7 @@ Plan plan_for(int np, const int64_t* Ns, int n, int64_t KT, const Capacity& cap,
   return time[2] <= time[1] ? two : one;
 }
 
-int sm_count() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-    HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  return sms;
-}
+int sm_count() { return detail::device_sm_count(); }
 
 struct FormHash {
   size_t operator()(const std::pair<const void*, int>& k) const {

@@ -46,19 +46,11 @@ inline bool pdl_chain_enabled() {
 // waiting blocks never hold an SM that one of its own later blocks needs (at decode batch 32 the early
 // successors cost ~1% of the step). HYPIC_CUDA_PDL_EARLY=all lets every grid trigger, for A/B runs.
 inline bool pdl_trigger_early(int64_t blocks) {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      n = 0;
-    (void)cudaGetLastError();
-    return n;
-  }();
   static const bool all = [] {
     const char* e = std::getenv("HYPIC_CUDA_PDL_EARLY");
     return e && std::strcmp(e, "all") == 0;
   }();
-  return pdl_chain_enabled() && (all || blocks <= sms);
+  return pdl_chain_enabled() && (all || blocks <= device_sm_count());
 }
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...), programmatically when `pdl` is set, in thread-block
