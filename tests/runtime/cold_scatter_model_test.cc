@@ -1,9 +1,9 @@
 // The cold scatter (runtime/cold_scatter.h) on the fixture models, on the CPU and (where present) on one
 // CUDA device over worker streams: a cold prompt whose missing blocks were prefilled on several workers
-// and then run gives the logits and greedy continuation of the same prompt run cold in one pass, every
-// block a hit, only seams and the query computed; under LPT and round robin, with the engine's own
-// backend among the workers, a repeated block once, nothing left to do the second time; bad setups and
-// prompts are refused without storing anything.
+// and then run gives the logits, the logits of a forced continuation and the greedy continuation of the same
+// prompt run cold in one pass, every block a hit, only seams and the query computed; under LPT and round robin,
+// with the engine's own backend among the workers, a repeated block once, nothing left to do the second time;
+// bad setups and prompts are refused without storing anything.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -80,7 +80,13 @@ class ColdScatterTest : public ::testing::TestWithParam<Param> {
 TEST_P(ColdScatterTest, ScatteredPrefillsGiveTheOnePassResult) {
   Engine one(*dev_, CacheMode::Hypic, {});
   PromptResult ref = one.run(blocks_);
+  std::unique_ptr<State> ref_state = dev_->clone(*ref.state);
   const std::vector<int> ref_next = one.greedy_decode(ref, 6);
+  // Every row of a continuation forced along the one-pass greedy tokens, not only the first token's: a state
+  // that composes wrong in a few heads can leave the first row within bounds and show in the later ones.
+  const std::vector<int> forced(ref_next.begin(), ref_next.end() - 1);
+  const std::vector<float> ref_rows = one.forward(forced, *ref_state, /*all_logits=*/true);
+  ASSERT_EQ(ref_rows.size(), forced.size() * static_cast<size_t>(dev_->config().vocab_size));
   int64_t total = 0;
   for (size_t i = 0; i + 1 < blocks_.size(); ++i) total += static_cast<int64_t>(blocks_[i].tokens.size());
 
@@ -102,6 +108,8 @@ TEST_P(ColdScatterTest, ScatteredPrefillsGiveTheOnePassResult) {
       for (const BlockOutcome& o : r.blocks) EXPECT_TRUE(o.hit) << what(s);
       EXPECT_EQ(r.computed_tokens, seams_and_query()) << what(s);
       expect_same(r.logits, ref.logits, s + " first-token logits");
+      std::unique_ptr<State> forced_state = dev_->clone(*r.state);
+      expect_same(eng.forward(forced, *forced_state, /*all_logits=*/true), ref_rows, s + " forced continuation");
       if (dev_->device() == Device::Cpu) {
         EXPECT_EQ(eng.greedy_decode(r, 6), ref_next) << what(s);
       }
