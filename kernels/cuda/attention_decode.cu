@@ -10,6 +10,7 @@
 #include "kernels/cuda/attention_combine.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl_launch.cuh"
 
@@ -530,10 +531,7 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
     const dim3 ggrid(unsigned(splits), unsigned(s.Hkv), unsigned(s.Tq));
     const int64_t G = s.Hq / s.Hkv;
     // HYPIC_CUDA_DECODE_ATTN_MMA=0: the CUDA-core walk for every group size (A/B runs).
-    static const bool mma = [] {
-      const char* e = std::getenv("HYPIC_CUDA_DECODE_ATTN_MMA");
-      return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool mma = !env_is("HYPIC_CUDA_DECODE_ATTN_MMA", "0");
     const bool early = detail::pdl_trigger_early(int64_t(ggrid.x) * ggrid.y * ggrid.z);
 #define HYPIC_GQA_LAUNCH(...)                                                                                 \
   detail::launch_pdl(pdl, __VA_ARGS__, ggrid, dim3(kWarps * 32), 0, stream, s, splits, q, k, v, q_pos, k_pos, \

@@ -27,6 +27,7 @@
 #include "kernels/cuda/attention_prefill_sm90.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/sm90.cuh"
@@ -587,10 +588,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // Read on every call (a getenv is cheap next to a launch) so that a bench can time both forms in one process.
-bool env_enabled() {
-  const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90");
-  return !(e && std::strcmp(e, "0") == 0);
-}
+bool env_enabled() { return !env_is("HYPIC_CUDA_ATTN_SM90", "0"); }
 
 // HYPIC_CUDA_ATTN_SM90_SCHEDULE=0|1|2 picks the consumers' schedule (benches; default kOverlap).
 int schedule() {
@@ -607,23 +605,18 @@ float rescale_slack() {
   return v >= 0.0f && v <= 16.0f ? v : 8.0f;
 }
 
-bool staged() {
-  const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_STAGED");
-  return !(e && std::strcmp(e, "0") == 0);
-}
+bool staged() { return !env_is("HYPIC_CUDA_ATTN_SM90_STAGED", "0"); }
 
 // HYPIC_CUDA_ATTN_SM90_CLUSTER=1: blocks in pairs sharing K/V loads (needs an even number of query heads per kv head).
 bool use_cluster(const AttentionShape& s) {
-  const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_CLUSTER");
-  return e && std::strcmp(e, "1") == 0 && (s.Hq / s.Hkv) % 2 == 0;
+  return env_is("HYPIC_CUDA_ATTN_SM90_CLUSTER", "1") && (s.Hq / s.Hkv) % 2 == 0;
 }
 
 // The key tile's width: 64 for the whole-prefill form and 80 for the split form (the faster on each, measured on the
 // H200: docs/benchmarks.md), or either with HYPIC_CUDA_ATTN_SM90_KEYS=64|80. 80 is built for the default schedule
 // without block pairs only (the other schedules and the pairs are A/B forms of their own and keep 64).
 int key_tile(const AttentionShape& s, bool split) {
-  const char* e = std::getenv("HYPIC_CUDA_ATTN_SM90_KEYS");
-  const bool want80 = e ? std::strcmp(e, "80") == 0 : split;
+  const bool want80 = std::getenv("HYPIC_CUDA_ATTN_SM90_KEYS") ? env_is("HYPIC_CUDA_ATTN_SM90_KEYS", "80") : split;
   return want80 && schedule() == kOverlap && !use_cluster(s) ? 80 : 64;
 }
 

@@ -21,6 +21,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemm_skinny_sm90.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl_launch.cuh"
@@ -451,10 +452,7 @@ GemmSkinnyPlan gemm_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int bl
   return gemm_skinny_plan_many(M, &N, 1, K, sms, block_cols, max_splits);
 }
 
-bool gemm_skinny_enabled() {
-  const char* e = std::getenv("HYPIC_CUDA_SKINNY");
-  return !(e && std::strcmp(e, "0") == 0);
-}
+bool gemm_skinny_enabled() { return !env_is("HYPIC_CUDA_SKINNY", "0"); }
 
 bool gemm_skinny_applies_many(const bf16* x, int64_t M, int64_t K, int64_t ldx, const GemmSkinnyTarget* t, int n) {
   if (M < 1 || M > 256 || K < 8 || K % 8 != 0 || ldx % 8 != 0 || ldx < K || n < 1 || n > kMaxTargets) return false;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/param_copies.h"
 
 namespace hypic::cuda {
@@ -53,10 +54,7 @@ void* DevicePool::allocate(size_t bytes) {
       return p;
     }
   }
-  static const bool log = [] {
-    const char* v = std::getenv("HYPIC_CUDA_POOL_LOG");
-    return v && std::strcmp(v, "1") == 0;
-  }();
+  static const bool log = env_is("HYPIC_CUDA_POOL_LOG", "1");
   if (log) {
     std::lock_guard<std::mutex> g(mu_);
     size_t above = 0, n_above = 0;

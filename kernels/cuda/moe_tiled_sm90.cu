@@ -22,10 +22,11 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/mma.cuh"
-#include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/moe_tiled.h"
 #include "kernels/cuda/moe_tiled_sm90.h"
+#include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/sm90_host.h"
 #include "kernels/cuda/smem_limit.h"
@@ -230,16 +231,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // Read on every call (a getenv is cheap next to a launch) so that a bench can time both forms in one process.
-bool env_enabled() {
-  const char* e = std::getenv("HYPIC_CUDA_MOE_SM90");
-  return !(e && std::strcmp(e, "0") == 0);
-}
+bool env_enabled() { return !env_is("HYPIC_CUDA_MOE_SM90", "0"); }
 
 // HYPIC_CUDA_MOE_SM90_EPI=0: the direct epilogue (Epilogue), for A/B runs.
-int epilogue_form() {
-  const char* e = std::getenv("HYPIC_CUDA_MOE_SM90_EPI");
-  return e && std::strcmp(e, "0") == 0 ? kDirect : kWarpStaged;
-}
+int epilogue_form() { return env_is("HYPIC_CUDA_MOE_SM90_EPI", "0") ? kDirect : kWarpStaged; }
 
 template <bool kSwiGlu, int kEpi>
 void launch_form(const CUtensorMap& wmap, const bf16* x, int64_t K, const int32_t* src, const int32_t* offsets,

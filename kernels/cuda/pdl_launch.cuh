@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/env_switch.h"
 
 namespace hypic::cuda::detail {
 
@@ -34,10 +35,7 @@ inline int device_sm_count() {
 
 // HYPIC_CUDA_PDL_CHAIN=0 launches the step's small kernels the ordinary way (A/B runs); read once.
 inline bool pdl_chain_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("HYPIC_CUDA_PDL_CHAIN");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = !env_is("HYPIC_CUDA_PDL_CHAIN", "0");
   return on;
 }
 
@@ -46,10 +44,7 @@ inline bool pdl_chain_enabled() {
 // waiting blocks never hold an SM that one of its own later blocks needs (at decode batch 32 the early
 // successors cost ~1% of the step). HYPIC_CUDA_PDL_EARLY=all lets every grid trigger, for A/B runs.
 inline bool pdl_trigger_early(int64_t blocks) {
-  static const bool all = [] {
-    const char* e = std::getenv("HYPIC_CUDA_PDL_EARLY");
-    return e && std::strcmp(e, "all") == 0;
-  }();
+  static const bool all = env_is("HYPIC_CUDA_PDL_EARLY", "all");
   return pdl_chain_enabled() && (all || blocks <= device_sm_count());
 }
 
