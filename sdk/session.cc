@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
+#include <string>
 
 #include "runtime/error.h"
 #include "runtime/text/streaming_decoder.h"
@@ -181,6 +183,54 @@ GenerationSteps::GenerationSteps(Session& s, GenerateOptions opt)
   s_.presampled_ = -1;
   s_.next_draw_.reset();
   s_.rng_.seed(opt_.seed);
+  if (opt_.logprobs > kMaxTopLogprobs)
+    throw InvalidArgument("generate: at most " + std::to_string(kMaxTopLogprobs) + " top logprobs a token");
+  const int64_t V = s_.rt_.config().vocab_size;
+  for (const auto& [id, bias] : opt_.logit_bias)
+    if (id < 0 || id >= V || !std::isfinite(bias))
+      throw InvalidArgument("generate: a logit bias needs a token id in [0, " + std::to_string(V) + ") and a finite value");
+  if (!std::isfinite(opt_.presence_penalty) || !std::isfinite(opt_.frequency_penalty))
+    throw InvalidArgument("generate: penalties must be finite");
+}
+
+bool GenerationSteps::host_rule() const {
+  return opt_.logprobs >= 0 || !opt_.logit_bias.empty() || opt_.presence_penalty != 0.0f ||
+         opt_.frequency_penalty != 0.0f;
+}
+
+int GenerationSteps::draw_on_host(const std::vector<float>& logits, int64_t n, double u, TokenLogprob* lp) {
+  const float* row = logits.data();
+  const bool penalised = opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f;
+  if (!opt_.logit_bias.empty() || penalised) {
+    work_.assign(logits.begin(), logits.begin() + n);
+    for (const auto& [id, bias] : opt_.logit_bias)
+      if (id < n) work_[id] += bias;
+    if (penalised)
+      for (int64_t j = 0; j < n && j < static_cast<int64_t>(counts_.size()); ++j)
+        if (counts_[j] > 0) work_[j] -= opt_.frequency_penalty * counts_[j] + opt_.presence_penalty;
+    row = work_.data();
+  }
+  const int id = static_cast<int>(cpu::sample(row, n, opt_.sampling, u));
+  if (lp) {
+    // log-softmax of the raw row, in double so that a vocabulary's worth of small terms keeps its digits.
+    float mx = logits[0];
+    for (int64_t j = 1; j < n; ++j) mx = std::max(mx, logits[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(logits[j]) - mx);
+    const double lse = mx + std::log(sum);
+    lp->id = id;
+    lp->logprob = static_cast<float>(logits[id] - lse);
+    lp->top.clear();
+    if (opt_.logprobs > 0) {
+      std::vector<int> idx(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) idx[j] = static_cast<int>(j);
+      const int k = static_cast<int>(std::min<int64_t>(opt_.logprobs, n));
+      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                        [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+      for (int j = 0; j < k; ++j) lp->top.emplace_back(idx[j], static_cast<float>(logits[idx[j]] - lse));
+    }
+  }
+  return id;
 }
 
 // Streams all text that cannot be the start of a stop string still being completed.
@@ -221,6 +271,7 @@ bool GenerationSteps::step() {
   // Ids past the tokenizer's vocabulary (padding rows of the LM head) are not tokens: never sampled.
   const int64_t n = std::min<int64_t>(s_.rt_.config().vocab_size, static_cast<int64_t>(s_.rt_.tokenizer().vocab_size()));
   int id = -1;
+  TokenLogprob lp;
   if (s_.presampled_ >= 0) {  // drawn by the batched run, with the draw taken at the end of the last step
     id = s_.presampled_;
   } else {
@@ -228,7 +279,12 @@ bool GenerationSteps::step() {
     if (!s_.logits_valid_ || static_cast<int64_t>(logits.size()) < n)
       throw InvalidArgument("generate: no next-token logits to sample from");
     const double u = s_.next_draw_ ? s_.next_draw_->u : uniform_(s_.rng_);
-    id = static_cast<int>(cpu::sample(logits.data(), n, opt_.sampling, u));
+    id = host_rule() ? draw_on_host(logits, n, u, opt_.logprobs >= 0 ? &lp : nullptr)
+                     : static_cast<int>(cpu::sample(logits.data(), n, opt_.sampling, u));
+  }
+  if (opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f) {
+    if (counts_.size() <= static_cast<size_t>(id)) counts_.resize(static_cast<size_t>(n), 0);
+    ++counts_[id];
   }
   s_.presampled_ = -1;
   s_.next_draw_.reset();
@@ -254,11 +310,16 @@ bool GenerationSteps::step() {
     end(Generation::Finish::Stop);
     return false;
   }
+  if (opt_.logprobs >= 0) {
+    if (opt_.on_logprob) opt_.on_logprob(lp);
+    g_.logprobs.push_back(std::move(lp));
+  }
   flush(false);
   s_.sampled_ = id;
   // The next token's draw is taken now (the same sequence of draws as sampling each step on the host), so
-  // a batched run can draw it where the logits are. Not for the last token: its logits are kept.
-  if (count_ < opt_.max_tokens) s_.next_draw_ = Engine::TokenDraw{opt_.sampling, uniform_(s_.rng_), n};
+  // a batched run can draw it where the logits are. Not for the last token: its logits are kept. Nor when
+  // the rule needs the logits row (logprobs, bias, penalties): then the batched run returns it.
+  if (count_ < opt_.max_tokens && !host_rule()) s_.next_draw_ = Engine::TokenDraw{opt_.sampling, uniform_(s_.rng_), n};
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kernels/sampling.h"
@@ -20,10 +21,32 @@
 
 namespace hypic::sdk {
 
+// A sampled token's log-probability under the model (the log-softmax of its raw logits, before the logit
+// bias, penalties and temperature: what vLLM reports by default), with the most likely tokens' when asked.
+struct TokenLogprob {
+  int id = -1;
+  float logprob = 0.0f;
+  std::vector<std::pair<int, float>> top;  // (id, logprob), most likely first (ties: lower id first)
+};
+
+constexpr int kMaxTopLogprobs = 20;
+
 struct GenerateOptions {
   int max_tokens = 256;
   SamplingParams sampling;  // greedy unless temperature > 0
   uint64_t seed = 0;
+  // Token-level controls (OpenAI's): each sampled token's logprob and its `logprobs` most likely
+  // alternatives (-1: none; 0: the token's own only; at most kMaxTopLogprobs); a bias added to the logits
+  // of some ids; presence and frequency penalties over the tokens this generation has sampled,
+  // logit[j] -= frequency_penalty * count_j + presence_penalty * (count_j > 0). Any of them draws the
+  // generation's tokens on the host from its logits row (no device draw in a batched step).
+  int logprobs = -1;
+  std::vector<std::pair<int, float>> logit_bias;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Called with every sampled token's logprob (when `logprobs` >= 0) before its text is streamed; the
+  // end-of-turn token and a token that completes a stop string get none (their text is not in the reply).
+  std::function<void(const TokenLogprob&)> on_logprob;
   std::vector<std::string> stop;  // stop strings, besides the model's end-of-turn tokens
   std::function<void(std::string_view)> on_text;  // streamed text, never half a UTF-8 character
   const std::atomic<bool>* cancel = nullptr;       // set from any thread to stop after the current token
@@ -35,6 +58,7 @@ struct Generation {
   std::string text;         // without the end-of-turn token or the matched stop string
   std::vector<int> tokens;  // every sampled token, the end-of-turn token included
   Finish finish = Finish::Length;
+  std::vector<TokenLogprob> logprobs;  // with GenerateOptions::logprobs >= 0: one per token of `text`
 };
 
 const char* finish_name(Generation::Finish f);
@@ -117,6 +141,9 @@ class GenerationSteps {
  private:
   void flush(bool all);
   void end(Generation::Finish f);
+  // Whether the token rule needs the logits row on the host (logprobs, bias, penalties).
+  bool host_rule() const;
+  int draw_on_host(const std::vector<float>& logits, int64_t n, double u, TokenLogprob* lp);
 
   Session& s_;
   GenerateOptions opt_;
@@ -124,6 +151,8 @@ class GenerationSteps {
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
   Generation g_;
   size_t streamed_ = 0;  // bytes of g_.text already given to on_text
+  std::vector<float> work_;       // the logits row under bias and penalties
+  std::vector<int> counts_;       // sampled tokens by id, for the penalties
   int count_ = 0;
   bool done_ = false;
 };

@@ -3,11 +3,15 @@
 // (the CPU always, CUDA where built and present): the batched step draws each next token where the logits
 // are, from the same uniform draws. A generation cancelled after such a step leaves no logits to sample
 // from: the next generate() says so, and appending text recovers.
+// Token controls: logprobs are the log-softmax of the model's rows (checked against the engine's own rows),
+// a logit bias and presence / frequency penalties follow OpenAI's definitions, and generations using them
+// batch with others.
 // A prefill in steps (Session::begin_prefill / end_prefill, as hypic serve admits prompts in chunks):
 // a conversation's next turn run in small steps continues the live state as prefill() does; a refused
 // prompt leaves the conversation as it was; a dropped job leaves an empty session that works.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 
@@ -99,6 +103,51 @@ TEST_P(SessionBatch, CancelledAfterABatchedDrawNeedsNewTextBeforeGenerating) {
   EXPECT_EQ(a.generate(options(0.0f, 1)).tokens.size(), 12u);
 }
 
+// Generations with token controls (logprobs, a logit bias, penalties) draw on the host from the logits the
+// batched run returns for them, beside generations drawn on the device: each still gets what it gets alone.
+TEST_P(SessionBatch, TokenControlsInABatchEqualEachAlone) {
+  auto controlled = [](size_t i) {
+    GenerateOptions opt = options(i % 2 ? 0.0f : 0.9f, 21 + i);
+    if (i % 2 == 0) {
+      opt.logprobs = 2;
+      opt.frequency_penalty = 0.7f;
+      opt.logit_bias = {{17, 3.0f}};
+    }
+    return opt;
+  };
+  std::vector<Generation> alone;
+  for (size_t i = 0; i < prompts_.size(); ++i) {
+    Session s(*rt_);
+    s.append_text(prompts_[i]);
+    alone.push_back(s.generate(controlled(i)));
+  }
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<std::unique_ptr<GenerationSteps>> steps;
+  for (size_t i = 0; i < prompts_.size(); ++i) {
+    sessions.push_back(std::make_unique<Session>(*rt_));
+    sessions.back()->append_text(prompts_[i]);
+    steps.push_back(std::make_unique<GenerationSteps>(*sessions.back(), controlled(i)));
+  }
+  for (;;) {
+    std::vector<Session*> batch;
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (steps[i]->step()) batch.push_back(sessions[i].get());
+    if (batch.empty()) break;
+    Session::run_sampled(batch);
+  }
+  for (size_t i = 0; i < prompts_.size(); ++i) {
+    const Generation& g = steps[i]->result();
+    EXPECT_EQ(g.tokens, alone[i].tokens) << GetParam() << " session " << i;
+    ASSERT_EQ(g.logprobs.size(), alone[i].logprobs.size()) << GetParam() << " session " << i;
+    EXPECT_EQ(g.logprobs.size(), i % 2 ? 0u : g.tokens.size());
+    for (size_t k = 0; k < g.logprobs.size(); ++k) {
+      EXPECT_EQ(g.logprobs[k].id, g.tokens[k]);
+      EXPECT_NEAR(g.logprobs[k].logprob, alone[i].logprobs[k].logprob, 1e-3) << GetParam() << " session " << i;
+      EXPECT_EQ(g.logprobs[k].top.size(), 2u);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, SessionBatch, ::testing::Values("cpu", "cuda"),
                          [](const auto& info) { return info.param; });
 
@@ -107,6 +156,135 @@ std::unique_ptr<Runtime> open_tiny() {
   o.model_dir = std::string(HYPIC_SOURCE_DIR) + "/examples/models/hypic-qa-tiny";
   o.device = "cpu";
   return Runtime::open(o);
+}
+
+// The rows the model gives a prompt and then each generated token but the last, from the engine directly
+// (not through the session): the reference the token controls are checked against.
+std::vector<std::vector<float>> reference_rows(Runtime& rt, const std::string& prompt, const std::vector<int>& gen) {
+  const int64_t V = rt.config().vocab_size;
+  PromptResult pr = rt.engine().run(std::vector<std::vector<int>>{rt.tokenizer().encode(prompt)});
+  std::vector<std::vector<float>> rows = {pr.logits};
+  if (gen.size() > 1) {
+    const std::vector<int> forced(gen.begin(), gen.end() - 1);
+    const std::vector<float> all = rt.engine().forward(forced, *pr.state, /*all_logits=*/true);
+    for (size_t k = 0; k < forced.size(); ++k) rows.emplace_back(all.begin() + k * V, all.begin() + (k + 1) * V);
+  }
+  return rows;
+}
+
+GenerateOptions greedy(int n) {
+  GenerateOptions opt;
+  opt.max_tokens = n;
+  opt.ignore_eos = true;
+  return opt;
+}
+
+// Each token's logprob is the log-softmax of the model's row at that token, and the alternatives are the
+// row's most likely ids, most likely first.
+TEST(TokenControls, LogprobsAreTheRowsLogSoftmax) {
+  auto rt = open_tiny();
+  const std::string prompt = "The badge of Kaimur is 8313. What is the badge of Kaimur?";
+  const int64_t n = std::min<int64_t>(rt->config().vocab_size, static_cast<int64_t>(rt->tokenizer().vocab_size()));
+  for (const float temperature : {0.0f, 1.0f}) {
+    Session s(*rt);
+    s.append_text(prompt);
+    GenerateOptions opt = greedy(8);
+    opt.sampling.temperature = temperature;
+    opt.seed = 5;
+    opt.logprobs = 3;
+    std::vector<int> streamed;
+    opt.on_logprob = [&](const TokenLogprob& lp) { streamed.push_back(lp.id); };
+    const Generation g = s.generate(opt);
+    ASSERT_EQ(g.logprobs.size(), g.tokens.size());
+    EXPECT_EQ(streamed, g.tokens);
+    const auto rows = reference_rows(*rt, prompt, g.tokens);
+    for (size_t k = 0; k < g.tokens.size(); ++k) {
+      const std::vector<float>& row = rows[k];
+      double mx = row[0], sum = 0;
+      for (int64_t j = 1; j < n; ++j) mx = std::max<double>(mx, row[j]);
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(row[j] - mx);
+      const double lse = mx + std::log(sum);
+      const TokenLogprob& lp = g.logprobs[k];
+      EXPECT_EQ(lp.id, g.tokens[k]);
+      EXPECT_NEAR(lp.logprob, row[lp.id] - lse, 1e-4) << "token " << k;
+      EXPECT_LE(lp.logprob, 0.0f);
+      ASSERT_EQ(lp.top.size(), 3u);
+      std::vector<int> order(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) order[j] = static_cast<int>(j);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
+      for (int t = 0; t < 3; ++t) {
+        EXPECT_EQ(lp.top[t].first, order[t]) << "token " << k << " alternative " << t;
+        EXPECT_NEAR(lp.top[t].second, row[order[t]] - lse, 1e-4);
+      }
+      if (temperature == 0.0f) EXPECT_EQ(lp.top[0].first, lp.id);
+    }
+  }
+}
+
+// A bias of +100 makes an id the only greedy choice; -100 takes the greedy token away.
+TEST(TokenControls, LogitBiasMovesTheChoice) {
+  auto rt = open_tiny();
+  const std::string prompt = "Soujol lives in Thunest.";
+  Session plain(*rt);
+  plain.append_text(prompt);
+  const std::vector<int> base = plain.generate(greedy(4)).tokens;
+
+  Session forced(*rt);
+  forced.append_text(prompt);
+  GenerateOptions opt = greedy(4);
+  opt.logit_bias = {{37, 100.0f}};
+  EXPECT_EQ(forced.generate(opt).tokens, std::vector<int>(4, 37));
+
+  Session banned(*rt);
+  banned.append_text(prompt);
+  opt.logit_bias = {{base[0], -100.0f}};
+  EXPECT_NE(banned.generate(opt).tokens[0], base[0]);
+
+  Session bad(*rt);
+  bad.append_text(prompt);
+  opt.logit_bias = {{static_cast<int>(rt->config().vocab_size), 1.0f}};
+  EXPECT_THROW(bad.generate(opt), InvalidArgument);
+  opt.logit_bias.clear();
+  opt.logprobs = kMaxTopLogprobs + 1;
+  EXPECT_THROW(bad.generate(opt), InvalidArgument);
+}
+
+// Greedy under presence and frequency penalties takes, at every step, the argmax of the model's row less
+// frequency * count + presence * (count > 0) over the tokens generated before it; each penalty alone
+// changes a generation that repeats tokens.
+TEST(TokenControls, PenaltiesFollowTheirDefinition) {
+  auto rt = open_tiny();
+  const std::string prompt = "The gate of Draje is";
+  const int64_t n = std::min<int64_t>(rt->config().vocab_size, static_cast<int64_t>(rt->tokenizer().vocab_size()));
+  Session p(*rt);
+  p.append_text(prompt);
+  const std::vector<int> plain = p.generate(greedy(16)).tokens;
+  std::vector<int> plain_count(static_cast<size_t>(n), 0);
+  int plain_most = 0;
+  for (int t : plain) plain_most = std::max(plain_most, ++plain_count[t]);
+  ASSERT_GT(plain_most, 1) << "the plain greedy reply repeats a token (else the penalties cannot show)";
+
+  for (const auto& [presence, frequency] : {std::pair{2.0f, 0.0f}, {0.0f, 2.0f}, {0.5f, -1.0f}}) {
+    Session s(*rt);
+    s.append_text(prompt);
+    GenerateOptions opt = greedy(16);
+    opt.presence_penalty = presence;
+    opt.frequency_penalty = frequency;
+    const std::vector<int> gen = s.generate(opt).tokens;
+    const auto rows = reference_rows(*rt, prompt, gen);
+    std::vector<int> count(static_cast<size_t>(n), 0);
+    for (size_t k = 0; k < gen.size(); ++k) {
+      int best = 0;
+      float best_v = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        const float v = count[j] > 0 ? rows[k][j] - (frequency * count[j] + presence) : rows[k][j];
+        if (v > best_v) best_v = v, best = static_cast<int>(j);
+      }
+      EXPECT_EQ(gen[k], best) << "presence " << presence << " frequency " << frequency << " token " << k;
+      ++count[gen[k]];
+    }
+    if (frequency >= 0) EXPECT_NE(gen, plain) << "presence " << presence << " frequency " << frequency;
+  }
 }
 
 std::vector<PromptBlock> turn(Runtime& rt, const std::vector<int>& before, const std::string& text) {

@@ -149,6 +149,37 @@ cs = "".join(ch.choices[0].text for ch in c1.completions.create(model=MODEL, pro
                                                                     max_tokens=6, temperature=0, stream=True))
 check(cr.choices[0].text == cs and cr.usage.completion_tokens > 0, "completions: streamed equals non-streamed")
 
+# --- token logprobs, streamed and not, through the client's own types ---
+lr = c1.chat.completions.create(messages=messages("What is the capital of France?", docs), logprobs=True,
+                                top_logprobs=3, **kw)
+content = lr.choices[0].logprobs.content
+check(lr.choices[0].message.content == text, "logprobs: the same greedy reply")
+check(len(content) > 0 and "".join(t.token for t in content) == text,
+      "logprobs: one entry per token of the reply: %r" % [t.token for t in content])
+check(all(t.logprob <= 0 and len(t.top_logprobs) == 3 and t.top_logprobs[0].token == t.token and
+          abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6 and bytes(t.bytes).decode("utf-8", "replace") == t.token
+          for t in content), "logprobs: greedy tokens are their rows' most likely, with their bytes")
+lchunks = list(c1.chat.completions.create(messages=messages("What is the capital of France?", docs), logprobs=True,
+                                          top_logprobs=3, stream=True, **kw))
+lstream = [t for ch in lchunks if ch.choices and ch.choices[0].logprobs for t in ch.choices[0].logprobs.content]
+check([(t.token, round(t.logprob, 4)) for t in lstream] == [(t.token, round(t.logprob, 4)) for t in content],
+      "logprobs: the streamed entries are the non-streamed ones")
+clp = c1.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=5, temperature=0, logprobs=2)
+lp = clp.choices[0].logprobs
+check("".join(lp.tokens) == clp.choices[0].text and lp.text_offset[0] == 0 and len(lp.top_logprobs) == len(lp.tokens),
+      "completions logprobs: tokens, offsets and alternatives: %s" % lp)
+st, body = http("POST", URL3 + "/tokenize", json.dumps({"prompt": "b"}).encode(), "k1")
+b_id = json.loads(body)["tokens"][0]
+biased = c1.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=3, temperature=0,
+                               logit_bias={str(b_id): 100})
+check(biased.choices[0].text == "bbb", "logit_bias: +100 makes the token the greedy choice: %r" % biased.choices[0].text)
+for bad in [{"response_format": {"type": "json_object"}}, {"top_logprobs": 2}, {"logit_bias": {"99999999": 1}}]:
+    try:
+        c1.chat.completions.create(messages=[{"role": "user", "content": "hi"}], **dict(kw, **bad))
+        raise AssertionError("accepted %s" % bad)
+    except openai.BadRequestError as e:
+        check(e.status_code == 400 and e.body["param"] in bad, "400 naming the field for %s" % bad)
+
 # --- tokenize / detokenize ---
 st, body = http("POST", URL3 + "/tokenize", json.dumps({"prompt": "hello world"}).encode(), "k1")
 ids = json.loads(body)["tokens"]

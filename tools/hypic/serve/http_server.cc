@@ -244,6 +244,7 @@ struct HttpServer::Impl {
       } else if (post && path == "/v1/chat/completions") {
         ChatRequest cr = parse_chat_request(parse_body(req.body()));
         check_model(cr.model);
+        check_token_ids(cr.sampling, rt.config().vocab_size);
         PreparedPrompt prompt = cr.template_ref
                                     ? prepare_template_chat(cr, opt.templates, rt.chat_format(), rt.tokenizer())
                                     : prepare_chat(cr, rt.chat_format(), rt.tokenizer());
@@ -251,6 +252,7 @@ struct HttpServer::Impl {
       } else if (post && path == "/v1/completions") {
         CompletionRequest cr = parse_completion_request(parse_body(req.body()));
         check_model(cr.model);
+        check_token_ids(cr.sampling, rt.config().vocab_size);
         PreparedPrompt prompt = prepare_completion(cr, rt.tokenizer());
         co_return co_await completion(stream, req, std::move(cr), std::move(prompt));
       } else {
@@ -301,6 +303,23 @@ struct HttpServer::Impl {
       ids.push_back(static_cast<int>(x.get<int64_t>()));
     }
     return Json{{"prompt", rt.tokenizer().decode(ids)}};
+  }
+
+  // The wire form of sampled tokens' logprobs: each id's text is its bytes as the tokenizer decodes it alone.
+  std::vector<LogprobEntry> entries(const std::vector<sdk::TokenLogprob>& lps) const {
+    std::vector<LogprobEntry> out;
+    for (const sdk::TokenLogprob& lp : lps) {
+      LogprobEntry e;
+      const int one[1] = {lp.id};
+      e.token = rt.tokenizer().decode(one);
+      e.logprob = lp.logprob;
+      for (const auto& [id, v] : lp.top) {
+        const int alt[1] = {id};
+        e.top.emplace_back(rt.tokenizer().decode(alt), v);
+      }
+      out.push_back(std::move(e));
+    }
+    return out;
   }
 
   // Submits the job and watches the socket: a client that closes it cancels the job.
@@ -378,9 +397,23 @@ struct HttpServer::Impl {
     } unwatch{stream, *job};
     Sse sse{stream};
     PromptReport report;
+    const bool want_lp = cr.sampling.logprobs >= 0;
+    std::vector<LogprobEntry> all_lp, unsent_lp;  // the reply's; those not yet in a streamed chunk
+    // A streamed chunk's logprobs: the entries not yet sent, or null (none asked for, or none pending).
+    auto chunk_lp = [&]() -> Json {
+      if (!want_lp || unsent_lp.empty()) return nullptr;
+      Json j = chat_logprobs_json(unsent_lp);
+      unsent_lp.clear();
+      return j;
+    };
     for (;;) {
       std::optional<JobEvent> ev = co_await ch->next();
       if (!ev) continue;  // woken by the watcher: the job ends with Done(cancelled)
+      if (want_lp && !ev->logprobs.empty()) {
+        std::vector<LogprobEntry> e = entries(ev->logprobs);
+        all_lp.insert(all_lp.end(), e.begin(), e.end());
+        unsent_lp.insert(unsent_lp.end(), e.begin(), e.end());
+      }
       if (ev->kind == JobEvent::Kind::Error) {
         ApiError e(ev->status, ev->status == 400 ? "invalid_request_error" : "server_error", ev->message);
         if (!sse.started) co_return co_await send(stream, json(req, e.status, error_body(e)), std::string("/v1/chat/completions"));
@@ -402,7 +435,10 @@ struct HttpServer::Impl {
       if (ev->kind == JobEvent::Kind::Text) {
         std::vector<Json> deltas = reply.push(ev->text);
         if (cr.stream)
-          for (auto& d : deltas) co_await sse.event(sse_event(chat_chunk_json(id, created, model, d)));
+          for (auto& d : deltas) {
+            const std::string chunk = sse_event(chat_chunk_json(id, created, model, d, {}, chunk_lp()));
+            co_await sse.event(chunk);
+          }
         continue;
       }
       // Done
@@ -414,12 +450,17 @@ struct HttpServer::Impl {
       const ChatReply r = reply.reply(ev->finish);
       const Json usage = usage_json(report, ev->completion_tokens);
       if (!cr.stream) {
-        auto res = json(req, 200, chat_completion_json(id, created, model, r, usage));
+        const Json lp = want_lp ? chat_logprobs_json(all_lp) : Json(nullptr);
+        auto res = json(req, 200, chat_completion_json(id, created, model, r, usage, lp));
         res.keep_alive(false);
         co_return co_await send(stream, std::move(res), std::string("/v1/chat/completions"));
       }
-      for (auto& d : deltas) co_await sse.event(sse_event(chat_chunk_json(id, created, model, d)));
-      co_await sse.event(sse_event(chat_chunk_json(id, created, model, Json::object(), r.finish_reason)));
+      for (auto& d : deltas) {
+        const std::string chunk = sse_event(chat_chunk_json(id, created, model, d, {}, chunk_lp()));
+        co_await sse.event(chunk);
+      }
+      const std::string last = sse_event(chat_chunk_json(id, created, model, Json::object(), r.finish_reason, chunk_lp()));
+      co_await sse.event(last);
       if (cr.include_usage) {
         const std::string u = sse_event(usage_chunk_json(id, created, model, "chat.completion.chunk", usage));
         co_await sse.event(u);
@@ -454,9 +495,24 @@ struct HttpServer::Impl {
     Sse sse{stream};
     PromptReport report;
     std::string text;
+    const bool want_lp = cr.sampling.logprobs >= 0;
+    std::vector<LogprobEntry> all_lp;
+    size_t lp_offset = 0;  // text bytes before the entries a streamed chunk carries
     for (;;) {
       std::optional<JobEvent> ev = co_await ch->next();
       if (!ev) continue;
+      std::vector<LogprobEntry> new_lp;
+      if (want_lp && !ev->logprobs.empty()) {
+        new_lp = entries(ev->logprobs);
+        all_lp.insert(all_lp.end(), new_lp.begin(), new_lp.end());
+      }
+      // A streamed chunk's logprobs: this event's entries, their offsets counted on from the last chunk's.
+      auto chunk_lp = [&]() -> Json {
+        if (!want_lp || new_lp.empty()) return nullptr;
+        Json j = completion_logprobs_json(new_lp, lp_offset);
+        for (const LogprobEntry& e : new_lp) lp_offset += e.token.size();
+        return j;
+      };
       if (ev->kind == JobEvent::Kind::Error) {
         ApiError e(ev->status, ev->status == 400 ? "invalid_request_error" : "server_error", ev->message);
         if (!sse.started) co_return co_await send(stream, json(req, e.status, error_body(e)), std::string("/v1/completions"));
@@ -471,7 +527,10 @@ struct HttpServer::Impl {
       }
       if (ev->kind == JobEvent::Kind::Text) {
         text += ev->text;
-        if (cr.stream) co_await sse.event(sse_event(completion_chunk_json(id, created, model, ev->text)));
+        if (cr.stream) {
+          const std::string chunk = sse_event(completion_chunk_json(id, created, model, ev->text, {}, chunk_lp()));
+          co_await sse.event(chunk);
+        }
         continue;
       }
       if (job->cancel.load() && ev->finish == "cancelled") {
@@ -481,11 +540,12 @@ struct HttpServer::Impl {
       const std::string fr = finish_reason(ev->finish, false);
       const Json usage = usage_json(report, ev->completion_tokens);
       if (!cr.stream) {
-        auto res = json(req, 200, completion_json(id, created, model, text, fr, usage));
+        const Json lp = want_lp ? completion_logprobs_json(all_lp, 0) : Json(nullptr);
+        auto res = json(req, 200, completion_json(id, created, model, text, fr, usage, lp));
         res.keep_alive(false);
         co_return co_await send(stream, std::move(res), std::string("/v1/completions"));
       }
-      const std::string last = sse_event(completion_chunk_json(id, created, model, std::string(), fr));
+      const std::string last = sse_event(completion_chunk_json(id, created, model, std::string(), fr, chunk_lp()));
       co_await sse.event(last);
       if (cr.include_usage) {
         const std::string u = sse_event(usage_chunk_json(id, created, model, "text_completion", usage));

@@ -73,7 +73,8 @@ int64_t get_int(const Json& body, const char* name, int64_t dflt, int64_t lo, in
 
 constexpr int64_t kMaxTokensLimit = 1 << 20;
 
-Sampling parse_sampling(const Json& body, int default_max_tokens) {
+// `chat`: logprobs is a boolean with top_logprobs beside it; otherwise (completions) an integer.
+Sampling parse_sampling(const Json& body, int default_max_tokens, bool chat) {
   Sampling s;
   const Json* mct = field(body, "max_completion_tokens");
   s.max_tokens = static_cast<int>(mct ? get_int(body, "max_completion_tokens", 0, 1, kMaxTokensLimit)
@@ -81,6 +82,8 @@ Sampling parse_sampling(const Json& body, int default_max_tokens) {
   s.temperature = static_cast<float>(get_number(body, "temperature", 1.0, 0.0, 2.0));
   s.top_p = static_cast<float>(get_number(body, "top_p", 1.0, 0.0, 1.0));
   if (s.top_p <= 0.0f) throw bad_request("'top_p' must be greater than 0", "top_p");
+  s.top_k = static_cast<int>(get_int(body, "top_k", 0, -1, 1 << 30));
+  if (s.top_k < 0) s.top_k = 0;
   const Json* seed = field(body, "seed");
   if (seed) {
     if (!seed->is_number_integer()) throw bad_request("'seed' must be an integer", "seed");
@@ -103,6 +106,39 @@ Sampling parse_sampling(const Json& body, int default_max_tokens) {
   s.ignore_eos = get_bool(body, "ignore_eos", false);
   const Json* n = field(body, "n");
   if (n && (!n->is_number_integer() || n->get<int64_t>() != 1)) throw bad_request("only 'n': 1 is supported", "n");
+  const Json* best_of = field(body, "best_of");
+  if (best_of && (!best_of->is_number_integer() || best_of->get<int64_t>() != 1))
+    throw bad_request("only 'best_of': 1 is supported", "best_of");
+
+  constexpr int kTop = 20;
+  if (chat) {
+    const bool lp = get_bool(body, "logprobs", false);
+    const Json* top = field(body, "top_logprobs");
+    if (top && !lp) throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (lp) s.logprobs = static_cast<int>(get_int(body, "top_logprobs", 0, 0, kTop));
+  } else if (field(body, "logprobs")) {
+    s.logprobs = static_cast<int>(get_int(body, "logprobs", 0, 0, kTop));
+  }
+  if (const Json* bias = field(body, "logit_bias")) {
+    if (!bias->is_object()) throw bad_request("'logit_bias' must be an object of token ids to numbers", "logit_bias");
+    for (const auto& [key, value] : bias->items()) {
+      const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) throw bad_request("'logit_bias' key '" + key + "' is not a token id", "logit_bias");
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100.0 ||
+          value.get<double>() > 100.0)
+        throw bad_request("'logit_bias' value of token " + key + " must be a number in [-100, 100]", "logit_bias");
+      s.logit_bias.emplace_back(std::stoi(key), static_cast<float>(value.get<double>()));
+    }
+  }
+  s.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", 0.0, -2.0, 2.0));
+  s.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", 0.0, -2.0, 2.0));
+  // Asked for and not done would be a silent wrong answer: refused instead.
+  if (const Json* rf = field(body, "response_format")) {
+    if (!rf->is_object()) throw bad_request("'response_format' must be an object", "response_format");
+    const std::string type = get_string(*rf, "type", "text");
+    if (type != "text")
+      throw bad_request("'response_format' of type '" + type + "' is not supported (only 'text')", "response_format");
+  }
   return s;
 }
 
@@ -228,7 +264,7 @@ ChatRequest parse_chat_request(const Json& body) {
       throw bad_request("'tool_choice' is required but no 'tools' were given", "tool_choice");
   }
   parse_stream(body, r.stream, r.include_usage);
-  r.sampling = parse_sampling(body, 256);
+  r.sampling = parse_sampling(body, 256, true);
   r.cache_salt = get_string(body, "cache_salt");
   if (const Json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
@@ -246,9 +282,19 @@ CompletionRequest parse_completion_request(const Json& body) {
     throw bad_request("'prompt' must be a non-empty string (or an array of one)", "prompt");
   r.prompt = prompt->get<std::string>();
   parse_stream(body, r.stream, r.include_usage);
-  r.sampling = parse_sampling(body, 16);
+  r.sampling = parse_sampling(body, 16, false);
+  if (get_bool(body, "echo", false)) throw bad_request("'echo' is not supported", "echo");
+  if (!get_string(body, "suffix").empty()) throw bad_request("'suffix' is not supported", "suffix");
   r.cache_salt = get_string(body, "cache_salt");
   return r;
+}
+
+void check_token_ids(const Sampling& s, int64_t vocab) {
+  for (const auto& [id, bias] : s.logit_bias)
+    if (id >= vocab)
+      throw bad_request("'logit_bias' names token " + std::to_string(id) + "; the model's ids are below " +
+                            std::to_string(vocab),
+                        "logit_bias");
 }
 
 Json usage_json(const PromptReport& p, int64_t completion_tokens) {
@@ -275,6 +321,12 @@ Json usage_json(const PromptReport& p, int64_t completion_tokens) {
 
 namespace {
 
+Json bytes_json(const std::string& t) {
+  Json b = Json::array();
+  for (unsigned char c : t) b.push_back(static_cast<int>(c));
+  return b;
+}
+
 Json tool_calls_json(const std::vector<ToolCallOut>& calls) {
   Json a = Json::array();
   for (auto& c : calls)
@@ -284,8 +336,34 @@ Json tool_calls_json(const std::vector<ToolCallOut>& calls) {
 
 }  // namespace
 
+Json chat_logprobs_json(const std::vector<LogprobEntry>& entries) {
+  Json content = Json::array();
+  for (const LogprobEntry& e : entries) {
+    Json top = Json::array();
+    for (const auto& [tok, lp] : e.top) top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", bytes_json(tok)}});
+    content.push_back({{"token", e.token}, {"logprob", e.logprob}, {"bytes", bytes_json(e.token)}, {"top_logprobs", top}});
+  }
+  return Json{{"content", content}};
+}
+
+Json completion_logprobs_json(const std::vector<LogprobEntry>& entries, size_t offset0) {
+  Json tokens = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
+  size_t at = offset0;
+  for (const LogprobEntry& e : entries) {
+    tokens.push_back(e.token);
+    lps.push_back(e.logprob);
+    Json top = Json::object();
+    for (const auto& [tok, lp] : e.top)
+      if (!top.contains(tok)) top[tok] = lp;  // two ids may decode alike; the likelier one is kept
+    tops.push_back(top);
+    offsets.push_back(at);
+    at += e.token.size();
+  }
+  return Json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 Json chat_completion_json(const std::string& id, int64_t created, const std::string& model, const ChatReply& reply,
-                          const Json& usage) {
+                          const Json& usage, const Json& logprobs) {
   Json msg = {{"role", "assistant"}};
   msg["content"] = reply.content.empty() && !reply.tool_calls.empty() ? Json(nullptr) : Json(reply.content);
   if (!reply.reasoning.empty()) msg["reasoning_content"] = reply.reasoning;
@@ -294,14 +372,14 @@ Json chat_completion_json(const std::string& id, int64_t created, const std::str
               {"object", "chat.completion"},
               {"created", created},
               {"model", model},
-              {"choices", Json::array({{{"index", 0}, {"message", msg}, {"logprobs", nullptr},
+              {"choices", Json::array({{{"index", 0}, {"message", msg}, {"logprobs", logprobs},
                                         {"finish_reason", reply.finish_reason}}})},
               {"usage", usage}};
 }
 
 Json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, const Json& delta,
-                     const std::string& finish_reason) {
-  Json choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}};
+                     const std::string& finish_reason, const Json& logprobs) {
+  Json choice = {{"index", 0}, {"delta", delta}, {"logprobs", logprobs}};
   choice["finish_reason"] = finish_reason.empty() ? Json(nullptr) : Json(finish_reason);
   return Json{{"id", id},
               {"object", "chat.completion.chunk"},
@@ -317,19 +395,19 @@ Json usage_chunk_json(const std::string& id, int64_t created, const std::string&
 }
 
 Json completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                     const std::string& finish_reason, const Json& usage) {
+                     const std::string& finish_reason, const Json& usage, const Json& logprobs) {
   return Json{{"id", id},
               {"object", "text_completion"},
               {"created", created},
               {"model", model},
-              {"choices", Json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr},
+              {"choices", Json::array({{{"index", 0}, {"text", text}, {"logprobs", logprobs},
                                         {"finish_reason", finish_reason}}})},
               {"usage", usage}};
 }
 
 Json completion_chunk_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                           const std::string& finish_reason) {
-  Json choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}};
+                           const std::string& finish_reason, const Json& logprobs) {
+  Json choice = {{"index", 0}, {"text", text}, {"logprobs", logprobs}};
   choice["finish_reason"] = finish_reason.empty() ? Json(nullptr) : Json(finish_reason);
   return Json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
               {"choices", Json::array({choice})}};

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,10 +41,19 @@ struct Sampling {
   int max_tokens = 256;
   float temperature = 1.0f;  // OpenAI's default; 0 is greedy
   float top_p = 1.0f;
+  int top_k = 0;  // vLLM's extension; 0 or -1: off
   uint64_t seed = 0;
   std::vector<std::string> stop;
   bool ignore_eos = false;  // vLLM's extension: end-of-turn tokens do not stop the reply
+  // Each sampled token's logprob and this many alternatives' (-1: none). Chat: logprobs + top_logprobs;
+  // completions: the integer logprobs.
+  int logprobs = -1;
+  std::vector<std::pair<int, float>> logit_bias;  // token id -> bias in [-100, 100]
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;  // [-2, 2]
 };
+
+// 400 naming logit_bias when one of its ids is not below the model's vocabulary size.
+void check_token_ids(const Sampling& s, int64_t vocab);
 
 struct ChatRequest {
   std::string model;
@@ -101,25 +111,40 @@ struct ToolCallOut {
   std::string arguments;  // JSON text, as OpenAI sends it
 };
 
+// One sampled token's logprob for the wire: its text (the token's bytes; invalid UTF-8 is replaced when
+// the JSON is written, and `bytes` carries them exactly) and its most likely alternatives.
+struct LogprobEntry {
+  std::string token;
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;
+};
+
+// Chat's {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}, ...]}.
+Json chat_logprobs_json(const std::vector<LogprobEntry>& entries);
+// The completions API's {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}, the
+// offsets counted from `offset0` (the bytes of text before these tokens).
+Json completion_logprobs_json(const std::vector<LogprobEntry>& entries, size_t offset0);
+
 struct ChatReply {
   std::string content, reasoning;
   std::vector<ToolCallOut> tool_calls;
   std::string finish_reason;  // stop | length | tool_calls
 };
 
+// `logprobs`: the choice's logprobs object, or null.
 Json chat_completion_json(const std::string& id, int64_t created, const std::string& model, const ChatReply& reply,
-                          const Json& usage);
+                          const Json& usage, const Json& logprobs = nullptr);
 // One streamed chunk: `delta` as given (role, content, reasoning_content or tool_calls), finish_reason
 // null unless given.
 Json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, const Json& delta,
-                     const std::string& finish_reason = {});
+                     const std::string& finish_reason = {}, const Json& logprobs = nullptr);
 // The last chunk when stream_options.include_usage: no choices, the usage.
 Json usage_chunk_json(const std::string& id, int64_t created, const std::string& model, const char* object,
                       const Json& usage);
 Json completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                     const std::string& finish_reason, const Json& usage);
+                     const std::string& finish_reason, const Json& usage, const Json& logprobs = nullptr);
 Json completion_chunk_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                           const std::string& finish_reason = {});
+                           const std::string& finish_reason = {}, const Json& logprobs = nullptr);
 Json models_json(const std::string& model, int64_t created);
 // "data: <json>\n\n"
 std::string sse_event(const Json& j);

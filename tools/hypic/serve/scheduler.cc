@@ -178,9 +178,20 @@ void Scheduler::start_generation(Admitting& a) {
   opt.seed = job->sampling.seed;
   opt.stop = job->sampling.stop;
   opt.ignore_eos = job->sampling.ignore_eos;
+  opt.sampling.top_k = job->sampling.top_k;
+  opt.logprobs = job->sampling.logprobs;
+  opt.logit_bias = job->sampling.logit_bias;
+  opt.presence_penalty = job->sampling.presence_penalty;
+  opt.frequency_penalty = job->sampling.frequency_penalty;
   opt.cancel = &job->cancel;
   Job* raw = job.get();
-  opt.on_text = [raw](std::string_view t) { raw->sink({JobEvent::Kind::Text, {}, std::string(t)}); };
+  opt.on_text = [raw](std::string_view t) {
+    JobEvent ev{JobEvent::Kind::Text, {}, std::string(t)};
+    ev.logprobs = std::move(raw->pending_logprobs);
+    raw->pending_logprobs.clear();
+    raw->sink(std::move(ev));
+  };
+  if (opt.logprobs >= 0) opt.on_logprob = [raw](const sdk::TokenLogprob& lp) { raw->pending_logprobs.push_back(lp); };
   r.steps = std::make_unique<sdk::GenerationSteps>(*r.session, std::move(opt));
   r.last_token = Clock::now();
   running_.push_back(std::move(r));
@@ -200,7 +211,9 @@ void Scheduler::step_all() {
     }
     if (!room) {
       metrics_.completion_tokens(static_cast<int64_t>(r.steps->result().tokens.size()));
-      r.job->sink({JobEvent::Kind::Done, {}, {}, "length", static_cast<int64_t>(r.steps->result().tokens.size())});
+      JobEvent done{JobEvent::Kind::Done, {}, {}, "length", static_cast<int64_t>(r.steps->result().tokens.size())};
+      done.logprobs = std::move(r.job->pending_logprobs);
+      r.job->sink(std::move(done));
       continue;
     }
     bool more = false;
@@ -220,7 +233,9 @@ void Scheduler::step_all() {
     const std::string finish = sdk::finish_name(g.finish);
     if (g.finish == sdk::Generation::Finish::Cancelled) metrics_.cancelled();
     metrics_.completion_tokens(static_cast<int64_t>(g.tokens.size()));
-    r.job->sink({JobEvent::Kind::Done, {}, {}, finish, static_cast<int64_t>(g.tokens.size())});
+    JobEvent done{JobEvent::Kind::Done, {}, {}, finish, static_cast<int64_t>(g.tokens.size())};
+    done.logprobs = std::move(r.job->pending_logprobs);
+    r.job->sink(std::move(done));
     // The session (its state, K/V and all) is freed here.
   }
   running_ = std::move(still);

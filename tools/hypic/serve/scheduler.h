@@ -35,6 +35,9 @@ struct JobEvent {
   int64_t completion_tokens = 0;  // Done
   int status = 0;               // Error
   std::string message;          // Error
+  // Text and Done: the logprobs of the tokens sampled since the last event (Sampling::logprobs >= 0); a
+  // token's entry comes with or before the text piece that holds its text.
+  std::vector<sdk::TokenLogprob> logprobs;
 };
 
 struct Job {
@@ -46,6 +49,7 @@ struct Job {
   std::atomic<bool> cancel{false};
   // Called on the engine thread; must not block (it hands the event to the connection).
   std::function<void(JobEvent)> sink;
+  std::vector<sdk::TokenLogprob> pending_logprobs;  // engine thread: entries not yet sent
   std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
 };
 

@@ -101,6 +101,87 @@ TEST(OpenAiProtocol, MalformedFieldsAre400NamingThem) {
   EXPECT_EQ(error_of([] { parse_completion_request({{"prompt", ""}}); }), P(400, "prompt"));
 }
 
+// Token-level controls: logprobs (chat's boolean + top_logprobs, the completions API's integer), the logit
+// bias, penalties and top_k are read; what hypic does not do (a JSON response format, echo, suffix,
+// best_of > 1) is refused instead of ignored.
+TEST(OpenAiProtocol, TokenControls) {
+  EXPECT_EQ(parse_chat_request(chat()).sampling.logprobs, -1);
+  EXPECT_EQ(parse_chat_request(chat({{"logprobs", true}})).sampling.logprobs, 0);
+  EXPECT_EQ(parse_chat_request(chat({{"logprobs", true}, {"top_logprobs", 5}})).sampling.logprobs, 5);
+  EXPECT_EQ(parse_chat_request(chat({{"logprobs", false}})).sampling.logprobs, -1);
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"logprobs", 3}}).sampling.logprobs, 3);
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"logprobs", 0}}).sampling.logprobs, 0);
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}}).sampling.logprobs, -1);
+  const Sampling s = parse_chat_request(chat({{"logit_bias", {{"12", -100}, {"7", 2.5}}},
+                                              {"presence_penalty", 0.5},
+                                              {"frequency_penalty", -1.5},
+                                              {"top_k", 40},
+                                              {"response_format", {{"type", "text"}}},
+                                              {"best_of", 1}}))
+                         .sampling;
+  ASSERT_EQ(s.logit_bias.size(), 2u);
+  EXPECT_EQ(s.logit_bias[0], (std::pair<int, float>(12, -100.0f)));
+  EXPECT_EQ(s.logit_bias[1], (std::pair<int, float>(7, 2.5f)));
+  EXPECT_FLOAT_EQ(s.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty, -1.5f);
+  EXPECT_EQ(s.top_k, 40);
+  EXPECT_EQ(parse_chat_request(chat({{"top_k", -1}})).sampling.top_k, 0);
+
+  using P = std::pair<int, std::string>;
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"top_logprobs", 2}})); }), P(400, "top_logprobs"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"logprobs", true}, {"top_logprobs", 21}})); }), P(400, "top_logprobs"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"logprobs", 2}})); }), P(400, "logprobs"));
+  EXPECT_EQ(error_of([] { parse_completion_request({{"prompt", "x"}, {"logprobs", true}}); }), P(400, "logprobs"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"logit_bias", {{"a1", 1}}}})); }), P(400, "logit_bias"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"logit_bias", {{"-3", 1}}}})); }), P(400, "logit_bias"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"logit_bias", {{"3", 101}}}})); }), P(400, "logit_bias"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"logit_bias", {{"3", "x"}}}})); }), P(400, "logit_bias"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"logit_bias", {1, 2}}})); }), P(400, "logit_bias"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"presence_penalty", 2.5}})); }), P(400, "presence_penalty"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"frequency_penalty", "high"}})); }), P(400, "frequency_penalty"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"top_k", 1.5}})); }), P(400, "top_k"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"response_format", {{"type", "json_object"}}}})); }),
+            P(400, "response_format"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"best_of", 3}})); }), P(400, "best_of"));
+  EXPECT_EQ(error_of([] { parse_completion_request({{"prompt", "x"}, {"echo", true}}); }), P(400, "echo"));
+  EXPECT_EQ(error_of([] { parse_completion_request({{"prompt", "x"}, {"suffix", "end"}}); }), P(400, "suffix"));
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"echo", false}, {"suffix", ""}}).prompt, "x");
+
+  Sampling big;
+  big.logit_bias = {{5, 1.0f}, {1024, 1.0f}};
+  EXPECT_EQ(error_of([&] { check_token_ids(big, 1024); }), P(400, "logit_bias"));
+  EXPECT_EQ(error_of([&] { check_token_ids(big, 1025); }), P(0, "no error"));
+}
+
+// Logprobs on the wire: chat's content entries carry each token's bytes, the completions API's text
+// offsets count bytes from where the chunk's text starts.
+TEST(OpenAiProtocol, LogprobShapes) {
+  const std::vector<LogprobEntry> e = {{"He", -0.5f, {{"He", -0.5f}, {"A", -1.5f}}}, {"\xc3", -2.0f, {}}};
+  const Json c = chat_logprobs_json(e);
+  ASSERT_EQ(c["content"].size(), 2u);
+  EXPECT_EQ(c["content"][0]["token"], "He");
+  EXPECT_FLOAT_EQ(c["content"][0]["logprob"].get<float>(), -0.5f);
+  EXPECT_EQ(c["content"][0]["bytes"], Json::array({72, 101}));
+  ASSERT_EQ(c["content"][0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(c["content"][0]["top_logprobs"][1]["token"], "A");
+  EXPECT_EQ(c["content"][1]["bytes"], Json::array({0xc3}));  // half a character: the bytes stay exact
+  EXPECT_NE(sse_event(c).find("\ufffd"), std::string::npos);  // and the text is written with a replacement
+
+  const Json l = completion_logprobs_json(e, 10);
+  EXPECT_EQ(l["tokens"], Json::array({"He", "\xc3"}));
+  EXPECT_EQ(l["text_offset"], Json::array({10, 12}));
+  EXPECT_FLOAT_EQ(l["token_logprobs"][1].get<float>(), -2.0f);
+  EXPECT_FLOAT_EQ(l["top_logprobs"][0]["A"].get<float>(), -1.5f);
+  EXPECT_TRUE(l["top_logprobs"][1].empty());
+
+  ChatReply r;
+  r.content = "He";
+  r.finish_reason = "stop";
+  EXPECT_EQ(chat_completion_json("id", 1, "m", r, Json::object(), c)["choices"][0]["logprobs"], c);
+  EXPECT_TRUE(chat_completion_json("id", 1, "m", r, Json::object())["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(completion_chunk_json("id", 1, "m", "He", {}, l)["choices"][0]["logprobs"], l);
+}
+
 // hypic's template extension: {"hypic": {"template": NAME, "vars": {...}}}; the messages may then be
 // empty, the tools come from the template, and every malformed piece is a 400 naming it.
 TEST(OpenAiProtocol, TemplateReference) {
