@@ -191,18 +191,31 @@ GenerationSteps::GenerationSteps(Session& s, GenerateOptions opt)
       throw InvalidArgument("generate: a logit bias needs a token id in [0, " + std::to_string(V) + ") and a finite value");
   if (!std::isfinite(opt_.presence_penalty) || !std::isfinite(opt_.frequency_penalty))
     throw InvalidArgument("generate: penalties must be finite");
+  if (!(opt_.repetition_penalty > 0.0f) || !std::isfinite(opt_.repetition_penalty))
+    throw InvalidArgument("generate: repetition_penalty must be a positive number");
+  if (opt_.repetition_penalty != 1.0f) {
+    seen_.assign(static_cast<size_t>(V), 0);
+    for (int id : s_.transcript_)
+      if (id >= 0 && id < V) seen_[id] = 1;
+    for (int id : s_.pending_)
+      if (id >= 0 && id < V) seen_[id] = 1;
+  }
 }
 
 bool GenerationSteps::host_rule() const {
   return opt_.logprobs >= 0 || !opt_.logit_bias.empty() || opt_.presence_penalty != 0.0f ||
-         opt_.frequency_penalty != 0.0f;
+         opt_.frequency_penalty != 0.0f || opt_.repetition_penalty != 1.0f;
 }
 
 int GenerationSteps::draw_on_host(const std::vector<float>& logits, int64_t n, double u, TokenLogprob* lp) {
   const float* row = logits.data();
   const bool penalised = opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f;
-  if (!opt_.logit_bias.empty() || penalised) {
+  const float rep = opt_.repetition_penalty;
+  if (!opt_.logit_bias.empty() || penalised || rep != 1.0f) {
     work_.assign(logits.begin(), logits.begin() + n);
+    if (rep != 1.0f)  // first, on the model's logits (as transformers' processors run)
+      for (int64_t j = 0; j < n; ++j)
+        if (seen_[j]) work_[j] = work_[j] > 0 ? work_[j] / rep : work_[j] * rep;
     for (const auto& [id, bias] : opt_.logit_bias)
       if (id < n) work_[id] += bias;
     if (penalised)
@@ -286,6 +299,7 @@ bool GenerationSteps::step() {
     if (counts_.size() <= static_cast<size_t>(id)) counts_.resize(static_cast<size_t>(n), 0);
     ++counts_[id];
   }
+  if (!seen_.empty()) seen_[id] = 1;
   s_.presampled_ = -1;
   s_.next_draw_.reset();
   g_.tokens.push_back(id);

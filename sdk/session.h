@@ -6,6 +6,7 @@
 // generated (the chat format's HistoryRule: Qwen3/3.5 drop the reasoning of earlier turns).
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <random>
@@ -40,10 +41,13 @@ struct GenerateOptions {
   // of some ids; presence and frequency penalties over the tokens this generation has sampled,
   // logit[j] -= frequency_penalty * count_j + presence_penalty * (count_j > 0). Any of them draws the
   // generation's tokens on the host from its logits row (no device draw in a batched step).
+  // repetition_penalty (transformers' and vLLM's, > 0; 1 is off) divides a positive logit and multiplies a
+  // negative one of every id in the conversation so far, prompt and reply.
   int logprobs = -1;
   std::vector<std::pair<int, float>> logit_bias;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
   // Called with every sampled token's logprob (when `logprobs` >= 0) before its text is streamed; the
   // end-of-turn token and a token that completes a stop string get none (their text is not in the reply).
   std::function<void(const TokenLogprob&)> on_logprob;
@@ -153,6 +157,7 @@ class GenerationSteps {
   size_t streamed_ = 0;  // bytes of g_.text already given to on_text
   std::vector<float> work_;       // the logits row under bias and penalties
   std::vector<int> counts_;       // sampled tokens by id, for the penalties
+  std::vector<uint8_t> seen_;     // ids in the conversation and the reply, for repetition_penalty
   int count_ = 0;
   bool done_ = false;
 };

@@ -287,6 +287,44 @@ TEST(TokenControls, PenaltiesFollowTheirDefinition) {
   }
 }
 
+// repetition_penalty divides the positive and multiplies the negative logits of every id seen so far, the
+// prompt's included: greedy takes the argmax of that row at every step.
+TEST(TokenControls, RepetitionPenaltyCoversThePromptAndTheReply) {
+  auto rt = open_tiny();
+  const std::string prompt = "The gate of Draje is";
+  const int64_t n = std::min<int64_t>(rt->config().vocab_size, static_cast<int64_t>(rt->tokenizer().vocab_size()));
+  Session p(*rt);
+  p.append_text(prompt);
+  const std::vector<int> plain = p.generate(greedy(16)).tokens;
+  for (const float r : {1.8f, 0.7f}) {
+    Session s(*rt);
+    s.append_text(prompt);
+    GenerateOptions opt = greedy(16);
+    opt.repetition_penalty = r;
+    const std::vector<int> gen = s.generate(opt).tokens;
+    const auto rows = reference_rows(*rt, prompt, gen);
+    std::vector<uint8_t> seen(static_cast<size_t>(n), 0);
+    for (int id : rt->tokenizer().encode(prompt)) seen[id] = 1;
+    for (size_t k = 0; k < gen.size(); ++k) {
+      int best = 0;
+      float best_v = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        const float x = rows[k][j];
+        const float v = seen[j] ? (x > 0 ? x / r : x * r) : x;
+        if (v > best_v) best_v = v, best = static_cast<int>(j);
+      }
+      EXPECT_EQ(gen[k], best) << "repetition_penalty " << r << " token " << k;
+      seen[gen[k]] = 1;
+    }
+    EXPECT_NE(gen, plain) << "repetition_penalty " << r;
+  }
+  Session bad(*rt);
+  bad.append_text(prompt);
+  GenerateOptions opt = greedy(2);
+  opt.repetition_penalty = 0.0f;
+  EXPECT_THROW(bad.generate(opt), InvalidArgument);
+}
+
 std::vector<PromptBlock> turn(Runtime& rt, const std::vector<int>& before, const std::string& text) {
   std::vector<PromptBlock> blocks;
   if (!before.empty()) blocks.push_back({before, BlockCache::None});

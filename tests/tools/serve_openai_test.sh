@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `hypic serve` end to end with the real `openai` Python package (tests/tools/serve_openai_client.py):
 # chat and completions, streamed and not, tools on both chat formats, cancellation, errors, API keys,
-# tenant isolation, a full queue, server-side templates (--templates). Two servers on loopback with the
-# trained tiny model on the CPU.
+# tenant isolation, a full queue, server-side templates (--templates), token logprobs and logit bias, the
+# model's generation_config.json defaults. Servers on loopback with the trained tiny model on the CPU.
 # The package comes from the venv tools/setup.sh makes under the build directory (serve-venv); without
 # it the test skips saying so (tools/check_skips.sh does not accept that skip: CI always has the venv).
 set -euo pipefail
@@ -48,3 +48,34 @@ start qwen35 --chat-template "$HYPIC_SOURCE_DIR/tests/fixtures/chat/qwen3.5_chat
 url35=$url
 "$py" "$HYPIC_SOURCE_DIR/tests/tools/serve_openai_client.py" "$url3" "$url35" "$templates" || {
   echo "--- server logs"; cat "$tmp"/*.log; exit 1; }
+
+# The model's generation_config.json gives the defaults of what a request leaves out (--generation-config
+# auto, the default); a broken one stops the server at start-up, naming the file and the field.
+gmodel="$tmp/gmodel"
+mkdir "$gmodel"
+for f in "$model"/*; do ln -s "$f" "$gmodel/"; done
+echo '{"temperature": "hot"}' > "$gmodel/generation_config.json"
+if "$HYPIC" serve --model "$gmodel" --device cpu --port 0 2>"$tmp/gbad.log"; then
+  echo "FAIL: hypic serve started with a broken generation_config.json"; exit 1
+fi
+grep -q "generation_config.json: 'temperature' must be a number" "$tmp/gbad.log" || {
+  cat "$tmp/gbad.log"; echo "FAIL: the start-up error does not name the file and field"; exit 1; }
+rm "$tmp/gbad.log"
+echo '{"temperature": 0.0, "max_new_tokens": 3, "eos_token_id": 2}' > "$gmodel/generation_config.json"
+model=$gmodel start gcfg
+grep -q "generation_config.json: temperature 0, max_tokens 3" "$tmp/gcfg.log" || {
+  cat "$tmp/gcfg.log"; echo "FAIL: the server does not say which defaults it took"; exit 1; }
+"$py" - "$url" <<'PY' || { echo "--- server logs"; cat "$tmp"/gcfg.log; exit 1; }
+import json, sys, urllib.request
+def ask(extra):
+    body = dict({"messages": [{"role": "user", "content": "Tell a long story."}], "ignore_eos": True}, **extra)
+    req = urllib.request.Request(sys.argv[1] + "/v1/chat/completions", json.dumps(body).encode(),
+                                 {"content-type": "application/json"})
+    return json.load(urllib.request.urlopen(req))
+a, b = ask({"seed": 1}), ask({"seed": 2})
+assert a["usage"]["completion_tokens"] == 3, a["usage"]
+assert a["choices"][0]["message"] == b["choices"][0]["message"], "the file's temperature 0: greedy whatever the seed"
+c = ask({"max_tokens": 6, "temperature": 1.0, "seed": 3})
+assert c["usage"]["completion_tokens"] == 6, "what a request sets wins: %s" % c["usage"]
+print("generation_config defaults: ok")
+PY

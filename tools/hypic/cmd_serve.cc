@@ -4,6 +4,8 @@
 // decoding across requests, API keys with per-tenant cache isolation, metrics and a chat page at /.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 
 #include "runtime/backends.h"
@@ -15,7 +17,8 @@ namespace hypic::cli {
 namespace {
 
 struct Options {
-  std::string model, device = "auto", mode = "hypic", chat_template, host = "127.0.0.1", model_name, templates;
+  std::string model, device = "auto", mode = "hypic", chat_template, host = "127.0.0.1", model_name, templates,
+      generation_config = "auto";
   std::vector<std::string> api_keys;
   long long port = 8000, max_sessions = 16, max_queue = 64, cache_mb = 1024, max_body_kb = 4096, io_threads = 4,
             prefill_chunk = 2048;
@@ -23,10 +26,22 @@ struct Options {
   bool quiet = false, random_weights = false;
 };
 
+// The model's generation_config.json sampling defaults (--generation-config auto), or OpenAI's.
+serve::SamplingDefaults read_sampling_defaults(const Options& o) {
+  const std::string path = (std::filesystem::path(o.model) / "generation_config.json").string();
+  if (o.generation_config == "none" || !std::filesystem::exists(path)) return {};
+  std::ifstream f(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  serve::Json gc = serve::Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!f || gc.is_discarded()) throw Error(path + ": not valid JSON");
+  return serve::sampling_defaults(gc, path);
+}
+
 int run(const Options& o) {
-  // Templates first: a broken one is reported (file:line:column) before the model is loaded.
+  // Templates and sampling defaults first: a broken file is reported before the model is loaded.
   serve::TemplateCatalog templates;
   if (!o.templates.empty()) templates = serve::TemplateCatalog::load(o.templates);
+  const serve::SamplingDefaults sampling = read_sampling_defaults(o);
   sdk::RuntimeOptions ro;
   ro.model_dir = o.model;
   ro.device = o.device;
@@ -50,6 +65,7 @@ int run(const Options& o) {
   so.max_body_bytes = static_cast<size_t>(o.max_body_kb) << 10;
   so.io_threads = static_cast<int>(o.io_threads);
   so.templates = std::move(templates);
+  so.sampling = sampling;
   so.model_name = !o.model_name.empty() ? o.model_name
                                         : std::filesystem::path(o.model).lexically_normal().filename().string();
   if (so.model_name.empty()) so.model_name = std::filesystem::path(o.model).lexically_normal().parent_path().filename().string();
@@ -76,6 +92,19 @@ int run(const Options& o) {
   std::fprintf(stderr, "hypic serve: %s on %s (%s mode, %s chat format%s), listening on http://%s:%d%s\n",
                so.model_name.c_str(), device_name(rt->device()), mode_name(ro.mode), rt->chat_format().name().c_str(),
                with_templates.c_str(), so.host.c_str(), port, so.api_keys.empty() ? "" : " (API keys required)");
+  if (!sampling.from_file.empty()) {
+    std::string fields;
+    char buf[64];
+    for (const std::string& f : sampling.from_file) {
+      if (f == "temperature") std::snprintf(buf, sizeof buf, "temperature %g", sampling.temperature);
+      else if (f == "top_p") std::snprintf(buf, sizeof buf, "top_p %g", sampling.top_p);
+      else if (f == "top_k") std::snprintf(buf, sizeof buf, "top_k %d", sampling.top_k);
+      else if (f == "repetition_penalty") std::snprintf(buf, sizeof buf, "repetition_penalty %g", sampling.repetition_penalty);
+      else std::snprintf(buf, sizeof buf, "max_tokens %d", sampling.max_tokens);
+      fields += (fields.empty() ? "" : ", ") + std::string(buf);
+    }
+    std::fprintf(stderr, "hypic serve: requests default to the model's generation_config.json: %s\n", fields.c_str());
+  }
   std::fflush(stderr);
   server.run(/*handle_signals=*/true);
   scheduler.stop();
@@ -107,6 +136,11 @@ Registrar reg("serve", "OpenAI-compatible HTTP server (chat, completions, tools,
                  "folder of YAML prompt templates that requests may name ({\"hypic\": {\"template\", \"vars\"}}); "
                  "each is loaded and checked at start-up")
       ->check(CLI::ExistingDirectory);
+  app.add_option("--generation-config", o->generation_config,
+                 "auto: a request's omitted temperature, top_p, top_k, repetition_penalty and max_tokens take the "
+                 "values of the model's generation_config.json, when it has one (as vLLM does); none: OpenAI's "
+                 "defaults")
+      ->check(CLI::IsMember({"auto", "none"}));
   app.add_flag("--random-weights", o->random_weights,
                "random weights of --model's config.json shape, on the GPU (benchmarks without a checkpoint)");
   tools::add_u64(app, "--seed", o->seed, "seed of --random-weights");

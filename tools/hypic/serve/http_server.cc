@@ -242,7 +242,7 @@ struct HttpServer::Impl {
       } else if (post && path == "/detokenize") {
         res = json(req, 200, detokenize(parse_body(req.body())));
       } else if (post && path == "/v1/chat/completions") {
-        ChatRequest cr = parse_chat_request(parse_body(req.body()));
+        ChatRequest cr = parse_chat_request(parse_body(req.body()), opt.sampling);
         check_model(cr.model);
         check_token_ids(cr.sampling, rt.config().vocab_size);
         PreparedPrompt prompt = cr.template_ref
@@ -250,7 +250,7 @@ struct HttpServer::Impl {
                                     : prepare_chat(cr, rt.chat_format(), rt.tokenizer());
         co_return co_await chat(stream, req, std::move(cr), std::move(prompt));
       } else if (post && path == "/v1/completions") {
-        CompletionRequest cr = parse_completion_request(parse_body(req.body()));
+        CompletionRequest cr = parse_completion_request(parse_body(req.body()), opt.sampling);
         check_model(cr.model);
         check_token_ids(cr.sampling, rt.config().vocab_size);
         PreparedPrompt prompt = prepare_completion(cr, rt.tokenizer());

@@ -23,6 +23,7 @@ struct ServerOptions {
   int io_threads = 4;
   std::string model_name;  // what /v1/models lists and requests may name
   TemplateCatalog templates;  // --templates: what requests may name in {"hypic": {"template": ...}}
+  SamplingDefaults sampling;  // what a request's omitted sampling fields take (--generation-config)
 };
 
 class HttpServer {

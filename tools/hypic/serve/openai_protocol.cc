@@ -74,16 +74,19 @@ int64_t get_int(const Json& body, const char* name, int64_t dflt, int64_t lo, in
 constexpr int64_t kMaxTokensLimit = 1 << 20;
 
 // `chat`: logprobs is a boolean with top_logprobs beside it; otherwise (completions) an integer.
-Sampling parse_sampling(const Json& body, int default_max_tokens, bool chat) {
+Sampling parse_sampling(const Json& body, int default_max_tokens, bool chat, const SamplingDefaults& d) {
   Sampling s;
+  if (d.max_tokens > 0) default_max_tokens = d.max_tokens;
   const Json* mct = field(body, "max_completion_tokens");
   s.max_tokens = static_cast<int>(mct ? get_int(body, "max_completion_tokens", 0, 1, kMaxTokensLimit)
                                       : get_int(body, "max_tokens", default_max_tokens, 1, kMaxTokensLimit));
-  s.temperature = static_cast<float>(get_number(body, "temperature", 1.0, 0.0, 2.0));
-  s.top_p = static_cast<float>(get_number(body, "top_p", 1.0, 0.0, 1.0));
+  s.temperature = static_cast<float>(get_number(body, "temperature", d.temperature, 0.0, 2.0));
+  s.top_p = static_cast<float>(get_number(body, "top_p", d.top_p, 0.0, 1.0));
   if (s.top_p <= 0.0f) throw bad_request("'top_p' must be greater than 0", "top_p");
-  s.top_k = static_cast<int>(get_int(body, "top_k", 0, -1, 1 << 30));
+  s.top_k = static_cast<int>(get_int(body, "top_k", d.top_k, -1, 1 << 30));
   if (s.top_k < 0) s.top_k = 0;
+  s.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", d.repetition_penalty, 0.0, 2.0));
+  if (s.repetition_penalty <= 0.0f) throw bad_request("'repetition_penalty' must be greater than 0", "repetition_penalty");
   const Json* seed = field(body, "seed");
   if (seed) {
     if (!seed->is_number_integer()) throw bad_request("'seed' must be an integer", "seed");
@@ -204,7 +207,7 @@ ChatRequest::TemplateRef parse_template_ref(const Json& h) {
 
 }  // namespace
 
-ChatRequest parse_chat_request(const Json& body) {
+ChatRequest parse_chat_request(const Json& body, const SamplingDefaults& defaults) {
   ChatRequest r;
   r.model = get_string(body, "model");
   if (const Json* h = field(body, "hypic")) r.template_ref = parse_template_ref(*h);
@@ -264,7 +267,7 @@ ChatRequest parse_chat_request(const Json& body) {
       throw bad_request("'tool_choice' is required but no 'tools' were given", "tool_choice");
   }
   parse_stream(body, r.stream, r.include_usage);
-  r.sampling = parse_sampling(body, 256, true);
+  r.sampling = parse_sampling(body, 256, true, defaults);
   r.cache_salt = get_string(body, "cache_salt");
   if (const Json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
@@ -273,7 +276,7 @@ ChatRequest parse_chat_request(const Json& body) {
   return r;
 }
 
-CompletionRequest parse_completion_request(const Json& body) {
+CompletionRequest parse_completion_request(const Json& body, const SamplingDefaults& defaults) {
   CompletionRequest r;
   r.model = get_string(body, "model");
   const Json* prompt = field(body, "prompt");
@@ -282,11 +285,40 @@ CompletionRequest parse_completion_request(const Json& body) {
     throw bad_request("'prompt' must be a non-empty string (or an array of one)", "prompt");
   r.prompt = prompt->get<std::string>();
   parse_stream(body, r.stream, r.include_usage);
-  r.sampling = parse_sampling(body, 16, false);
+  r.sampling = parse_sampling(body, 16, false, defaults);
   if (get_bool(body, "echo", false)) throw bad_request("'echo' is not supported", "echo");
   if (!get_string(body, "suffix").empty()) throw bad_request("'suffix' is not supported", "suffix");
   r.cache_salt = get_string(body, "cache_salt");
   return r;
+}
+
+SamplingDefaults sampling_defaults(const Json& gc, const std::string& where) {
+  SamplingDefaults d;
+  if (!gc.is_object()) throw Error(where + ": not a JSON object");
+  // A field is taken when it is a number in range; null counts as absent (transformers writes some so).
+  auto number = [&](const char* name, double lo, double hi, bool lo_open) -> std::optional<double> {
+    auto it = gc.find(name);
+    if (it == gc.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number()) throw Error(where + ": '" + name + "' must be a number");
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo))
+      throw Error(where + ": '" + name + "' is out of range (" + (lo_open ? "(" : "[") + std::to_string(lo) + ", " +
+                  std::to_string(hi) + "])");
+    d.from_file.push_back(name);
+    return v;
+  };
+  if (auto v = number("temperature", 0.0, 2.0, false)) d.temperature = static_cast<float>(*v);
+  if (auto v = number("top_p", 0.0, 1.0, true)) d.top_p = static_cast<float>(*v);
+  if (auto v = number("top_k", -1.0, 1 << 30, false)) {
+    if (*v != std::floor(*v)) throw Error(where + ": 'top_k' must be an integer");
+    d.top_k = *v < 0 ? 0 : static_cast<int>(*v);
+  }
+  if (auto v = number("repetition_penalty", 0.0, 2.0, true)) d.repetition_penalty = static_cast<float>(*v);
+  if (auto v = number("max_new_tokens", 1.0, static_cast<double>(kMaxTokensLimit), false)) {
+    if (*v != std::floor(*v)) throw Error(where + ": 'max_new_tokens' must be an integer");
+    d.max_tokens = static_cast<int>(*v);
+  }
+  return d;
 }
 
 void check_token_ids(const Sampling& s, int64_t vocab) {

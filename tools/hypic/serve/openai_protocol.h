@@ -50,7 +50,24 @@ struct Sampling {
   int logprobs = -1;
   std::vector<std::pair<int, float>> logit_bias;  // token id -> bias in [-100, 100]
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;  // [-2, 2]
+  float repetition_penalty = 1.0f;  // vLLM's extension, (0, 2]; 1 is off
 };
+
+// What a request's omitted sampling fields take: OpenAI's defaults, or (`hypic serve --generation-config
+// auto`, as vLLM does) those the model's generation_config.json sets: temperature, top_p, top_k,
+// repetition_penalty and max_new_tokens (the default max_tokens).
+struct SamplingDefaults {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  float repetition_penalty = 1.0f;
+  int max_tokens = 0;  // 0: the endpoint's own (256 for chat, 16 for completions)
+  std::vector<std::string> from_file;  // the fields a generation_config.json set, for the start-up line
+};
+
+// Reads a generation_config.json's sampling fields; Error naming `where` and the field when one is
+// ill-typed or out of range. Fields it does not know are left alone.
+SamplingDefaults sampling_defaults(const Json& generation_config, const std::string& where);
 
 // 400 naming logit_bias when one of its ids is not below the model's vocabulary size.
 void check_token_ids(const Sampling& s, int64_t vocab);
@@ -84,8 +101,8 @@ struct CompletionRequest {
 };
 
 // Both throw ApiError (400 naming the field) for anything malformed; `max_context` bounds max_tokens.
-ChatRequest parse_chat_request(const Json& body);
-CompletionRequest parse_completion_request(const Json& body);
+ChatRequest parse_chat_request(const Json& body, const SamplingDefaults& defaults = {});
+CompletionRequest parse_completion_request(const Json& body, const SamplingDefaults& defaults = {});
 // Parses a request body; a body that is not a JSON object is a 400.
 Json parse_body(const std::string& text);
 

@@ -183,6 +183,7 @@ void Scheduler::start_generation(Admitting& a) {
   opt.logit_bias = job->sampling.logit_bias;
   opt.presence_penalty = job->sampling.presence_penalty;
   opt.frequency_penalty = job->sampling.frequency_penalty;
+  opt.repetition_penalty = job->sampling.repetition_penalty;
   opt.cancel = &job->cancel;
   Job* raw = job.get();
   opt.on_text = [raw](std::string_view t) {

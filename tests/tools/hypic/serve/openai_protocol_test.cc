@@ -153,6 +153,52 @@ TEST(OpenAiProtocol, TokenControls) {
   EXPECT_EQ(error_of([&] { check_token_ids(big, 1025); }), P(0, "no error"));
 }
 
+// A model's generation_config.json gives the defaults of the fields a request leaves out (vLLM's
+// --generation-config auto); what a request sets wins; an ill-typed or out-of-range field names the file.
+TEST(OpenAiProtocol, GenerationConfigDefaults) {
+  const SamplingDefaults d = sampling_defaults({{"do_sample", true}, {"temperature", 0.6}, {"top_p", 0.95},
+                                               {"top_k", 20}, {"repetition_penalty", 1.05}, {"max_new_tokens", 64},
+                                               {"eos_token_id", {1, 2}}, {"min_p", nullptr}},
+                                              "m/generation_config.json");
+  EXPECT_EQ(d.from_file, (std::vector<std::string>{"temperature", "top_p", "top_k", "repetition_penalty", "max_new_tokens"}));
+  const Sampling c = parse_chat_request(chat(), d).sampling;
+  EXPECT_FLOAT_EQ(c.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(c.top_p, 0.95f);
+  EXPECT_EQ(c.top_k, 20);
+  EXPECT_FLOAT_EQ(c.repetition_penalty, 1.05f);
+  EXPECT_EQ(c.max_tokens, 64);
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}}, d).sampling.max_tokens, 64);
+  const Sampling o = parse_chat_request(chat({{"temperature", 0}, {"top_k", -1}, {"repetition_penalty", 1},
+                                              {"max_tokens", 5}}),
+                                         d)
+                         .sampling;
+  EXPECT_FLOAT_EQ(o.temperature, 0.0f);
+  EXPECT_EQ(o.top_k, 0);
+  EXPECT_FLOAT_EQ(o.repetition_penalty, 1.0f);
+  EXPECT_EQ(o.max_tokens, 5);
+  const Sampling plain = parse_chat_request(chat()).sampling;  // OpenAI's defaults without a file
+  EXPECT_FLOAT_EQ(plain.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(plain.repetition_penalty, 1.0f);
+  EXPECT_TRUE(sampling_defaults(Json::object(), "g").from_file.empty());
+
+  auto message_of = [](const Json& gc) {
+    try {
+      sampling_defaults(gc, "m/generation_config.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message_of({{"temperature", "hot"}}).find("m/generation_config.json: 'temperature'"), std::string::npos);
+  EXPECT_NE(message_of({{"top_p", 0}}).find("'top_p' is out of range"), std::string::npos);
+  EXPECT_NE(message_of({{"top_k", 2.5}}).find("'top_k' must be an integer"), std::string::npos);
+  EXPECT_NE(message_of({{"repetition_penalty", 0}}).find("'repetition_penalty'"), std::string::npos);
+  EXPECT_NE(message_of(Json::array()).find("not a JSON object"), std::string::npos);
+  using P = std::pair<int, std::string>;
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"repetition_penalty", 0}})); }), P(400, "repetition_penalty"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"repetition_penalty", 2.5}})); }), P(400, "repetition_penalty"));
+}
+
 // Logprobs on the wire: chat's content entries carry each token's bytes, the completions API's text
 // offsets count bytes from where the chunk's text starts.
 TEST(OpenAiProtocol, LogprobShapes) {
