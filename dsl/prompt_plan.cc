@@ -44,6 +44,9 @@ Json PromptPlan::to_json() const {
   a["temperature"] = agent.temperature ? Json(*agent.temperature) : Json(nullptr);
   a["top_p"] = agent.top_p ? Json(*agent.top_p) : Json(nullptr);
   a["top_k"] = agent.top_k ? Json(*agent.top_k) : Json(nullptr);
+  a["presence_penalty"] = agent.presence_penalty ? Json(*agent.presence_penalty) : Json(nullptr);
+  a["frequency_penalty"] = agent.frequency_penalty ? Json(*agent.frequency_penalty) : Json(nullptr);
+  a["repetition_penalty"] = agent.repetition_penalty ? Json(*agent.repetition_penalty) : Json(nullptr);
   a["seed"] = agent.seed ? Json(*agent.seed) : Json(nullptr);
   a["thinking"] = agent.thinking ? Json(*agent.thinking) : Json(nullptr);
   j["agent"] = std::move(a);

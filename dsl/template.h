@@ -68,6 +68,9 @@ struct AgentSettings {
   std::optional<double> temperature;
   std::optional<double> top_p;
   std::optional<int> top_k;
+  std::optional<double> presence_penalty;    // [-2, 2], OpenAI's definitions (sdk::GenerateOptions)
+  std::optional<double> frequency_penalty;   // [-2, 2]
+  std::optional<double> repetition_penalty;  // (0, 2], 1 is off
   std::optional<uint64_t> seed;
   std::optional<bool> thinking;  // false: the generation prompt closes an empty reasoning section
 };

@@ -332,7 +332,8 @@ class Loader {
   void load_agent(const File& f, const YAML::Node& a) {
     if (!a.IsMap()) fail(f, a, "", "`agent` must be a mapping");
     check_keys(f, a, "",
-               {"max_steps", "tool_choice", "stop", "max_tokens", "temperature", "top_p", "top_k", "seed", "thinking"});
+               {"max_steps", "tool_choice", "stop", "max_tokens", "temperature", "top_p", "top_k", "presence_penalty",
+                "frequency_penalty", "repetition_penalty", "seed", "thinking"});
     AgentSettings& s = tpl_.agent;
     if (a["max_steps"]) s.max_steps = int(integer(f, a["max_steps"], "", "max_steps", 1, 1000));
     if (a["tool_choice"]) {
@@ -357,6 +358,14 @@ class Loader {
       if (*s.top_p <= 0.0) fail(f, a["top_p"], "", "`top_p` must be in (0, 1]");
     }
     if (a["top_k"]) s.top_k = int(integer(f, a["top_k"], "", "top_k", 0, 1 << 24));
+    if (a["presence_penalty"]) s.presence_penalty = number(f, a["presence_penalty"], "", "presence_penalty", -2.0, 2.0);
+    if (a["frequency_penalty"])
+      s.frequency_penalty = number(f, a["frequency_penalty"], "", "frequency_penalty", -2.0, 2.0);
+    if (a["repetition_penalty"]) {
+      s.repetition_penalty = number(f, a["repetition_penalty"], "", "repetition_penalty", 0.0, 2.0);
+      if (*s.repetition_penalty <= 0.0)
+        fail(f, a["repetition_penalty"], "", "`repetition_penalty` must be in (0, 2]");
+    }
     if (a["seed"]) s.seed = uint64_t(integer(f, a["seed"], "", "seed", 0, (1LL << 62)));
     if (a["thinking"]) s.thinking = boolean(f, a["thinking"], "", "thinking");
   }

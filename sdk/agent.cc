@@ -144,6 +144,9 @@ AgentResult Agent::run(Json vars, const AgentRunOptions& options) {
   go.sampling.temperature = static_cast<float>(st.temperature.value_or(0.0));
   go.sampling.top_k = st.top_k.value_or(0);
   go.sampling.top_p = static_cast<float>(st.top_p.value_or(1.0));
+  go.presence_penalty = static_cast<float>(st.presence_penalty.value_or(0.0));
+  go.frequency_penalty = static_cast<float>(st.frequency_penalty.value_or(0.0));
+  go.repetition_penalty = static_cast<float>(st.repetition_penalty.value_or(1.0));
   go.seed = st.seed.value_or(0);
   for (auto& s : st.stop)
     if (!rt_.tokenizer().token_to_id(s)) go.stop.push_back(s);  // special tokens already end a turn

@@ -93,6 +93,13 @@ TemplateBuilder& TemplateBuilder::sampling(double temperature, double top_p, int
   return *this;
 }
 
+TemplateBuilder& TemplateBuilder::penalties(double presence, double frequency, double repetition) {
+  agent_["presence_penalty"] = presence;
+  agent_["frequency_penalty"] = frequency;
+  agent_["repetition_penalty"] = repetition;
+  return *this;
+}
+
 std::string TemplateBuilder::yaml() const {
   Json doc{{"name", name_}};
   if (!vars_.empty()) doc["vars"] = vars_;

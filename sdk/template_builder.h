@@ -44,6 +44,8 @@ class TemplateBuilder {
   TemplateBuilder& max_steps(int n);
   TemplateBuilder& max_tokens(int n);
   TemplateBuilder& sampling(double temperature, double top_p = 1.0, int top_k = 0, uint64_t seed = 0);
+  // The agent's presence and frequency penalties ([-2, 2]) and repetition penalty ((0, 2], 1 is off).
+  TemplateBuilder& penalties(double presence, double frequency, double repetition = 1.0);
 
   std::string yaml() const;  // the equivalent YAML template
   // Throws the DSL's TemplateError (location in "<builder:NAME>") for an invalid template.

@@ -199,6 +199,17 @@ TEST(Errors, AgentSettings) {
   expect_at(choice, "t.yaml", 1, 22, "", "`tool_choice` must be auto, none, required or a declared tool");
   auto top_p = expect_error<TemplateError>([] { parse_template("agent:\n  top_p: 1.5\nblocks: []\n", "t.yaml"); });
   expect_at(top_p, "t.yaml", 2, 10, "", "`top_p` must be a number in [0, 1]");
+  auto rep = expect_error<TemplateError>(
+      [] { parse_template("agent:\n  repetition_penalty: 0\nblocks: []\n", "t.yaml"); });
+  expect_at(rep, "t.yaml", 2, 23, "", "`repetition_penalty` must be in (0, 2]");
+  auto pres = expect_error<TemplateError>(
+      [] { parse_template("agent:\n  presence_penalty: -3\nblocks: []\n", "t.yaml"); });
+  expect_at(pres, "t.yaml", 2, 21, "", "`presence_penalty` must be a number in [-2, 2]");
+  const Template ok = parse_template(
+      "agent: {presence_penalty: 0.5, frequency_penalty: -1, repetition_penalty: 1.1}\nblocks: []\n", "t.yaml");
+  EXPECT_DOUBLE_EQ(*ok.agent.presence_penalty, 0.5);
+  EXPECT_DOUBLE_EQ(*ok.agent.frequency_penalty, -1.0);
+  EXPECT_DOUBLE_EQ(*ok.agent.repetition_penalty, 1.1);
   auto key = expect_error<TemplateError>([] { parse_template("agent: {temprature: 1}\nblocks: []\n", "t.yaml"); });
   EXPECT_NE(std::string(key.what()).find("unknown key 'temprature'"), std::string::npos);
 }

@@ -352,6 +352,9 @@ TEST_F(AgentSettingsTest, SamplingSettingsOfTheTemplateReachTheSampler) {
   EXPECT_FALSE(answers.count(greedy) && answers.size() == 1);
   EXPECT_EQ(run(hot + "  seed: 3\n  top_k: 1\n").answer, greedy);
   EXPECT_EQ(run(hot + "  seed: 3\n  top_p: 0.000001\n").answer, greedy);
+  // Penalties reach it too: a strong repetition penalty moves the greedy reply; one of 1 leaves it.
+  EXPECT_NE(run("  max_tokens: 8\n  repetition_penalty: 1.9\n").answer, greedy);
+  EXPECT_EQ(run("  max_tokens: 8\n  repetition_penalty: 1\n  presence_penalty: 0\n").answer, greedy);
 }
 
 }  // namespace

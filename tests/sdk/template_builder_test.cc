@@ -45,6 +45,19 @@ blocks:
 
 TEST(TemplateBuilder, ErrorsComeFromTheDsl) {
   EXPECT_THROW(TemplateBuilder("bad").user("q", "{{undeclared}}").build(), dsl::TemplateError);
+  EXPECT_THROW(TemplateBuilder("bad").user("q", "hi").penalties(0, 0, 0).build(), dsl::TemplateError);
+}
+
+TEST(TemplateBuilder, SamplingAndPenalties) {
+  const dsl::Template t =
+      TemplateBuilder("s").user("q", "hi").sampling(0.7, 0.9, 20, 5).penalties(0.5, -1.0, 1.1).build();
+  EXPECT_DOUBLE_EQ(*t.agent.temperature, 0.7);
+  EXPECT_DOUBLE_EQ(*t.agent.top_p, 0.9);
+  EXPECT_EQ(*t.agent.top_k, 20);
+  EXPECT_EQ(*t.agent.seed, 5u);
+  EXPECT_DOUBLE_EQ(*t.agent.presence_penalty, 0.5);
+  EXPECT_DOUBLE_EQ(*t.agent.frequency_penalty, -1.0);
+  EXPECT_DOUBLE_EQ(*t.agent.repetition_penalty, 1.1);
 }
 
 }  // namespace
