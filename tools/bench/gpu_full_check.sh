@@ -654,7 +654,9 @@ if [ "$stage" = moedecode ]; then
     done
   }
   decode_forms 1
-  for t in cuda_model_test:'*' engine_model_test:'*cuda*:*Cuda*:*CUDA*' sdk_multi_turn_model_test:'*cuda*'; do
+  # (sdk_session_model_test: also the token controls' host draws beside device draws in a batched step.)
+  for t in cuda_model_test:'*' engine_model_test:'*cuda*:*Cuda*:*CUDA*' sdk_multi_turn_model_test:'*cuda*' \
+           sdk_session_model_test:'*cuda*'; do
     HYPIC_CUDA_MOE_DECODE_STAGED=1 HYPIC_CUDA_GEMV_STAGED=1 run_test "${t%%:*}" "${t#*:}"
     mv "$O/${t%%:*}.txt" "$O/${t%%:*}_staged.txt" 2>/dev/null
   done
