@@ -140,9 +140,12 @@ TEST_P(SessionBatch, TokenControlsInABatchEqualEachAlone) {
     EXPECT_EQ(g.tokens, alone[i].tokens) << GetParam() << " session " << i;
     ASSERT_EQ(g.logprobs.size(), alone[i].logprobs.size()) << GetParam() << " session " << i;
     EXPECT_EQ(g.logprobs.size(), i % 2 ? 0u : g.tokens.size());
+    // CUDA's batched step runs other kernels than a lone step (bf16 sums in another order): its logits, and so
+    // the logprobs, agree to bf16 precision (0.014 seen on an H100), the tokens exactly.
+    const double tol = GetParam() == "cpu" ? 1e-4 : 0.05;
     for (size_t k = 0; k < g.logprobs.size(); ++k) {
       EXPECT_EQ(g.logprobs[k].id, g.tokens[k]);
-      EXPECT_NEAR(g.logprobs[k].logprob, alone[i].logprobs[k].logprob, 1e-3) << GetParam() << " session " << i;
+      EXPECT_NEAR(g.logprobs[k].logprob, alone[i].logprobs[k].logprob, tol) << GetParam() << " session " << i;
       EXPECT_EQ(g.logprobs[k].top.size(), 2u);
     }
   }
