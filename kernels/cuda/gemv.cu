@@ -1,16 +1,10 @@
 #include <cuda_bf16.h>
 
-#include <cassert>
-
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/row_norm8.cuh"
-#include "kernels/cuda/sm90.cuh"
-#include "kernels/cuda/sm90_host.h"
-#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda {
 namespace {
@@ -31,16 +25,11 @@ struct Params {
 // A warp owns R consecutive row slots of one target (targets start on multiples of R, so a SwiGLU gate
 // row and its up row, slots 2m and 2m + 1, land in the same warp). Slots past a target's end read its row 0
 // and are dropped, which keeps the load loop free of branches.
-// Staged (HYPIC_CUDA_GEMV_STAGED=1, small grids on sm_90): a warp's R rows come into shared memory by bulk
-// copies issued before the wait, behind the input row, instead of into registers (R == 1) or only their
-// first 2 KB into L2; the products then read them there in the same order (the same bits). Few registers,
-// so a block of the next kernel can start beside this one's, and this one's beside the kernel before.
-template <int R, bool Staged>
+template <int R>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
   detail::pdl_trigger();
   extern __shared__ uint4 smem_u4[];
   bf16* xs = reinterpret_cast<bf16*>(smem_u4);
-  __shared__ uint64_t row_bar[Staged ? kWarps : 1];
   const int K = p.K;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t s0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
@@ -61,22 +50,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
   // Weights are constant, so they are read before waiting on the kernel before this one (programmatic
   // launch: this grid may start while that one finishes): one row per warp goes straight to registers
   // (K <= kPreload * 256), otherwise the first 2 KB of each row head for L2.
-  uint4 pre[R == 1 && !Staged ? kPreload : 1];
-  // This warp's rows in shared memory, after the input row (K elements, 16-byte aligned).
-  bf16* ws = xs + K + int64_t(warp) * R * K;
-  if constexpr (Staged) {
-    if (active) {
-      if (lane == 0) {
-        sm90::mbar_init(&row_bar[warp], 1);
-        sm90::mbar_fence_init();
-        sm90::mbar_arrive_expect_tx(&row_bar[warp], uint32_t(R * K * 2));
-      }
-      __syncwarp();
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        if (lane == r) sm90::bulk_load_1d(ws + int64_t(r) * K, w[r], uint32_t(K * 2), &row_bar[warp]);
-    }
-  } else if (active) {
+  uint4 pre[R == 1 ? kPreload : 1];
+  if (active) {
     if constexpr (R == 1) {
 #pragma unroll
       for (int q = 0; q < kPreload; ++q) {
@@ -153,17 +128,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   int c0 = lane * 8;
-  if constexpr (Staged) {
-    sm90::mbar_wait(&row_bar[warp], 0);
-#pragma unroll 8
-    for (int c = c0; c < K; c += 256) {
-      const uint4 xv = *reinterpret_cast<const uint4*>(xs + c);
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        acc[r] = detail::dot8_bf16(*reinterpret_cast<const uint4*>(ws + int64_t(r) * K + c), xv, acc[r]);
-    }
-    c0 = K;
-  } else if constexpr (R == 1) {
+  if constexpr (R == 1) {
 #pragma unroll
     for (int q = 0; q < kPreload; ++q) {
       const int c = lane * 8 + q * 256;
@@ -248,57 +213,6 @@ bool gemv_sigmoid_input_fits(int64_t K, int64_t head_dim, int64_t gate_ld, const
          gate_ld >= head_dim && gate_ld % 8 == 0 && x && gate && aligned16(x) && aligned16(gate);
 }
 
-namespace {
-
-struct Shape {
-  int R = 1;           // rows a warp
-  int64_t slots = 0;   // row slots, each target's padded to a multiple of R
-  int64_t blocks = 0;
-  bool staged = false;
-  size_t smem = 0;     // dynamic shared memory: the input row, and the staged rows
-};
-
-Shape gemv_shape(int64_t K, const GemvTarget* targets, int n_targets, int rows_per_warp) {
-  // Rows per warp by the number of rows, from hypic_bench_kernels --only gemv on the H200 at the 35B-A3B
-  // decode shapes: one per warp up to ~12k rows (the output projections: 2048 rows of 4096, 1.2-1.7x
-  // faster than more), four for the GDN input projections (12352 rows: 1.1x), two for the LM head
-  // (248k rows, where the register preload of one row per warp costs occupancy: 1.17x); a SwiGLU pair
-  // needs two.
-  bool any_swiglu = false;
-  int64_t slots = 0;
-  for (int j = 0; j < n_targets; ++j) {
-    const bool sw = targets[j].epilogue == GemvEpilogue::SwiGlu;
-    any_swiglu = any_swiglu || sw;
-    slots += sw ? 2 * targets[j].rows : targets[j].rows;
-  }
-  Shape s;
-  s.R = slots < 12288 ? 1 : (slots <= 65536 ? 4 : 2);
-  if (any_swiglu && s.R == 1) s.R = 2;
-  if (rows_per_warp != 0) {
-    HYPIC_CUDA_REQUIRE(rows_per_warp == 1 || rows_per_warp == 2 || rows_per_warp == 4, "gemv: 1, 2 or 4 rows per warp");
-    HYPIC_CUDA_REQUIRE(!any_swiglu || rows_per_warp >= 2, "gemv: a SwiGlu target needs 2 or 4 rows per warp");
-    s.R = rows_per_warp;
-  }
-  for (int j = 0; j < n_targets; ++j) {
-    const int64_t n = targets[j].epilogue == GemvEpilogue::SwiGlu ? 2 * targets[j].rows : targets[j].rows;
-    s.slots += (n + s.R - 1) / s.R * s.R;
-  }
-  s.blocks = (s.slots / s.R + kWarps - 1) / kWarps;
-  s.smem = static_cast<size_t>(K) * sizeof(bf16);
-  const size_t staged_smem = s.smem + static_cast<size_t>(kWarps) * s.R * K * sizeof(bf16);
-  s.staged = s.R <= 2 && staged_smem <= 96 * 1024 && env_is("HYPIC_CUDA_GEMV_STAGED", "1") &&
-             current_device_is_sm90() && s.blocks <= 2 * detail::device_sm_count();
-  if (s.staged) s.smem = staged_smem;
-  return s;
-}
-
-}  // namespace
-
-bool gemv_stages_rows(int64_t K, const GemvTarget* targets, int n_targets, int rows_per_warp) {
-  HYPIC_CUDA_REQUIRE(targets && n_targets >= 1 && n_targets <= kGemvMaxTargets, "gemv: 1 to 4 targets");
-  return gemv_shape(K, targets, n_targets, rows_per_warp).staged;
-}
-
 void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targets, cudaStream_t stream,
           int rows_per_warp) {
   HYPIC_CUDA_REQUIRE(targets && n_targets >= 1 && n_targets <= kGemvMaxTargets, "gemv: 1 to 4 targets");
@@ -317,8 +231,25 @@ void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targe
                               : (in.x && aligned16(in.x)),
                        "gemv: a normed input needs norm weights and 1024 <= K <= 4096; a plain one a 16-byte aligned x");
   }
-  const Shape shape = gemv_shape(K, targets, n_targets, rows_per_warp);
-  const int R = shape.R;
+  // Rows per warp by the number of rows, from hypic_bench_kernels --only gemv on the H200 at the 35B-A3B
+  // decode shapes: one per warp up to ~12k rows (the output projections: 2048 rows of 4096, 1.2-1.7x
+  // faster than more), four for the GDN input projections (12352 rows: 1.1x), two for the LM head
+  // (248k rows, where the register preload of one row per warp costs occupancy: 1.17x); a SwiGLU pair
+  // needs two.
+  bool any_swiglu = false;
+  int64_t slots = 0;
+  for (int j = 0; j < n_targets; ++j) {
+    const bool sw = targets[j].epilogue == GemvEpilogue::SwiGlu;
+    any_swiglu = any_swiglu || sw;
+    slots += sw ? 2 * targets[j].rows : targets[j].rows;
+  }
+  int R = slots < 12288 ? 1 : (slots <= 65536 ? 4 : 2);
+  if (any_swiglu && R == 1) R = 2;
+  if (rows_per_warp != 0) {
+    HYPIC_CUDA_REQUIRE(rows_per_warp == 1 || rows_per_warp == 2 || rows_per_warp == 4, "gemv: 1, 2 or 4 rows per warp");
+    HYPIC_CUDA_REQUIRE(!any_swiglu || rows_per_warp >= 2, "gemv: a SwiGlu target needs 2 or 4 rows per warp");
+    R = rows_per_warp;
+  }
   Params p;
   p.n = n_targets;
   p.K = static_cast<int>(K);
@@ -353,17 +284,12 @@ void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targe
     slot += (slots + R - 1) / R * R;
   }
   p.begin[p.n] = slot;
-  assert(slot == shape.slots);  // the same padding as gemv_shape's
-  const int64_t blocks = shape.blocks;
+  const int64_t blocks = (slot / R + kWarps - 1) / kWarps;
   HYPIC_CUDA_REQUIRE(blocks <= 2147483647, "gemv: too many rows");
   // Launched programmatically (the kernel waits on its predecessor itself, after reading its weights).
-  auto* kernel = R == 4 ? gemv_kernel<4, false> : R == 2 ? gemv_kernel<2, false> : gemv_kernel<1, false>;
-  if (shape.staged) {
-    kernel = R == 2 ? gemv_kernel<2, true> : gemv_kernel<1, true>;
-    raise_smem_limit(kernel, shape.smem);
-    prefer_max_shared(kernel);  // an SM changes its shared-memory split only when empty
-  }
-  detail::launch_pdl(true, kernel, dim3(unsigned(blocks)), dim3(kThreads), shape.smem, stream, p);
+  auto* kernel = R == 4 ? gemv_kernel<4> : R == 2 ? gemv_kernel<2> : gemv_kernel<1>;
+  detail::launch_pdl(true, kernel, dim3(unsigned(blocks)), dim3(kThreads), static_cast<size_t>(K) * sizeof(bf16),
+                     stream, p);
 }
 
 }  // namespace hypic::cuda

@@ -80,10 +80,4 @@ bool gemv_sigmoid_input_fits(int64_t K, int64_t head_dim, int64_t gate_ld, const
 void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targets, cudaStream_t stream,
           int rows_per_warp = 0);
 
-// Whether gemv with these arguments brings its weight rows into shared memory by bulk copies before its wait
-// (HYPIC_CUDA_GEMV_STAGED=1 on sm_90, grids of at most two blocks an SM, one or two rows a warp, at most
-// 96 KB of rows and input a block) rather than into registers or L2. Host arithmetic; the same products,
-// bit for bit.
-bool gemv_stages_rows(int64_t K, const GemvTarget* targets, int n_targets, int rows_per_warp = 0);
-
 }  // namespace hypic::cuda

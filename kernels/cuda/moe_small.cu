@@ -1,12 +1,8 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/moe_route.cuh"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/pdl_launch.cuh"
-#include "kernels/cuda/sm90.cuh"
-#include "kernels/cuda/sm90_host.h"
-#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda {
 namespace {
@@ -230,10 +226,11 @@ constexpr int64_t kDecodeMaxAct = 24576;  // K*I + Is activations in shared memo
 // kernel before writes: so the wait comes first, and the trigger after it (moe_decode's down kernel reads
 // the logits before its own wait, which is safe only once this grid's wait has returned in every block).
 template <int PerLane>
-__device__ __forceinline__ void decode_gate_up(const float* __restrict__ logits, int E, int K, bool normalize,
-                                               const __nv_bfloat16* __restrict__ x, int D,
-                                               const __nv_bfloat16* __restrict__ gate_up, int I,
-                                               __nv_bfloat16* __restrict__ act, int32_t* ids_out, float* weights_out) {
+__global__ void __launch_bounds__(kThreads, 4) decode_gate_up_kernel(const float* __restrict__ logits, int E, int K,
+                                                                  bool normalize, const __nv_bfloat16* __restrict__ x,
+                                                                  int D, const __nv_bfloat16* __restrict__ gate_up,
+                                                                  int I, __nv_bfloat16* __restrict__ act,
+                                                                  int32_t* ids_out, float* weights_out) {
   extern __shared__ uint4 smem_u4[];
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem_u4);
   __shared__ int32_t sid[kMaxDownK];
@@ -264,26 +261,6 @@ __device__ __forceinline__ void decode_gate_up(const float* __restrict__ logits,
   g = detail::warp_sum(g);
   u = detail::warp_sum(u);
   if (lane == 0) act[int64_t(blockIdx.y) * I + i] = __float2bfloat16_rn(detail::silu_f(g) * u);
-}
-
-template <int PerLane>
-__global__ void __launch_bounds__(kThreads, 4) decode_gate_up_kernel(const float* __restrict__ logits, int E, int K,
-                                                                  bool normalize, const __nv_bfloat16* __restrict__ x,
-                                                                  int D, const __nv_bfloat16* __restrict__ gate_up,
-                                                                  int I, __nv_bfloat16* __restrict__ act,
-                                                                  int32_t* ids_out, float* weights_out) {
-  decode_gate_up<PerLane>(logits, E, K, normalize, x, D, gate_up, I, act, ids_out, weights_out);
-}
-
-// The same at 56 registers a thread (kStagedGateUpRegs), for the staged down kernel below: four of these
-// blocks leave 8192 registers of an SM free (at 63 they took all 65536), room for one staged down block.
-constexpr int kStagedGateUpRegs = 56;
-template <int PerLane>
-__global__ void __maxnreg__(kStagedGateUpRegs) decode_gate_up_capped_kernel(
-    const float* __restrict__ logits, int E, int K, bool normalize, const __nv_bfloat16* __restrict__ x, int D,
-    const __nv_bfloat16* __restrict__ gate_up, int I, __nv_bfloat16* __restrict__ act, int32_t* ids_out,
-    float* weights_out) {
-  decode_gate_up<PerLane>(logits, E, K, normalize, x, D, gate_up, I, act, ids_out, weights_out);
 }
 
 // Block = 8 output features, warp = one. Before the wait: the shared expert's row of this warp (constant),
@@ -357,87 +334,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_down_kernel(const float* _
   }
 }
 
-// The staged down form (HYPIC_CUDA_MOE_DECODE_STAGED=1). decode_down_kernel holds its weight rows in
-// registers (128 a thread, two blocks an SM), so none of its blocks fits beside the gate/up kernel's four
-// (which take the whole register file) and its loads before the wait start only as those blocks leave. Here
-// a block of kStagedThreads takes R output features and has its rows brought into shared memory by bulk
-// copies (one per routed expert: rows n0 .. n0 + R - 1 of an expert's down matrix are contiguous, and one
-// for the shared expert's), issued before the wait; its threads need few registers. Beside four capped
-// gate/up blocks it streams its rows while they stream theirs. Same sums in the same order as
-// decode_down_kernel (a lane's 16-byte pieces of each row, expert by expert, then the shared row), so the
-// same bits.
-constexpr int kStagedThreads = 128, kStagedWarps = kStagedThreads / 32;
-
-// Bytes of dynamic shared memory for R rows: [K][R][I] routed rows, [R][Is] shared rows, [K*I + Is]
-// activations.
-inline size_t staged_down_smem(int64_t K, int64_t I, int64_t Is, int64_t R) {
-  return size_t(K * R * I + R * Is + K * I + Is) * sizeof(__nv_bfloat16);
-}
-
-template <int PerLane>
-__global__ void __launch_bounds__(kStagedThreads) decode_down_staged_kernel(
-    const float* __restrict__ logits, int E, int K, bool normalize, const __nv_bfloat16* __restrict__ act, int I,
-    const __nv_bfloat16* __restrict__ down, int D, const __nv_bfloat16* __restrict__ shared_act,
-    const __nv_bfloat16* __restrict__ shared_down, int Is, const float* __restrict__ shared_gate,
-    float* __restrict__ h, int R) {
-  detail::pdl_trigger();  // as decode_down_kernel: the next product may start
-  extern __shared__ uint4 smem_u4[];
-  __nv_bfloat16* ws = reinterpret_cast<__nv_bfloat16*>(smem_u4);
-  __nv_bfloat16* wsh = ws + int64_t(K) * R * I;
-  __nv_bfloat16* as = wsh + int64_t(R) * Is;
-  __shared__ uint64_t bar;
-  __shared__ float sw[kMaxDownK];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int n0 = blockIdx.x * R, rows = min(R, D - n0);
-  if (threadIdx.x == 0) {
-    sm90::mbar_init(&bar, 1);
-    sm90::mbar_fence_init();
-  }
-  __syncthreads();
-  if (warp == 0) {
-    // The logits were written before the gate/up kernel's wait, which every one of its blocks has passed
-    // (it triggers after it), as in decode_down_kernel.
-    int32_t id;
-    float w;
-    detail::route_warp<PerLane>(logits, E, K, normalize, lane, id, w);
-    if (lane < K) sw[lane] = w;
-    if (lane == 0) sm90::mbar_arrive_expect_tx(&bar, uint32_t(int64_t(K * I + Is) * rows * 2));
-    __syncwarp();
-    if (lane < K)
-      sm90::bulk_load_1d(ws + int64_t(lane) * R * I, down + (int64_t(id) * D + n0) * I, uint32_t(rows * I * 2), &bar);
-    if (lane == 0) sm90::bulk_load_1d(wsh, shared_down + int64_t(n0) * Is, uint32_t(rows * Is * 2), &bar);
-  }
-  detail::pdl_wait();  // the routed activations (the kernel before); the shared ones and its gate are older
-  for (int c = threadIdx.x * 8; c < K * I + Is; c += kStagedThreads * 8)
-    *reinterpret_cast<uint4*>(as + c) =
-        __ldcg(reinterpret_cast<const uint4*>(c < K * I ? act + c : shared_act + (c - K * I)));
-  __syncthreads();  // the activations and the weights sw
-  sm90::mbar_wait(&bar, 0);
-  const int per = I / 256, routed = K * per, pieces = routed + Is / 256, KI = K * I;
-  for (int r = warp; r < rows; r += kStagedWarps) {
-    float acc = 0.0f, partial = 0.0f, sh = 0.0f;
-    for (int q = 0; q < pieces; ++q) {
-      if (q < routed) {
-        const int k = q / per, c = (q % per) * 256 + lane * 8;
-        const uint4 wq = *reinterpret_cast<const uint4*>(ws + (int64_t(k) * R + r) * I + c);
-        partial = detail::dot8_bf16(wq, *reinterpret_cast<const uint4*>(as + int64_t(k) * I + c),
-                                    q % per == 0 ? 0.0f : partial);
-        if (q % per == per - 1) acc += sw[k] * partial;
-      } else {
-        const int c = (q - routed) * 256 + lane * 8;
-        sh = detail::dot8_bf16(*reinterpret_cast<const uint4*>(wsh + int64_t(r) * Is + c),
-                               *reinterpret_cast<const uint4*>(as + KI + c), sh);
-      }
-    }
-    acc = detail::warp_sum(acc);
-    sh = detail::warp_sum(sh);
-    if (lane == 0) {
-      const float s = shared_gate ? detail::sigmoid_f(__ldcg(shared_gate)) : 1.0f;
-      h[n0 + r] += detail::round_bf16(acc) + s * detail::round_bf16(sh);
-    }
-  }
-}
-
 }  // namespace
 
 void moe_expert_list(const int32_t* offsets, int64_t E, int64_t slots, int32_t* experts, cudaStream_t stream) {
@@ -506,26 +402,6 @@ void moe_decode(const MoeDecodeArgs& a, cudaStream_t stream) {
   // Both launched programmatically (each kernel waits on its predecessor itself).
   const bool narrow = a.E <= 256;  // 8 router logits a lane
   const int E = int(a.E), K = int(a.K), D = int(a.D), I = int(a.I), Is = int(a.Is);
-  // The staged form: 16 features a block where their rows fit beside four gate/up blocks (~21 KB), else 8.
-  if (env_is("HYPIC_CUDA_MOE_DECODE_STAGED", "1") && current_device_is_sm90()) {
-    constexpr size_t kBeside = 200 * 1024;
-    const int R = staged_down_smem(a.K, a.I, a.Is, 16) <= kBeside ? 16 : 8;
-    const size_t smem = staged_down_smem(a.K, a.I, a.Is, R);
-    if (smem <= kBeside) {
-      const auto gu = narrow ? decode_gate_up_capped_kernel<8> : decode_gate_up_capped_kernel<32>;
-      const auto dn = narrow ? decode_down_staged_kernel<8> : decode_down_staged_kernel<32>;
-      raise_smem_limit(dn, smem);
-      prefer_max_shared(gu);  // else an SM running gate/up blocks keeps a split too small for a down block
-      prefer_max_shared(dn);
-      detail::launch_pdl(true, gu, dim3(unsigned((a.I + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(a.K)),
-                         dim3(kThreads), size_t(a.D) * 2, stream, a.logits, E, K, a.normalize, a.x, D, a.gate_up, I,
-                         a.act, a.ids, a.weights);
-      detail::launch_pdl(true, dn, dim3(unsigned((a.D + R - 1) / R)), dim3(kStagedThreads), smem, stream, a.logits,
-                         E, K, a.normalize, const_cast<const bf16*>(a.act), I, a.down, D, a.shared_act,
-                         a.shared_down, Is, a.shared_gate, a.h, R);
-      return;
-    }
-  }
   detail::launch_pdl(true, narrow ? decode_gate_up_kernel<8> : decode_gate_up_kernel<32>,
                      dim3(unsigned((a.I + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(a.K)), dim3(kThreads),
                      size_t(a.D) * 2, stream, a.logits, E, K, a.normalize, a.x, D, a.gate_up, I, a.act, a.ids,

@@ -4,7 +4,6 @@
 
 #include <map>
 #include <mutex>
-#include <set>
 #include <utility>
 
 #include "kernels/cuda/check.h"
@@ -21,17 +20,6 @@ void raise_smem_limit(const void* kernel, size_t bytes) {
   if (at >= bytes) return;
   HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   at = bytes;
-}
-
-void prefer_max_shared(const void* kernel) {
-  static std::mutex mu;
-  static std::set<std::pair<const void*, int>> done;
-  int dev = 0;
-  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  if (!done.insert({kernel, dev}).second) return;
-  HYPIC_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
 }
 
 }  // namespace hypic::cuda

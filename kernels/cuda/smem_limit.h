@@ -17,14 +17,4 @@ void raise_smem_limit(void (*kernel)(Params...), size_t bytes) {
   raise_smem_limit(reinterpret_cast<const void*>(kernel), bytes);
 }
 
-// Asks that an SM running `kernel` be set up with the most shared memory (the least L1), once per (kernel,
-// device). An SM changes that split only when it is empty, so a kernel whose blocks must start beside
-// another kernel's large-shared-memory blocks (programmatic launches) asks for the same split.
-void prefer_max_shared(const void* kernel);
-
-template <class... Params>
-void prefer_max_shared(void (*kernel)(Params...)) {
-  prefer_max_shared(reinterpret_cast<const void*>(kernel));
-}
-
 }  // namespace hypic::cuda

@@ -48,11 +48,6 @@
 #                                        # bench and its row spans under ncu, RAG TTFT under both, an all-hit
 #                                        # timeline; then the op, model and engine tests of every kernel whose
 #                                        # shared-memory opt-in moved to cuda::raise_smem_limit
-#   tools/bench/gpu_full_check.sh moedecode  # the decode step's weight rows staged in shared memory by bulk copies
-#                                            # (HYPIC_CUDA_MOE_DECODE_STAGED=1: the MoE's down rows; and
-#                                            # HYPIC_CUDA_GEMV_STAGED=1: the small products'): the op tests (both
-#                                            # forms), batch-1 decode under each form twice, each form's step
-#                                            # timeline, the model, engine and multi-turn tests with both on
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 #   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
@@ -632,48 +627,6 @@ if [ "$stage" = spans ]; then
   # Diagnostics last: a call cut short keeps the measurements and the checks.
   for f in tokens chunked; do chain_ncu HYPIC_CUDA_CHAIN_SPANS=$f 21 ncu_spans_$f.txt; done  # the spans' 6th launch
   request8_timeline
-fi
-if [ "$stage" = moedecode ]; then
-  TEST_TIMEOUT=120 run_test cuda_decode_ops_test
-  if ! test_passed cuda_decode_ops_test; then
-    echo "moedecode: the op test did not pass; the benches and model runs are left out"
-    stage=moedecode-failed
-  fi
-fi
-if [ "$stage" = moedecode ]; then
-  # The forms: none staged, the MoE's down rows, and those with the small products' rows (HYPIC_CUDA_GEMV_STAGED).
-  # Most important first: one decode run of each, the model tests, then a second run and the timelines.
-  forms="base:X=0 moe:HYPIC_CUDA_MOE_DECODE_STAGED=1 all:HYPIC_CUDA_MOE_DECODE_STAGED=1,HYPIC_CUDA_GEMV_STAGED=1"
-  decode_forms() {
-    for f in $forms; do
-      step "decode at batch 1, ${f%%:*} (${f#*:}), run $1"
-      env $(tr , ' ' <<< "${f#*:}") "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json \
-        --random-weights --prefill 8192 --decode 64 --batch 1 --batch-steps 24 > "$O/decode_${f%%:*}_$1.json"
-      grep -o '"graph_drawn": {"ms_per_step": [0-9.]*, "tokens_per_s": [0-9.]*, "tb_per_s": [0-9.]*' \
-        "$O/decode_${f%%:*}_$1.json" | tr '\n' ' '; echo
-    done
-  }
-  decode_forms 1
-  # (sdk_session_model_test: also the token controls' host draws beside device draws in a batched step.)
-  for t in cuda_model_test:'*' engine_model_test:'*cuda*:*Cuda*:*CUDA*' sdk_multi_turn_model_test:'*cuda*' \
-           sdk_session_model_test:'*cuda*'; do
-    HYPIC_CUDA_MOE_DECODE_STAGED=1 HYPIC_CUDA_GEMV_STAGED=1 run_test "${t%%:*}" "${t#*:}"
-    mv "$O/${t%%:*}.txt" "$O/${t%%:*}_staged.txt" 2>/dev/null
-  done
-  decode_forms 2
-  if [ -f .gpubin/trace.tar.xz ]; then
-    mkdir -p /tmp/trace && tar xJf .gpubin/trace.tar.xz -C /tmp/trace
-    for f in $forms; do
-      step "the batch-1 step's timeline, ${f%%:*}"
-      env $(tr , ' ' <<< "${f#*:}") CUDA_INJECTION64_PATH=/tmp/trace/libhypic_kernel_trace.so \
-        LD_LIBRARY_PATH=/tmp/trace:$LD_LIBRARY_PATH HYPIC_TRACE_OUT="$O/decode_${f%%:*}.trace" \
-        "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192 \
-        --decode 64 --batch 1 --batch-steps 24 > /dev/null 2>&1
-      python3 tools/bench/kernel_gaps.py "$O/decode_${f%%:*}.trace" --graph-step 2 > "$O/decode_gaps_${f%%:*}.txt" 2>&1
-      grep -E "window|busy|gemv_kernel|decode_down|decode_gate_up|routed experts" "$O/decode_gaps_${f%%:*}.txt" | head -12
-      rm -f "$O/decode_${f%%:*}.trace"
-    done
-  fi
 fi
 if [ "$stage" = admission ]; then
   # Decode stalls while prompts are admitted, by --prefill-chunk (docs/serving.md); MODES, CHUNKS, REQUESTS

@@ -17,7 +17,6 @@
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
-#include "kernels/cuda/sm90_host.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "tests/kernels/cuda/harness.h"
@@ -153,65 +152,6 @@ TEST_F(CudaOps, GemvEpilogues) {
   HYPIC_EXPECT_ERR_LT(rel_err(h.download(), want), kTolF32Out);
 }
 
-// The staged form (HYPIC_CUDA_GEMV_STAGED=1: each warp's rows brought into shared memory by bulk copies
-// before the wait) against the register / L2 form, bit for bit, on the decode step's small products: an
-// output projection into the residual (one row a warp, K 4096), the router with the shared expert's SwiGLU
-// pair and gate logit (two rows a warp), normed and gated inputs.
-TEST_F(CudaOps, GemvStagedEqualsRegisterForm) {
-  if (!current_device_is_sm90()) GTEST_SKIP() << "the staged form needs sm_90";
-  Stream st;
-  const int64_t D = 2048, Kw = 4096, Is = 512, E = 256;
-  const auto x = randn_bf16(Kw, 61, 1.0f), o = randn_bf16(Kw, 62, 1.0f), z = randn_bf16(Kw, 63, 1.0f);
-  const auto h = hypic::test::randn(D, 64, 3.0f), nw = hypic::test::randn(Kw, 65, 0.2f);
-  const auto wout = randn_bf16(D * Kw, 66, 0.05f), wr = randn_bf16(E * D, 67, 0.05f),
-             wgu = randn_bf16(2 * Is * D, 68, 0.05f), wsg = randn_bf16(D, 69, 0.05f);
-  const auto h0 = hypic::test::randn(D, 70, 1.0f);
-  auto dx = to_device_bf16(pool, x), dout = to_device_bf16(pool, wout), dwr = to_device_bf16(pool, wr),
-       dwgu = to_device_bf16(pool, wgu), dwsg = to_device_bf16(pool, wsg), dO = to_device_bf16(pool, o),
-       dz = to_device_bf16(pool, z);
-  DevArray<float> dh(pool, h), dnw(pool, nw);
-  struct Run {
-    std::vector<float> res, router, sg;
-    std::vector<float> act;
-  };
-  // One decode-like sequence of products under the given form.
-  const auto run = [&](const char* staged) {
-    setenv("HYPIC_CUDA_GEMV_STAGED", staged, 1);
-    DevArray<float> res(pool, h0), router(pool, E), sg(pool, 1);
-    DevArray<bf16> act(pool, Is);
-    GemvInput plain;
-    plain.x = dx.get();
-    const GemvTarget add{dout.get(), D, res.get(), DType::F32, GemvEpilogue::Add};
-    EXPECT_EQ(gemv_stages_rows(Kw, &add, 1), staged[0] == '1');
-    gemv(plain, Kw, &add, 1, st);
-    GemvInput gated;  // a gated-norm input (head dim 128), as the GDN output projection's
-    gated.gated_o = dO.get();
-    gated.gated_z = dz.get();
-    gated.norm_w = dnw.get();
-    gated.head_dim = 128;
-    gated.eps = 1e-6f;
-    gemv(gated, Kw, &add, 1, st);
-    GemvInput normed;
-    normed.h = dh.get();
-    normed.norm_w = dnw.get();
-    normed.zero_centred = true;
-    const GemvTarget first[3] = {{dwr.get(), E, router.get(), DType::F32},
-                                 {dwgu.get(), Is, act.get(), DType::BF16, GemvEpilogue::SwiGlu},
-                                 {dwsg.get(), 1, sg.get(), DType::F32}};
-    EXPECT_EQ(gemv_stages_rows(D, first, 3), staged[0] == '1');
-    gemv(normed, D, first, 3, st);
-    unsetenv("HYPIC_CUDA_GEMV_STAGED");
-    st.synchronize();
-    return Run{res.download(), router.download(), sg.download(), from_device_bf16(act)};
-  };
-  const Run a = run("0"), b = run("1");
-  EXPECT_EQ(a.res, b.res);
-  EXPECT_EQ(a.router, b.router);
-  EXPECT_EQ(a.sg, b.sg);
-  EXPECT_EQ(a.act, b.act);
-  EXPECT_GT(rel_err(a.res, h0), 1e-3f);  // the products did run
-}
-
 // The decode MoE (routing inside, the shared expert folded into the down kernel) against the four launches
 // it replaces, bit for bit: moe_route, moe_small_gate_up, moe_small_down_combine and gemv's MoeResidual
 // (checked against the CPU in backend_ops_test.cc and above). Shapes: 35B-A3B's K, I and Is with fewer
@@ -267,27 +207,18 @@ TEST_F(CudaOps, MoeDecodeEqualsRouteSmallExpertsAndResidual) {
     a.h = h_got.get();
     a.ids = ids_got.get();
     a.weights = w_got.get();
-    // Both forms: the down rows in registers, and staged in shared memory by bulk copies beside capped
-    // gate/up blocks (HYPIC_CUDA_MOE_DECODE_STAGED=1).
-    for (const char* staged : {"0", "1"}) {
-      SCOPED_TRACE(std::string("HYPIC_CUDA_MOE_DECODE_STAGED=") + staged);
-      h_got.upload(h0);
-      HYPIC_CUDA_CHECK(cudaMemsetAsync(act_got.get(), 0xff, c.K * c.I * sizeof(bf16), st));
-      setenv("HYPIC_CUDA_MOE_DECODE_STAGED", staged, 1);
-      moe_decode(a, st);
-      unsetenv("HYPIC_CUDA_MOE_DECODE_STAGED");
-      st.synchronize();
-      EXPECT_EQ(ids_got.download(), ids_ref.download());
-      EXPECT_EQ(w_got.download(), w_ref.download());
-      EXPECT_EQ(from_device_bf16(act_got), from_device_bf16(act_ref));
-      const auto got = h_got.download(), want = h_ref.download();
-      ASSERT_EQ(got.size(), want.size());
-      int64_t differ = 0;
-      for (size_t n = 0; n < got.size(); ++n) differ += std::memcmp(&got[n], &want[n], sizeof(float)) != 0;
-      EXPECT_EQ(differ, 0) << "of " << got.size() << " outputs";
-      // The residual did move: the test would fail if neither path wrote h.
-      EXPECT_GT(rel_err(got, h0), 1e-3f);
-    }
+    moe_decode(a, st);
+    st.synchronize();
+    EXPECT_EQ(ids_got.download(), ids_ref.download());
+    EXPECT_EQ(w_got.download(), w_ref.download());
+    EXPECT_EQ(from_device_bf16(act_got), from_device_bf16(act_ref));
+    const auto got = h_got.download(), want = h_ref.download();
+    ASSERT_EQ(got.size(), want.size());
+    int64_t differ = 0;
+    for (size_t n = 0; n < got.size(); ++n) differ += std::memcmp(&got[n], &want[n], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0) << "of " << got.size() << " outputs";
+    // The residual did move: the test would fail if neither path wrote h.
+    EXPECT_GT(rel_err(got, h0), 1e-3f);
   }
   EXPECT_FALSE(moe_decode_supported(256, 32, 2048, 1024, 512));  // K*I + Is past the shared memory
   EXPECT_FALSE(moe_decode_supported(256, 8, 2048, 500, 512));   // I off the 256 grid
