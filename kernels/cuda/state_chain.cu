@@ -208,7 +208,8 @@ __device__ __forceinline__ void chain_row_tokens(const StateStep& step, const Ch
   }
 }
 
-// The same tokens in chunks (dk = 128, the tensor-core forms; HYPIC_CUDA_CHAIN_SPANS=chunked): each staged
+// The same tokens in chunks (dk = 128, the tensor-core forms; HYPIC_CUDA_CHAIN_SPANS=chunked, an A/B form that
+// measured slower than token by token on an H100, docs/benchmarks.md): each staged
 // piece of m <= kChainStage tokens at once from the tile S0 it starts on. With G_j = g_0 + .. + g_j,
 //   u_j = beta_j (v_j - e^{G_j} k_j.S0) - sum_{i<j} beta_j e^{G_j - G_i} (k_i.k_j) u_i,
 //   o_j = e^{G_j} q_j.S0 + sum_{i<=j} e^{G_j - G_i} (q_j.k_i) u_i,
@@ -870,8 +871,8 @@ __device__ __forceinline__ void wg_issue_slices(float (&acc)[16], const uint32_t
 #endif
 }
 
-// wg_product in two groups of 8 k-slices (HYPIC_CUDA_CHAIN_WG_GROUPS=2; not yet run on a GPU), each group's T
-// fragments split into registers just before it is issued; `meanwhile` runs while the second group is on the
+// wg_product in two groups of 8 k-slices (HYPIC_CUDA_CHAIN_WG_GROUPS=2; an A/B form, 5% slower on an H100), each
+// group's T fragments split into registers just before it is issued; `meanwhile` runs while the second group is on the
 // tensor cores, in the first group's registers. The kernel queues the next step's copies there (20 cp.async a
 // thread), which held the one-group form's products back when queued before them.
 template <class F>
