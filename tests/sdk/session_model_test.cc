@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 
 #include "runtime/backends.h"
 #include "runtime/error.h"
@@ -33,6 +34,27 @@ class SessionBatch : public ::testing::TestWithParam<std::string> {
     o.device = GetParam();
     o.mode = CacheMode::Full;
     rt_ = Runtime::open(o);
+  }
+  // Every prompt's generation under opts(i), decoded together one batched step at a time (as hypic serve
+  // runs them); the batch shrinks as generations end.
+  std::vector<Generation> run_batched(const std::function<GenerateOptions(size_t)>& opts) {
+    std::vector<std::unique_ptr<Session>> sessions;
+    std::vector<std::unique_ptr<GenerationSteps>> steps;
+    for (size_t i = 0; i < prompts_.size(); ++i) {
+      sessions.push_back(std::make_unique<Session>(*rt_));
+      sessions.back()->append_text(prompts_[i]);
+      steps.push_back(std::make_unique<GenerationSteps>(*sessions.back(), opts(i)));
+    }
+    for (;;) {
+      std::vector<Session*> batch;
+      for (size_t i = 0; i < steps.size(); ++i)
+        if (steps[i]->step()) batch.push_back(sessions[i].get());
+      if (batch.empty()) break;
+      Session::run_sampled(batch);
+    }
+    std::vector<Generation> out;
+    for (auto& st : steps) out.push_back(st->result());
+    return out;
   }
   std::unique_ptr<Runtime> rt_;
   const std::vector<std::string> prompts_ = {"The badge of Kaimur is 8313. What is the badge of Kaimur?",
@@ -58,27 +80,16 @@ TEST_P(SessionBatch, BatchedGenerationsEqualEachAlone) {
       s.append_text(prompts_[i]);
       alone.push_back(s.generate(options(temperature, 11 + i)).tokens);
     }
-    std::vector<std::unique_ptr<Session>> sessions;
-    std::vector<std::unique_ptr<GenerationSteps>> steps;
-    for (size_t i = 0; i < prompts_.size(); ++i) {
-      sessions.push_back(std::make_unique<Session>(*rt_));
-      sessions.back()->append_text(prompts_[i]);
-      // Different lengths: the last generation stops early, so the batch shrinks on the way.
+    // Different lengths: the last generation stops early, so the batch shrinks on the way.
+    const std::vector<Generation> batched = run_batched([&](size_t i) {
       GenerateOptions opt = options(temperature, 11 + i);
       if (i + 1 == prompts_.size()) opt.max_tokens = 5;
-      steps.push_back(std::make_unique<GenerationSteps>(*sessions.back(), opt));
-    }
-    for (;;) {
-      std::vector<Session*> batch;
-      for (size_t i = 0; i < steps.size(); ++i)
-        if (steps[i]->step()) batch.push_back(sessions[i].get());
-      if (batch.empty()) break;
-      Session::run_sampled(batch);
-    }
+      return opt;
+    });
     for (size_t i = 0; i < prompts_.size(); ++i) {
       std::vector<int> want = alone[i];
       if (i + 1 == prompts_.size()) want.resize(5);
-      EXPECT_EQ(steps[i]->result().tokens, want) << GetParam() << " temperature " << temperature << " session " << i;
+      EXPECT_EQ(batched[i].tokens, want) << GetParam() << " temperature " << temperature << " session " << i;
     }
   }
 }
@@ -121,22 +132,9 @@ TEST_P(SessionBatch, TokenControlsInABatchEqualEachAlone) {
     s.append_text(prompts_[i]);
     alone.push_back(s.generate(controlled(i)));
   }
-  std::vector<std::unique_ptr<Session>> sessions;
-  std::vector<std::unique_ptr<GenerationSteps>> steps;
+  const std::vector<Generation> batched = run_batched(controlled);
   for (size_t i = 0; i < prompts_.size(); ++i) {
-    sessions.push_back(std::make_unique<Session>(*rt_));
-    sessions.back()->append_text(prompts_[i]);
-    steps.push_back(std::make_unique<GenerationSteps>(*sessions.back(), controlled(i)));
-  }
-  for (;;) {
-    std::vector<Session*> batch;
-    for (size_t i = 0; i < steps.size(); ++i)
-      if (steps[i]->step()) batch.push_back(sessions[i].get());
-    if (batch.empty()) break;
-    Session::run_sampled(batch);
-  }
-  for (size_t i = 0; i < prompts_.size(); ++i) {
-    const Generation& g = steps[i]->result();
+    const Generation& g = batched[i];
     EXPECT_EQ(g.tokens, alone[i].tokens) << GetParam() << " session " << i;
     ASSERT_EQ(g.logprobs.size(), alone[i].logprobs.size()) << GetParam() << " session " << i;
     EXPECT_EQ(g.logprobs.size(), i % 2 ? 0u : g.tokens.size());
