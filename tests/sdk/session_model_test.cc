@@ -180,12 +180,35 @@ GenerateOptions greedy(int n) {
   return opt;
 }
 
+// The ids a generation may sample: the LM head's rows that the tokenizer has tokens for.
+int64_t sampled_ids(Runtime& rt) {
+  return std::min<int64_t>(rt.config().vocab_size, static_cast<int64_t>(rt.tokenizer().vocab_size()));
+}
+
+// A fresh session's reply to `prompt` under `opt`.
+std::vector<int> reply(Runtime& rt, const std::string& prompt, const GenerateOptions& opt) {
+  Session s(rt);
+  s.append_text(prompt);
+  return s.generate(opt).tokens;
+}
+
+// The first id of the largest adjust(j, row[j]) over ids [0, n).
+int argmax_adjusted(const std::vector<float>& row, int64_t n, const std::function<float(int64_t, float)>& adjust) {
+  int best = 0;
+  float best_v = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = adjust(j, row[j]);
+    if (v > best_v) best_v = v, best = static_cast<int>(j);
+  }
+  return best;
+}
+
 // Each token's logprob is the log-softmax of the model's row at that token, and the alternatives are the
 // row's most likely ids, most likely first.
 TEST(TokenControls, LogprobsAreTheRowsLogSoftmax) {
   auto rt = open_tiny();
   const std::string prompt = "The badge of Kaimur is 8313. What is the badge of Kaimur?";
-  const int64_t n = std::min<int64_t>(rt->config().vocab_size, static_cast<int64_t>(rt->tokenizer().vocab_size()));
+  const int64_t n = sampled_ids(*rt);
   for (const float temperature : {0.0f, 1.0f}) {
     Session s(*rt);
     s.append_text(prompt);
@@ -256,31 +279,24 @@ TEST(TokenControls, LogitBiasMovesTheChoice) {
 TEST(TokenControls, PenaltiesFollowTheirDefinition) {
   auto rt = open_tiny();
   const std::string prompt = "The gate of Draje is";
-  const int64_t n = std::min<int64_t>(rt->config().vocab_size, static_cast<int64_t>(rt->tokenizer().vocab_size()));
-  Session p(*rt);
-  p.append_text(prompt);
-  const std::vector<int> plain = p.generate(greedy(16)).tokens;
+  const int64_t n = sampled_ids(*rt);
+  const std::vector<int> plain = reply(*rt, prompt, greedy(16));
   std::vector<int> plain_count(static_cast<size_t>(n), 0);
   int plain_most = 0;
   for (int t : plain) plain_most = std::max(plain_most, ++plain_count[t]);
   ASSERT_GT(plain_most, 1) << "the plain greedy reply repeats a token (else the penalties cannot show)";
 
   for (const auto& [presence, frequency] : {std::pair{2.0f, 0.0f}, {0.0f, 2.0f}, {0.5f, -1.0f}}) {
-    Session s(*rt);
-    s.append_text(prompt);
     GenerateOptions opt = greedy(16);
     opt.presence_penalty = presence;
     opt.frequency_penalty = frequency;
-    const std::vector<int> gen = s.generate(opt).tokens;
+    const std::vector<int> gen = reply(*rt, prompt, opt);
     const auto rows = reference_rows(*rt, prompt, gen);
     std::vector<int> count(static_cast<size_t>(n), 0);
     for (size_t k = 0; k < gen.size(); ++k) {
-      int best = 0;
-      float best_v = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        const float v = count[j] > 0 ? rows[k][j] - (frequency * count[j] + presence) : rows[k][j];
-        if (v > best_v) best_v = v, best = static_cast<int>(j);
-      }
+      const int best = argmax_adjusted(rows[k], n, [&, p = presence, f = frequency](int64_t j, float x) {
+        return count[j] > 0 ? x - (f * count[j] + p) : x;
+      });
       EXPECT_EQ(gen[k], best) << "presence " << presence << " frequency " << frequency << " token " << k;
       ++count[gen[k]];
     }
@@ -293,37 +309,27 @@ TEST(TokenControls, PenaltiesFollowTheirDefinition) {
 TEST(TokenControls, RepetitionPenaltyCoversThePromptAndTheReply) {
   auto rt = open_tiny();
   const std::string prompt = "The gate of Draje is";
-  const int64_t n = std::min<int64_t>(rt->config().vocab_size, static_cast<int64_t>(rt->tokenizer().vocab_size()));
-  Session p(*rt);
-  p.append_text(prompt);
-  const std::vector<int> plain = p.generate(greedy(16)).tokens;
+  const int64_t n = sampled_ids(*rt);
+  const std::vector<int> plain = reply(*rt, prompt, greedy(16));
   for (const float r : {1.8f, 0.7f}) {
-    Session s(*rt);
-    s.append_text(prompt);
     GenerateOptions opt = greedy(16);
     opt.repetition_penalty = r;
-    const std::vector<int> gen = s.generate(opt).tokens;
+    const std::vector<int> gen = reply(*rt, prompt, opt);
     const auto rows = reference_rows(*rt, prompt, gen);
     std::vector<uint8_t> seen(static_cast<size_t>(n), 0);
     for (int id : rt->tokenizer().encode(prompt)) seen[id] = 1;
     for (size_t k = 0; k < gen.size(); ++k) {
-      int best = 0;
-      float best_v = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        const float x = rows[k][j];
-        const float v = seen[j] ? (x > 0 ? x / r : x * r) : x;
-        if (v > best_v) best_v = v, best = static_cast<int>(j);
-      }
+      const int best = argmax_adjusted(rows[k], n, [&](int64_t j, float x) {
+        return seen[j] ? (x > 0 ? x / r : x * r) : x;
+      });
       EXPECT_EQ(gen[k], best) << "repetition_penalty " << r << " token " << k;
       seen[gen[k]] = 1;
     }
     EXPECT_NE(gen, plain) << "repetition_penalty " << r;
   }
-  Session bad(*rt);
-  bad.append_text(prompt);
   GenerateOptions opt = greedy(2);
   opt.repetition_penalty = 0.0f;
-  EXPECT_THROW(bad.generate(opt), InvalidArgument);
+  EXPECT_THROW(reply(*rt, prompt, opt), InvalidArgument);
 }
 
 std::vector<PromptBlock> turn(Runtime& rt, const std::vector<int>& before, const std::string& text) {
