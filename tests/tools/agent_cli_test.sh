@@ -23,6 +23,22 @@ assert all(x["hit"] for x in b["blocks"][:-1]) and not b["blocks"][-1]["hit"], b
 assert b["computed_tokens"] < a["computed_tokens"] / 4, (a["computed_tokens"], b["computed_tokens"])
 PY
 
+# Sampling flags override the template's agent settings: a hot temperature changes the reply with the seed,
+# top-k 1 brings back the greedy one, --max-tokens caps it, and an out-of-range value is refused.
+q=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$T/rag_qa.vars.json")
+echo "$q" > "$tmp/vars1.json"
+answer() { "$HYPIC" run "$T/rag_qa.yaml" --vars "$tmp/vars1.json" --model "$M" --max-steps 1 --json --quiet "$@" |
+  python3 -c 'import json,sys; r=json.load(sys.stdin); r=r[0] if isinstance(r, list) else r; print(json.dumps([r["answer"], r.get("completion_tokens")]))'; }
+greedy=$(answer --temperature 0 --max-tokens 12)
+hot=$(for s in 1 2 3 4; do answer --temperature 1.5 --seed $s --max-tokens 12; done | sort -u | wc -l)
+[ "$hot" -gt 1 ] || { echo "FAIL: --temperature 1.5 with four seeds gave one reply"; exit 1; }
+[ "$(answer --temperature 1.5 --seed 3 --top-k 1 --max-tokens 12)" = "$greedy" ] || {
+  echo "FAIL: --top-k 1 is not greedy"; exit 1; }
+[ "$(answer --temperature 0 --max-tokens 12 --repetition-penalty 1)" = "$greedy" ] || {
+  echo "FAIL: --repetition-penalty 1 changed the greedy reply"; exit 1; }
+if "$HYPIC" run "$T/rag_qa.yaml" --vars "$tmp/vars1.json" --model "$M" --top-p 0 2> "$tmp/err"; then exit 1; fi
+grep -q -- "--top-p" "$tmp/err"
+
 # Bad input: a clear message naming the file, exit status 1, no crash.
 if "$HYPIC" run "$tmp/missing.yaml" --vars "$T/rag_qa.vars.json" --model "$M" 2> "$tmp/err"; then exit 1; fi
 grep -q "missing.yaml" "$tmp/err"

@@ -28,8 +28,37 @@ void add_agent_options(CLI::App& app, AgentOptions& o) {
                  "retrieval database (hypic ingest): fills the template's `chunks` and adds the search_docs tool");
   tools::add_int(app, "--top-k-chunks", o.top_k_chunks, "chunks retrieved into `chunks` with --docs-db", 1LL, 10000LL);
   app.add_option("--chat-template", o.chat_template, "a Jinja chat template file to use instead of the model's own");
+  // The sampling flags: no default shown, since leaving one out keeps the template's value.
+  app.add_option("--temperature", o.temperature, "sampling temperature, 0 greedy (default: the template's agent.temperature, else 0)")
+      ->check(CLI::Range(0.0, 100.0))->default_str("");
+  app.add_option("--top-p", o.top_p, "nucleus sampling mass in (0, 1] (default: the template's)")
+      ->check(CLI::Range(1e-9, 1.0))->default_str("");
+  app.add_option("--top-k", o.top_k, "keep the k most likely tokens, 0 all (default: the template's)")
+      ->check(CLI::Range(0LL, 1LL << 24))->default_str("");
+  app.add_option("--seed", o.seed, "sampling seed (default: the template's, else 0)")
+      ->check(CLI::Range(0LL, 1LL << 62))->default_str("");
+  app.add_option("--max-tokens", o.max_tokens, "tokens a reply may take (default: the template's, else 512)")
+      ->check(CLI::Range(1LL, 1LL << 24))->default_str("");
+  app.add_option("--presence-penalty", o.presence_penalty, "subtracted once from the logit of every token the reply has used, in [-2, 2]")
+      ->check(CLI::Range(-2.0, 2.0))->default_str("");
+  app.add_option("--frequency-penalty", o.frequency_penalty, "subtracted from a token's logit per use in the reply, in [-2, 2]")
+      ->check(CLI::Range(-2.0, 2.0))->default_str("");
+  app.add_option("--repetition-penalty", o.repetition_penalty,
+                 "divides positive and multiplies negative logits of tokens in the prompt or reply, in (0, 2]; 1 is off")
+      ->check(CLI::Range(1e-9, 2.0))->default_str("");
   add_quiet(app, o.quiet);
   tools::configure(app, /*uses_model=*/true);
+}
+
+void apply_sampling_flags(const AgentOptions& o, dsl::AgentSettings& s) {
+  if (!std::isnan(o.temperature)) s.temperature = o.temperature;
+  if (!std::isnan(o.top_p)) s.top_p = o.top_p;
+  if (o.top_k >= 0) s.top_k = static_cast<int>(o.top_k);
+  if (o.seed >= 0) s.seed = static_cast<uint64_t>(o.seed);
+  if (o.max_tokens > 0) s.max_tokens = static_cast<int>(o.max_tokens);
+  if (!std::isnan(o.presence_penalty)) s.presence_penalty = o.presence_penalty;
+  if (!std::isnan(o.frequency_penalty)) s.frequency_penalty = o.frequency_penalty;
+  if (!std::isnan(o.repetition_penalty)) s.repetition_penalty = o.repetition_penalty;
 }
 
 AgentEnv open_agent_env(const AgentOptions& o) {

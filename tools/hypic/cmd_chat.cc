@@ -53,8 +53,9 @@ struct Options {
 int run(const Options& o) {
   dsl::LoadOptions load;
   load.template_root = o.template_root;
-  const dsl::Template tpl = !o.template_path.empty() ? dsl::load_template(o.template_path, load)
-                                                     : dsl::parse_template(kDefaultTemplate, "<built-in chat template>");
+  dsl::Template tpl = !o.template_path.empty() ? dsl::load_template(o.template_path, load)
+                                               : dsl::parse_template(kDefaultTemplate, "<built-in chat template>");
+  apply_sampling_flags(o.agent, tpl.agent);
   AgentEnv env = open_agent_env(o.agent);
   // Without --db the history lives in a temporary database for this process only.
   std::string db = o.db;

@@ -21,7 +21,8 @@ struct Options {
 int run(const Options& o) {
   dsl::LoadOptions load;
   load.template_root = o.template_root;
-  const dsl::Template tpl = dsl::load_template(o.template_path, load);
+  dsl::Template tpl = dsl::load_template(o.template_path, load);
+  apply_sampling_flags(o.agent, tpl.agent);
   const sdk::Json given = dsl::load_variables(o.vars);
   AgentEnv env = open_agent_env(o.agent);
   std::optional<sdk::HistoryStore> history;
