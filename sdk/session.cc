@@ -195,10 +195,12 @@ GenerationSteps::GenerationSteps(Session& s, GenerateOptions opt)
     throw InvalidArgument("generate: repetition_penalty must be a positive number");
   if (opt_.repetition_penalty != 1.0f) {
     seen_.assign(static_cast<size_t>(V), 0);
-    for (int id : s_.transcript_)
-      if (id >= 0 && id < V) seen_[id] = 1;
-    for (int id : s_.pending_)
-      if (id >= 0 && id < V) seen_[id] = 1;
+    for (const std::vector<int>* ids : {&s_.transcript_, &s_.pending_})
+      for (int id : *ids)
+        if (id >= 0 && id < V && !seen_[id]) {
+          seen_[id] = 1;
+          seen_ids_.push_back(id);
+        }
   }
 }
 
@@ -212,35 +214,41 @@ int GenerationSteps::draw_on_host(const std::vector<float>& logits, int64_t n, d
   const bool penalised = opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f;
   const float rep = opt_.repetition_penalty;
   if (!opt_.logit_bias.empty() || penalised || rep != 1.0f) {
+    // Only the ids the rules name change: a vocabulary-sized pass per token would cost more than the rest.
     work_.assign(logits.begin(), logits.begin() + n);
     if (rep != 1.0f)  // first, on the model's logits (as transformers' processors run)
-      for (int64_t j = 0; j < n; ++j)
-        if (seen_[j]) work_[j] = work_[j] > 0 ? work_[j] / rep : work_[j] * rep;
+      for (int j : seen_ids_)
+        if (j < n) work_[j] = work_[j] > 0 ? work_[j] / rep : work_[j] * rep;
     for (const auto& [id, bias] : opt_.logit_bias)
       if (id < n) work_[id] += bias;
     if (penalised)
-      for (int64_t j = 0; j < n && j < static_cast<int64_t>(counts_.size()); ++j)
-        if (counts_[j] > 0) work_[j] -= opt_.frequency_penalty * counts_[j] + opt_.presence_penalty;
+      for (int j : used_ids_)
+        if (j < n) work_[j] -= opt_.frequency_penalty * counts_[j] + opt_.presence_penalty;
     row = work_.data();
   }
   const int id = static_cast<int>(cpu::sample(row, n, opt_.sampling, u));
   if (lp) {
-    // log-softmax of the raw row, in double so that a vocabulary's worth of small terms keeps its digits.
+    // log-softmax of the raw row (float exponentials, a double sum), and the k most likely ids in one pass.
     float mx = logits[0];
     for (int64_t j = 1; j < n; ++j) mx = std::max(mx, logits[j]);
     double sum = 0;
-    for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(logits[j]) - mx);
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(logits[j] - mx);
     const double lse = mx + std::log(sum);
     lp->id = id;
     lp->logprob = static_cast<float>(logits[id] - lse);
     lp->top.clear();
-    if (opt_.logprobs > 0) {
-      std::vector<int> idx(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j) idx[j] = static_cast<int>(j);
-      const int k = static_cast<int>(std::min<int64_t>(opt_.logprobs, n));
-      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                        [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-      for (int j = 0; j < k; ++j) lp->top.emplace_back(idx[j], static_cast<float>(logits[idx[j]] - lse));
+    const int k = static_cast<int>(std::min<int64_t>(opt_.logprobs, n));
+    if (k > 0) {
+      // best[0..size) sorted most likely first (ties: lower id first, as ids arrive in order).
+      std::vector<int> best;
+      best.reserve(static_cast<size_t>(k) + 1);
+      for (int64_t j = 0; j < n; ++j) {
+        if (static_cast<int>(best.size()) == k && !(logits[j] > logits[best.back()])) continue;
+        auto at = std::upper_bound(best.begin(), best.end(), logits[j], [&](float v, int b) { return v > logits[b]; });
+        best.insert(at, static_cast<int>(j));
+        if (static_cast<int>(best.size()) > k) best.pop_back();
+      }
+      for (int b : best) lp->top.emplace_back(b, static_cast<float>(logits[b] - lse));
     }
   }
   return id;
@@ -297,9 +305,12 @@ bool GenerationSteps::step() {
   }
   if (opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f) {
     if (counts_.size() <= static_cast<size_t>(id)) counts_.resize(static_cast<size_t>(n), 0);
-    ++counts_[id];
+    if (counts_[id]++ == 0) used_ids_.push_back(id);
   }
-  if (!seen_.empty()) seen_[id] = 1;
+  if (!seen_.empty() && !seen_[id]) {
+    seen_[id] = 1;
+    seen_ids_.push_back(id);
+  }
   s_.presampled_ = -1;
   s_.next_draw_.reset();
   g_.tokens.push_back(id);

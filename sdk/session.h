@@ -157,7 +157,9 @@ class GenerationSteps {
   size_t streamed_ = 0;  // bytes of g_.text already given to on_text
   std::vector<float> work_;       // the logits row under bias and penalties
   std::vector<int> counts_;       // sampled tokens by id, for the penalties
+  std::vector<int> used_ids_;     // the ids with a count, in first-use order
   std::vector<uint8_t> seen_;     // ids in the conversation and the reply, for repetition_penalty
+  std::vector<int> seen_ids_;     // the same ids as a list
   int count_ = 0;
   bool done_ = false;
 };
