@@ -193,6 +193,9 @@ GenerationSteps::GenerationSteps(Session& s, GenerateOptions opt)
     throw InvalidArgument("generate: penalties must be finite");
   if (!(opt_.repetition_penalty > 0.0f) || !std::isfinite(opt_.repetition_penalty))
     throw InvalidArgument("generate: repetition_penalty must be a positive number");
+  if (opt_.min_tokens < 0) throw InvalidArgument("generate: min_tokens must not be negative");
+  for (int id : opt_.stop_token_ids)
+    if (id < 0 || id >= V) throw InvalidArgument("generate: a stop token id must be in [0, " + std::to_string(V) + ")");
   if (opt_.repetition_penalty != 1.0f) {
     seen_.assign(static_cast<size_t>(V), 0);
     for (const std::vector<int>* ids : {&s_.transcript_, &s_.pending_})
@@ -204,16 +207,17 @@ GenerationSteps::GenerationSteps(Session& s, GenerateOptions opt)
   }
 }
 
-bool GenerationSteps::host_rule() const {
+bool GenerationSteps::host_rule(int k) const {
   return opt_.logprobs >= 0 || !opt_.logit_bias.empty() || opt_.presence_penalty != 0.0f ||
-         opt_.frequency_penalty != 0.0f || opt_.repetition_penalty != 1.0f;
+         opt_.frequency_penalty != 0.0f || opt_.repetition_penalty != 1.0f || k <= opt_.min_tokens;
 }
 
 int GenerationSteps::draw_on_host(const std::vector<float>& logits, int64_t n, double u, TokenLogprob* lp) {
   const float* row = logits.data();
   const bool penalised = opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f;
   const float rep = opt_.repetition_penalty;
-  if (!opt_.logit_bias.empty() || penalised || rep != 1.0f) {
+  const bool too_early = count_ <= opt_.min_tokens;  // count_ already counts the token being drawn
+  if (!opt_.logit_bias.empty() || penalised || rep != 1.0f || too_early) {
     // Only the ids the rules name change: a vocabulary-sized pass per token would cost more than the rest.
     work_.assign(logits.begin(), logits.begin() + n);
     if (rep != 1.0f)  // first, on the model's logits (as transformers' processors run)
@@ -224,6 +228,14 @@ int GenerationSteps::draw_on_host(const std::vector<float>& logits, int64_t n, d
     if (penalised)
       for (int j : used_ids_)
         if (j < n) work_[j] -= opt_.frequency_penalty * counts_[j] + opt_.presence_penalty;
+    if (too_early) {
+      auto ban = [&](const std::vector<int>& ids) {
+        for (int j : ids)
+          if (j >= 0 && j < n) work_[j] = -std::numeric_limits<float>::infinity();
+      };
+      ban(s_.rt_.stop_ids());
+      ban(opt_.stop_token_ids);
+    }
     row = work_.data();
   }
   const int id = static_cast<int>(cpu::sample(row, n, opt_.sampling, u));
@@ -300,7 +312,7 @@ bool GenerationSteps::step() {
     if (!s_.logits_valid_ || static_cast<int64_t>(logits.size()) < n)
       throw InvalidArgument("generate: no next-token logits to sample from");
     const double u = s_.next_draw_ ? s_.next_draw_->u : uniform_(s_.rng_);
-    id = host_rule() ? draw_on_host(logits, n, u, opt_.logprobs >= 0 ? &lp : nullptr)
+    id = host_rule(count_) ? draw_on_host(logits, n, u, opt_.logprobs >= 0 ? &lp : nullptr)
                      : static_cast<int>(cpu::sample(logits.data(), n, opt_.sampling, u));
   }
   if (opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f) {
@@ -315,7 +327,9 @@ bool GenerationSteps::step() {
   s_.next_draw_.reset();
   g_.tokens.push_back(id);
   const auto& stops = s_.rt_.stop_ids();
-  if (!opt_.ignore_eos && std::find(stops.begin(), stops.end(), id) != stops.end()) {
+  const auto& more = opt_.stop_token_ids;
+  if ((!opt_.ignore_eos && std::find(stops.begin(), stops.end(), id) != stops.end()) ||
+      std::find(more.begin(), more.end(), id) != more.end()) {
     s_.pending_.push_back(id);  // run with the next appended text, so the transcript stays exact
     end(Generation::Finish::Stop);
     return false;
@@ -344,7 +358,7 @@ bool GenerationSteps::step() {
   // The next token's draw is taken now (the same sequence of draws as sampling each step on the host), so
   // a batched run can draw it where the logits are. Not for the last token: its logits are kept. Nor when
   // the rule needs the logits row (logprobs, bias, penalties): then the batched run returns it.
-  if (count_ < opt_.max_tokens && !host_rule()) s_.next_draw_ = Engine::TokenDraw{opt_.sampling, uniform_(s_.rng_), n};
+  if (count_ < opt_.max_tokens && !host_rule(count_ + 1)) s_.next_draw_ = Engine::TokenDraw{opt_.sampling, uniform_(s_.rng_), n};
   return true;
 }
 

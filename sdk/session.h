@@ -52,6 +52,10 @@ struct GenerateOptions {
   // end-of-turn token and a token that completes a stop string get none (their text is not in the reply).
   std::function<void(const TokenLogprob&)> on_logprob;
   std::vector<std::string> stop;  // stop strings, besides the model's end-of-turn tokens
+  std::vector<int> stop_token_ids;  // more ids that end the reply like an end-of-turn token (even with ignore_eos)
+  // No end-of-turn token nor stop_token_ids id before this many tokens (their logits are taken out until
+  // then; vLLM's min_tokens). Draws on the host, as the token controls do.
+  int min_tokens = 0;
   std::function<void(std::string_view)> on_text;  // streamed text, never half a UTF-8 character
   const std::atomic<bool>* cancel = nullptr;       // set from any thread to stop after the current token
   bool ignore_eos = false;  // end-of-turn tokens do not stop generation (benchmarks: fixed reply lengths)
@@ -145,8 +149,9 @@ class GenerationSteps {
  private:
   void flush(bool all);
   void end(Generation::Finish f);
-  // Whether the token rule needs the logits row on the host (logprobs, bias, penalties).
-  bool host_rule() const;
+  // Whether the rule for the reply's k-th token (from 1) needs the logits row on the host (logprobs, bias,
+  // penalties, min_tokens).
+  bool host_rule(int k) const;
   int draw_on_host(const std::vector<float>& logits, int64_t n, double u, TokenLogprob* lp);
 
   Session& s_;

@@ -332,6 +332,46 @@ TEST(TokenControls, RepetitionPenaltyCoversThePromptAndTheReply) {
   EXPECT_THROW(reply(*rt, prompt, opt), InvalidArgument);
 }
 
+// min_tokens keeps the end-of-turn token (and any stop_token_ids id) out of the reply until it has that
+// many tokens; stop_token_ids end a reply at their first occurrence, ignore_eos or not.
+TEST(TokenControls, MinTokensAndStopTokenIds) {
+  auto rt = open_tiny();
+  const std::string prompt = "The badge of Kaimur is 8313. What is the badge of Kaimur?";
+  GenerateOptions opt;
+  opt.max_tokens = 24;
+  Session s0(*rt);
+  s0.append_text(prompt);
+  const Generation g0 = s0.generate(opt);
+  ASSERT_EQ(g0.finish, Generation::Finish::Stop) << "the fixture's greedy reply ends with an end-of-turn token";
+  const auto& stops = rt->stop_ids();
+  const size_t first_stop = g0.tokens.size();
+  opt.min_tokens = static_cast<int>(first_stop) + 3;
+  const std::vector<int> longer = reply(*rt, prompt, opt);
+  ASSERT_GE(longer.size(), static_cast<size_t>(opt.min_tokens));
+  for (int k = 0; k < opt.min_tokens; ++k)
+    EXPECT_EQ(std::find(stops.begin(), stops.end(), longer[k]), stops.end()) << "token " << k;
+  EXPECT_EQ(std::vector<int>(longer.begin(), longer.begin() + first_stop - 1),
+            std::vector<int>(g0.tokens.begin(), g0.tokens.end() - 1))
+      << "before the end-of-turn token the reply is the same";
+
+  const std::vector<int> free = reply(*rt, prompt, greedy(12));
+  GenerateOptions stop_at = greedy(12);
+  stop_at.stop_token_ids = {free[3]};
+  Session s1(*rt);
+  s1.append_text(prompt);
+  const Generation g1 = s1.generate(stop_at);
+  EXPECT_EQ(g1.finish, Generation::Finish::Stop);
+  const size_t at = std::find(free.begin(), free.end(), free[3]) - free.begin();
+  EXPECT_EQ(g1.tokens, std::vector<int>(free.begin(), free.begin() + at + 1));
+
+  GenerateOptions bad = greedy(2);
+  bad.stop_token_ids = {-1};
+  EXPECT_THROW(reply(*rt, prompt, bad), InvalidArgument);
+  bad.stop_token_ids.clear();
+  bad.min_tokens = -1;
+  EXPECT_THROW(reply(*rt, prompt, bad), InvalidArgument);
+}
+
 std::vector<PromptBlock> turn(Runtime& rt, const std::vector<int>& before, const std::string& text) {
   std::vector<PromptBlock> blocks;
   if (!before.empty()) blocks.push_back({before, BlockCache::None});

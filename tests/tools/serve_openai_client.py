@@ -173,6 +173,11 @@ b_id = json.loads(body)["tokens"][0]
 biased = c1.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=3, temperature=0,
                                logit_bias={str(b_id): 100})
 check(biased.choices[0].text == "bbb", "logit_bias: +100 makes the token the greedy choice: %r" % biased.choices[0].text)
+if r.choices[0].finish_reason == "stop":
+    n0 = r.usage.completion_tokens
+    ml = c1.chat.completions.create(messages=messages("What is the capital of France?", docs),
+                                    extra_body={"min_tokens": n0 + 2}, **kw)
+    check(ml.usage.completion_tokens >= n0 + 2, "min_tokens: no end of turn before %d tokens: %s" % (n0 + 2, ml.usage))
 for bad in [{"response_format": {"type": "json_object"}}, {"top_logprobs": 2}, {"logit_bias": {"99999999": 1}}]:
     try:
         c1.chat.completions.create(messages=[{"role": "user", "content": "hi"}], **dict(kw, **bad))

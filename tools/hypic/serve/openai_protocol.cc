@@ -133,6 +133,16 @@ Sampling parse_sampling(const Json& body, int default_max_tokens, bool chat, con
       s.logit_bias.emplace_back(std::stoi(key), static_cast<float>(value.get<double>()));
     }
   }
+  s.min_tokens = static_cast<int>(get_int(body, "min_tokens", 0, 0, kMaxTokensLimit));
+  if (s.min_tokens > s.max_tokens) throw bad_request("'min_tokens' must not exceed 'max_tokens'", "min_tokens");
+  if (const Json* ids = field(body, "stop_token_ids")) {
+    if (!ids->is_array()) throw bad_request("'stop_token_ids' must be an array of token ids", "stop_token_ids");
+    for (const Json& x : *ids) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > (1 << 30))
+        throw bad_request("'stop_token_ids' must be an array of token ids", "stop_token_ids");
+      s.stop_token_ids.push_back(static_cast<int>(x.get<int64_t>()));
+    }
+  }
   s.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", 0.0, -2.0, 2.0));
   s.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", 0.0, -2.0, 2.0));
   // Asked for and not done would be a silent wrong answer: refused instead.
@@ -322,11 +332,15 @@ SamplingDefaults sampling_defaults(const Json& gc, const std::string& where) {
 }
 
 void check_token_ids(const Sampling& s, int64_t vocab) {
+  auto beyond = [&](int id, const char* name) {
+    return bad_request(std::string("'") + name + "' names token " + std::to_string(id) + "; the model's ids are below " +
+                           std::to_string(vocab),
+                       name);
+  };
   for (const auto& [id, bias] : s.logit_bias)
-    if (id >= vocab)
-      throw bad_request("'logit_bias' names token " + std::to_string(id) + "; the model's ids are below " +
-                            std::to_string(vocab),
-                        "logit_bias");
+    if (id >= vocab) throw beyond(id, "logit_bias");
+  for (int id : s.stop_token_ids)
+    if (id >= vocab) throw beyond(id, "stop_token_ids");
 }
 
 Json usage_json(const PromptReport& p, int64_t completion_tokens) {

@@ -51,6 +51,8 @@ struct Sampling {
   std::vector<std::pair<int, float>> logit_bias;  // token id -> bias in [-100, 100]
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;  // [-2, 2]
   float repetition_penalty = 1.0f;  // vLLM's extension, (0, 2]; 1 is off
+  int min_tokens = 0;                // vLLM's: no end of the reply before this many tokens
+  std::vector<int> stop_token_ids;   // vLLM's: more ids that end the reply
 };
 
 // What a request's omitted sampling fields take: OpenAI's defaults, or (`hypic serve --generation-config
@@ -69,7 +71,7 @@ struct SamplingDefaults {
 // ill-typed or out of range. Fields it does not know are left alone.
 SamplingDefaults sampling_defaults(const Json& generation_config, const std::string& where);
 
-// 400 naming logit_bias when one of its ids is not below the model's vocabulary size.
+// 400 naming logit_bias or stop_token_ids when one of its ids is not below the model's vocabulary size.
 void check_token_ids(const Sampling& s, int64_t vocab);
 
 struct ChatRequest {

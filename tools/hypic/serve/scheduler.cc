@@ -184,6 +184,8 @@ void Scheduler::start_generation(Admitting& a) {
   opt.presence_penalty = job->sampling.presence_penalty;
   opt.frequency_penalty = job->sampling.frequency_penalty;
   opt.repetition_penalty = job->sampling.repetition_penalty;
+  opt.min_tokens = job->sampling.min_tokens;
+  opt.stop_token_ids = job->sampling.stop_token_ids;
   opt.cancel = &job->cancel;
   Job* raw = job.get();
   opt.on_text = [raw](std::string_view t) {

@@ -147,10 +147,20 @@ TEST(OpenAiProtocol, TokenControls) {
   EXPECT_EQ(error_of([] { parse_completion_request({{"prompt", "x"}, {"suffix", "end"}}); }), P(400, "suffix"));
   EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"echo", false}, {"suffix", ""}}).prompt, "x");
 
+  const Sampling m = parse_chat_request(chat({{"min_tokens", 4}, {"max_tokens", 9}, {"stop_token_ids", {7, 11}}})).sampling;
+  EXPECT_EQ(m.min_tokens, 4);
+  EXPECT_EQ(m.stop_token_ids, (std::vector<int>{7, 11}));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"min_tokens", 10}, {"max_tokens", 9}})); }), P(400, "min_tokens"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"min_tokens", -1}})); }), P(400, "min_tokens"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"stop_token_ids", {"a"}}})); }), P(400, "stop_token_ids"));
+  EXPECT_EQ(error_of([] { parse_chat_request(chat({{"stop_token_ids", 5}})); }), P(400, "stop_token_ids"));
+
   Sampling big;
   big.logit_bias = {{5, 1.0f}, {1024, 1.0f}};
   EXPECT_EQ(error_of([&] { check_token_ids(big, 1024); }), P(400, "logit_bias"));
   EXPECT_EQ(error_of([&] { check_token_ids(big, 1025); }), P(0, "no error"));
+  big.stop_token_ids = {2000};
+  EXPECT_EQ(error_of([&] { check_token_ids(big, 1025); }), P(400, "stop_token_ids"));
 }
 
 // A model's generation_config.json gives the defaults of the fields a request leaves out (vLLM's
