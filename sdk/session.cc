@@ -208,13 +208,13 @@ GenerationSteps::GenerationSteps(Session& s, GenerateOptions opt)
 }
 
 bool GenerationSteps::host_rule(int k) const {
-  return opt_.logprobs >= 0 || !opt_.logit_bias.empty() || opt_.presence_penalty != 0.0f ||
-         opt_.frequency_penalty != 0.0f || opt_.repetition_penalty != 1.0f || k <= opt_.min_tokens;
+  return opt_.logprobs >= 0 || !opt_.logit_bias.empty() || counted() || opt_.repetition_penalty != 1.0f ||
+         k <= opt_.min_tokens;
 }
 
 int GenerationSteps::draw_on_host(const std::vector<float>& logits, int64_t n, double u, TokenLogprob* lp) {
   const float* row = logits.data();
-  const bool penalised = opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f;
+  const bool penalised = counted();
   const float rep = opt_.repetition_penalty;
   const bool too_early = count_ <= opt_.min_tokens;  // count_ already counts the token being drawn
   if (!opt_.logit_bias.empty() || penalised || rep != 1.0f || too_early) {
@@ -315,7 +315,7 @@ bool GenerationSteps::step() {
     id = host_rule(count_) ? draw_on_host(logits, n, u, opt_.logprobs >= 0 ? &lp : nullptr)
                      : static_cast<int>(cpu::sample(logits.data(), n, opt_.sampling, u));
   }
-  if (opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f) {
+  if (counted()) {
     if (counts_.size() <= static_cast<size_t>(id)) counts_.resize(static_cast<size_t>(n), 0);
     if (counts_[id]++ == 0) used_ids_.push_back(id);
   }

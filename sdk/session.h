@@ -152,6 +152,8 @@ class GenerationSteps {
   // Whether the rule for the reply's k-th token (from 1) needs the logits row on the host (logprobs, bias,
   // penalties, min_tokens).
   bool host_rule(int k) const;
+  // Whether the presence or frequency penalty is on (the reply's tokens are then counted).
+  bool counted() const { return opt_.presence_penalty != 0.0f || opt_.frequency_penalty != 0.0f; }
   int draw_on_host(const std::vector<float>& logits, int64_t n, double u, TokenLogprob* lp);
 
   Session& s_;

@@ -4,8 +4,6 @@
 // decoding across requests, API keys with per-tenant cache isolation, metrics and a chat page at /.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 
 #include "runtime/backends.h"
@@ -30,10 +28,8 @@ struct Options {
 serve::SamplingDefaults read_sampling_defaults(const Options& o) {
   const std::string path = (std::filesystem::path(o.model) / "generation_config.json").string();
   if (o.generation_config == "none" || !std::filesystem::exists(path)) return {};
-  std::ifstream f(path, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  serve::Json gc = serve::Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!f || gc.is_discarded()) throw Error(path + ": not valid JSON");
+  const serve::Json gc = serve::Json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
+  if (gc.is_discarded()) throw Error(path + ": not valid JSON");
   return serve::sampling_defaults(gc, path);
 }
 

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "sdk/session.h"  // kMaxTopLogprobs: what the sampler gives, header only
+
 namespace hypic::serve {
 
 ApiError bad_request(const std::string& message, const std::string& param) {
@@ -113,7 +115,7 @@ Sampling parse_sampling(const Json& body, int default_max_tokens, bool chat, con
   if (best_of && (!best_of->is_number_integer() || best_of->get<int64_t>() != 1))
     throw bad_request("only 'best_of': 1 is supported", "best_of");
 
-  constexpr int kTop = 20;
+  constexpr int kTop = sdk::kMaxTopLogprobs;
   if (chat) {
     const bool lp = get_bool(body, "logprobs", false);
     const Json* top = field(body, "top_logprobs");
