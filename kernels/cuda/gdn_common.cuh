@@ -311,6 +311,13 @@ bool state_sm90_applies(const GdnShape& s, const Workspace& w, const bf16* k, in
 bool launch_state_sm90(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer,
                        bool want_out, const Workspace& w, cudaStream_t stream, const int32_t* lead,
                        const Workspace& bodies, float* lead_state, int bv, const bf16* q, bf16* out);
+// The walk with the state in registers (gdn_walk_rs_sm90.cu): 64 columns a block, where launch_state_sm90's
+// 64-column form applies and the launch is a plain one (no lead) that either writes the outputs itself (q, out and
+// w.Aqk) or wants none. HYPIC_CUDA_GDN_RS=0: never (A/B runs). Returns false, launching nothing, elsewhere.
+bool walk_rs_applies(const GdnShape& s, const Workspace& w, const bf16* k, bool want_out, const bf16* q,
+                     const bf16* out);
+bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
+                    const Workspace& w, cudaStream_t stream, const bf16* q, bf16* out);
 // body_state = state - transfer lead_state per (sequence, head): [N, H, dk, dv] fp32, transfer [N, H, dk, dk];
 // with `out`, written to (and T and the state copied to) each sequence's own buffers instead.
 void launch_body_state(const GdnShape& s, const float* transfer, const float* state, const float* lead_state,

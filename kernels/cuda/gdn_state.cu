@@ -367,6 +367,7 @@ template <int DK, bool BODIES>
 void launch_cols(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                  const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies,
                  float* lead_state, const bf16* q, bf16* out) {
+  if (DK == 128 && !BODIES && launch_walk_rs(s, k, cu, state, transfer, want_out, w, stream, q, out)) return;
   const int bv = block_cols(transfer != nullptr);
   if (DK == 128 &&
       launch_state_sm90(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, bv, q, out))

@@ -15,6 +15,7 @@
 // rows 16 w.., the m64nBV layout).
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
+#include "kernels/cuda/gdn_sm90_tiles.cuh"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/sm90_host.h"
 #include "kernels/cuda/smem_limit.h"
@@ -26,7 +27,7 @@ using detail::align128;
 
 constexpr int kNT = 256;                 // two warpgroups
 constexpr int kDK = 128;                 // key dim
-constexpr int kBox = kC * 128;           // a W or K box: 64 rows of 128 bytes
+constexpr int kBox = kSwBox;             // a W or K box: 64 rows of 128 bytes
 constexpr int kPrefetch = 4;             // chunks ahead that the tiles are pulled towards L2
 
 template <int BV>
@@ -48,25 +49,6 @@ struct Smem {
   static constexpr size_t vnt = a + 2 * kBox;
   static constexpr size_t bytes = vnt + kStBox + 1024;  // + the slack that aligns the boxes
 };
-
-// Byte offset of 16-byte piece p (0..7) of row r in an SW128 box.
-__device__ __forceinline__ uint32_t sw128(int r, int p) { return uint32_t(r * 128 + ((p ^ (r & 7)) << 4)); }
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// Rows [0, rows_valid) of a [64][128] bf16 matrix (row stride ld elements, 16-byte aligned rows) into two SW128
-// boxes, zero beyond.
-__device__ __forceinline__ void load_sw(unsigned char* dst, const bf16* src, int64_t ld, int rows_valid) {
-#pragma unroll
-  for (int i = 0; i < kC * 16 / kNT; ++i) {
-    const int q = int(threadIdx.x) + i * kNT, r = q / 16, pc = q % 16;
-    const bool valid = r < rows_valid;
-    cp_async16(dst + (pc / 8) * kBox + sw128(r, pc % 8), valid ? src + r * ld + pc * 8 : src, valid);
-  }
-}
 
 // MIX (BV 64, dk = dv = 128, no bodies, no Sh / Vn for gdn_output): every block walks 32 state columns and 32
 // transfer-operator columns side by side (4 blocks a head) instead of 64 of one kind (2 + 2): the blocks that
@@ -161,14 +143,14 @@ __global__ void __launch_bounds__(kNT, 64 / BV) gdn_state_sm90_kernel(GdnShape s
     const int64_t t0 = wr.t0(c);
     int64_t tile;
     const Workspace& src = wr.source(c, w, bodies, h, n, tile);
-    load_sw(Wsm + buf * 2 * kBox, src.W + tile * kC * kDK, kDK, kC);
-    load_sw(Ksm + buf * 2 * kBox, k + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, wr.chunk_len(c));
+    load_sw<kNT>(Wsm + buf * 2 * kBox, src.W + tile * kC * kDK, kDK, kC);
+    load_sw<kNT>(Ksm + buf * 2 * kBox, k + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, wr.chunk_len(c));
     if (MIX)
       load_tile_full<kNT, kC, 32>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
     else if (!is_T)
       load_tile_full<kNT, kC, BV>(Ub + buf * kC * kLdV, kLdV, src.UV + tile * kC * src.dvp + c0, src.dvp);
     if (fused) {
-      load_sw(Qsm + buf * 2 * kBox, q + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, wr.chunk_len(c));
+      load_sw<kNT>(Qsm + buf * 2 * kBox, q + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, wr.chunk_len(c));
 #pragma unroll
       for (int i = 0; i < kC * 8 / kNT; ++i) {  // Aqk: 64 rows of 128 bytes, one box
         const int e = tid + i * kNT, r = e / 8, p = e % 8;

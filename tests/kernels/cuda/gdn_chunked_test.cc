@@ -1,7 +1,8 @@
 // gdn_chunked_prefill against the CPU recurrence on the cases the fixture and model shapes of
 // backend_ops_test.cc leave out: many chunks (the sequential walk and its cp.async double buffer), the
 // dk <= 64 tile, value dims that are not multiples of 64 or of 8 (padded slabs, scalar load paths), strong
-// decay (e^G underflowing within a chunk), and packed batches with empty and one-token sequences.
+// decay (e^G underflowing within a chunk), and packed batches with empty and one-token sequences; each with and
+// without the transfer operator and the outputs (the launch forms pick different walks).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -60,19 +61,30 @@ void run_case(DevicePool& pool, const Case& c) {
 
   const GdnShape s{T, N, H, Hk, dk, dv};
   auto dq = to_device_bf16(pool, q), dk_ = to_device_bf16(pool, k), dv_ = to_device_bf16(pool, v);
-  DevArray<float> dg(pool, g), db(pool, beta), dS(pool, S0), dT(pool, T0);
+  DevArray<float> dg(pool, g), db(pool, beta);
   DevArray<int32_t> dcu(pool, c.cu);
-  DevArray<bf16> dout(pool, T * H * dv);
   DevArray<unsigned char> ws(pool, gdn_chunked_workspace_bytes(s));
-  // Poison the workspace: padded tiles must not depend on what was there before.
-  HYPIC_CUDA_CHECK(cudaMemset(ws.get(), 0xff, ws.n));
-  gdn_chunked_prefill(s, dq.get(), dk_.get(), dv_.get(), dg.get(), db.get(), N > 1 ? dcu.get() : nullptr, max_len,
-                      dS.get(), dout.get(), dT.get(), ws.get(), nullptr);
-  const std::string what = "T " + std::to_string(T) + " N " + std::to_string(N) + " dk " + std::to_string(dk) +
-                           " dv " + std::to_string(dv) + " g_lo " + std::to_string(c.g_lo);
-  HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(dout), o_ref), kTol) << "out, " << what;
-  HYPIC_EXPECT_ERR_LT(rel_err(dS.download(), S_ref), kTol) << "state, " << what;
-  HYPIC_EXPECT_ERR_LT(rel_err(dT.download(), T_ref), kTol) << "transfer, " << what;
+  // Each launch form: outputs, state and transfer operator together; outputs and state (a plain prefill, the
+  // Hopper walk's own launch); the state alone (a walk with no outputs at all).
+  for (int form = 0; form < 3; ++form) {
+    const bool with_t = form == 0, with_out = form < 2;
+    DevArray<float> dS(pool, S0), dT(pool, T0);
+    DevArray<bf16> dout(pool, T * H * dv);
+    // Poison the workspace: padded tiles must not depend on what was there before.
+    HYPIC_CUDA_CHECK(cudaMemset(ws.get(), 0xff, ws.n));
+    gdn_chunked_prefill(s, dq.get(), dk_.get(), dv_.get(), dg.get(), db.get(), N > 1 ? dcu.get() : nullptr, max_len,
+                        dS.get(), with_out ? dout.get() : nullptr, with_t ? dT.get() : nullptr, ws.get(), nullptr);
+    const std::string what = "T " + std::to_string(T) + " N " + std::to_string(N) + " dk " + std::to_string(dk) +
+                             " dv " + std::to_string(dv) + " g_lo " + std::to_string(c.g_lo) + " form " +
+                             std::to_string(form);
+    if (with_out) {
+      HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(dout), o_ref), kTol) << "out, " << what;
+    }
+    HYPIC_EXPECT_ERR_LT(rel_err(dS.download(), S_ref), kTol) << "state, " << what;
+    if (with_t) {
+      HYPIC_EXPECT_ERR_LT(rel_err(dT.download(), T_ref), kTol) << "transfer, " << what;
+    }
+  }
 }
 
 TEST_F(CudaOps, GdnChunkedLongSequence) {

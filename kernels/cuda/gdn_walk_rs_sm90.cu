@@ -1,0 +1,331 @@
+// The Gated DeltaNet state walk on Hopper with the state in registers as a wgmma A operand (dk 128, 64 state or
+// transfer-operator columns a block of one warpgroup). gdn_state_sm90.cu keeps S as the B operand of W S, so every
+// chunk stores S^T and Vd^T to shared memory and crosses two block barriers before the next product can read them.
+// Here the walk runs on the transposed state: with X^T = S^T W^T the block's 64 columns are the products' M, S^T
+// (fp32, the update's accumulator) turns into the next chunk's A fragments in registers, and so do Vn^T and Vd^T:
+//   X   = S^T W^T                     m64n64,  K = dk        (A: S^T bf16, B: W K-major)
+//   Vn^T = U^T - X,  Vd^T = Vn^T diag(e^{G_L - G_j})
+//   S^T = e^{G_L} S^T + Vd^T K        m64n128, K = 64 rows   (A: Vd^T, B: K MN-major)
+//   O^T = S^T Q^T diag(e^G) + Vn^T Aqk^T   m64n64 twice      (B: Q, Aqk K-major)
+// No shared-memory round trip and no barrier sits between a chunk's products; the chunk's tiles arrive by bulk
+// tensor copies (TMA, three stages), and one block barrier a chunk frees the oldest stage for them. The transfer operator's columns (T <- (e^{G_L} I - K_d^T W) T,
+// U = 0, no outputs) are more blocks of the same launch. Same workspace, chunk order and outputs as gdn_state.cu.
+//
+// Accumulator and A-fragment layouts: sm90.cuh (thread i of the warpgroup, warp w, lane 4 g + t holds rows
+// 16 w + g and 16 w + g + 8 of M, i.e. block columns c0 + 16 w + g (+ 8)).
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/gdn_common.cuh"
+#include "kernels/cuda/gdn_sm90_tiles.cuh"
+#include "kernels/cuda/sm90.cuh"
+#include "kernels/cuda/sm90_host.h"
+#include "kernels/cuda/smem_limit.h"
+
+namespace hypic::cuda::gdn {
+namespace {
+
+constexpr int kNT = 128;    // one warpgroup
+constexpr int kDK = 128;    // key dim
+constexpr int kCols = 64;   // state columns a block (the products' M)
+constexpr int kStages = 3;  // chunks of tiles in flight: chunk c computes while c + 1 and c + 2 land
+constexpr int kBox = kSwBox;
+constexpr int kLdO = kCols + 8;  // row stride (elements) of the output staging tile: conflict-free stmatrix
+
+struct Smem {
+  static constexpr size_t w = 0;                     // W [2 boxes]
+  static constexpr size_t k = w + 2 * kBox;          // K [2 boxes]
+  static constexpr size_t u = k + 2 * kBox;          // U, this block's 64 columns [1 box]
+  static constexpr size_t q = u + kBox;              // Q [2 boxes]
+  static constexpr size_t a = q + 2 * kBox;          // Aqk [1 box]
+  static constexpr size_t stage = a + kBox;          // 64 KB
+  static constexpr size_t o = kStages * stage;       // outputs staged for 16-byte stores [64 rows][kLdO] bf16
+  static constexpr size_t fac = o + kC * kLdO * 2;   // per warp: e^G [64], e^{G_L - G} [64] (0 past the chunk)
+  static constexpr size_t bar = fac + 4 * 2 * kC * 4;  // a full barrier a stage
+  static constexpr size_t bytes = bar + kStages * 8 + 1024;  // + the slack that aligns the boxes
+};
+
+// A fragments (16-wide K slices) of a 64 x (16 KS) accumulator: slice kk takes its chunks 2 kk and 2 kk + 1.
+template <int KS>
+__device__ __forceinline__ void to_a(uint32_t (&a)[KS][4], const float (&d)[KS * 8]) {
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[kk][r] = pack_bf16(d[8 * kk + 2 * r], d[8 * kk + 2 * r + 1]);
+}
+
+struct Maps {
+  CUtensorMap w, k, u, q, a;  // W, K (rows = tokens), UV, Q, Aqk; boxes of 64 rows x 64 columns
+};
+
+// One block's walk. OUTS (a state block of a launch with outputs) is a template parameter: ptxas counts the
+// product groups a wait leaves pending only along straight-line code, and with a run-time choice of waits it
+// serialises every product.
+template <bool OUTS>
+__device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const int32_t* __restrict__ cu, float* state,
+                                     float* transfer, const Workspace& w, bf16* __restrict__ out) {
+#if HYPIC_SM90A
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
+  bf16* Ost = reinterpret_cast<bf16*>(smem + Smem::o);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + Smem::bar);
+
+  const int64_t n = blockIdx.z, h = blockIdx.y;
+  const int64_t H = s.H, kh = h / (s.H / s.Hk);
+  const int dv = int(s.dv);
+  const int nsb = dv / kCols;
+  const bool is_T = int(blockIdx.x) >= nsb;  // a block of transfer-operator columns: U = 0, no outputs
+  const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * kCols;
+  const int width = is_T ? kDK : dv;
+  float* M = is_T ? transfer + (n * H + h) * kDK * kDK : state + (n * H + h) * kDK * dv;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  const int m0 = 16 * warp + gq;  // this thread's block columns m0 and m0 + 8
+  float* fac = reinterpret_cast<float*>(smem + Smem::fac) + warp * 2 * kC;
+
+  if (tid == 0) {
+    for (int i = 0; i < kStages; ++i) sm90::mbar_init(full + i, 1);
+    sm90::mbar_fence_init();
+  }
+  // S[4 j + e] = S^T(m0 + 8 (e / 2), dk row 8 j + 2 tq + e % 2).
+  float S[64];
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) S[4 * j + e] = M[int64_t(8 * j + 2 * tq + e % 2) * width + c0 + m0 + 8 * (e / 2)];
+  __syncthreads();  // the barriers are initialised
+
+  const WalkRange wr = walk_range(s, cu, n, h, w, nullptr, false, is_T);
+  // Chunk c's tiles into stage c % kStages by bulk tensor copies from thread 0 (K and Q rows past the sequence are
+  // the next one's or zero: they meet zero decay factors, zero Aqk columns, and outputs that are not stored).
+  auto issue = [&](int c) {
+    if (tid != 0 || c >= wr.nchunks) return;
+    unsigned char* st = smem + (c % kStages) * Smem::stage;
+    uint64_t* bar = full + c % kStages;
+    const int row = int((wr.tile0 + c) * kC), tok = int(wr.t0(c));
+    const uint32_t bytes = uint32_t(4 * kBox + (is_T ? 0 : kBox) + (OUTS ? 3 * kBox : 0));
+    sm90::mbar_arrive_expect_tx(bar, bytes);
+    for (int half = 0; half < 2; ++half) {
+      sm90::tma_load_2d(st + Smem::w + half * kBox, &maps.w, 64 * half, row, bar);
+      sm90::tma_load_2d(st + Smem::k + half * kBox, &maps.k, int(kh) * kDK + 64 * half, tok, bar);
+      if (OUTS) sm90::tma_load_2d(st + Smem::q + half * kBox, &maps.q, int(kh) * kDK + 64 * half, tok, bar);
+    }
+    if (!is_T) sm90::tma_load_2d(st + Smem::u, &maps.u, c0, row, bar);
+    if (OUTS) sm90::tma_load_2d(st + Smem::a, &maps.a, 0, row, bar);
+  };
+  if (tid == 0) {
+    sm90::prefetch_tensor_map(&maps.w);
+    sm90::prefetch_tensor_map(&maps.k);
+  }
+  issue(0);
+  issue(1);
+  // The chunk's G (lane l: rows l and l + 32) and G_L, read from global memory a chunk ahead.
+  auto load_g = [&](int c, float& g0, float& g1, float& gl) {
+    if (c < wr.nchunks) {
+      const float* G = w.G + (wr.tile0 + c) * kC;
+      g0 = G[lane], g1 = G[lane + 32], gl = G[wr.chunk_len(c) - 1];
+    }
+  };
+  float g0 = 0.0f, g1 = 0.0f, gl = 0.0f;
+  load_g(0, g0, g1, gl);
+
+  // The outputs of chunk c - 1 (O^T in registers) to global memory: through this warp's 16 columns of Ost
+  // (stmatrix.trans: stored row = a chunk row), then 16-byte stores of whole 32-byte row pieces.
+  float O[32];
+  auto stage_out = [&]() {
+    const int mi = lane / 8, mr = lane % 8;
+    __syncwarp();  // the last chunk's reads of this warp's Ost columns are done
+#pragma unroll
+    for (int j = 0; j < 8; j += 2)
+      sm90::stmatrix_x4_trans(Ost + (8 * (j + mi / 2) + mr) * kLdO + 16 * warp + 8 * (mi % 2),
+                              pack_bf16(O[4 * j], O[4 * j + 1]), pack_bf16(O[4 * j + 2], O[4 * j + 3]),
+                              pack_bf16(O[4 * j + 4], O[4 * j + 5]), pack_bf16(O[4 * j + 6], O[4 * j + 7]));
+  };
+  auto write_out = [&](int c) {
+    __syncwarp();
+    const int L = wr.chunk_len(c);
+    const int64_t t0 = wr.t0(c);
+#pragma unroll
+    for (int it = 0; it < 4; ++it) {
+      const int r = 16 * it + lane / 2, half = lane % 2;
+      if (r < L)
+        *reinterpret_cast<int4*>(out + ((t0 + r) * H + h) * dv + c0 + 16 * warp + 8 * half) =
+            *reinterpret_cast<const int4*>(Ost + r * kLdO + 16 * warp + 8 * half);
+    }
+  };
+
+  // The products' shared-memory descriptors of stage 0 (every other stage and K slice is a constant byte offset
+  // on the low word: one add, where building each from its address took a handful of uniform instructions).
+  const uint64_t dw0 = sm90::desc_sw128(smem + Smem::w, 16, 1024), dk0 = sm90::desc_sw128(smem + Smem::k, kBox, 1024);
+  const uint64_t dq0 = sm90::desc_sw128(smem + Smem::q, 16, 1024), da0 = sm90::desc_sw128(smem + Smem::a, 16, 1024);
+  for (int c = 0; c < wr.nchunks; ++c) {
+    const uint32_t soff = uint32_t(c % kStages) * uint32_t(Smem::stage);
+    unsigned char* st = smem + soff;
+    const uint64_t dw = sm90::desc_advance(dw0, soff), dk = sm90::desc_advance(dk0, soff);
+    // S's bf16 copy, the A of this chunk's products; then its decay, and the last chunk's outputs to Ost. ptxas
+    // tracks registers written by a product only up to the loop's back edge: touching S or O once this chunk's
+    // products are in flight would make it wait for them all, so both happen here.
+    uint32_t aS[8][4];
+    to_a<8>(aS, S);
+    {
+      const float decay = __expf(gl);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) S[i] *= decay;
+      sm90::fence_regs(S);  // here, not sunk past the products' issue
+    }
+    if (OUTS && c > 0) stage_out();
+    // The chunk's decay factors, this warp's copy.
+    {
+      const int L = wr.chunk_len(c);
+      fac[lane] = __expf(g0);
+      fac[lane + 32] = __expf(g1);
+      fac[kC + lane] = lane < L ? __expf(gl - g0) : 0.0f;
+      fac[kC + lane + 32] = lane + 32 < L ? __expf(gl - g1) : 0.0f;
+    }
+    __syncthreads();  // chunk c - 1's stage is read by no one (its products were waited for): reloaded below
+    sm90::mbar_wait(full + c % kStages, uint32_t(c / kStages) & 1);  // chunk c's tiles
+
+    // X = S^T W^T
+    float X[32];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kDK / 16; ++ks)
+      sm90::wgmma_m64n64k16_rs(X, aS[ks], sm90::desc_advance(dw, (ks / 4) * kBox + 32 * (ks % 4)), ks > 0);
+    sm90::wgmma_commit();
+
+    // While X runs: U^T's fragments, the last chunk's outputs.
+    uint32_t uf[8][2];  // uf[j][hh]: U^T(m0 + 8 hh, rows 8 j + 2 tq, + 1)
+    if (!is_T) {
+      const unsigned char* Us = st + Smem::u;
+      const int mi = lane / 8, mr = lane % 8;
+#pragma unroll
+      for (int j = 0; j < 8; j += 2) {
+        uint32_t r4[4];
+        detail::ldmatrix_x4_trans(r4, Us + sw128(8 * (j + mi / 2) + mr, 2 * warp + mi % 2));
+        uf[j][0] = r4[0], uf[j][1] = r4[1], uf[j + 1][0] = r4[2], uf[j + 1][1] = r4[3];
+      }
+    }
+    if (OUTS && c > 0) write_out(c - 1);
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(X);
+    if (!OUTS) sm90::fence_u32(aS);
+
+    // Vn^T = U^T - X, Vd^T = Vn^T diag(e^{G_L - G_j}): the A operands of the update and of Aqk Vn.
+    uint32_t aVd[4][4], aVn[4][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 dj = *reinterpret_cast<const float2*>(fac + kC + 8 * j + 2 * tq);
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float u0 = 0.0f, u1 = 0.0f;
+        if (!is_T) {
+          const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&uf[j][hh]));
+          u0 = uu.x, u1 = uu.y;
+        }
+        const float v0 = u0 - X[4 * j + 2 * hh], v1 = u1 - X[4 * j + 2 * hh + 1];
+        // slice j / 2, register 2 (j % 2) + hh of the A fragment
+        aVd[j / 2][2 * (j % 2) + hh] = pack_bf16(v0 * dj.x, v1 * dj.y);
+        if (OUTS) aVn[j / 2][2 * (j % 2) + hh] = pack_bf16(v0, v1);
+      }
+    }
+    // S^T = e^{G_L} S^T + Vd^T K
+    sm90::fence_regs(S);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks)
+      sm90::wgmma_m64n128k16_rs_mn(S, aVd[ks], sm90::desc_advance(dk, ks * 16 * 128));
+    sm90::wgmma_commit();
+
+    if (OUTS) {
+      // O = diag(e^G) (Q S) + Aqk Vn, transposed: Q S behind the update (in the registers X had: issued beside X, it
+      // would keep them and S's bf16 copy live through the elementwise step, past the register file), then scale
+      // its columns and accumulate Vn^T Aqk^T.
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kDK / 16; ++ks)
+        sm90::wgmma_m64n64k16_rs(O, aS[ks], sm90::desc_advance(dq0, soff + (ks / 4) * kBox + 32 * (ks % 4)), ks > 0);
+      sm90::wgmma_commit();
+    }
+    // While the tensor cores run: chunk c + 2's tiles (into chunk c - 1's stage; here rather than at the barrier,
+    // where thread 0's copies would hold up its warp and so every warp's products) and chunk c + 1's G.
+    issue(c + 2);
+    load_g(c + 1, g0, g1, gl);
+    if (OUTS) {
+      sm90::wgmma_wait<0>();  // Q S (the update, ahead of it, too)
+      sm90::fence_regs(O);
+      sm90::fence_regs(S);
+      sm90::fence_u32(aS);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float2 e = *reinterpret_cast<const float2*>(fac + 8 * j + 2 * tq);
+        O[4 * j] *= e.x, O[4 * j + 1] *= e.y, O[4 * j + 2] *= e.x, O[4 * j + 3] *= e.y;
+      }
+      sm90::fence_regs(O);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks)
+        sm90::wgmma_m64n64k16_rs(O, aVn[ks], sm90::desc_advance(da0, soff + 32 * ks), 1);
+      sm90::wgmma_commit();
+    }
+    // Nothing is left in flight across the loop's back edge (ptxas serialises every product otherwise): the update
+    // is the next chunk's first need anyway, and Aqk Vn reads the stage that the next chunk reloads.
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(S);
+    sm90::fence_regs(O);
+    sm90::fence_u32(aVd);
+    if (OUTS) sm90::fence_u32(aVn);
+  }
+  if (OUTS && wr.nchunks > 0) {
+    stage_out();
+    write_out(wr.nchunks - 1);
+  }
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) M[int64_t(8 * j + 2 * tq + e % 2) * width + c0 + m0 + 8 * (e / 2)] = S[4 * j + e];
+#endif
+}
+
+__global__ void __launch_bounds__(kNT, 1)
+    gdn_walk_rs_kernel(const __grid_constant__ Maps maps, GdnShape s, const int32_t* __restrict__ cu, float* state,
+                       float* transfer, Workspace w, bf16* __restrict__ out) {
+  if (out != nullptr && int(blockIdx.x) < int(s.dv) / kCols)
+    walk<true>(maps, s, cu, state, transfer, w, out);
+  else
+    walk<false>(maps, s, cu, state, transfer, w, out);
+}
+
+// HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
+bool rs_enabled() {
+  static const bool on = !env_is("HYPIC_CUDA_GDN_RS", "0");
+  return on;
+}
+
+}  // namespace
+
+bool walk_rs_applies(const GdnShape& s, const Workspace& w, const bf16* k, bool want_out, const bf16* q,
+                     const bf16* out) {
+  const auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  const bool outs_ok = out != nullptr ? (w.Aqk != nullptr && q != nullptr && a16(q) && a16(out)) : !want_out;
+  return rs_enabled() && outs_ok && s.dk == kDK && w.dkp == kDK && s.dv % kCols == 0 && (s.Hk * kDK) % 8 == 0 &&
+         a16(k) && state_sm90_applies(s, w, k, kCols);
+}
+
+bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
+                    const Workspace& w, cudaStream_t stream, const bf16* q, bf16* out) {
+  if (!walk_rs_applies(s, w, k, want_out, q, out)) return false;
+  raise_smem_limit(gdn_walk_rs_kernel, Smem::bytes);
+  const int64_t rows = s.H * w.slots * kC;  // workspace rows (tiles of 64)
+  Maps maps{};
+  maps.w = tensor_map_sw128(w.W, kDK, rows, kC, "gdn_walk_rs (W)");
+  maps.k = tensor_map_sw128(k, s.Hk * kDK, s.T, kC, "gdn_walk_rs (k)");
+  maps.u = tensor_map_sw128(w.UV, w.dvp, rows, kC, "gdn_walk_rs (U)");
+  if (out != nullptr) {
+    maps.q = tensor_map_sw128(q, s.Hk * kDK, s.T, kC, "gdn_walk_rs (q)");
+    maps.a = tensor_map_sw128(w.Aqk, kC, rows, kC, "gdn_walk_rs (Aqk)");
+  }
+  const int blocks = int(s.dv / kCols + (transfer ? kDK / kCols : 0));
+  gdn_walk_rs_kernel<<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, Smem::bytes, stream>>>(
+      maps, s, cu, state, transfer, w, out);
+  HYPIC_CUDA_LAUNCH_CHECK();
+  return true;
+}
+
+}  // namespace hypic::cuda::gdn
