@@ -49,6 +49,10 @@
 #                                        # timeline; then the op, model and engine tests of every kernel whose
 #                                        # shared-memory opt-in moved to cuda::raise_smem_limit
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
+#   tools/bench/gpu_full_check.sh gdn    # the GDN chunked prefill: its op tests (every launch form) under each walk
+#                                        # (HYPIC_CUDA_GDN_RS=1/0), the backend, stitch and model tests, the GDN
+#                                        # bench under each walk twice, fla (the wheel in .whl or .deps/whl) in the
+#                                        # same call, the 8k whole-model prefill under each walk
 #   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
 #   tools/bench/gpu_full_check.sh multigpu  # every GPU of the machine (issue 20): tensor-parallel tests (NCCL
@@ -481,6 +485,35 @@ if [ "$stage" = final ]; then
     ln -sf "$(bin hypic_bench_serve)" /tmp/sb/tools/hypic_bench_serve
   REQUESTS=${SERVE_REQUESTS:-24} tools/bench/serve_trace.sh /tmp/sb /tmp/fixtures/qwen3-tokenizer \
     /tmp/fixtures/qwen3.5-chat/chat_template.jinja "$O/serve" ${SERVE_RATES:-1 2 4 8} 2>&1 | tee "$O/serve_summary.txt"
+fi
+if [ "$stage" = gdn ]; then
+  for rs in 1 0; do
+    HYPIC_CUDA_GDN_RS=$rs run_test cuda_gdn_chunked_test
+    cp "$O/cuda_gdn_chunked_test.txt" "$O/cuda_gdn_chunked_test_rs$rs.txt"
+  done
+  run_test cuda_backend_ops_test
+  run_test cuda_stitch_ops_test
+  run_test cuda_model_test
+  for k in a b; do
+    for rs in 1 0; do
+      step "bench gdn, HYPIC_CUDA_GDN_RS=$rs ($k)"
+      HYPIC_CUDA_GDN_RS=$rs "$(bin hypic_bench_kernels)" --only gdn --tokens 8192,32768 --iters 20 > "$O/bench_gdn_rs${rs}_$k.json"
+      grep -oE '"tokens": [0-9]+, "variant": "[a-z+]+", "ms": [0-9.]+' "$O/bench_gdn_rs${rs}_$k.json"
+    done
+  done
+  whl=$(ls .whl/*.whl .deps/whl/*.whl 2> /dev/null | head -1)
+  if [ -n "$whl" ]; then
+    step fla
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$whl" > /dev/null 2>&1
+    PYTHONPATH=/tmp/site python3 tools/bench/bench_peers.py --ops gdn --tokens 8192,32768 --iters 20 \
+      | tee "$O/bench_peers_gdn.json" | grep -E '"ms"|variant|error' | paste - - | head -8
+  fi
+  for rs in 1 0; do
+    step "8k prefill, HYPIC_CUDA_GDN_RS=$rs"
+    HYPIC_CUDA_GDN_RS=$rs "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
+      --prefill 8192 --decode 0 --prefill-repeats 4 > "$O/prefill_rs$rs.json" 2> "$O/prefill_rs$rs.txt"
+    grep -A2 '"prefill"' "$O/prefill_rs$rs.json" | head -3
+  done
 fi
 if [ "$stage" = linear ]; then
   # The Ring (lightning) and Kimi (KDA) recurrences: the op harness against the CPU reference, then
