@@ -304,8 +304,10 @@ bool walk_rs_applies(const GdnShape& s, const Workspace& w, const bf16* k, bool 
                      const bf16* out) {
   const auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   const bool outs_ok = out != nullptr ? (w.Aqk != nullptr && q != nullptr && a16(q) && a16(out)) : !want_out;
-  return rs_enabled() && outs_ok && s.dk == kDK && w.dkp == kDK && s.dv % kCols == 0 && (s.Hk * kDK) % 8 == 0 &&
-         a16(k) && state_sm90_applies(s, w, k, kCols);
+  // The bulk copies' row coordinates are 32-bit: workspace rows and tokens past 2^31 take the other walk.
+  const bool rows_ok = s.H * w.slots * kC < (int64_t{1} << 31) && s.T < (int64_t{1} << 31);
+  return rs_enabled() && outs_ok && rows_ok && s.dk == kDK && w.dkp == kDK && s.dv % kCols == 0 &&
+         (s.Hk * kDK) % 8 == 0 && a16(k) && state_sm90_applies(s, w, k, kCols);
 }
 
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
