@@ -8,8 +8,9 @@
 //   S^T = e^{G_L} S^T + Vd^T K        m64n128, K = 64 rows   (A: Vd^T, B: K MN-major)
 //   O^T = S^T Q^T diag(e^G) + Vn^T Aqk^T   m64n64 twice      (B: Q, Aqk K-major)
 // No shared-memory round trip and no barrier sits between a chunk's products; the chunk's tiles arrive by bulk
-// tensor copies (TMA, three stages), and one block barrier a chunk frees the oldest stage for them. The transfer operator's columns (T <- (e^{G_L} I - K_d^T W) T,
-// U = 0, no outputs) are more blocks of the same launch. Same workspace, chunk order and outputs as gdn_state.cu.
+// tensor copies (TMA, three stages), and one block barrier a chunk frees the oldest stage for them. The transfer
+// operator's columns (T <- (e^{G_L} I - K_d^T W) T, U = 0, no outputs) are more blocks of the same launch. Same
+// workspace, chunk order and outputs as gdn_state.cu.
 //
 // Accumulator and A-fragment layouts: sm90.cuh (thread i of the warpgroup, warp w, lane 4 g + t holds rows
 // 16 w + g and 16 w + g + 8 of M, i.e. block columns c0 + 16 w + g (+ 8)).
@@ -306,8 +307,9 @@ bool walk_rs_applies(const GdnShape& s, const Workspace& w, const bf16* k, bool 
   const bool outs_ok = out != nullptr ? (w.Aqk != nullptr && q != nullptr && a16(q) && a16(out)) : !want_out;
   // The bulk copies' row coordinates are 32-bit: workspace rows and tokens past 2^31 take the other walk.
   const bool rows_ok = s.H * w.slots * kC < (int64_t{1} << 31) && s.T < (int64_t{1} << 31);
-  return rs_enabled() && outs_ok && rows_ok && s.dk == kDK && w.dkp == kDK && s.dv % kCols == 0 &&
-         (s.Hk * kDK) % 8 == 0 && a16(k) && state_sm90_applies(s, w, k, kCols);
+  // The 64-column Hopper walk's conditions (dk 128, dv a multiple of 64, aligned keys, an sm_90 device) are this
+  // walk's too.
+  return rs_enabled() && outs_ok && rows_ok && state_sm90_applies(s, w, k, kCols);
 }
 
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,

@@ -127,24 +127,22 @@ def main():
     ops = set(a.ops.split(","))
     res = []
     for T in [int(t) for t in a.tokens.split(",")]:
-        try:
-            if "gdn" not in ops:
-                raise LookupError("skipped")
-            ms, ms_t, graphed = bench_gdn(T, a.iters)
-            res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "variant": "out+state", "ms": round(ms, 4)})
-            res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "variant": "out+state+transfer(2nd call)",
-                        "ms": round(ms_t, 4)})
-            if isinstance(graphed, str):
-                res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "variant": "cuda graph", "error": graphed})
-            else:
-                res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "variant": "out+state, cuda graph",
-                            "ms": round(graphed[0], 4)})
-                res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T,
-                            "variant": "out+state+transfer(2nd call), cuda graph", "ms": round(graphed[1], 4)})
-        except LookupError:
-            pass
-        except Exception as e:  # report and keep going: the attention peer is independent
-            res.append({"op": "fla_chunk_gated_delta_rule", "tokens": T, "error": repr(e)})
+        if "gdn" in ops:
+            fla = "fla_chunk_gated_delta_rule"
+            try:
+                ms, ms_t, graphed = bench_gdn(T, a.iters)
+                res.append({"op": fla, "tokens": T, "variant": "out+state", "ms": round(ms, 4)})
+                res.append({"op": fla, "tokens": T, "variant": "out+state+transfer(2nd call)",
+                            "ms": round(ms_t, 4)})
+                if isinstance(graphed, str):
+                    res.append({"op": fla, "tokens": T, "variant": "cuda graph", "error": graphed})
+                else:
+                    res.append({"op": fla, "tokens": T, "variant": "out+state, cuda graph",
+                                "ms": round(graphed[0], 4)})
+                    res.append({"op": fla, "tokens": T, "variant": "out+state+transfer(2nd call), cuda graph",
+                                "ms": round(graphed[1], 4)})
+            except Exception as e:  # report and keep going: the attention peer is independent
+                res.append({"op": fla, "tokens": T, "error": repr(e)})
         for backend in (SDPA_BACKENDS if "sdpa" in ops else ()):
             for variant, Tq, flops in (("causal", None, 4.0 * T * T / 2 * 16 * 256),
                                        ("stitch", 256, 4.0 * 256 * T * 16 * 256)):
