@@ -3,7 +3,8 @@
 //   gdn_state  (sequential over chunks, parallel    Vn = U - W S, S update,       kernels/cuda/gdn_state.cu
 //               over heads x 32-column blocks)      optional transfer operator    (gdn_state_sm90.cu)
 //   gdn_output (parallel over chunks x heads)      O = e^G Q S + P Vn            kernels/cuda/gdn_output.cu
-// or two where the Hopper walk writes the outputs itself (plan_output_in_walk: P from gdn_prep, no gdn_output).
+// or two where the Hopper walk writes the outputs itself (plan_output_in_walk: P from gdn_prep, no gdn_output),
+// and then, where it applies, most of gdn_prep runs beside the walk (launch_overlapped, gdn_overlap.cu).
 // The workspace between them is described in kernels/cuda/gdn_common.cuh.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
@@ -33,6 +34,9 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
                      "gdn_chunked_prefill: grid too large");
   gdn::Workspace w = gdn::carve(s, workspace);
   const bool fused = gdn::plan_output_in_walk(s, w, q, k, transfer != nullptr, out);
+  if ((fused || out == nullptr) &&
+      gdn::launch_overlapped(s, q, k, v, g, beta, cu_seqlens, max_chunks, state, transfer, w, stream, out))
+    return;
   gdn::launch_prep(s, q, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
   gdn::launch_state(s, k, cu_seqlens, state, transfer, out != nullptr, w, stream, nullptr, nullptr, nullptr,
                     fused ? q : nullptr, fused ? out : nullptr);

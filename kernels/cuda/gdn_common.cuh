@@ -34,12 +34,16 @@ inline int64_t slot_count(const GdnShape& s) { return s.T / kC + s.N + 1; }
 //   G  [H, slots, 64]      fp32   in-chunk cumulative log decay (padded rows repeat the last one)
 // When the walk writes the outputs itself (output_in_walk), Sh is never written and its space holds instead
 //   Aqk [H, slots, 64, 64] bf16   tril(Q K^T) o e^{G_i - G_j} of every chunk, from gdn_prep
+// and, where gdn_prep runs beside the walk (launch_overlapped), after Aqk (ready_offset)
+//   ready [H, slots, 4]   int32   [0] set by gdn_prep once a tile is written; the walk waits for it (16 bytes a
+//                                  tile: the walk copies a flag to shared memory with cp.async.cg)
 struct Workspace {
   bf16* W;
   bf16* UV;
   bf16* Sh;
   float* G;
   bf16* Aqk = nullptr;
+  int32_t* ready = nullptr;  // per tile, 16 bytes apart: nonzero once gdn_prep has written it (the overlapped launch)
   int64_t slots;
   int dkp;      // DK
   int64_t dvp;  // DVP
@@ -284,6 +288,34 @@ __device__ __forceinline__ void walk_prefetch_l2(const GdnShape& s, const bf16* 
   }
 }
 
+constexpr int kReadyStride = 4;  // int32 a ready flag takes
+// Where the ready flags start within Sh's space (after Aqk), and whether that space holds them.
+inline size_t ready_offset(const GdnShape& s) {
+  return detail::align128(sizeof(bf16) * size_t(s.H) * size_t(slot_count(s)) * kC * kC);
+}
+inline bool ready_fits(const GdnShape& s) {
+  const size_t tiles = size_t(s.H) * size_t(slot_count(s));
+  return ready_offset(s) + kReadyStride * sizeof(int32_t) * tiles <=
+         sizeof(bf16) * tiles * size_t(padded_dk(s.dk)) * size_t(padded_dv(s.dv));
+}
+
+// The ready flags. gdn_prep releases a tile's flag at GPU scope after its stores (which reach L2 first). The walk
+// copies the next chunk's flag into shared memory (cp.async.cg, from L2) a chunk ahead of need and spins on the flag
+// only when that copy found it clear: an acquire there would hold its warp, and so the warpgroup's products, for an
+// L2 round trip every chunk. What the walk then reads of the tile it reads from L2 only (bulk tensor copies and .cg
+// loads), issued after the flag read returned set, so it sees the stores released before the flag; the proxy fence
+// orders the flag read before the bulk copies (async proxy).
+__device__ __forceinline__ void ready_release(int32_t* f) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(f), "r"(1) : "memory");
+}
+__device__ __forceinline__ void ready_spin(const int32_t* f) {
+  int32_t v = 0;
+  do {
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+  } while (v == 0);
+}
+__device__ __forceinline__ void ready_fence() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
 // ---------------------------------------------------------------------------------------------------
 // Launchers (one per kernel file), all on `stream`, in this order.
 
@@ -293,6 +325,11 @@ __device__ __forceinline__ void walk_prefetch_l2(const GdnShape& s, const bf16* 
 void launch_prep(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g, const float* beta,
                  const int32_t* cu, int64_t max_chunks, const Workspace& w, cudaStream_t stream,
                  const int32_t* lead = nullptr);
+// Chunks [c_begin, c_end) of every sequence (no lead), blocks in chunk-major order (a chunk's heads next to each
+// other) so that the walk beside it finds its chunks in the order it needs them; sets w.ready's flags when given.
+void launch_prep_range(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                       const float* beta, const int32_t* cu, int64_t c_begin, int64_t c_end, const Workspace& w,
+                       cudaStream_t stream);
 // True where launch_state, given q and out, writes the outputs itself (the Hopper walk at dk 128: O = e^G Q S +
 // Aqk Vn as it goes, with Aqk from gdn_prep), so that neither Sh nor gdn_output is needed; then w.Aqk is set
 // (over Sh's space). HYPIC_CUDA_GDN_FUSED_OUT=0: never (A/B runs).
@@ -318,6 +355,15 @@ bool walk_rs_applies(const GdnShape& s, const Workspace& w, const bf16* k, bool 
                      const bf16* out);
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                     const Workspace& w, cudaStream_t stream, const bf16* q, bf16* out);
+// Blocks of the register-state walk's launch (every one on an SM of its own).
+int64_t walk_rs_blocks(const GdnShape& s, bool transfer);
+// gdn_prep beside the walk (gdn_overlap.cu): the walk waits for each chunk's ready flag instead of for a whole prep
+// launch, and the chunks past the first ones are prepared on the SMs the walk leaves free. Where it applies (the
+// register-state walk, its blocks at most half the SMs, HYPIC_CUDA_GDN_OVERLAP not 0) it does prep and walk and
+// returns true; elsewhere it launches nothing and returns false.
+bool launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                       const float* beta, const int32_t* cu, int64_t max_chunks, float* state, float* transfer,
+                       Workspace& w, cudaStream_t stream, bf16* out);
 // body_state = state - transfer lead_state per (sequence, head): [N, H, dk, dv] fp32, transfer [N, H, dk, dk];
 // with `out`, written to (and T and the state copied to) each sequence's own buffers instead.
 void launch_body_state(const GdnShape& s, const float* transfer, const float* state, const float* lead_state,

@@ -100,7 +100,8 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
                                                             const bf16* __restrict__ v, const float* __restrict__ g,
                                                             const float* __restrict__ beta,
                                                             const int32_t* __restrict__ cu,
-                                                            const int32_t* __restrict__ lead, Workspace w) {
+                                                            const int32_t* __restrict__ lead, Workspace w,
+                                                            int64_t chunk_base, bool heads_fast) {
   using SM = PrepSmem<DK>;
   constexpr int kLdK = SM::kLdK, kLdV = SM::kLdV, kLdF = SM::kLdF;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -111,11 +112,12 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
   float* Bs = reinterpret_cast<float*>(smem + SM::bs);
   float* BWs = reinterpret_cast<float*>(smem + SM::ws);
 
-  const int64_t n = blockIdx.z, h = blockIdx.y;
+  // heads_fast: grid (heads, chunks), so that blocks start chunk by chunk (launch_prep_range).
+  const int64_t n = blockIdx.z, h = heads_fast ? blockIdx.x : blockIdx.y;
   const SeqRange sr = seq_range(cu, n, s.T);
   // With `lead`, one block per sequence prepares only the chunk holding row lead[n], its rows before it
   // made no-ops (g = 0, beta = 0), into the compact tile h * w.slots + n of a bodies workspace.
-  const int64_t chunk = lead ? lead[n] / kC : int64_t(blockIdx.x);
+  const int64_t chunk = lead ? lead[n] / kC : chunk_base + int64_t(heads_fast ? blockIdx.y : blockIdx.x);
   const int skip = lead ? int(lead[n] - chunk * kC) : 0;
   const int64_t t0 = sr.bos + chunk * kC;
   if (t0 >= sr.eos) return;
@@ -402,6 +404,13 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
     else
       store_tile16<kThreads, kC, 64>(w.UV + tile * kC * w.dvp + c0, w.dvp, Vs, kLdV);
   }
+  if (w.ready != nullptr && lead == nullptr) {  // every thread's stores of the tile, then its flag
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      ready_release(w.ready + kReadyStride * tile);
+    }
+  }
 }
 
 template <int DK>
@@ -411,7 +420,17 @@ void launch(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, cons
   raise_smem_limit(gdn_prep_kernel<DK>, smem);
   const unsigned chunks = lead ? 1u : unsigned(max_chunks);
   gdn_prep_kernel<DK><<<dim3(chunks, unsigned(s.H), unsigned(s.N)), kThreads, smem, stream>>>(s, q, k, v, g, beta,
-                                                                                             cu, lead, w);
+                                                                                             cu, lead, w, 0, false);
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+template <int DK>
+void launch_range(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g, const float* beta,
+                  const int32_t* cu, int64_t c_begin, int64_t c_end, const Workspace& w, cudaStream_t stream) {
+  const size_t smem = PrepSmem<DK>::bytes;
+  raise_smem_limit(gdn_prep_kernel<DK>, smem);
+  gdn_prep_kernel<DK><<<dim3(unsigned(s.H), unsigned(c_end - c_begin), unsigned(s.N)), kThreads, smem, stream>>>(
+      s, q, k, v, g, beta, cu, nullptr, w, c_begin, true);
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
@@ -423,6 +442,17 @@ void launch_prep(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v,
     launch<64>(s, q, k, v, g, beta, cu, lead, max_chunks, w, stream);
   else
     launch<128>(s, q, k, v, g, beta, cu, lead, max_chunks, w, stream);
+}
+
+void launch_prep_range(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                       const float* beta, const int32_t* cu, int64_t c_begin, int64_t c_end, const Workspace& w,
+                       cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(c_end - c_begin <= 65535 && s.H <= int64_t{1} << 31, "launch_prep_range: grid too large");
+  if (c_end <= c_begin) return;
+  if (w.dkp == 64)
+    launch_range<64>(s, q, k, v, g, beta, cu, c_begin, c_end, w, stream);
+  else
+    launch_range<128>(s, q, k, v, g, beta, cu, c_begin, c_end, w, stream);
 }
 
 }  // namespace hypic::cuda::gdn

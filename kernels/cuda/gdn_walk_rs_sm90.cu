@@ -41,7 +41,8 @@ struct Smem {
   static constexpr size_t o = kStages * stage;       // outputs staged for 16-byte stores [64 rows][kLdO] bf16
   static constexpr size_t fac = o + kC * kLdO * 2;   // per warp: e^G [64], e^{G_L - G} [64] (0 past the chunk)
   static constexpr size_t bar = fac + 4 * 2 * kC * 4;  // a full barrier a stage
-  static constexpr size_t bytes = bar + kStages * 8 + 1024;  // + the slack that aligns the boxes
+  static constexpr size_t flag = bar + kStages * 8 + 8;  // the next chunk's ready flag (16 bytes)
+  static constexpr size_t bytes = flag + 16 + 1024;    // + the slack that aligns the boxes
 };
 
 // A fragments (16-wide K slices) of a 64 x (16 KS) accumulator: slice kk takes its chunks 2 kk and 2 kk + 1.
@@ -64,6 +65,7 @@ template <bool OUTS>
 __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const int32_t* __restrict__ cu, float* state,
                                      float* transfer, const Workspace& w, bf16* __restrict__ out) {
 #if HYPIC_SM90A
+  const bool beside = w.ready != nullptr;  // gdn_prep runs beside the walk: wait for each chunk's ready flag
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
   bf16* Ost = reinterpret_cast<bf16*>(smem + Smem::o);
@@ -96,8 +98,16 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   const WalkRange wr = walk_range(s, cu, n, h, w, nullptr, false, is_T);
   // Chunk c's tiles into stage c % kStages by bulk tensor copies from thread 0 (K and Q rows past the sequence are
   // the next one's or zero: they meet zero decay factors, zero Aqk columns, and outputs that are not stored).
+  volatile int32_t* flag = reinterpret_cast<volatile int32_t*>(smem + Smem::flag);  // thread 0's
+  if (beside && tid == 0) *flag = 0;
   auto issue = [&](int c) {
     if (tid != 0 || c >= wr.nchunks) return;
+    // gdn_prep beside the walk: chunk c's flag, as copied a chunk ahead (ready_spin).
+    if (beside) {
+      cp_async_wait_all();
+      if (*flag == 0) ready_spin(w.ready + kReadyStride * (wr.tile0 + c));
+      ready_fence();
+    }
     unsigned char* st = smem + (c % kStages) * Smem::stage;
     uint64_t* bar = full + c % kStages;
     const int row = int((wr.tile0 + c) * kC), tok = int(wr.t0(c));
@@ -110,6 +120,10 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     }
     if (!is_T) sm90::tma_load_2d(st + Smem::u, &maps.u, c0, row, bar);
     if (OUTS) sm90::tma_load_2d(st + Smem::a, &maps.a, 0, row, bar);
+    if (beside && c + 1 < wr.nchunks) {
+      cp_async16(const_cast<int32_t*>(flag), w.ready + kReadyStride * (wr.tile0 + c + 1), true);
+      cp_async_commit();
+    }
   };
   if (tid == 0) {
     sm90::prefetch_tensor_map(&maps.w);
@@ -117,11 +131,14 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   }
   issue(0);
   issue(1);
-  // The chunk's G (lane l: rows l and l + 32) and G_L, read from global memory a chunk ahead.
+  if (beside) __syncthreads();  // G of chunk 0 is read below by every thread: after thread 0 saw its flag
+  // The chunk's G (lane l: rows l and l + 32) and G_L, read from global memory a chunk ahead (from L2: with gdn_prep
+  // beside the walk, another SM wrote it during this launch; a block barrier orders the read after thread 0 saw the
+  // chunk's flag).
   auto load_g = [&](int c, float& g0, float& g1, float& gl) {
     if (c < wr.nchunks) {
       const float* G = w.G + (wr.tile0 + c) * kC;
-      g0 = G[lane], g1 = G[lane + 32], gl = G[wr.chunk_len(c) - 1];
+      g0 = __ldcg(G + lane), g1 = __ldcg(G + lane + 32), gl = __ldcg(G + wr.chunk_len(c) - 1);
     }
   };
   float g0 = 0.0f, g1 = 0.0f, gl = 0.0f;
@@ -245,7 +262,8 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       sm90::wgmma_commit();
     }
     // While the tensor cores run: chunk c + 2's tiles (into chunk c - 1's stage; here rather than at the barrier,
-    // where thread 0's copies would hold up its warp and so every warp's products) and chunk c + 1's G.
+    // where thread 0's copies would hold up its warp and so every warp's products) and chunk c + 1's G (whose flag
+    // thread 0 saw before this chunk's block barrier).
     issue(c + 2);
     load_g(c + 1, g0, g1, gl);
     if (OUTS) {
@@ -310,6 +328,10 @@ bool walk_rs_applies(const GdnShape& s, const Workspace& w, const bf16* k, bool 
   // The 64-column Hopper walk's conditions (dk 128, dv a multiple of 64, aligned keys, an sm_90 device) are this
   // walk's too.
   return rs_enabled() && outs_ok && rows_ok && state_sm90_applies(s, w, k, kCols);
+}
+
+int64_t walk_rs_blocks(const GdnShape& s, bool transfer) {
+  return (s.dv / kCols + (transfer ? kDK / kCols : 0)) * s.H * s.N;
 }
 
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,

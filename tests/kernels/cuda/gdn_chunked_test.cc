@@ -2,7 +2,8 @@
 // backend_ops_test.cc leave out: many chunks (the sequential walk and its cp.async double buffer), the
 // dk <= 64 tile, value dims that are not multiples of 64 or of 8 (padded slabs, scalar load paths), strong
 // decay (e^G underflowing within a chunk), and packed batches with empty and one-token sequences; each with and
-// without the transfer operator and the outputs (the launch forms pick different walks).
+// without the transfer operator and the outputs (the launch forms pick different walks); prep beside the walk,
+// also under graph capture.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -23,6 +24,7 @@ struct Case {
   std::vector<int32_t> cu;  // sequence offsets; one sequence when size 2
   int64_t H, Hk, dk, dv;
   float g_lo;  // g ~ U(g_lo, -0.01)
+  bool graph = false;  // each launch captured into a CUDA graph on a stream of its own, replayed twice
 };
 
 void run_case(DevicePool& pool, const Case& c) {
@@ -70,25 +72,61 @@ void run_case(DevicePool& pool, const Case& c) {
     const bool with_t = form == 0, with_out = form < 2;
     DevArray<float> dS(pool, S0), dT(pool, T0);
     DevArray<bf16> dout(pool, T * H * dv);
-    // Poison the workspace: padded tiles must not depend on what was there before.
-    HYPIC_CUDA_CHECK(cudaMemset(ws.get(), 0xff, ws.n));
-    gdn_chunked_prefill(s, dq.get(), dk_.get(), dv_.get(), dg.get(), db.get(), N > 1 ? dcu.get() : nullptr, max_len,
-                        dS.get(), with_out ? dout.get() : nullptr, with_t ? dT.get() : nullptr, ws.get(), nullptr);
-    const std::string what = "T " + std::to_string(T) + " N " + std::to_string(N) + " dk " + std::to_string(dk) +
-                             " dv " + std::to_string(dv) + " g_lo " + std::to_string(c.g_lo) + " form " +
-                             std::to_string(form);
-    if (with_out) {
-      HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(dout), o_ref), kTol) << "out, " << what;
+    auto launch = [&](cudaStream_t stream) {
+      gdn_chunked_prefill(s, dq.get(), dk_.get(), dv_.get(), dg.get(), db.get(), N > 1 ? dcu.get() : nullptr,
+                          max_len, dS.get(), with_out ? dout.get() : nullptr, with_t ? dT.get() : nullptr, ws.get(),
+                          stream);
+    };
+    cudaStream_t cs = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    if (c.graph) {  // the fork to the overlapped walk's streams and the join back must capture too
+      HYPIC_CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+      cudaGraph_t graph = nullptr;
+      HYPIC_CUDA_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+      launch(cs);
+      HYPIC_CUDA_CHECK(cudaStreamEndCapture(cs, &graph));
+      HYPIC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      HYPIC_CUDA_CHECK(cudaGraphDestroy(graph));
     }
-    HYPIC_EXPECT_ERR_LT(rel_err(dS.download(), S_ref), kTol) << "state, " << what;
-    if (with_t) {
-      HYPIC_EXPECT_ERR_LT(rel_err(dT.download(), T_ref), kTol) << "transfer, " << what;
+    for (int rep = 0; rep < (c.graph ? 2 : 1); ++rep) {
+      dS.upload(S0);
+      dT.upload(T0);
+      HYPIC_CUDA_CHECK(cudaMemset(dout.get(), 0, sizeof(bf16) * dout.n));
+      // Poison the workspace: padded tiles (and stale ready flags) must not matter.
+      HYPIC_CUDA_CHECK(cudaMemset(ws.get(), 0xff, ws.n));
+      if (c.graph) {
+        HYPIC_CUDA_CHECK(cudaGraphLaunch(exec, cs));
+        HYPIC_CUDA_CHECK(cudaStreamSynchronize(cs));
+      } else {
+        launch(nullptr);
+      }
+      const std::string what = "T " + std::to_string(T) + " N " + std::to_string(N) + " H " + std::to_string(H) +
+                               " dk " + std::to_string(dk) + " dv " + std::to_string(dv) + " g_lo " +
+                               std::to_string(c.g_lo) + " form " + std::to_string(form) + " replay " +
+                               std::to_string(rep);
+      if (with_out) {
+        HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(dout), o_ref), kTol) << "out, " << what;
+      }
+      HYPIC_EXPECT_ERR_LT(rel_err(dS.download(), S_ref), kTol) << "state, " << what;
+      if (with_t) {
+        HYPIC_EXPECT_ERR_LT(rel_err(dT.download(), T_ref), kTol) << "transfer, " << what;
+      }
     }
+    if (exec) HYPIC_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    if (cs) HYPIC_CUDA_CHECK(cudaStreamDestroy(cs));
   }
 }
 
 TEST_F(CudaOps, GdnChunkedLongSequence) {
   run_case(pool, {{0, 1000}, 4, 2, 128, 128, -0.7f});  // 16 chunks, last one partial
+}
+
+// Many chunks and heads: with the register-state walk, most chunks are prepared while the walk runs
+// (launch_overlapped, unless HYPIC_CUDA_GDN_OVERLAP=0), the walk waiting on each chunk's ready flag; and the same
+// launches captured into a graph and replayed.
+TEST_F(CudaOps, GdnChunkedPreparedBesideTheWalk) {
+  run_case(pool, {{0, 2000}, 16, 8, 128, 128, -0.7f});  // 32 chunks, 16 heads, last chunk partial
+  run_case(pool, {{0, 700}, 4, 2, 128, 128, -0.7f, true});
 }
 
 TEST_F(CudaOps, GdnChunkedSmallKeyDimAndOddValueDims) {
