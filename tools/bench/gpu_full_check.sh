@@ -49,10 +49,11 @@
 #                                        # timeline; then the op, model and engine tests of every kernel whose
 #                                        # shared-memory opt-in moved to cuda::raise_smem_limit
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
-#   tools/bench/gpu_full_check.sh gdn    # the GDN chunked prefill: its op tests (every launch form) under each walk
-#                                        # (HYPIC_CUDA_GDN_RS=1/0), the backend, stitch and model tests, the GDN
-#                                        # bench under each walk twice, fla (the wheel in .whl or .deps/whl) in the
-#                                        # same call, the 8k whole-model prefill under each walk
+#   tools/bench/gpu_full_check.sh gdn    # the GDN chunked prefill: its op tests (every launch form) under each form
+#                                        # (default: prep beside the register-state walk; HYPIC_CUDA_GDN_OVERLAP=0;
+#                                        # HYPIC_CUDA_GDN_RS=0), the backend, stitch and model tests, the GDN bench
+#                                        # under each form twice, fla (the wheel in .whl or .deps/whl) in the same
+#                                        # call, the 8k whole-model prefill under each form
 #   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
 #   tools/bench/gpu_full_check.sh multigpu  # every GPU of the machine (issue 20): tensor-parallel tests (NCCL
@@ -487,18 +488,21 @@ if [ "$stage" = final ]; then
     /tmp/fixtures/qwen3.5-chat/chat_template.jinja "$O/serve" ${SERVE_RATES:-1 2 4 8} 2>&1 | tee "$O/serve_summary.txt"
 fi
 if [ "$stage" = gdn ]; then
-  for rs in 1 0; do
-    HYPIC_CUDA_GDN_RS=$rs run_test cuda_gdn_chunked_test
-    cp "$O/cuda_gdn_chunked_test.txt" "$O/cuda_gdn_chunked_test_rs$rs.txt"
+  # Three forms: the default (the register-state walk with gdn_prep beside it), prep then that walk, and the
+  # shared-memory walk.
+  forms="default:HYPIC_CUDA_GDN_OVERLAP=1 sequential:HYPIC_CUDA_GDN_OVERLAP=0 smem_walk:HYPIC_CUDA_GDN_RS=0"
+  for f in $forms; do
+    (export "${f#*:}"; run_test cuda_gdn_chunked_test)
+    cp "$O/cuda_gdn_chunked_test.txt" "$O/cuda_gdn_chunked_test_${f%%:*}.txt"
   done
   run_test cuda_backend_ops_test
   run_test cuda_stitch_ops_test
   run_test cuda_model_test
   for k in a b; do
-    for rs in 1 0; do
-      step "bench gdn, HYPIC_CUDA_GDN_RS=$rs ($k)"
-      HYPIC_CUDA_GDN_RS=$rs "$(bin hypic_bench_kernels)" --only gdn --tokens 8192,32768 --iters 20 > "$O/bench_gdn_rs${rs}_$k.json"
-      grep -oE '"tokens": [0-9]+, "variant": "[a-z+]+", "ms": [0-9.]+' "$O/bench_gdn_rs${rs}_$k.json"
+    for f in $forms; do
+      step "bench gdn, ${f#*:} ($k)"
+      env "${f#*:}" "$(bin hypic_bench_kernels)" --only gdn --tokens 8192,32768 --iters 20 > "$O/bench_gdn_${f%%:*}_$k.json"
+      grep -oE '"tokens": [0-9]+, "variant": "[a-z+]+", "ms": [0-9.]+' "$O/bench_gdn_${f%%:*}_$k.json"
     done
   done
   whl=$(ls .whl/*.whl .deps/whl/*.whl 2> /dev/null | head -1)
@@ -508,11 +512,11 @@ if [ "$stage" = gdn ]; then
     PYTHONPATH=/tmp/site python3 tools/bench/bench_peers.py --ops gdn --tokens 8192,32768 --iters 20 \
       | tee "$O/bench_peers_gdn.json" | grep -E '"ms"|variant|error' | paste - - | head -8
   fi
-  for rs in 1 0; do
-    step "8k prefill, HYPIC_CUDA_GDN_RS=$rs"
-    HYPIC_CUDA_GDN_RS=$rs "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
-      --prefill 8192 --decode 0 --prefill-repeats 4 > "$O/prefill_rs$rs.json" 2> "$O/prefill_rs$rs.txt"
-    grep -A2 '"prefill"' "$O/prefill_rs$rs.json" | head -3
+  for f in $forms; do
+    step "8k prefill, ${f#*:}"
+    env "${f#*:}" "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
+      --prefill 8192 --decode 0 --prefill-repeats 4 > "$O/prefill_${f%%:*}.json" 2> "$O/prefill_${f%%:*}.txt"
+    grep -A2 '"prefill"' "$O/prefill_${f%%:*}.json" | head -3
   done
 fi
 if [ "$stage" = linear ]; then
