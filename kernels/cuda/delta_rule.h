@@ -43,6 +43,11 @@ size_t gdn_chunked_workspace_bytes(const GdnShape& s);
 void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                          const float* beta, const int32_t* cu_seqlens, int64_t max_seqlen, float* state, bf16* out,
                          float* transfer, void* workspace, cudaStream_t stream);
+// Whether gdn_chunked_prefill with these arguments (null or not: q, k, out, transfer; the workspace it would get)
+// prepares the chunks beside the state walk on the current device rather than before it (docs/cuda_kernels.md), so
+// that tests and benchmarks can tell which form ran. Launches nothing.
+bool gdn_chunked_prefill_overlaps(const GdnShape& s, const bf16* q, const bf16* k, const bf16* out, bool transfer,
+                                  int64_t max_seqlen, void* workspace);
 
 // gdn_chunked_prefill (outputs and final states, no transfer operator) that also builds, for every sequence n,
 // the transfer operator and the zero-start state of its body, the rows after its first lead[n]: the same

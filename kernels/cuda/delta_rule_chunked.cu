@@ -43,6 +43,15 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
   if (out != nullptr && !fused) gdn::launch_output(s, q, k, cu_seqlens, max_chunks, out, w, stream);
 }
 
+bool gdn_chunked_prefill_overlaps(const GdnShape& s, const bf16* q, const bf16* k, const bf16* out, bool transfer,
+                                  int64_t max_seqlen, void* workspace) {
+  if (s.T == 0 || max_seqlen <= 0) return false;
+  gdn::Workspace w = gdn::carve(s, workspace);
+  const bool fused = gdn::plan_output_in_walk(s, w, q, k, transfer, out);
+  const int64_t max_chunks = (max_seqlen + gdn::kC - 1) / gdn::kC;
+  return (fused || out == nullptr) && gdn::overlap_applies(s, w, q, k, out, transfer, max_chunks);
+}
+
 void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                                      const float* beta, const int32_t* cu_seqlens, int64_t max_seqlen,
                                      const int32_t* lead, float* state, bf16* out, float* body_state,

@@ -361,6 +361,8 @@ int64_t walk_rs_blocks(const GdnShape& s, bool transfer);
 // launch, and the chunks past the first ones are prepared on the SMs the walk leaves free. Where it applies (the
 // register-state walk, its blocks at most half the SMs, HYPIC_CUDA_GDN_OVERLAP not 0) it does prep and walk and
 // returns true; elsewhere it launches nothing and returns false.
+bool overlap_applies(const GdnShape& s, const Workspace& w, const bf16* q, const bf16* k, const bf16* out,
+                     bool transfer, int64_t max_chunks);
 bool launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                        const float* beta, const int32_t* cu, int64_t max_chunks, float* state, float* transfer,
                        Workspace& w, cudaStream_t stream, bf16* out);

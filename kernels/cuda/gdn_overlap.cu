@@ -74,14 +74,19 @@ constexpr int64_t kMinChunks = 4;  // shorter walks have little to overlap (a gu
 
 }  // namespace
 
-bool launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
-                       const float* beta, const int32_t* cu, int64_t max_chunks, float* state, float* transfer,
-                       Workspace& w, cudaStream_t stream, bf16* out) {
+bool overlap_applies(const GdnShape& s, const Workspace& w, const bf16* q, const bf16* k, const bf16* out,
+                     bool transfer, int64_t max_chunks) {
   if (!overlap_enabled() || w.dkp != 128 || w.Sh == nullptr || !ready_fits(s)) return false;
   if (max_chunks < kMinChunks || max_chunks > 65535) return false;
   if (!walk_rs_applies(s, w, k, out != nullptr, q, out)) return false;
   // The walk's blocks spin on flags that only the prep blocks set: they must leave SMs for them.
-  if (2 * walk_rs_blocks(s, transfer != nullptr) > detail::device_sm_count()) return false;
+  return 2 * walk_rs_blocks(s, transfer) <= detail::device_sm_count();
+}
+
+bool launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                       const float* beta, const int32_t* cu, int64_t max_chunks, float* state, float* transfer,
+                       Workspace& w, cudaStream_t stream, bf16* out) {
+  if (!overlap_applies(s, w, q, k, out, transfer != nullptr, max_chunks)) return false;
 
   const size_t tiles = size_t(s.H) * size_t(slot_count(s));
   w.ready = reinterpret_cast<int32_t*>(reinterpret_cast<unsigned char*>(w.Sh) + ready_offset(s));

@@ -102,9 +102,11 @@ int main(int argc, char** argv) {
   Stream st;
   std::printf("{\"device\": \"%s\", \"sms\": %d, \"results\": [\n", prop.name, prop.multiProcessorCount);
   bool first = true;
-  auto emit = [&](const char* op, int64_t T, const char* variant, double ms, double flops) {
-    std::printf("%s  {\"op\": \"%s\", \"tokens\": %lld, \"variant\": \"%s\", \"ms\": %.4f, \"tflops\": %.1f}",
-                first ? "" : ",\n", op, static_cast<long long>(T), variant, ms, flops / (ms * 1e-3) / 1e12);
+  // form: which of an op's forms ran, where it has several (printed after the fixed keys, which scripts match).
+  auto emit = [&](const char* op, int64_t T, const char* variant, double ms, double flops, const char* form = nullptr) {
+    std::printf("%s  {\"op\": \"%s\", \"tokens\": %lld, \"variant\": \"%s\", \"ms\": %.4f, \"tflops\": %.1f%s%s%s}",
+                first ? "" : ",\n", op, static_cast<long long>(T), variant, ms, flops / (ms * 1e-3) / 1e12,
+                form ? ", \"form\": \"" : "", form ? form : "", form ? "\"" : "");
     first = false;
   };
   if (only.empty() || only == "gemv") {
@@ -550,12 +552,18 @@ int main(int argc, char** argv) {
         gdn_chunked_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), g.as<float>(), beta.as<float>(), nullptr, T,
                             state.as<float>(), out.as<bf16>(), nullptr, ws.get(), st);
       }, iters, st);
-      emit("gdn_chunked_prefill", T, "out+state", ms, flops);
+      // Prep beside the walk, or prep then the walk (docs/cuda_kernels.md).
+      auto form = [&](bool with_t) {
+        return gdn_chunked_prefill_overlaps(s, q.as<bf16>(), k.as<bf16>(), out.as<bf16>(), with_t, T, ws.get())
+                   ? "prep beside walk"
+                   : "prep then walk";
+      };
+      emit("gdn_chunked_prefill", T, "out+state", ms, flops, form(false));
       const double ms_t = time_ms([&] {
         gdn_chunked_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), g.as<float>(), beta.as<float>(), nullptr, T,
                             state.as<float>(), out.as<bf16>(), transfer.as<float>(), ws.get(), st);
       }, iters, st);
-      emit("gdn_chunked_prefill", T, "out+state+transfer", ms_t, flops);
+      emit("gdn_chunked_prefill", T, "out+state+transfer", ms_t, flops, form(true));
     }
     // Attention, one layer, causal prefill over T fresh tokens.
     if (only.empty() || only == "attention") {

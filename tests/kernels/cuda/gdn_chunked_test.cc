@@ -6,6 +6,7 @@
 // also under graph capture.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "kernels/cuda/delta_rule.h"
@@ -125,6 +126,27 @@ TEST_F(CudaOps, GdnChunkedLongSequence) {
 // (launch_overlapped, unless HYPIC_CUDA_GDN_OVERLAP=0), the walk waiting on each chunk's ready flag; and the same
 // launches captured into a graph and replayed.
 TEST_F(CudaOps, GdnChunkedPreparedBesideTheWalk) {
+  // On a Hopper GPU of 128 SMs or more, with the A/B switches unset, these cases take the overlapped form (the walk
+  // with T takes 64 blocks: at most half the SMs).
+  int dev = 0, major = 0, sms = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const bool expect = major == 9 && sms >= 128 && std::getenv("HYPIC_CUDA_GDN_OVERLAP") == nullptr &&
+                      std::getenv("HYPIC_CUDA_GDN_RS") == nullptr && std::getenv("HYPIC_CUDA_GDN_SM90") == nullptr &&
+                      std::getenv("HYPIC_CUDA_GDN_FUSED_OUT") == nullptr;
+  if (expect) {
+    const GdnShape s{2000, 1, 16, 8, 128, 128};
+    DevArray<bf16> q(pool, 2000 * 8 * 128), out(pool, 2000 * 16 * 128);
+    DevArray<unsigned char> ws(pool, gdn_chunked_workspace_bytes(s));
+    EXPECT_TRUE(gdn_chunked_prefill_overlaps(s, q.get(), q.get(), out.get(), true, 2000, ws.get()));
+    EXPECT_TRUE(gdn_chunked_prefill_overlaps(s, q.get(), q.get(), nullptr, false, 2000, ws.get()));
+    // The walk with T for 40 heads takes 160 blocks: more than half the SMs, so prep runs first.
+    const GdnShape wide{2000, 1, 40, 8, 128, 128};
+    DevArray<unsigned char> ws_wide(pool, gdn_chunked_workspace_bytes(wide));
+    DevArray<bf16> out_wide(pool, 2000 * 40 * 128);
+    EXPECT_FALSE(gdn_chunked_prefill_overlaps(wide, q.get(), q.get(), out_wide.get(), true, 2000, ws_wide.get()));
+  }
   run_case(pool, {{0, 2000}, 16, 8, 128, 128, -0.7f});  // 32 chunks, 16 heads, last chunk partial
   run_case(pool, {{0, 700}, 4, 2, 128, 128, -0.7f, true});
 }
