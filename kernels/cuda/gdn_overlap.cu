@@ -10,6 +10,7 @@
 // free (at most half the SMs: launch_overlapped's condition); if the prep blocks were placed first, the walk would
 // only start later, never deadlock.
 #include <map>
+#include <mutex>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
@@ -18,34 +19,50 @@
 namespace hypic::cuda::gdn {
 namespace {
 
-// The fork's streams and events, per host thread and device (a captured graph may fork from any thread's stream).
+// The fork's streams and events. One set per device for the whole process, used under a lock: every overlapped
+// launch on a device then walks on the same stream, so at most one walk at a time waits on its flags, and its blocks
+// (at most half the SMs) always leave SMs to the prep blocks it waits for. Walks of several host threads on streams
+// of their own could together hold every SM while their prep waits for one. A launch captured into a graph takes a
+// set of the capturing thread's own (a stream of the shared set would join that capture, and other threads' work
+// with it); replays of such a graph are not ordered against other walks.
 struct SideStreams {
   cudaStream_t walk = nullptr, prep = nullptr;
   cudaEvent_t fork = nullptr, walk_done = nullptr, prep_done = nullptr;
   SideStreams() = default;
   SideStreams(const SideStreams&) = delete;
   SideStreams& operator=(const SideStreams&) = delete;
-  ~SideStreams() {  // at thread exit; errors ignored (the runtime may already be unloading)
+  ~SideStreams() {  // at exit; errors ignored (the runtime may already be unloading)
     for (cudaEvent_t e : {fork, walk_done, prep_done})
       if (e) (void)cudaEventDestroy(e);
     for (cudaStream_t st : {walk, prep})
       if (st) (void)cudaStreamDestroy(st);
   }
-};
-
-SideStreams& side_streams() {
-  thread_local std::map<int, SideStreams> per_device;
-  int dev = 0;
-  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-  SideStreams& ss = per_device[dev];
-  if (ss.walk == nullptr) {
+  void create() {
+    if (walk != nullptr) return;
     int least = 0, greatest = 0;
     HYPIC_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    HYPIC_CUDA_CHECK(cudaStreamCreateWithPriority(&ss.walk, cudaStreamNonBlocking, greatest));
-    HYPIC_CUDA_CHECK(cudaStreamCreateWithPriority(&ss.prep, cudaStreamNonBlocking, least));
-    for (cudaEvent_t* e : {&ss.fork, &ss.walk_done, &ss.prep_done})
+    HYPIC_CUDA_CHECK(cudaStreamCreateWithPriority(&walk, cudaStreamNonBlocking, greatest));
+    HYPIC_CUDA_CHECK(cudaStreamCreateWithPriority(&prep, cudaStreamNonBlocking, least));
+    for (cudaEvent_t* e : {&fork, &walk_done, &prep_done})
       HYPIC_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
   }
+};
+
+// The current device's set; `lock` holds the shared set's mutex until the launch is enqueued.
+SideStreams& side_streams(bool capturing, std::unique_lock<std::mutex>& lock) {
+  int dev = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+  if (capturing) {
+    thread_local std::map<int, SideStreams> own;
+    SideStreams& ss = own[dev];
+    ss.create();
+    return ss;
+  }
+  static std::mutex mu;
+  static std::map<int, SideStreams> shared;
+  lock = std::unique_lock<std::mutex>(mu);
+  SideStreams& ss = shared[dev];
+  ss.create();
   return ss;
 }
 
@@ -94,7 +111,10 @@ bool launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf
   const int64_t lead = std::min(max_chunks, std::max<int64_t>(1, (max_chunks * lead_percent() + 99) / 100));
   launch_prep_range(s, q, k, v, g, beta, cu, 0, lead, w, stream);
 
-  SideStreams& ss = side_streams();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  HYPIC_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  std::unique_lock<std::mutex> lock;
+  SideStreams& ss = side_streams(capture != cudaStreamCaptureStatusNone, lock);
   HYPIC_CUDA_CHECK(cudaEventRecord(ss.fork, stream));
   HYPIC_CUDA_CHECK(cudaStreamWaitEvent(ss.walk, ss.fork, 0));
   HYPIC_CUDA_CHECK(cudaStreamWaitEvent(ss.prep, ss.fork, 0));
