@@ -41,7 +41,7 @@ struct Smem {
   static constexpr size_t o = kStages * stage;       // outputs staged for 16-byte stores [64 rows][kLdO] bf16
   static constexpr size_t fac = o + kC * kLdO * 2;   // per warp: e^G [64], e^{G_L - G} [64] (0 past the chunk)
   static constexpr size_t bar = fac + 4 * 2 * kC * 4;  // a full barrier a stage
-  static constexpr size_t flag = bar + kStages * 8 + 8;  // the next chunk's ready flag (16 bytes)
+  static constexpr size_t flag = (bar + kStages * 8 + 15) / 16 * 16;  // next chunk's ready flag, 16-byte aligned
   static constexpr size_t bytes = flag + 16 + 1024;    // + the slack that aligns the boxes
 };
 
