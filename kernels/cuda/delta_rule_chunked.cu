@@ -11,6 +11,15 @@
 #include "kernels/cuda/gdn_common.cuh"
 
 namespace hypic::cuda {
+namespace {
+
+// Whether a call, its workspace planned (fused: the walk writes the outputs), prepares the chunks beside the walk.
+bool takes_overlap(const GdnShape& s, const gdn::Workspace& w, bool fused, const bf16* q, const bf16* k,
+                   const bf16* out, bool transfer, int64_t max_chunks) {
+  return (fused || out == nullptr) && gdn::overlap_applies(s, w, q, k, out, transfer, max_chunks);
+}
+
+}  // namespace
 
 size_t gdn_chunked_workspace_bytes(const GdnShape& s) { return gdn::workspace_bytes(s); }
 
@@ -34,9 +43,10 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
                      "gdn_chunked_prefill: grid too large");
   gdn::Workspace w = gdn::carve(s, workspace);
   const bool fused = gdn::plan_output_in_walk(s, w, q, k, transfer != nullptr, out);
-  if ((fused || out == nullptr) &&
-      gdn::launch_overlapped(s, q, k, v, g, beta, cu_seqlens, max_chunks, state, transfer, w, stream, out))
+  if (takes_overlap(s, w, fused, q, k, out, transfer != nullptr, max_chunks)) {
+    gdn::launch_overlapped(s, q, k, v, g, beta, cu_seqlens, max_chunks, state, transfer, w, stream, out);
     return;
+  }
   gdn::launch_prep(s, q, k, v, g, beta, cu_seqlens, max_chunks, w, stream);
   gdn::launch_state(s, k, cu_seqlens, state, transfer, out != nullptr, w, stream, nullptr, nullptr, nullptr,
                     fused ? q : nullptr, fused ? out : nullptr);
@@ -48,8 +58,7 @@ bool gdn_chunked_prefill_overlaps(const GdnShape& s, const bf16* q, const bf16* 
   if (s.T == 0 || max_seqlen <= 0) return false;
   gdn::Workspace w = gdn::carve(s, workspace);
   const bool fused = gdn::plan_output_in_walk(s, w, q, k, transfer, out);
-  const int64_t max_chunks = (max_seqlen + gdn::kC - 1) / gdn::kC;
-  return (fused || out == nullptr) && gdn::overlap_applies(s, w, q, k, out, transfer, max_chunks);
+  return takes_overlap(s, w, fused, q, k, out, transfer, (max_seqlen + gdn::kC - 1) / gdn::kC);
 }
 
 void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,

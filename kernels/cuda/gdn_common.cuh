@@ -358,12 +358,12 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
 // Blocks of the register-state walk's launch (every one on an SM of its own).
 int64_t walk_rs_blocks(const GdnShape& s, bool transfer);
 // gdn_prep beside the walk (gdn_overlap.cu): the walk waits for each chunk's ready flag instead of for a whole prep
-// launch, and the chunks past the first ones are prepared on the SMs the walk leaves free. Where it applies (the
-// register-state walk, its blocks at most half the SMs, HYPIC_CUDA_GDN_OVERLAP not 0) it does prep and walk and
-// returns true; elsewhere it launches nothing and returns false.
+// launch, and the chunks past the first ones are prepared on the SMs the walk leaves free. It applies (overlap_applies)
+// with the register-state walk, its blocks at most half the SMs, and HYPIC_CUDA_GDN_OVERLAP not 0; out is null or
+// written by the walk (plan_output_in_walk). launch_overlapped does prep and walk where it applies.
 bool overlap_applies(const GdnShape& s, const Workspace& w, const bf16* q, const bf16* k, const bf16* out,
                      bool transfer, int64_t max_chunks);
-bool launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+void launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                        const float* beta, const int32_t* cu, int64_t max_chunks, float* state, float* transfer,
                        Workspace& w, cudaStream_t stream, bf16* out);
 // body_state = state - transfer lead_state per (sequence, head): [N, H, dk, dv] fp32, transfer [N, H, dk, dk];

@@ -7,7 +7,7 @@
 //   prep stream:  prep of chunks [lead, end), chunk-major, on the SMs the walk leaves free
 //   stream:       joins both.
 // The later prep never waits for the walk, so the walk's spinning blocks cannot starve it as long as they leave SMs
-// free (at most half the SMs: launch_overlapped's condition); if the prep blocks were placed first, the walk would
+// free (at most half the SMs: overlap_applies' condition); if the prep blocks were placed first, the walk would
 // only start later, never deadlock.
 #include <map>
 #include <mutex>
@@ -100,10 +100,9 @@ bool overlap_applies(const GdnShape& s, const Workspace& w, const bf16* q, const
   return 2 * walk_rs_blocks(s, transfer) <= detail::device_sm_count();
 }
 
-bool launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+void launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                        const float* beta, const int32_t* cu, int64_t max_chunks, float* state, float* transfer,
                        Workspace& w, cudaStream_t stream, bf16* out) {
-  if (!overlap_applies(s, w, q, k, out, transfer != nullptr, max_chunks)) return false;
 
   const size_t tiles = size_t(s.H) * size_t(slot_count(s));
   w.ready = reinterpret_cast<int32_t*>(reinterpret_cast<unsigned char*>(w.Sh) + ready_offset(s));
@@ -125,7 +124,6 @@ bool launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf
   HYPIC_CUDA_CHECK(cudaEventRecord(ss.prep_done, ss.prep));
   HYPIC_CUDA_CHECK(cudaStreamWaitEvent(stream, ss.walk_done, 0));
   HYPIC_CUDA_CHECK(cudaStreamWaitEvent(stream, ss.prep_done, 0));
-  return true;
 }
 
 }  // namespace hypic::cuda::gdn

@@ -406,10 +406,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
   }
   if (w.ready != nullptr && lead == nullptr) {  // every thread's stores of the tile, then its flag
     __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence();
-      ready_release(w.ready + kReadyStride * tile);
-    }
+    if (threadIdx.x == 0) ready_release(w.ready + kReadyStride * tile);
   }
 }
 

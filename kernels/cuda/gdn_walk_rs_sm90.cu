@@ -311,6 +311,9 @@ __global__ void __launch_bounds__(kNT, 1)
     walk<false>(maps, s, cu, state, transfer, w, out);
 }
 
+// Blocks a head: its state's 64-column blocks, then T's.
+int64_t blocks_per_head(const GdnShape& s, bool transfer) { return s.dv / kCols + (transfer ? kDK / kCols : 0); }
+
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
 bool rs_enabled() {
   static const bool on = !env_is("HYPIC_CUDA_GDN_RS", "0");
@@ -330,9 +333,7 @@ bool walk_rs_applies(const GdnShape& s, const Workspace& w, const bf16* k, bool 
   return rs_enabled() && outs_ok && rows_ok && state_sm90_applies(s, w, k, kCols);
 }
 
-int64_t walk_rs_blocks(const GdnShape& s, bool transfer) {
-  return (s.dv / kCols + (transfer ? kDK / kCols : 0)) * s.H * s.N;
-}
+int64_t walk_rs_blocks(const GdnShape& s, bool transfer) { return blocks_per_head(s, transfer) * s.H * s.N; }
 
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                     const Workspace& w, cudaStream_t stream, const bf16* q, bf16* out) {
@@ -347,7 +348,7 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     maps.q = tensor_map_sw128(q, s.Hk * kDK, s.T, kC, "gdn_walk_rs (q)");
     maps.a = tensor_map_sw128(w.Aqk, kC, rows, kC, "gdn_walk_rs (Aqk)");
   }
-  const int blocks = int(s.dv / kCols + (transfer ? kDK / kCols : 0));
+  const int blocks = int(blocks_per_head(s, transfer != nullptr));
   gdn_walk_rs_kernel<<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, Smem::bytes, stream>>>(
       maps, s, cu, state, transfer, w, out);
   HYPIC_CUDA_LAUNCH_CHECK();
