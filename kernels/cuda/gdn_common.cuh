@@ -330,6 +330,13 @@ void launch_prep(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v,
 void launch_prep_range(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                        const float* beta, const int32_t* cu, int64_t c_begin, int64_t c_end, const Workspace& w,
                        cudaStream_t stream);
+// gdn_prep's products on Hopper's warpgroup products (gdn_prep_sm90.cu), where it applies: HYPIC_CUDA_GDN_PREP_SM90=1,
+// an sm_90 device, dk 128, dv a multiple of 128, 16-byte aligned q, k and v. launch_prep and launch_prep_range take it
+// there; grid, chunk_base and heads_fast as gdn_prep.cu's kernel has them.
+bool prep_sm90_applies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const Workspace& w);
+void launch_prep_sm90(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                      const float* beta, const int32_t* cu, const int32_t* lead, dim3 grid, int64_t chunk_base,
+                      bool heads_fast, const Workspace& w, cudaStream_t stream);
 // True where launch_state, given q and out, writes the outputs itself (the Hopper walk at dk 128: O = e^G Q S +
 // Aqk Vn as it goes, with Aqk from gdn_prep), so that neither Sh nor gdn_output is needed; then w.Aqk is set
 // (over Sh's space). HYPIC_CUDA_GDN_FUSED_OUT=0: never (A/B runs).

@@ -50,10 +50,12 @@
 #                                        # shared-memory opt-in moved to cuda::raise_smem_limit
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 #   tools/bench/gpu_full_check.sh gdn    # the GDN chunked prefill: its op tests (every launch form) under each form
-#                                        # (default: prep beside the register-state walk; HYPIC_CUDA_GDN_OVERLAP=0;
+#                                        # (GDN_FORMS; default: gdn_prep on wgmma beside the walk and before it,
+#                                        # then gdn_prep.cu beside the register-state walk, HYPIC_CUDA_GDN_OVERLAP=0,
 #                                        # HYPIC_CUDA_GDN_RS=0), the backend, stitch and model tests, the GDN bench
 #                                        # under each form twice, fla (the wheel in .whl or .deps/whl) in the same
-#                                        # call, the 8k whole-model prefill under each form
+#                                        # call, both gdn_preps under ncu (GDN_NCU=0: not), the 8k whole-model
+#                                        # prefill under each form (GDN_PREFILL_FORMS)
 #   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
 #   tools/bench/gpu_full_check.sh multigpu  # every GPU of the machine (issue 20): tensor-parallel tests (NCCL
@@ -488,11 +490,13 @@ if [ "$stage" = final ]; then
     /tmp/fixtures/qwen3.5-chat/chat_template.jinja "$O/serve" ${SERVE_RATES:-1 2 4 8} 2>&1 | tee "$O/serve_summary.txt"
 fi
 if [ "$stage" = gdn ]; then
-  # Three forms: the default (the register-state walk with gdn_prep beside it), prep then that walk, and the
+  # The forms, VAR=VALUE[+VAR=VALUE]: gdn_prep's Hopper products (HYPIC_CUDA_GDN_PREP_SM90=1) beside the walk and
+  # before it, then the default (the register-state walk with gdn_prep.cu beside it), prep then that walk, and the
   # shared-memory walk.
-  forms="default:HYPIC_CUDA_GDN_OVERLAP=1 sequential:HYPIC_CUDA_GDN_OVERLAP=0 smem_walk:HYPIC_CUDA_GDN_RS=0"
+  forms=${GDN_FORMS:-"prep_wg:HYPIC_CUDA_GDN_PREP_SM90=1 prep_wg_seq:HYPIC_CUDA_GDN_PREP_SM90=1+HYPIC_CUDA_GDN_OVERLAP=0 default:HYPIC_CUDA_GDN_OVERLAP=1 sequential:HYPIC_CUDA_GDN_OVERLAP=0 smem_walk:HYPIC_CUDA_GDN_RS=0"}
+  vars() { echo "${1#*:}" | tr + ' '; }
   for f in $forms; do
-    (export "${f#*:}"; run_test cuda_gdn_chunked_test)
+    (export $(vars "$f"); run_test cuda_gdn_chunked_test)
     cp "$O/cuda_gdn_chunked_test.txt" "$O/cuda_gdn_chunked_test_${f%%:*}.txt"
   done
   run_test cuda_backend_ops_test
@@ -500,8 +504,8 @@ if [ "$stage" = gdn ]; then
   run_test cuda_model_test
   for k in a b; do
     for f in $forms; do
-      step "bench gdn, ${f#*:} ($k)"
-      env "${f#*:}" "$(bin hypic_bench_kernels)" --only gdn --tokens 8192,32768 --iters 20 > "$O/bench_gdn_${f%%:*}_$k.json"
+      step "bench gdn, $(vars "$f") ($k)"
+      env $(vars "$f") "$(bin hypic_bench_kernels)" --only gdn --tokens 8192,32768 --iters 20 > "$O/bench_gdn_${f%%:*}_$k.json"
       grep -oE '"tokens": [0-9]+, "variant": "[a-z+]+", "ms": [0-9.]+' "$O/bench_gdn_${f%%:*}_$k.json"
     done
   done
@@ -512,9 +516,22 @@ if [ "$stage" = gdn ]; then
     PYTHONPATH=/tmp/site python3 tools/bench/bench_peers.py --ops gdn --tokens 8192,32768 --iters 20 \
       | tee "$O/bench_peers_gdn.json" | grep -E '"ms"|variant|error' | paste - - | head -8
   fi
-  for f in $forms; do
-    step "8k prefill, ${f#*:}"
-    env "${f#*:}" "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
+  # One 8k gdn_prep launch of each kind on the whole GPU (prep then walk), Nsight Compute's full set and stalls.
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [ -n "$NCU" ] && [ "${GDN_NCU:-1}" = 1 ]; then
+    for p in 0 1; do
+      step "ncu gdn_prep, HYPIC_CUDA_GDN_PREP_SM90=$p"
+      HYPIC_CUDA_GDN_PREP_SM90=$p HYPIC_CUDA_GDN_OVERLAP=0 timeout 120 "$NCU" --set full --import-source no \
+        -k regex:gdn_prep --launch-skip 2 --launch-count 1 \
+        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+        "$(bin hypic_bench_kernels)" --only gdn --tokens 8192 --iters 1 > "$O/ncu_prep_sm90_$p.txt" 2>&1
+      grep -E "  Duration|Issued Ipc|Executed Instructions  |Warp Cycles Per Issued|DRAM Throughput|Registers Per" \
+        "$O/ncu_prep_sm90_$p.txt" | head -8
+    done
+  fi
+  for f in ${GDN_PREFILL_FORMS:-$forms}; do
+    step "8k prefill, $(vars "$f")"
+    env $(vars "$f") "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
       --prefill 8192 --decode 0 --prefill-repeats 4 > "$O/prefill_${f%%:*}.json" 2> "$O/prefill_${f%%:*}.txt"
     grep -A2 '"prefill"' "$O/prefill_${f%%:*}.json" | head -3
   done

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/delta_rule.h"
@@ -169,10 +170,12 @@ TEST_F(CudaOps, GdnChunkedPackedWithEmptyAndTinySequences) {
 // (the rows after lead[n]) transfer operator and zero-start state, against the CPU recurrence over the
 // body alone. Leads inside the first chunk, on a chunk boundary, past it, and covering the whole sequence.
 TEST_F(CudaOps, GdnChunkedWithBodiesMatchesTheBodiesAlone) {
-  for (const int64_t dk : {128, 64}) {
+  // dv 128 at dk 128: the shape gdn_prep's Hopper form takes (HYPIC_CUDA_GDN_PREP_SM90=1), lead included.
+  for (const auto& shape : {std::pair<int64_t, int64_t>{128, 96}, {64, 96}, {128, 128}}) {
+    const int64_t dk = shape.first, dv = shape.second;
     const std::vector<int32_t> cu = {0, 300, 316, 460, 461, 461, 700, 830};
     const std::vector<int32_t> lead = {16, 16, 64, 1, 0, 70, 0};
-    const int64_t T = cu.back(), N = int64_t(cu.size()) - 1, H = 4, Hk = 2, dv = 96;
+    const int64_t T = cu.back(), N = int64_t(cu.size()) - 1, H = 4, Hk = 2;
     auto q = hypic::test::randn(T * Hk * dk, 61), k = hypic::test::randn(T * Hk * dk, 62);
     hypic::test::l2norm_heads(q, dk);
     hypic::test::l2norm_heads(k, dk);
@@ -219,7 +222,7 @@ TEST_F(CudaOps, GdnChunkedWithBodiesMatchesTheBodiesAlone) {
     HYPIC_CUDA_CHECK(cudaMemset(ws.get(), 0xff, ws.n));
     gdn_chunked_prefill_with_bodies(s, dq.get(), dk_.get(), dv_.get(), dg.get(), db.get(), dcu.get(), max_len,
                                     dlead.get(), dS.get(), dout.get(), dB.get(), dT.get(), ws.get(), nullptr);
-    const std::string what = "dk " + std::to_string(dk);
+    const std::string what = "dk " + std::to_string(dk) + " dv " + std::to_string(dv);
     HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(dout), o_ref), kTol) << "out, " << what;
     HYPIC_EXPECT_ERR_LT(rel_err(dS.download(), S_ref), kTol) << "state, " << what;
     HYPIC_EXPECT_ERR_LT(rel_err(dB.download(), B_ref), kTol) << "body state, " << what;

@@ -1,0 +1,235 @@
+// gdn_prep on Hopper: gdn_prep.cu's four products (K K^T, Q K^T, W = A diag(beta e^G) K, U = A diag(beta) V) as
+// warpgroup products (wgmma) of the whole 64-row chunk. gdn_prep.cu gives each warp its 16 rows' mma.sync
+// fragments and skips the zero triangles, which leaves warp 3 four times warp 0's products before every barrier;
+// at the 35B-A3B shape that kernel is latency-bound (4 blocks an SM, 0.46 eligible warps a scheduler). Here every
+// product is a handful of instructions a warpgroup, issued whole (zeros included), and the decay scan, the scaling
+// and the inverse are gdn_prep_inverse.cuh's, as in gdn_prep.cu, so the workspace it writes is the same up to the
+// products' summation order. K, Q and V come into 128-byte swizzled boxes (cp.async, zero past the chunk), the
+// layout wgmma reads both K-major (K K^T, Q K^T) and MN-major (K and V as the B of W and U); W and U are staged in
+// it over K and V for 16-byte stores. dk 128, dv a multiple of 128, an sm_90 device; opt-in
+// (HYPIC_CUDA_GDN_PREP_SM90=1) until it is measured against gdn_prep.cu.
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/gdn_common.cuh"
+#include "kernels/cuda/gdn_prep_inverse.cuh"
+#include "kernels/cuda/gdn_sm90_tiles.cuh"
+#include "kernels/cuda/sm90.cuh"
+#include "kernels/cuda/sm90_host.h"
+#include "kernels/cuda/smem_limit.h"
+
+namespace hypic::cuda::gdn {
+namespace {
+
+constexpr int kNT = 128;  // one warpgroup; warp w holds rows 16 w .. 16 w + 15 of every product (as in gdn_prep.cu)
+constexpr int kDK = 128;
+constexpr int kBox = kSwBox;
+
+struct Smem {
+  static constexpr size_t k = 0;                          // K [2 boxes]; then W, staged for its stores
+  static constexpr size_t qv = k + 2 * kBox;              // Q [2 boxes]; then V, 128 columns a pass; then U, staged
+  static constexpr size_t a = qv + 2 * kBox;              // L, turned into A in place: fp32 [64][kLdA]
+  static constexpr size_t gs = a + 4 * kC * prep::kLdA;  // G
+  static constexpr size_t bs = gs + 4 * kC;               // beta
+  static constexpr size_t ws = bs + 4 * kC;               // beta e^G
+  static constexpr size_t bytes = ws + 4 * kC + 1024;     // + the slack that aligns the boxes: ~52 KB, 4 blocks an SM
+};
+
+// Byte offset of K slice ks (16 wide) of a K-major [64][128] tile in two SW128 boxes; and of row slice ks (16 rows)
+// of an MN-major one.
+__device__ __forceinline__ uint32_t kslice(int ks) { return uint32_t((ks / 4) * kBox + 32 * (ks % 4)); }
+__device__ __forceinline__ uint32_t rslice(int ks) { return uint32_t(ks * 16 * 128); }
+
+// This thread's fragments of a 64 x 64 fp32 accumulator to an SW128 box ([64][64] bf16).
+__device__ __forceinline__ void stage_sw(unsigned char* box, const float (&d)[32]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const int r = 16 * warp + gq;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {  // columns 8 j .. 8 j + 7: 16-byte piece j
+    *reinterpret_cast<uint32_t*>(box + sw128(r, j) + 4 * tq) = pack_bf16(d[4 * j], d[4 * j + 1]);
+    *reinterpret_cast<uint32_t*>(box + sw128(r + 8, j) + 4 * tq) = pack_bf16(d[4 * j + 2], d[4 * j + 3]);
+  }
+}
+
+// A [64][128] bf16 tile in two SW128 boxes to global memory (row stride ld elements), 16 bytes a thread and step:
+// thread i takes piece i % 16 of rows i / 16 + 8 j (the same swizzle row, so one offset a step).
+__device__ __forceinline__ void store_sw(bf16* dst, int64_t ld, const unsigned char* src) {
+  const int r0 = int(threadIdx.x) / 16, pc = int(threadIdx.x) % 16;
+  bf16* out = dst + r0 * ld + pc * 8;
+  const unsigned char* in = src + (pc / 8) * kBox + sw128(r0, pc % 8);
+#pragma unroll
+  for (int j = 0; j < kC / 8; ++j)
+    *reinterpret_cast<int4*>(out + j * 8 * ld) = *reinterpret_cast<const int4*>(in + j * 8 * 128);
+}
+
+// A diag(scale)'s bf16 fragments, the A operand of W and U: zero right of this warp's diagonal block (A is lower
+// triangular, and its upper off-diagonal blocks hold the inverse's temporaries).
+__device__ __forceinline__ void frags_scaled(uint32_t (&a)[4][4], const float* Af, const float* scale) {
+  const int warp = threadIdx.x / 32;
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    if (ks <= warp) {
+      prep::frag_a_scaled(a[ks], Af, ks, scale);
+    } else {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) a[ks][r] = 0u;
+    }
+  }
+}
+
+// X = A B over a [64][128] tile of two SW128 boxes, staged over it: A from registers (frags_scaled), B the tile
+// (MN-major); each 64-column half in its own product (a 32-register accumulator) and staged over the box it read.
+__device__ __forceinline__ void product_over(unsigned char* tile, const uint32_t (&a)[4][4]) {
+#pragma unroll 1
+  for (int hf = 0; hf < 2; ++hf) {
+    const uint64_t desc = sm90::desc_sw128(tile + hf * kBox, kBox, 1024);
+    float d[32];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) sm90::wgmma_m64n64k16_rs_mn(d, a[ks], sm90::desc_advance(desc, rslice(ks)), ks > 0);
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(d);
+    __syncthreads();  // every warp's product has read the box
+    stage_sw(tile + hf * kBox, d);
+  }
+}
+
+// One block per (chunk, value head, sequence), as gdn_prep_kernel (same grid forms, lead and ready flags). AQK:
+// Q K^T too (Aqk for the walk that writes the outputs; never with lead).
+template <bool AQK>
+__global__ void __launch_bounds__(kNT, 4)
+    gdn_prep_sm90_kernel(GdnShape s, const bf16* __restrict__ q, const bf16* __restrict__ k,
+                         const bf16* __restrict__ v, const float* __restrict__ g, const float* __restrict__ beta,
+                         const int32_t* __restrict__ cu, const int32_t* __restrict__ lead, Workspace w,
+                         int64_t chunk_base, bool heads_fast) {
+#if HYPIC_SM90A
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
+  unsigned char* Ks = smem + Smem::k;
+  unsigned char* QVs = smem + Smem::qv;
+  float* Af = reinterpret_cast<float*>(smem + Smem::a);
+  float* Gs = reinterpret_cast<float*>(smem + Smem::gs);
+  float* Bs = reinterpret_cast<float*>(smem + Smem::bs);
+  float* BWs = reinterpret_cast<float*>(smem + Smem::ws);
+
+  const int64_t n = blockIdx.z, h = heads_fast ? blockIdx.x : blockIdx.y;
+  const SeqRange sr = seq_range(cu, n, s.T);
+  const int64_t chunk = lead ? lead[n] / kC : chunk_base + int64_t(heads_fast ? blockIdx.y : blockIdx.x);
+  const int skip = lead ? int(lead[n] - chunk * kC) : 0;
+  const int64_t t0 = sr.bos + chunk * kC;
+  if (t0 >= sr.eos) return;
+  const int L = int(sr.eos - t0 < kC ? sr.eos - t0 : kC);
+  const int64_t H = s.H, kh = h / (s.H / s.Hk);
+  const int64_t tile = lead ? h * w.slots + n : h * w.slots + first_slot(sr.bos, n) + chunk;
+  const int dv = int(s.dv);
+  const int warp = threadIdx.x / 32;
+  const bf16* vsrc = v + (t0 * H + h) * dv;
+
+  // K and Q (or, without Aqk, the first 128 value columns) load while warp 0 scans the decays.
+  load_sw<kNT>(Ks, k + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, L);
+  if (AQK)
+    load_sw<kNT>(QVs, q + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, L);
+  else
+    load_sw<kNT>(QVs, vsrc, H * dv, L);
+  cp_async_commit();
+  if (warp == 0) prep::scan_decay(g, beta, t0, H, h, L, skip, w.G + tile * kC, Gs, Bs, BWs);
+  cp_async_wait_all();
+  sm90::fence_proxy_async_shared();  // the copies, before the products read them
+  __syncthreads();
+
+  // K K^T, then Q K^T in a second group; both operands K-major from the boxes. L (and Aqk) from the fragments: this
+  // warp's 16 rows, the layout gdn_prep.cu's mma.sync accumulators have.
+  {
+    const uint64_t dK = sm90::desc_sw128(Ks, 16, 1024), dQ = sm90::desc_sw128(QVs, 16, 1024);
+    float kk[32], qk[32];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kDK / 16; ++ks)
+      sm90::wgmma_m64n64k16_ss(kk, sm90::desc_advance(dK, kslice(ks)), sm90::desc_advance(dK, kslice(ks)), ks > 0);
+    sm90::wgmma_commit();
+    if (AQK) {
+#pragma unroll
+      for (int ks = 0; ks < kDK / 16; ++ks)
+        sm90::wgmma_m64n64k16_ss(qk, sm90::desc_advance(dQ, kslice(ks)), sm90::desc_advance(dK, kslice(ks)), ks > 0);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<1>();
+    } else {
+      sm90::wgmma_wait<0>();
+    }
+    sm90::fence_regs(kk);
+    prep::store_l(Af, [&](int nt, int e) { return kk[4 * nt + e]; }, Gs, Bs, L);
+    if (AQK) {
+      sm90::wgmma_wait<0>();
+      sm90::fence_regs(qk);
+      prep::store_aqk(w.Aqk + tile * kC * kC, [&](int nt, int e) { return qk[4 * nt + e]; }, Gs);
+    }
+  }
+  __syncwarp();  // a warp's diagonal block of L is its own rows
+  prep::invert_diagonal_blocks(Af);
+  __syncthreads();  // every warp's products are done: Q is read no more
+  if (AQK) {
+    load_sw<kNT>(QVs, vsrc, H * dv, L);
+    cp_async_commit();
+  }
+  prep::invert_off_diagonal(Af);
+
+  // W = A diag(beta e^G) K, staged over K and stored while V lands; then U = A diag(beta) V, 128 columns a pass,
+  // staged over V.
+  {
+    uint32_t a[4][4];
+    frags_scaled(a, Af, BWs);
+    product_over(Ks, a);
+  }
+  __syncthreads();
+  store_sw(w.W + tile * kC * kDK, kDK, Ks);
+  for (int c0 = 0; c0 < dv; c0 += 128) {
+    if (c0 > 0) {
+      __syncthreads();  // the last pass's U is stored
+      load_sw<kNT>(QVs, vsrc + c0, H * dv, L);
+      cp_async_commit();
+    }
+    cp_async_wait_all();
+    sm90::fence_proxy_async_shared();
+    __syncthreads();  // V landed
+    uint32_t a[4][4];
+    frags_scaled(a, Af, Bs);
+    product_over(QVs, a);
+    __syncthreads();
+    store_sw(w.UV + tile * kC * w.dvp + c0, w.dvp, QVs);
+  }
+  if (w.ready != nullptr && lead == nullptr) {  // every thread's stores of the tile, then its flag
+    __syncthreads();
+    if (threadIdx.x == 0) ready_release(w.ready + kReadyStride * tile);
+  }
+#endif
+}
+
+bool enabled() {
+  static const bool on = env_is("HYPIC_CUDA_GDN_PREP_SM90", "1");
+  return on;
+}
+
+}  // namespace
+
+bool prep_sm90_applies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const Workspace& w) {
+  const auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return enabled() && s.dk == kDK && w.dkp == kDK && s.dv % 128 == 0 && w.dvp == s.dv && a16(k) && a16(v) &&
+         (q == nullptr || a16(q)) && current_device_is_sm90();
+}
+
+void launch_prep_sm90(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                      const float* beta, const int32_t* cu, const int32_t* lead, dim3 grid, int64_t chunk_base,
+                      bool heads_fast, const Workspace& w, cudaStream_t stream) {
+  const bool aqk = w.Aqk != nullptr && q != nullptr && lead == nullptr;
+  if (aqk) {
+    raise_smem_limit(gdn_prep_sm90_kernel<true>, Smem::bytes);
+    gdn_prep_sm90_kernel<true><<<grid, kNT, Smem::bytes, stream>>>(s, q, k, v, g, beta, cu, lead, w, chunk_base,
+                                                                   heads_fast);
+  } else {
+    raise_smem_limit(gdn_prep_sm90_kernel<false>, Smem::bytes);
+    gdn_prep_sm90_kernel<false><<<grid, kNT, Smem::bytes, stream>>>(s, q, k, v, g, beta, cu, lead, w, chunk_base,
+                                                                    heads_fast);
+  }
+  HYPIC_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace hypic::cuda::gdn
