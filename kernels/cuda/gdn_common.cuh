@@ -308,11 +308,18 @@ inline bool ready_fits(const GdnShape& s) {
 __device__ __forceinline__ void ready_release(int32_t* f) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(f), "r"(1) : "memory");
 }
+// Spins until *f is set. A flag still clear after 10 s means its prep block cannot run (a launch that broke
+// launch_overlapped's conditions): the kernel traps, so the launch fails with an error instead of hanging.
 __device__ __forceinline__ void ready_spin(const int32_t* f) {
   int32_t v = 0;
-  do {
+  uint64_t t0 = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
     asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
-  } while (v == 0);
+    if (v != 0) return;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > 10000000000ull) __trap();
+  }
 }
 __device__ __forceinline__ void ready_fence() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 

@@ -27,10 +27,12 @@ namespace {
 constexpr int kNT = 128;    // one warpgroup
 constexpr int kDK = 128;    // key dim
 constexpr int kCols = 64;   // state columns a block (the products' M)
-constexpr int kStages = 3;  // chunks of tiles in flight: chunk c computes while c + 1 and c + 2 land
+// Chunks of tiles in flight: 3 (chunk c computes while c + 1 and c + 2 land), or 2 beside gdn_prep (launch_overlapped):
+// the smaller footprint leaves room for a prep block on each of the walk's SMs, where the walk mostly waits for chunks.
 constexpr int kBox = kSwBox;
 constexpr int kLdO = kCols + 8;  // row stride (elements) of the output staging tile: conflict-free stmatrix
 
+template <int kStages>
 struct Smem {
   static constexpr size_t w = 0;                     // W [2 boxes]
   static constexpr size_t k = w + 2 * kBox;          // K [2 boxes]
@@ -41,7 +43,7 @@ struct Smem {
   static constexpr size_t o = kStages * stage;       // outputs staged for 16-byte stores [64 rows][kLdO] bf16
   static constexpr size_t fac = o + kC * kLdO * 2;   // per warp: e^G [64], e^{G_L - G} [64] (0 past the chunk)
   static constexpr size_t bar = fac + 4 * 2 * kC * 4;  // a full barrier a stage
-  static constexpr size_t flag = (bar + kStages * 8 + 15) / 16 * 16;  // next chunk's ready flag, 16-byte aligned
+  static constexpr size_t flag = (bar + kStages * 8 + 15) / 16 * 16;  // a chunk's ready flag, 16-byte aligned
   static constexpr size_t bytes = flag + 16 + 1024;    // + the slack that aligns the boxes
 };
 
@@ -61,11 +63,12 @@ struct Maps {
 // One block's walk. OUTS (a state block of a launch with outputs) is a template parameter: ptxas counts the
 // product groups a wait leaves pending only along straight-line code, and with a run-time choice of waits it
 // serialises every product.
-template <bool OUTS>
+template <bool OUTS, int kStages>
 __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const int32_t* __restrict__ cu, float* state,
                                      float* transfer, const Workspace& w, bf16* __restrict__ out) {
 #if HYPIC_SM90A
-  const bool beside = w.ready != nullptr;  // gdn_prep runs beside the walk: wait for each chunk's ready flag
+  using Smem = gdn::Smem<kStages>;
+  constexpr bool kBeside = kStages == 2;  // gdn_prep runs beside the walk: wait for each chunk's ready flag
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
   bf16* Ost = reinterpret_cast<bf16*>(smem + Smem::o);
@@ -99,15 +102,22 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   // Chunk c's tiles into stage c % kStages by bulk tensor copies from thread 0 (K and Q rows past the sequence are
   // the next one's or zero: they meet zero decay factors, zero Aqk columns, and outputs that are not stored).
   volatile int32_t* flag = reinterpret_cast<volatile int32_t*>(smem + Smem::flag);  // thread 0's
-  if (beside && tid == 0) *flag = 0;
+  if (kBeside && tid == 0) *flag = 0;
+  // Thread 0 sees chunk c's ready flag (as copied a chunk ahead, ready_spin) two chunks before its tiles and G are
+  // read: with two stages the tiles of c + 1 are issued, and its G read by every thread, in chunk c, so its flag must
+  // have been seen before chunk c's block barrier.
+  auto await_ready = [&](int c) {
+    if (!kBeside || tid != 0 || c >= wr.nchunks) return;
+    cp_async_wait_all();
+    if (*flag == 0) ready_spin(w.ready + kReadyStride * (wr.tile0 + c));
+    ready_fence();
+    if (c + 1 < wr.nchunks) {
+      cp_async16(const_cast<int32_t*>(flag), w.ready + kReadyStride * (wr.tile0 + c + 1), true);
+      cp_async_commit();
+    }
+  };
   auto issue = [&](int c) {
     if (tid != 0 || c >= wr.nchunks) return;
-    // gdn_prep beside the walk: chunk c's flag, as copied a chunk ahead (ready_spin).
-    if (beside) {
-      cp_async_wait_all();
-      if (*flag == 0) ready_spin(w.ready + kReadyStride * (wr.tile0 + c));
-      ready_fence();
-    }
     unsigned char* st = smem + (c % kStages) * Smem::stage;
     uint64_t* bar = full + c % kStages;
     const int row = int((wr.tile0 + c) * kC), tok = int(wr.t0(c));
@@ -120,18 +130,15 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     }
     if (!is_T) sm90::tma_load_2d(st + Smem::u, &maps.u, c0, row, bar);
     if (OUTS) sm90::tma_load_2d(st + Smem::a, &maps.a, 0, row, bar);
-    if (beside && c + 1 < wr.nchunks) {
-      cp_async16(const_cast<int32_t*>(flag), w.ready + kReadyStride * (wr.tile0 + c + 1), true);
-      cp_async_commit();
-    }
   };
   if (tid == 0) {
     sm90::prefetch_tensor_map(&maps.w);
     sm90::prefetch_tensor_map(&maps.k);
   }
-  issue(0);
-  issue(1);
-  if (beside) __syncthreads();  // G of chunk 0 is read below by every thread: after thread 0 saw its flag
+  await_ready(0);
+  await_ready(1);
+  for (int c = 0; c + 1 < kStages; ++c) issue(c);
+  if (kBeside) __syncthreads();  // G of chunk 0 is read below by every thread: after thread 0 saw its flag
   // The chunk's G (lane l: rows l and l + 32) and G_L, read from global memory a chunk ahead (from L2: with gdn_prep
   // beside the walk, another SM wrote it during this launch; a block barrier orders the read after thread 0 saw the
   // chunk's flag).
@@ -261,10 +268,10 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
         sm90::wgmma_m64n64k16_rs(O, aS[ks], sm90::desc_advance(dq0, soff + (ks / 4) * kBox + 32 * (ks % 4)), ks > 0);
       sm90::wgmma_commit();
     }
-    // While the tensor cores run: chunk c + 2's tiles (into chunk c - 1's stage; here rather than at the barrier,
-    // where thread 0's copies would hold up its warp and so every warp's products) and chunk c + 1's G (whose flag
-    // thread 0 saw before this chunk's block barrier).
-    issue(c + 2);
+    // While the tensor cores run: chunk c + kStages - 1's tiles (into chunk c - 1's stage; here rather than at the barrier,
+    // where thread 0's copies would hold up its warp and so every warp's products) and chunk c + 1's G.
+    await_ready(c + 2);
+    issue(c + kStages - 1);
     load_g(c + 1, g0, g1, gl);
     if (OUTS) {
       sm90::wgmma_wait<0>();  // Q S (the update, ahead of it, too)
@@ -302,13 +309,14 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
 #endif
 }
 
+template <int kStages>
 __global__ void __launch_bounds__(kNT, 1)
     gdn_walk_rs_kernel(const __grid_constant__ Maps maps, GdnShape s, const int32_t* __restrict__ cu, float* state,
                        float* transfer, Workspace w, bf16* __restrict__ out) {
   if (out != nullptr && int(blockIdx.x) < int(s.dv) / kCols)
-    walk<true>(maps, s, cu, state, transfer, w, out);
+    walk<true, kStages>(maps, s, cu, state, transfer, w, out);
   else
-    walk<false>(maps, s, cu, state, transfer, w, out);
+    walk<false, kStages>(maps, s, cu, state, transfer, w, out);
 }
 
 // Blocks a head: its state's 64-column blocks, then T's.
@@ -338,7 +346,6 @@ int64_t walk_rs_blocks(const GdnShape& s, bool transfer) { return blocks_per_hea
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                     const Workspace& w, cudaStream_t stream, const bf16* q, bf16* out) {
   if (!walk_rs_applies(s, w, k, want_out, q, out)) return false;
-  raise_smem_limit(gdn_walk_rs_kernel, Smem::bytes);
   const int64_t rows = s.H * w.slots * kC;  // workspace rows (tiles of 64)
   Maps maps{};
   maps.w = tensor_map_sw128(w.W, kDK, rows, kC, "gdn_walk_rs (W)");
@@ -349,8 +356,14 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     maps.a = tensor_map_sw128(w.Aqk, kC, rows, kC, "gdn_walk_rs (Aqk)");
   }
   const int blocks = int(blocks_per_head(s, transfer != nullptr));
-  gdn_walk_rs_kernel<<<dim3(unsigned(blocks), unsigned(s.H), unsigned(s.N)), kNT, Smem::bytes, stream>>>(
-      maps, s, cu, state, transfer, w, out);
+  const dim3 grid(unsigned(blocks), unsigned(s.H), unsigned(s.N));
+  if (w.ready != nullptr) {  // gdn_prep beside the walk (launch_overlapped)
+    raise_smem_limit(gdn_walk_rs_kernel<2>, Smem<2>::bytes);
+    gdn_walk_rs_kernel<2><<<grid, kNT, Smem<2>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+  } else {
+    raise_smem_limit(gdn_walk_rs_kernel<3>, Smem<3>::bytes);
+    gdn_walk_rs_kernel<3><<<grid, kNT, Smem<3>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+  }
   HYPIC_CUDA_LAUNCH_CHECK();
   return true;
 }
