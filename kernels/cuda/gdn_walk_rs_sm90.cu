@@ -359,6 +359,14 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
   const dim3 grid(unsigned(blocks), unsigned(s.H), unsigned(s.N));
   if (w.ready != nullptr) {  // gdn_prep beside the walk (launch_overlapped)
     raise_smem_limit(gdn_walk_rs_kernel<2>, Smem<2>::bytes);
+    // The largest shared-memory split, so that a prep block (54 KB) fits beside the walk's 144 KB: an SM takes the
+    // split of the first kernel placed on it, and at its own needs the walk would get 164 KB.
+    static const bool carveout = [] {
+      HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_walk_rs_kernel<2>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                            int(cudaSharedmemCarveoutMaxShared)));
+      return true;
+    }();
+    (void)carveout;
     gdn_walk_rs_kernel<2><<<grid, kNT, Smem<2>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   } else {
     raise_smem_limit(gdn_walk_rs_kernel<3>, Smem<3>::bytes);
