@@ -27,8 +27,9 @@ namespace {
 constexpr int kNT = 128;    // one warpgroup
 constexpr int kDK = 128;    // key dim
 constexpr int kCols = 64;   // state columns a block (the products' M)
-// Chunks of tiles in flight: 3 (chunk c computes while c + 1 and c + 2 land), or 2 beside gdn_prep (launch_overlapped):
-// the smaller footprint leaves room for a prep block on each of the walk's SMs, where the walk mostly waits for chunks.
+// Chunks of tiles in flight (kStages, a template parameter): 3, chunk c computes while c + 1 and c + 2 land; or, beside
+// gdn_prep with HYPIC_CUDA_GDN_OVERLAP_STAGES=2 (not yet measured), 2: the smaller footprint leaves room for a prep block
+// on each of the walk's SMs, where the walk mostly waits for its chunks' flags.
 constexpr int kBox = kSwBox;
 constexpr int kLdO = kCols + 8;  // row stride (elements) of the output staging tile: conflict-free stmatrix
 
@@ -68,7 +69,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
                                      float* transfer, const Workspace& w, bf16* __restrict__ out) {
 #if HYPIC_SM90A
   using Smem = gdn::Smem<kStages>;
-  constexpr bool kBeside = kStages == 2;  // gdn_prep runs beside the walk: wait for each chunk's ready flag
+  const bool beside = w.ready != nullptr;  // gdn_prep runs beside the walk: wait for each chunk's ready flag
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
   bf16* Ost = reinterpret_cast<bf16*>(smem + Smem::o);
@@ -102,12 +103,12 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   // Chunk c's tiles into stage c % kStages by bulk tensor copies from thread 0 (K and Q rows past the sequence are
   // the next one's or zero: they meet zero decay factors, zero Aqk columns, and outputs that are not stored).
   volatile int32_t* flag = reinterpret_cast<volatile int32_t*>(smem + Smem::flag);  // thread 0's
-  if (kBeside && tid == 0) *flag = 0;
-  // Thread 0 sees chunk c's ready flag (as copied a chunk ahead, ready_spin) two chunks before its tiles and G are
-  // read: with two stages the tiles of c + 1 are issued, and its G read by every thread, in chunk c, so its flag must
-  // have been seen before chunk c's block barrier.
+  if (beside && tid == 0) *flag = 0;
+  // Thread 0 sees chunk c's ready flag (as copied a chunk ahead, ready_spin) in chunk c - 2: before c's tiles are
+  // issued (there with three stages, in chunk c - 1 with two) and before chunk c - 1's block barrier, after which
+  // every thread reads c's G.
   auto await_ready = [&](int c) {
-    if (!kBeside || tid != 0 || c >= wr.nchunks) return;
+    if (!beside || tid != 0 || c >= wr.nchunks) return;
     cp_async_wait_all();
     if (*flag == 0) ready_spin(w.ready + kReadyStride * (wr.tile0 + c));
     ready_fence();
@@ -138,7 +139,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   await_ready(0);
   await_ready(1);
   for (int c = 0; c + 1 < kStages; ++c) issue(c);
-  if (kBeside) __syncthreads();  // G of chunk 0 is read below by every thread: after thread 0 saw its flag
+  if (beside) __syncthreads();  // G of chunk 0 is read below by every thread: after thread 0 saw its flag
   // The chunk's G (lane l: rows l and l + 32) and G_L, read from global memory a chunk ahead (from L2: with gdn_prep
   // beside the walk, another SM wrote it during this launch; a block barrier orders the read after thread 0 saw the
   // chunk's flag).
@@ -322,6 +323,12 @@ __global__ void __launch_bounds__(kNT, 1)
 // Blocks a head: its state's 64-column blocks, then T's.
 int64_t blocks_per_head(const GdnShape& s, bool transfer) { return s.dv / kCols + (transfer ? kDK / kCols : 0); }
 
+// HYPIC_CUDA_GDN_OVERLAP_STAGES=2: the walk beside gdn_prep keeps two chunks of tiles in flight instead of three.
+bool two_stages_beside() {
+  static const bool on = env_is("HYPIC_CUDA_GDN_OVERLAP_STAGES", "2");
+  return on;
+}
+
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
 bool rs_enabled() {
   static const bool on = !env_is("HYPIC_CUDA_GDN_RS", "0");
@@ -357,16 +364,11 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
   }
   const int blocks = int(blocks_per_head(s, transfer != nullptr));
   const dim3 grid(unsigned(blocks), unsigned(s.H), unsigned(s.N));
-  if (w.ready != nullptr) {  // gdn_prep beside the walk (launch_overlapped)
+  if (w.ready != nullptr && two_stages_beside()) {  // gdn_prep beside the walk (launch_overlapped), two stages
     raise_smem_limit(gdn_walk_rs_kernel<2>, Smem<2>::bytes);
-    // The largest shared-memory split, so that a prep block (54 KB) fits beside the walk's 144 KB: an SM takes the
+    // The largest shared-memory split, so that a prep block (52-54 KB) fits beside the walk's 144 KB: an SM takes the
     // split of the first kernel placed on it, and at its own needs the walk would get 164 KB.
-    static const bool carveout = [] {
-      HYPIC_CUDA_CHECK(cudaFuncSetAttribute(gdn_walk_rs_kernel<2>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                            int(cudaSharedmemCarveoutMaxShared)));
-      return true;
-    }();
-    (void)carveout;
+    prefer_max_shared(gdn_walk_rs_kernel<2>);
     gdn_walk_rs_kernel<2><<<grid, kNT, Smem<2>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   } else {
     raise_smem_limit(gdn_walk_rs_kernel<3>, Smem<3>::bytes);

@@ -22,4 +22,17 @@ void raise_smem_limit(const void* kernel, size_t bytes) {
   at = bytes;
 }
 
+void prefer_max_shared(const void* kernel) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, bool> asked;
+  int dev = 0;
+  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  bool& done = asked[{kernel, dev}];
+  if (done) return;
+  HYPIC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        static_cast<int>(cudaSharedmemCarveoutMaxShared)));
+  done = true;
+}
+
 }  // namespace hypic::cuda

@@ -17,4 +17,14 @@ void raise_smem_limit(void (*kernel)(Params...), size_t bytes) {
   raise_smem_limit(reinterpret_cast<const void*>(kernel), bytes);
 }
 
+// Asks for the largest shared-memory carveout for `kernel` on the current device, once per (kernel, device): an SM
+// takes the split of the first kernel placed on it, so a kernel that should leave room for another kernel's blocks
+// beside its own asks for more than it needs.
+void prefer_max_shared(const void* kernel);
+
+template <class... Params>
+void prefer_max_shared(void (*kernel)(Params...)) {
+  prefer_max_shared(reinterpret_cast<const void*>(kernel));
+}
+
 }  // namespace hypic::cuda
