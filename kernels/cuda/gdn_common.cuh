@@ -44,6 +44,9 @@ struct Workspace {
   float* G;
   bf16* Aqk = nullptr;
   int32_t* ready = nullptr;  // per tile, 16 bytes apart: nonzero once gdn_prep has written it (the overlapped launch)
+  // Set by plan_u_in_walk: the value input, which the register-state walk reads to form U itself; then W holds -W
+  // and UV's tiles hold A diag(beta) in their first 64 columns (written by gdn_prep_sm90.cu only).
+  const bf16* V = nullptr;
   int64_t slots;
   int dkp;      // DK
   int64_t dvp;  // DVP
@@ -337,9 +340,11 @@ void launch_prep(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v,
 void launch_prep_range(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                        const float* beta, const int32_t* cu, int64_t c_begin, int64_t c_end, const Workspace& w,
                        cudaStream_t stream);
-// gdn_prep's products on Hopper's warpgroup products (gdn_prep_sm90.cu), where it applies: HYPIC_CUDA_GDN_PREP_SM90=1,
-// an sm_90 device, dk 128, dv a multiple of 128, 16-byte aligned q, k and v. launch_prep and launch_prep_range take it
-// there; grid, chunk_base and heads_fast as gdn_prep.cu's kernel has them.
+// gdn_prep's products on Hopper's warpgroup products (gdn_prep_sm90.cu), where it fits (an sm_90 device, dk 128, dv
+// a multiple of 128, 16-byte aligned q, k and v) and applies: with HYPIC_CUDA_GDN_PREP_SM90=1, or for a workspace
+// planned with U formed in the walk (w.V). launch_prep and launch_prep_range take it there; grid, chunk_base and
+// heads_fast as gdn_prep.cu's kernel has them.
+bool prep_sm90_fits(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const Workspace& w);
 bool prep_sm90_applies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const Workspace& w);
 void launch_prep_sm90(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                       const float* beta, const int32_t* cu, const int32_t* lead, dim3 grid, int64_t chunk_base,
@@ -369,6 +374,12 @@ bool walk_rs_applies(const GdnShape& s, const Workspace& w, const bf16* k, bool 
                      const bf16* out);
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                     const Workspace& w, cudaStream_t stream, const bf16* q, bf16* out);
+// HYPIC_CUDA_GDN_U_IN_WALK=1 (opt-in, not yet measured): where the register-state walk and gdn_prep_sm90.cu both apply
+// to gdn_chunked_prefill's call (q, out, and whether plan_output_in_walk put the outputs in the walk), sets w.V so that
+// prep writes A diag(beta) and -W, and the walk (two stages) forms U^T = V^T (A diag(beta))^T itself: prep neither
+// reads V nor writes U.
+bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
+                    bool fused);
 // Blocks of the register-state walk's launch (every one on an SM of its own).
 int64_t walk_rs_blocks(const GdnShape& s, bool transfer);
 // gdn_prep beside the walk (gdn_overlap.cu): the walk waits for each chunk's ready flag instead of for a whole prep

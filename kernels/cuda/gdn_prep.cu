@@ -213,6 +213,7 @@ void launch(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, cons
     launch_prep_sm90(s, q, k, v, g, beta, cu, lead, grid, 0, false, w, stream);
     return;
   }
+  HYPIC_CUDA_REQUIRE(w.V == nullptr, "launch_prep: U formed in the walk needs gdn_prep_sm90 (plan_u_in_walk)");
   const size_t smem = PrepSmem<DK>::bytes;
   raise_smem_limit(gdn_prep_kernel<DK>, smem);
   gdn_prep_kernel<DK><<<grid, kThreads, smem, stream>>>(s, q, k, v, g, beta, cu, lead, w, 0, false);
@@ -227,6 +228,7 @@ void launch_range(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v
     launch_prep_sm90(s, q, k, v, g, beta, cu, nullptr, grid, c_begin, true, w, stream);
     return;
   }
+  HYPIC_CUDA_REQUIRE(w.V == nullptr, "launch_prep_range: U formed in the walk needs gdn_prep_sm90 (plan_u_in_walk)");
   const size_t smem = PrepSmem<DK>::bytes;
   raise_smem_limit(gdn_prep_kernel<DK>, smem);
   gdn_prep_kernel<DK><<<grid, kThreads, smem, stream>>>(s, q, k, v, g, beta, cu, nullptr, w, c_begin, true);

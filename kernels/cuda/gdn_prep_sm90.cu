@@ -7,7 +7,9 @@
 // products' summation order. K, Q and V come into 128-byte swizzled boxes (cp.async, zero past the chunk), the
 // layout wgmma reads both K-major (K K^T, Q K^T) and MN-major (K and V as the B of W and U); W and U are staged in
 // it over K and V for 16-byte stores. dk 128, dv a multiple of 128, an sm_90 device; opt-in
-// (HYPIC_CUDA_GDN_PREP_SM90=1) until it is measured against gdn_prep.cu.
+// (HYPIC_CUDA_GDN_PREP_SM90=1) until it is measured against gdn_prep.cu. For a workspace planned with U formed in the
+// walk (plan_u_in_walk, w.V set) it writes -W and, in place of U, A diag(beta) (bf16 [64][64] in the first 64 columns
+// of the chunk's UV tile), and never reads V.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
 #include "kernels/cuda/gdn_prep_inverse.cuh"
@@ -38,26 +40,42 @@ struct Smem {
 __device__ __forceinline__ uint32_t kslice(int ks) { return uint32_t((ks / 4) * kBox + 32 * (ks % 4)); }
 __device__ __forceinline__ uint32_t rslice(int ks) { return uint32_t(ks * 16 * 128); }
 
-// This thread's fragments of a 64 x 64 fp32 accumulator to an SW128 box ([64][64] bf16).
-__device__ __forceinline__ void stage_sw(unsigned char* box, const float (&d)[32]) {
+// This thread's fragments of a 64 x 64 fp32 accumulator, times sign, to an SW128 box ([64][64] bf16).
+__device__ __forceinline__ void stage_sw(unsigned char* box, const float (&d)[32], float sign) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
   const int r = 16 * warp + gq;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {  // columns 8 j .. 8 j + 7: 16-byte piece j
-    *reinterpret_cast<uint32_t*>(box + sw128(r, j) + 4 * tq) = pack_bf16(d[4 * j], d[4 * j + 1]);
-    *reinterpret_cast<uint32_t*>(box + sw128(r + 8, j) + 4 * tq) = pack_bf16(d[4 * j + 2], d[4 * j + 3]);
+    *reinterpret_cast<uint32_t*>(box + sw128(r, j) + 4 * tq) = pack_bf16(sign * d[4 * j], sign * d[4 * j + 1]);
+    *reinterpret_cast<uint32_t*>(box + sw128(r + 8, j) + 4 * tq) = pack_bf16(sign * d[4 * j + 2], sign * d[4 * j + 3]);
   }
 }
 
-// A [64][128] bf16 tile in two SW128 boxes to global memory (row stride ld elements), 16 bytes a thread and step:
-// thread i takes piece i % 16 of rows i / 16 + 8 j (the same swizzle row, so one offset a step).
+// This thread's A fragments of a [64][64] matrix (frags_scaled's layout) to an SW128 box.
+__device__ __forceinline__ void stage_frags(unsigned char* box, const uint32_t (&a)[4][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const int r = 16 * warp + gq;
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {  // columns 16 ks + 2 tq (pieces 2 ks) and 16 ks + 8 + 2 tq (pieces 2 ks + 1)
+    *reinterpret_cast<uint32_t*>(box + sw128(r, 2 * ks) + 4 * tq) = a[ks][0];
+    *reinterpret_cast<uint32_t*>(box + sw128(r + 8, 2 * ks) + 4 * tq) = a[ks][1];
+    *reinterpret_cast<uint32_t*>(box + sw128(r, 2 * ks + 1) + 4 * tq) = a[ks][2];
+    *reinterpret_cast<uint32_t*>(box + sw128(r + 8, 2 * ks + 1) + 4 * tq) = a[ks][3];
+  }
+}
+
+// A [64][64 NB] bf16 tile in NB SW128 boxes to global memory (row stride ld elements), 16 bytes a thread and step:
+// thread i takes piece i % P of rows i / P + R j (P = 8 NB pieces a row, R = 128 / P rows a step: a multiple of 8,
+// so the same swizzle phase and one offset a step).
+template <int NB>
 __device__ __forceinline__ void store_sw(bf16* dst, int64_t ld, const unsigned char* src) {
-  const int r0 = int(threadIdx.x) / 16, pc = int(threadIdx.x) % 16;
+  constexpr int P = 8 * NB, R = kNT / P;
+  const int r0 = int(threadIdx.x) / P, pc = int(threadIdx.x) % P;
   bf16* out = dst + r0 * ld + pc * 8;
   const unsigned char* in = src + (pc / 8) * kBox + sw128(r0, pc % 8);
 #pragma unroll
-  for (int j = 0; j < kC / 8; ++j)
-    *reinterpret_cast<int4*>(out + j * 8 * ld) = *reinterpret_cast<const int4*>(in + j * 8 * 128);
+  for (int j = 0; j < kC / R; ++j)
+    *reinterpret_cast<int4*>(out + j * R * ld) = *reinterpret_cast<const int4*>(in + j * R * 128);
 }
 
 // A diag(scale)'s bf16 fragments, the A operand of W and U: zero right of this warp's diagonal block (A is lower
@@ -75,9 +93,9 @@ __device__ __forceinline__ void frags_scaled(uint32_t (&a)[4][4], const float* A
   }
 }
 
-// X = A B over a [64][128] tile of two SW128 boxes, staged over it: A from registers (frags_scaled), B the tile
+// X = sign A B over a [64][128] tile of two SW128 boxes, staged over it: A from registers (frags_scaled), B the tile
 // (MN-major); each 64-column half in its own product (a 32-register accumulator) and staged over the box it read.
-__device__ __forceinline__ void product_over(unsigned char* tile, const uint32_t (&a)[4][4]) {
+__device__ __forceinline__ void product_over(unsigned char* tile, const uint32_t (&a)[4][4], float sign) {
 #pragma unroll 1
   for (int hf = 0; hf < 2; ++hf) {
     const uint64_t desc = sm90::desc_sw128(tile + hf * kBox, kBox, 1024);
@@ -89,13 +107,13 @@ __device__ __forceinline__ void product_over(unsigned char* tile, const uint32_t
     sm90::wgmma_wait<0>();
     sm90::fence_regs(d);
     __syncthreads();  // every warp's product has read the box
-    stage_sw(tile + hf * kBox, d);
+    stage_sw(tile + hf * kBox, d, sign);
   }
 }
 
 // One block per (chunk, value head, sequence), as gdn_prep_kernel (same grid forms, lead and ready flags). AQK:
-// Q K^T too (Aqk for the walk that writes the outputs; never with lead).
-template <bool AQK>
+// Q K^T too (Aqk for the walk that writes the outputs; never with lead). UW: U formed in the walk (w.V set).
+template <bool AQK, bool UW>
 __global__ void __launch_bounds__(kNT, 4)
     gdn_prep_sm90_kernel(GdnShape s, const bf16* __restrict__ q, const bf16* __restrict__ k,
                          const bf16* __restrict__ v, const float* __restrict__ g, const float* __restrict__ beta,
@@ -128,7 +146,7 @@ __global__ void __launch_bounds__(kNT, 4)
   load_sw<kNT>(Ks, k + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, L);
   if (AQK)
     load_sw<kNT>(QVs, q + (t0 * s.Hk + kh) * kDK, s.Hk * kDK, L);
-  else
+  else if (!UW)
     load_sw<kNT>(QVs, vsrc, H * dv, L);
   cp_async_commit();
   if (warp == 0) prep::scan_decay(g, beta, t0, H, h, L, skip, w.G + tile * kC, Gs, Bs, BWs);
@@ -166,7 +184,7 @@ __global__ void __launch_bounds__(kNT, 4)
   __syncwarp();  // a warp's diagonal block of L is its own rows
   prep::invert_diagonal_blocks(Af);
   __syncthreads();  // every warp's products are done: Q is read no more
-  if (AQK) {
+  if (AQK && !UW) {
     load_sw<kNT>(QVs, vsrc, H * dv, L);
     cp_async_commit();
   }
@@ -177,11 +195,17 @@ __global__ void __launch_bounds__(kNT, 4)
   {
     uint32_t a[4][4];
     frags_scaled(a, Af, BWs);
-    product_over(Ks, a);
+    product_over(Ks, a, UW ? -1.0f : 1.0f);
+  }
+  if (UW) {  // A diag(beta) in U's place (Q, if any, is read no more since the barrier after the diagonal blocks)
+    uint32_t a[4][4];
+    frags_scaled(a, Af, Bs);
+    stage_frags(QVs, a);
   }
   __syncthreads();
-  store_sw(w.W + tile * kC * kDK, kDK, Ks);
-  for (int c0 = 0; c0 < dv; c0 += 128) {
+  store_sw<2>(w.W + tile * kC * kDK, kDK, Ks);
+  if (UW) store_sw<1>(w.UV + tile * kC * w.dvp, w.dvp, QVs);
+  for (int c0 = 0; c0 < (UW ? 0 : dv); c0 += 128) {
     if (c0 > 0) {
       __syncthreads();  // the last pass's U is stored
       load_sw<kNT>(QVs, vsrc + c0, H * dv, L);
@@ -192,9 +216,9 @@ __global__ void __launch_bounds__(kNT, 4)
     __syncthreads();  // V landed
     uint32_t a[4][4];
     frags_scaled(a, Af, Bs);
-    product_over(QVs, a);
+    product_over(QVs, a, 1.0f);
     __syncthreads();
-    store_sw(w.UV + tile * kC * w.dvp + c0, w.dvp, QVs);
+    store_sw<2>(w.UV + tile * kC * w.dvp + c0, w.dvp, QVs);
   }
   if (w.ready != nullptr && lead == nullptr) {  // every thread's stores of the tile, then its flag
     __syncthreads();
@@ -210,24 +234,34 @@ bool enabled() {
 
 }  // namespace
 
-bool prep_sm90_applies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const Workspace& w) {
+bool prep_sm90_fits(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const Workspace& w) {
   const auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  return enabled() && s.dk == kDK && w.dkp == kDK && s.dv % 128 == 0 && w.dvp == s.dv && a16(k) && a16(v) &&
+  return s.dk == kDK && w.dkp == kDK && s.dv % 128 == 0 && w.dvp == s.dv && a16(k) && a16(v) &&
          (q == nullptr || a16(q)) && current_device_is_sm90();
+}
+
+bool prep_sm90_applies(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const Workspace& w) {
+  return (enabled() || w.V != nullptr) && prep_sm90_fits(s, q, k, v, w);
 }
 
 void launch_prep_sm90(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,
                       const float* beta, const int32_t* cu, const int32_t* lead, dim3 grid, int64_t chunk_base,
                       bool heads_fast, const Workspace& w, cudaStream_t stream) {
   const bool aqk = w.Aqk != nullptr && q != nullptr && lead == nullptr;
-  if (aqk) {
-    raise_smem_limit(gdn_prep_sm90_kernel<true>, Smem::bytes);
-    gdn_prep_sm90_kernel<true><<<grid, kNT, Smem::bytes, stream>>>(s, q, k, v, g, beta, cu, lead, w, chunk_base,
-                                                                   heads_fast);
+  auto go = [&](auto kernel) {
+    raise_smem_limit(kernel, Smem::bytes);
+    kernel<<<grid, kNT, Smem::bytes, stream>>>(s, q, k, v, g, beta, cu, lead, w, chunk_base, heads_fast);
+  };
+  if (w.V != nullptr) {
+    HYPIC_CUDA_REQUIRE(lead == nullptr, "launch_prep_sm90: U formed in the walk takes no bodies");
+    if (aqk)
+      go(gdn_prep_sm90_kernel<true, true>);
+    else
+      go(gdn_prep_sm90_kernel<false, true>);
+  } else if (aqk) {
+    go(gdn_prep_sm90_kernel<true, false>);
   } else {
-    raise_smem_limit(gdn_prep_sm90_kernel<false>, Smem::bytes);
-    gdn_prep_sm90_kernel<false><<<grid, kNT, Smem::bytes, stream>>>(s, q, k, v, g, beta, cu, lead, w, chunk_base,
-                                                                    heads_fast);
+    go(gdn_prep_sm90_kernel<false, false>);
   }
   HYPIC_CUDA_LAUNCH_CHECK();
 }

@@ -368,6 +368,7 @@ void launch_cols(const GdnShape& s, const bf16* k, const int32_t* cu, float* sta
                  const Workspace& w, cudaStream_t stream, const int32_t* lead, const Workspace& bodies,
                  float* lead_state, const bf16* q, bf16* out) {
   if (DK == 128 && !BODIES && launch_walk_rs(s, k, cu, state, transfer, want_out, w, stream, q, out)) return;
+  HYPIC_CUDA_REQUIRE(w.V == nullptr, "launch_state: U formed in the walk needs the register-state walk (plan_u_in_walk)");
   const int bv = block_cols(transfer != nullptr);
   if (DK == 128 &&
       launch_state_sm90(s, k, cu, state, transfer, want_out, w, stream, lead, bodies, lead_state, bv, q, out))

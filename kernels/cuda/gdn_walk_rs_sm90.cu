@@ -33,14 +33,16 @@ constexpr int kCols = 64;   // state columns a block (the products' M)
 constexpr int kBox = kSwBox;
 constexpr int kLdO = kCols + 8;  // row stride (elements) of the output staging tile: conflict-free stmatrix
 
-template <int kStages>
+// UW: U formed in the walk (plan_u_in_walk): the stage holds A diag(beta) where U's box was, and V's 64 columns.
+template <int kStages, bool UW = false>
 struct Smem {
   static constexpr size_t w = 0;                     // W [2 boxes]
   static constexpr size_t k = w + 2 * kBox;          // K [2 boxes]
-  static constexpr size_t u = k + 2 * kBox;          // U, this block's 64 columns [1 box]
+  static constexpr size_t u = k + 2 * kBox;          // U, this block's 64 columns [1 box]; with UW, A diag(beta)
   static constexpr size_t q = u + kBox;              // Q [2 boxes]
   static constexpr size_t a = q + 2 * kBox;          // Aqk [1 box]
-  static constexpr size_t stage = a + kBox;          // 64 KB
+  static constexpr size_t v = a + kBox;              // with UW: V, this block's 64 columns [1 box]
+  static constexpr size_t stage = v + (UW ? kBox : 0);  // 64 KB (72 with UW)
   static constexpr size_t o = kStages * stage;       // outputs staged for 16-byte stores [64 rows][kLdO] bf16
   static constexpr size_t fac = o + kC * kLdO * 2;   // per warp: e^G [64], e^{G_L - G} [64] (0 past the chunk)
   static constexpr size_t bar = fac + 4 * 2 * kC * 4;  // a full barrier a stage
@@ -58,17 +60,19 @@ __device__ __forceinline__ void to_a(uint32_t (&a)[KS][4], const float (&d)[KS *
 }
 
 struct Maps {
-  CUtensorMap w, k, u, q, a;  // W, K (rows = tokens), UV, Q, Aqk; boxes of 64 rows x 64 columns
+  CUtensorMap w, k, u, q, a, v;  // W, K (rows = tokens), UV, Q, Aqk, V (with UW); boxes of 64 rows x 64 columns
 };
 
 // One block's walk. OUTS (a state block of a launch with outputs) is a template parameter: ptxas counts the
 // product groups a wait leaves pending only along straight-line code, and with a run-time choice of waits it
-// serialises every product.
-template <bool OUTS, int kStages>
+// serialises every product. So are NEG (the workspace holds -W: plan_u_in_walk) and UPROD (NEG, and this state
+// block forms U^T = V^T (A diag(beta))^T in X's registers before X accumulates S^T (-W)^T, leaving Vn^T there).
+template <bool OUTS, int kStages, bool NEG = false, bool UPROD = false>
 __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const int32_t* __restrict__ cu, float* state,
                                      float* transfer, const Workspace& w, bf16* __restrict__ out) {
 #if HYPIC_SM90A
-  using Smem = gdn::Smem<kStages>;
+  static_assert(NEG || !UPROD, "U is formed in the walk only with -W in the workspace");
+  using Smem = gdn::Smem<kStages, NEG>;
   const bool beside = w.ready != nullptr;  // gdn_prep runs beside the walk: wait for each chunk's ready flag
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
@@ -122,14 +126,15 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     unsigned char* st = smem + (c % kStages) * Smem::stage;
     uint64_t* bar = full + c % kStages;
     const int row = int((wr.tile0 + c) * kC), tok = int(wr.t0(c));
-    const uint32_t bytes = uint32_t(4 * kBox + (is_T ? 0 : kBox) + (OUTS ? 3 * kBox : 0));
+    const uint32_t bytes = uint32_t(4 * kBox + (is_T ? 0 : kBox) + (OUTS ? 3 * kBox : 0) + (UPROD ? kBox : 0));
     sm90::mbar_arrive_expect_tx(bar, bytes);
     for (int half = 0; half < 2; ++half) {
       sm90::tma_load_2d(st + Smem::w + half * kBox, &maps.w, 64 * half, row, bar);
       sm90::tma_load_2d(st + Smem::k + half * kBox, &maps.k, int(kh) * kDK + 64 * half, tok, bar);
       if (OUTS) sm90::tma_load_2d(st + Smem::q + half * kBox, &maps.q, int(kh) * kDK + 64 * half, tok, bar);
     }
-    if (!is_T) sm90::tma_load_2d(st + Smem::u, &maps.u, c0, row, bar);
+    if (!is_T) sm90::tma_load_2d(st + Smem::u, &maps.u, UPROD ? 0 : c0, row, bar);
+    if (UPROD) sm90::tma_load_2d(st + Smem::v, &maps.v, int(h) * dv + c0, tok, bar);
     if (OUTS) sm90::tma_load_2d(st + Smem::a, &maps.a, 0, row, bar);
   };
   if (tid == 0) {
@@ -181,6 +186,8 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   // on the low word: one add, where building each from its address took a handful of uniform instructions).
   const uint64_t dw0 = sm90::desc_sw128(smem + Smem::w, 16, 1024), dk0 = sm90::desc_sw128(smem + Smem::k, kBox, 1024);
   const uint64_t dq0 = sm90::desc_sw128(smem + Smem::q, 16, 1024), da0 = sm90::desc_sw128(smem + Smem::a, 16, 1024);
+  // With UPROD: V (MN-major A of V^T) and A diag(beta) (K-major B).
+  const uint64_t dv0 = sm90::desc_sw128(smem + Smem::v, kBox, 1024), du0 = sm90::desc_sw128(smem + Smem::u, 16, 1024);
   for (int c = 0; c < wr.nchunks; ++c) {
     const uint32_t soff = uint32_t(c % kStages) * uint32_t(Smem::stage);
     unsigned char* st = smem + soff;
@@ -208,17 +215,23 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     __syncthreads();  // chunk c - 1's stage is read by no one (its products were waited for): reloaded below
     sm90::mbar_wait(full + c % kStages, uint32_t(c / kStages) & 1);  // chunk c's tiles
 
-    // X = S^T W^T
+    // X = S^T W^T (with NEG: S^T (-W)^T, after UPROD's U^T = V^T (A diag(beta))^T: then X = Vn^T)
     float X[32];
     sm90::wgmma_fence();
+    if (UPROD) {
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks)
+        sm90::wgmma_m64k16_ss<1, 0>(X, sm90::desc_advance(dv0, soff + ks * 16 * 128),
+                                    sm90::desc_advance(du0, soff + 32 * ks), ks > 0);
+    }
 #pragma unroll
     for (int ks = 0; ks < kDK / 16; ++ks)
-      sm90::wgmma_m64n64k16_rs(X, aS[ks], sm90::desc_advance(dw, (ks / 4) * kBox + 32 * (ks % 4)), ks > 0);
+      sm90::wgmma_m64n64k16_rs(X, aS[ks], sm90::desc_advance(dw, (ks / 4) * kBox + 32 * (ks % 4)), UPROD || ks > 0);
     sm90::wgmma_commit();
 
     // While X runs: U^T's fragments, the last chunk's outputs.
     uint32_t uf[8][2];  // uf[j][hh]: U^T(m0 + 8 hh, rows 8 j + 2 tq, + 1)
-    if (!is_T) {
+    if (!NEG && !is_T) {
       const unsigned char* Us = st + Smem::u;
       const int mi = lane / 8, mr = lane % 8;
 #pragma unroll
@@ -233,7 +246,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     sm90::fence_regs(X);
     if (!OUTS) sm90::fence_u32(aS);
 
-    // Vn^T = U^T - X, Vd^T = Vn^T diag(e^{G_L - G_j}): the A operands of the update and of Aqk Vn.
+    // Vn^T = U^T - X (with NEG: X), Vd^T = Vn^T diag(e^{G_L - G_j}): the A operands of the update and of Aqk Vn.
     uint32_t aVd[4][4], aVn[4][4];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -241,11 +254,12 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         float u0 = 0.0f, u1 = 0.0f;
-        if (!is_T) {
+        if (!NEG && !is_T) {
           const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&uf[j][hh]));
           u0 = uu.x, u1 = uu.y;
         }
-        const float v0 = u0 - X[4 * j + 2 * hh], v1 = u1 - X[4 * j + 2 * hh + 1];
+        const float v0 = NEG ? X[4 * j + 2 * hh] : u0 - X[4 * j + 2 * hh];
+        const float v1 = NEG ? X[4 * j + 2 * hh + 1] : u1 - X[4 * j + 2 * hh + 1];
         // slice j / 2, register 2 (j % 2) + hh of the A fragment
         aVd[j / 2][2 * (j % 2) + hh] = pack_bf16(v0 * dj.x, v1 * dj.y);
         if (OUTS) aVn[j / 2][2 * (j % 2) + hh] = pack_bf16(v0, v1);
@@ -310,14 +324,17 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
 #endif
 }
 
-template <int kStages>
+template <int kStages, bool UW>
 __global__ void __launch_bounds__(kNT, 1)
     gdn_walk_rs_kernel(const __grid_constant__ Maps maps, GdnShape s, const int32_t* __restrict__ cu, float* state,
                        float* transfer, Workspace w, bf16* __restrict__ out) {
-  if (out != nullptr && int(blockIdx.x) < int(s.dv) / kCols)
-    walk<true, kStages>(maps, s, cu, state, transfer, w, out);
+  const bool is_T = int(blockIdx.x) >= int(s.dv) / kCols;
+  if (out != nullptr && !is_T)
+    walk<true, kStages, UW, UW>(maps, s, cu, state, transfer, w, out);
+  else if (UW && !is_T)
+    walk<false, kStages, UW, UW>(maps, s, cu, state, transfer, w, out);
   else
-    walk<false, kStages>(maps, s, cu, state, transfer, w, out);
+    walk<false, kStages, UW, false>(maps, s, cu, state, transfer, w, out);
 }
 
 // Blocks a head: its state's 64-column blocks, then T's.
@@ -348,6 +365,17 @@ bool walk_rs_applies(const GdnShape& s, const Workspace& w, const bf16* k, bool 
   return rs_enabled() && outs_ok && rows_ok && state_sm90_applies(s, w, k, kCols);
 }
 
+bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
+                    bool fused) {
+  static const bool on = env_is("HYPIC_CUDA_GDN_U_IN_WALK", "1");
+  if (!on || v == nullptr || (reinterpret_cast<uintptr_t>(v) & 15) != 0 || (s.H * s.dv) % 8 != 0) return false;
+  // launch_state's arguments (the walk gets q and out only when it writes the outputs), launch_prep's q.
+  if (!walk_rs_applies(s, w, k, out != nullptr, fused ? q : nullptr, fused ? out : nullptr)) return false;
+  if (!prep_sm90_fits(s, q, k, v, w)) return false;
+  w.V = v;
+  return true;
+}
+
 int64_t walk_rs_blocks(const GdnShape& s, bool transfer) { return blocks_per_head(s, transfer) * s.H * s.N; }
 
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
@@ -364,15 +392,20 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
   }
   const int blocks = int(blocks_per_head(s, transfer != nullptr));
   const dim3 grid(unsigned(blocks), unsigned(s.H), unsigned(s.N));
-  if (w.ready != nullptr && two_stages_beside()) {  // gdn_prep beside the walk (launch_overlapped), two stages
-    raise_smem_limit(gdn_walk_rs_kernel<2>, Smem<2>::bytes);
+  if (w.V != nullptr) {  // U formed in the walk (plan_u_in_walk): two stages of 72 KB
+    maps.v = tensor_map_sw128(w.V, s.H * s.dv, s.T, kC, "gdn_walk_rs (v)");
+    raise_smem_limit(gdn_walk_rs_kernel<2, true>, Smem<2, true>::bytes);
+    if (w.ready != nullptr) prefer_max_shared(gdn_walk_rs_kernel<2, true>);
+    gdn_walk_rs_kernel<2, true><<<grid, kNT, Smem<2, true>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+  } else if (w.ready != nullptr && two_stages_beside()) {  // gdn_prep beside the walk (launch_overlapped), two stages
+    raise_smem_limit(gdn_walk_rs_kernel<2, false>, Smem<2>::bytes);
     // The largest shared-memory split, so that a prep block (52-54 KB) fits beside the walk's 144 KB: an SM takes the
     // split of the first kernel placed on it, and at its own needs the walk would get 164 KB.
-    prefer_max_shared(gdn_walk_rs_kernel<2>);
-    gdn_walk_rs_kernel<2><<<grid, kNT, Smem<2>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+    prefer_max_shared(gdn_walk_rs_kernel<2, false>);
+    gdn_walk_rs_kernel<2, false><<<grid, kNT, Smem<2>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   } else {
-    raise_smem_limit(gdn_walk_rs_kernel<3>, Smem<3>::bytes);
-    gdn_walk_rs_kernel<3><<<grid, kNT, Smem<3>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+    raise_smem_limit(gdn_walk_rs_kernel<3, false>, Smem<3>::bytes);
+    gdn_walk_rs_kernel<3, false><<<grid, kNT, Smem<3>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   }
   HYPIC_CUDA_LAUNCH_CHECK();
   return true;

@@ -51,7 +51,8 @@
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 #   tools/bench/gpu_full_check.sh gdn    # the GDN chunked prefill: its op tests (every launch form) under each form
 #                                        # (GDN_FORMS; default: gdn_prep on wgmma beside the walk of three and of
-#                                        # two stages and before it, the two-stage walk, then gdn_prep.cu beside the
+#                                        # two stages, U formed in the walk beside prep and after it, the wgmma
+#                                        # prep before the walk, the two-stage walk, then gdn_prep.cu beside the
 #                                        # register-state walk, HYPIC_CUDA_GDN_OVERLAP=0, HYPIC_CUDA_GDN_RS=0), the
 #                                        # backend, stitch and model tests, the GDN bench
 #                                        # under each form twice, fla (the wheel in .whl or .deps/whl) in the same
@@ -492,10 +493,11 @@ if [ "$stage" = final ]; then
 fi
 if [ "$stage" = gdn ]; then
   # The forms, VAR=VALUE[+VAR=VALUE]: gdn_prep's Hopper products (HYPIC_CUDA_GDN_PREP_SM90=1) beside the walk (of
-  # three stages, then two: HYPIC_CUDA_GDN_OVERLAP_STAGES=2) and before it; the two-stage walk beside gdn_prep.cu; the
-  # default (the register-state walk with gdn_prep.cu beside it), prep then that walk, and the shared-memory walk.
-  wg=HYPIC_CUDA_GDN_PREP_SM90=1 two=HYPIC_CUDA_GDN_OVERLAP_STAGES=2
-  forms=${GDN_FORMS:-"prep_wg:$wg prep_wg_two:$wg+$two prep_wg_seq:$wg+HYPIC_CUDA_GDN_OVERLAP=0 two:$two default:HYPIC_CUDA_GDN_OVERLAP=1 sequential:HYPIC_CUDA_GDN_OVERLAP=0 smem_walk:HYPIC_CUDA_GDN_RS=0"}
+  # three stages, then two: HYPIC_CUDA_GDN_OVERLAP_STAGES=2); U formed in the walk (HYPIC_CUDA_GDN_U_IN_WALK=1) beside
+  # prep and after it; the Hopper prep before the walk; the two-stage walk beside gdn_prep.cu; the default (the
+  # register-state walk with gdn_prep.cu beside it), prep then that walk, and the shared-memory walk.
+  wg=HYPIC_CUDA_GDN_PREP_SM90=1 two=HYPIC_CUDA_GDN_OVERLAP_STAGES=2 uw=HYPIC_CUDA_GDN_U_IN_WALK=1
+  forms=${GDN_FORMS:-"prep_wg:$wg prep_wg_two:$wg+$two u_walk:$uw u_walk_seq:$uw+HYPIC_CUDA_GDN_OVERLAP=0 prep_wg_seq:$wg+HYPIC_CUDA_GDN_OVERLAP=0 two:$two default:HYPIC_CUDA_GDN_OVERLAP=1 sequential:HYPIC_CUDA_GDN_OVERLAP=0 smem_walk:HYPIC_CUDA_GDN_RS=0"}
   vars() { echo "${1#*:}" | tr + ' '; }
   for f in $forms; do
     (export $(vars "$f"); run_test cuda_gdn_chunked_test)
@@ -531,7 +533,7 @@ if [ "$stage" = gdn ]; then
         "$O/ncu_prep_sm90_$p.txt" | head -8
     done
   fi
-  for f in ${GDN_PREFILL_FORMS:-"prep_wg:$wg prep_wg_two:$wg+$two default:HYPIC_CUDA_GDN_OVERLAP=1"}; do
+  for f in ${GDN_PREFILL_FORMS:-"prep_wg_two:$wg+$two u_walk:$uw default:HYPIC_CUDA_GDN_OVERLAP=1"}; do
     step "8k prefill, $(vars "$f")"
     env $(vars "$f") "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
       --prefill 8192 --decode 0 --prefill-repeats 4 > "$O/prefill_${f%%:*}.json" 2> "$O/prefill_${f%%:*}.txt"
