@@ -50,18 +50,10 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_prep_kernel(GdnShape s, const
   float* Bs = reinterpret_cast<float*>(smem + SM::bs);
   float* BWs = reinterpret_cast<float*>(smem + SM::ws);
 
-  // heads_fast: grid (heads, chunks), so that blocks start chunk by chunk (launch_prep_range).
-  const int64_t n = blockIdx.z, h = heads_fast ? blockIdx.x : blockIdx.y;
-  const SeqRange sr = seq_range(cu, n, s.T);
-  // With `lead`, one block per sequence prepares only the chunk holding row lead[n], its rows before it
-  // made no-ops (g = 0, beta = 0), into the compact tile h * w.slots + n of a bodies workspace.
-  const int64_t chunk = lead ? lead[n] / kC : chunk_base + int64_t(heads_fast ? blockIdx.y : blockIdx.x);
-  const int skip = lead ? int(lead[n] - chunk * kC) : 0;
-  const int64_t t0 = sr.bos + chunk * kC;
-  if (t0 >= sr.eos) return;
-  const int L = int(sr.eos - t0 < kC ? sr.eos - t0 : kC);
-  const int64_t H = s.H, kh = h / (s.H / s.Hk);
-  const int64_t tile = lead ? h * w.slots + n : h * w.slots + first_slot(sr.bos, n) + chunk;
+  const prep::Chunk ch = prep::locate(s, cu, lead, w, chunk_base, heads_fast);
+  if (!ch.live) return;
+  const int64_t H = s.H, h = ch.h, kh = ch.kh, t0 = ch.t0, tile = ch.tile;
+  const int L = ch.L, skip = ch.skip;
   const int dk = int(s.dk), dv = int(s.dv);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
   const bf16* vsrc = v + (t0 * H + h) * dv;

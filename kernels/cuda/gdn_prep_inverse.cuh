@@ -16,6 +16,31 @@ namespace hypic::cuda::gdn::prep {
 
 constexpr int kLdA = kC + 8;  // fp32 64-wide tile; 72 = 8 mod 32 keeps float2 fragment loads clean
 
+// The chunk a prep block takes. heads_fast: grid (heads, chunks), so that blocks start chunk by chunk
+// (launch_prep_range); else (chunks, heads). With `lead`, one block per sequence prepares only the chunk holding
+// row lead[n], its rows before it made no-ops (g = 0, beta = 0), into the compact tile h * w.slots + n of a bodies
+// workspace. live is false for a chunk past its sequence's end.
+struct Chunk {
+  int64_t n, h, kh, t0, tile;
+  int L, skip;
+  bool live;
+};
+__device__ __forceinline__ Chunk locate(const GdnShape& s, const int32_t* cu, const int32_t* lead, const Workspace& w,
+                                        int64_t chunk_base, bool heads_fast) {
+  Chunk c;
+  c.n = blockIdx.z;
+  c.h = heads_fast ? blockIdx.x : blockIdx.y;
+  const SeqRange sr = seq_range(cu, c.n, s.T);
+  const int64_t chunk = lead ? lead[c.n] / kC : chunk_base + int64_t(heads_fast ? blockIdx.y : blockIdx.x);
+  c.skip = lead ? int(lead[c.n] - chunk * kC) : 0;
+  c.t0 = sr.bos + chunk * kC;
+  c.live = c.t0 < sr.eos;
+  c.L = int(sr.eos - c.t0 < kC ? sr.eos - c.t0 : kC);
+  c.kh = c.h / (s.H / s.Hk);
+  c.tile = lead ? c.h * w.slots + c.n : c.h * w.slots + first_slot(sr.bos, c.n) + chunk;
+  return c;
+}
+
 // Inclusive scan of g over the chunk by warp 0 (two tokens a lane): G (also to the workspace's G of `tile`),
 // beta and beta e^G into shared memory. Tokens at or past L, and before `skip`, add 0 to G and have beta 0.
 __device__ __forceinline__ void scan_decay(const float* __restrict__ g, const float* __restrict__ beta, int64_t t0,

@@ -129,15 +129,10 @@ __global__ void __launch_bounds__(kNT, 4)
   float* Bs = reinterpret_cast<float*>(smem + Smem::bs);
   float* BWs = reinterpret_cast<float*>(smem + Smem::ws);
 
-  const int64_t n = blockIdx.z, h = heads_fast ? blockIdx.x : blockIdx.y;
-  const SeqRange sr = seq_range(cu, n, s.T);
-  const int64_t chunk = lead ? lead[n] / kC : chunk_base + int64_t(heads_fast ? blockIdx.y : blockIdx.x);
-  const int skip = lead ? int(lead[n] - chunk * kC) : 0;
-  const int64_t t0 = sr.bos + chunk * kC;
-  if (t0 >= sr.eos) return;
-  const int L = int(sr.eos - t0 < kC ? sr.eos - t0 : kC);
-  const int64_t H = s.H, kh = h / (s.H / s.Hk);
-  const int64_t tile = lead ? h * w.slots + n : h * w.slots + first_slot(sr.bos, n) + chunk;
+  const prep::Chunk ch = prep::locate(s, cu, lead, w, chunk_base, heads_fast);
+  if (!ch.live) return;
+  const int64_t H = s.H, h = ch.h, kh = ch.kh, t0 = ch.t0, tile = ch.tile;
+  const int L = ch.L, skip = ch.skip;
   const int dv = int(s.dv);
   const int warp = threadIdx.x / 32;
   const bf16* vsrc = v + (t0 * H + h) * dv;
