@@ -57,7 +57,7 @@
 #                                        # backend, stitch and model tests, the GDN bench
 #                                        # under each form twice, fla (the wheel in .whl or .deps/whl) in the same
 #                                        # call, both gdn_preps under ncu (GDN_NCU=0: not), the 8k whole-model
-#                                        # prefill under three of them (GDN_PREFILL_FORMS)
+#                                        # prefill under three of them (GDN_PREFILL_FORMS; set empty: none)
 #   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
 #   tools/bench/gpu_full_check.sh multigpu  # every GPU of the machine (issue 20): tensor-parallel tests (NCCL
@@ -533,7 +533,7 @@ if [ "$stage" = gdn ]; then
         "$O/ncu_prep_sm90_$p.txt" | head -8
     done
   fi
-  for f in ${GDN_PREFILL_FORMS:-"prep_wg_two:$wg+$two u_walk:$uw default:HYPIC_CUDA_GDN_OVERLAP=1"}; do
+  for f in ${GDN_PREFILL_FORMS-"prep_wg_two:$wg+$two u_walk:$uw default:HYPIC_CUDA_GDN_OVERLAP=1"}; do
     step "8k prefill, $(vars "$f")"
     env $(vars "$f") "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
       --prefill 8192 --decode 0 --prefill-repeats 4 > "$O/prefill_${f%%:*}.json" 2> "$O/prefill_${f%%:*}.txt"
