@@ -54,7 +54,8 @@
 #                                        # two stages, U formed in the walk beside prep and after it, the wgmma
 #                                        # prep before the walk, the two-stage walk, then gdn_prep.cu beside the
 #                                        # register-state walk, HYPIC_CUDA_GDN_OVERLAP=0, HYPIC_CUDA_GDN_RS=0), the
-#                                        # backend, stitch and model tests, the GDN bench
+#                                        # backend, stitch, model and engine tests (GDN_ENGINE=0: no engine), the
+#                                        # GDN bench
 #                                        # under each form twice, fla (the wheel in .whl or .deps/whl) in the same
 #                                        # call, both gdn_preps under ncu (GDN_NCU=0: not), the 8k whole-model
 #                                        # prefill under three of them (GDN_PREFILL_FORMS; set empty: none)
@@ -506,6 +507,9 @@ if [ "$stage" = gdn ]; then
   run_test cuda_backend_ops_test
   run_test cuda_stitch_ops_test
   run_test cuda_model_test
+  # The engine's CUDA cases under the default form (the default GDN path's code changed without a device on
+  # 2026-12-05: gdn_prep.cu's shared pieces, the three-stage walk's flag schedule); GDN_ENGINE=0: not.
+  [ "${GDN_ENGINE:-1}" = 1 ] && run_test engine_model_test '*cuda*'
   for k in a b; do
     for f in $forms; do
       step "bench gdn, $(vars "$f") ($k)"
