@@ -169,16 +169,24 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
                               pack_bf16(O[4 * j], O[4 * j + 1]), pack_bf16(O[4 * j + 2], O[4 * j + 3]),
                               pack_bf16(O[4 * j + 4], O[4 * j + 5]), pack_bf16(O[4 * j + 6], O[4 * j + 7]));
   };
+  // One 64-bit index for this lane's first row piece and a 16-row step, where each of the four stores computed its own
+  // ((t0 + r) H + h) dv: the walk issues an instruction every few cycles at best, and that arithmetic was ~40 of them a
+  // warp and chunk.
   auto write_out = [&](int c) {
     __syncwarp();
     const int L = wr.chunk_len(c);
-    const int64_t t0 = wr.t0(c);
+    const int64_t ld = H * dv;
+    bf16* dst = out + (wr.t0(c) + lane / 2) * ld + (h * dv + c0 + 16 * warp + 8 * (lane % 2));
+    const bf16* src = Ost + (lane / 2) * kLdO + 16 * warp + 8 * (lane % 2);
+    const int64_t step = 16 * ld;
+    if (L == kC) {  // every chunk but a sequence's last: no per-store branch for the compiler to recompute indices in
 #pragma unroll
-    for (int it = 0; it < 4; ++it) {
-      const int r = 16 * it + lane / 2, half = lane % 2;
-      if (r < L)
-        *reinterpret_cast<int4*>(out + ((t0 + r) * H + h) * dv + c0 + 16 * warp + 8 * half) =
-            *reinterpret_cast<const int4*>(Ost + r * kLdO + 16 * warp + 8 * half);
+      for (int it = 0; it < 4; ++it, dst += step)
+        *reinterpret_cast<int4*>(dst) = *reinterpret_cast<const int4*>(src + 16 * it * kLdO);
+    } else {
+#pragma unroll
+      for (int it = 0; it < 4; ++it, dst += step)
+        if (16 * it + lane / 2 < L) *reinterpret_cast<int4*>(dst) = *reinterpret_cast<const int4*>(src + 16 * it * kLdO);
     }
   };
 
