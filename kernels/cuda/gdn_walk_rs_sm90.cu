@@ -122,11 +122,19 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     }
   };
   auto issue = [&](int c) {
-    if (tid != 0 || c >= wr.nchunks) return;
+    if (warp != 0 || c >= wr.nchunks) return;
+    // Warp 0 forms the coordinates (warp-uniform: uniform registers) and one elected lane issues. Formed and issued
+    // by thread 0 alone, in a divergent branch, every coordinate went into uniform registers by a loop over the active
+    // lanes, ~12 instructions a copy, and warp 0 (which issues the most) paces the warpgroup's products.
     unsigned char* st = smem + (c % kStages) * Smem::stage;
     uint64_t* bar = full + c % kStages;
     const int row = int((wr.tile0 + c) * kC), tok = int(wr.t0(c));
     const uint32_t bytes = uint32_t(4 * kBox + (is_T ? 0 : kBox) + (OUTS ? 3 * kBox : 0) + (UPROD ? kBox : 0));
+    // Thread 0 saw chunk c's flag (await_ready); the warp barrier orders that before the elected lane's bulk copies,
+    // which it fences from its own earlier generic accesses as thread 0 did.
+    __syncwarp();
+    if (!sm90::elect_one()) return;
+    if (beside) ready_fence();
     sm90::mbar_arrive_expect_tx(bar, bytes);
     for (int half = 0; half < 2; ++half) {
       sm90::tma_load_2d(st + Smem::w + half * kBox, &maps.w, 64 * half, row, bar);
