@@ -20,15 +20,21 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 }
 
 // Rows [0, rows_valid) of a [64][128] bf16 matrix (row stride ld elements, 16-byte aligned rows) into two SW128
-// boxes (dk halves), zero beyond, by cp.async from NT threads (the caller commits and waits).
+// boxes (dk halves), zero beyond, by cp.async from NT threads (the caller commits and waits). Thread i copies piece
+// i % 16 of rows i / 16 + (NT / 16) j: with NT a multiple of 128 the swizzle phase of its rows is the same, so each
+// copy is one offset on from the last (where each copy's own 64-bit row index and swizzle took ~20 instructions).
 template <int NT>
 __device__ __forceinline__ void load_sw(unsigned char* dst, const bf16* src, int64_t ld, int rows_valid) {
-  static_assert(kC * 16 % NT == 0, "whole pieces a thread");
+  static_assert(NT % 128 == 0, "a thread keeps its piece and its rows' swizzle phase");
+  constexpr int kStep = NT / 16;  // rows a step
+  const int r0 = int(threadIdx.x) / 16, pc = int(threadIdx.x) % 16;
+  unsigned char* d = dst + (pc / 8) * kSwBox + sw128(r0, pc % 8);
+  const bf16* s = src + r0 * ld + pc * 8;
+  const int64_t step = kStep * ld;
 #pragma unroll
-  for (int i = 0; i < kC * 16 / NT; ++i) {
-    const int q = int(threadIdx.x) + i * NT, r = q / 16, pc = q % 16;
-    const bool valid = r < rows_valid;
-    cp_async16(dst + (pc / 8) * kSwBox + sw128(r, pc % 8), valid ? src + r * ld + pc * 8 : src, valid);
+  for (int j = 0; j < kC / kStep; ++j, s += step) {
+    const bool valid = r0 + kStep * j < rows_valid;
+    cp_async16(d + j * kStep * 128, valid ? s : src, valid);
   }
 }
 
