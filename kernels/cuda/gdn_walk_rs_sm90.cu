@@ -104,7 +104,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   __syncthreads();  // the barriers are initialised
 
   const WalkRange wr = walk_range(s, cu, n, h, w, nullptr, false, is_T);
-  // Chunk c's tiles into stage c % kStages by bulk tensor copies from thread 0 (K and Q rows past the sequence are
+  // Chunk c's tiles into stage c % kStages by bulk tensor copies from warp 0 (K and Q rows past the sequence are
   // the next one's or zero: they meet zero decay factors, zero Aqk columns, and outputs that are not stored).
   volatile int32_t* flag = reinterpret_cast<volatile int32_t*>(smem + Smem::flag);  // thread 0's
   if (beside && tid == 0) *flag = 0;
@@ -300,7 +300,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       sm90::wgmma_commit();
     }
     // While the tensor cores run: chunk c + kStages - 1's tiles (into chunk c - 1's stage; here rather than at the barrier,
-    // where thread 0's copies would hold up its warp and so every warp's products) and chunk c + 1's G.
+    // where warp 0's copies would hold it up and so every warp's products) and chunk c + 1's G.
     await_ready(c + 2);
     issue(c + kStages - 1);
     load_g(c + 1, g0, g1, gl);
