@@ -341,7 +341,7 @@ void launch_prep_range(const GdnShape& s, const bf16* q, const bf16* k, const bf
                        const float* beta, const int32_t* cu, int64_t c_begin, int64_t c_end, const Workspace& w,
                        cudaStream_t stream);
 // gdn_prep's products on Hopper's warpgroup products (gdn_prep_sm90.cu), where it fits (an sm_90 device, dk 128, dv
-// a multiple of 128, 16-byte aligned q, k and v) and applies: with HYPIC_CUDA_GDN_PREP_SM90=1, or for a workspace
+// a multiple of 128, 16-byte aligned q, k and v) and applies: unless HYPIC_CUDA_GDN_PREP_SM90=0, and always for a workspace
 // planned with U formed in the walk (w.V). launch_prep and launch_prep_range take it there; grid, chunk_base and
 // heads_fast as gdn_prep.cu's kernel has them.
 bool prep_sm90_fits(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const Workspace& w);

@@ -50,15 +50,14 @@
 #                                        # shared-memory opt-in moved to cuda::raise_smem_limit
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 #   tools/bench/gpu_full_check.sh gdn    # the GDN chunked prefill: its op tests (every launch form) under each form
-#                                        # (GDN_FORMS; default: gdn_prep on wgmma beside the walk of three and of
-#                                        # two stages, U formed in the walk beside prep and after it, the wgmma
-#                                        # prep before the walk, the two-stage walk, then gdn_prep.cu beside the
-#                                        # register-state walk, HYPIC_CUDA_GDN_OVERLAP=0, HYPIC_CUDA_GDN_RS=0), the
+#                                        # (GDN_FORMS; default: the default, gdn_prep.cu's mma.sync form, the
+#                                        # two-stage walk, U formed in the walk, three of them with prep before
+#                                        # the walk, the shared-memory walk), the
 #                                        # backend, stitch, model and engine tests (GDN_ENGINE=0: no engine), the
 #                                        # GDN bench
 #                                        # under each form twice, fla (the wheel in .whl or .deps/whl) in the same
 #                                        # call, both gdn_preps under ncu (GDN_NCU=0: not), the 8k whole-model
-#                                        # prefill under three of them (GDN_PREFILL_FORMS; set empty: none)
+#                                        # prefill under two of them (GDN_PREFILL_FORMS; set empty: none)
 #   tools/bench/gpu_full_check.sh families  # Ring, MiniMax, Kimi, Ring-2.5 on CUDA: glue ops, model and engine
 #                                           # tests, whole-model and RAG TTFT benches at their production shapes
 #   tools/bench/gpu_full_check.sh multigpu  # every GPU of the machine (issue 20): tensor-parallel tests (NCCL
@@ -493,12 +492,12 @@ if [ "$stage" = final ]; then
     /tmp/fixtures/qwen3.5-chat/chat_template.jinja "$O/serve" ${SERVE_RATES:-1 2 4 8} 2>&1 | tee "$O/serve_summary.txt"
 fi
 if [ "$stage" = gdn ]; then
-  # The forms, VAR=VALUE[+VAR=VALUE]: gdn_prep's Hopper products (HYPIC_CUDA_GDN_PREP_SM90=1) beside the walk (of
-  # three stages, then two: HYPIC_CUDA_GDN_OVERLAP_STAGES=2); U formed in the walk (HYPIC_CUDA_GDN_U_IN_WALK=1) beside
-  # prep and after it; the Hopper prep before the walk; the two-stage walk beside gdn_prep.cu; the default (the
-  # register-state walk with gdn_prep.cu beside it), prep then that walk, and the shared-memory walk.
-  wg=HYPIC_CUDA_GDN_PREP_SM90=1 two=HYPIC_CUDA_GDN_OVERLAP_STAGES=2 uw=HYPIC_CUDA_GDN_U_IN_WALK=1
-  forms=${GDN_FORMS:-"prep_wg:$wg prep_wg_two:$wg+$two u_walk:$uw u_walk_seq:$uw+HYPIC_CUDA_GDN_OVERLAP=0 prep_wg_seq:$wg+HYPIC_CUDA_GDN_OVERLAP=0 two:$two default:HYPIC_CUDA_GDN_OVERLAP=1 sequential:HYPIC_CUDA_GDN_OVERLAP=0 smem_walk:HYPIC_CUDA_GDN_RS=0"}
+  # The forms, VAR=VALUE[+VAR=VALUE]: the default (gdn_prep on Hopper products beside the register-state walk);
+  # gdn_prep.cu's mma.sync form (HYPIC_CUDA_GDN_PREP_SM90=0); the two-stage walk beside prep
+  # (HYPIC_CUDA_GDN_OVERLAP_STAGES=2); U formed in the walk (HYPIC_CUDA_GDN_U_IN_WALK=1); each of the first, second
+  # and fourth with prep before the walk; the shared-memory walk.
+  mma=HYPIC_CUDA_GDN_PREP_SM90=0 two=HYPIC_CUDA_GDN_OVERLAP_STAGES=2 uw=HYPIC_CUDA_GDN_U_IN_WALK=1 seq=HYPIC_CUDA_GDN_OVERLAP=0
+  forms=${GDN_FORMS:-"default:HYPIC_CUDA_GDN_OVERLAP=1 mma_prep:$mma two:$two u_walk:$uw sequential:$seq mma_prep_seq:$mma+$seq u_walk_seq:$uw+$seq smem_walk:HYPIC_CUDA_GDN_RS=0"}
   vars() { echo "${1#*:}" | tr + ' '; }
   for f in $forms; do
     (export $(vars "$f"); run_test cuda_gdn_chunked_test)
@@ -537,7 +536,7 @@ if [ "$stage" = gdn ]; then
         "$O/ncu_prep_sm90_$p.txt" | head -8
     done
   fi
-  for f in ${GDN_PREFILL_FORMS-"prep_wg_two:$wg+$two u_walk:$uw default:HYPIC_CUDA_GDN_OVERLAP=1"}; do
+  for f in ${GDN_PREFILL_FORMS-"default:HYPIC_CUDA_GDN_OVERLAP=1 mma_prep:$mma"}; do
     step "8k prefill, $(vars "$f")"
     env $(vars "$f") "$(bin hypic_bench_model)" --config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights \
       --prefill 8192 --decode 0 --prefill-repeats 4 > "$O/prefill_${f%%:*}.json" 2> "$O/prefill_${f%%:*}.txt"
