@@ -97,7 +97,7 @@ bool overlap_applies(const GdnShape& s, const Workspace& w, const bf16* q, const
   if (max_chunks < kMinChunks || max_chunks > 65535) return false;
   if (!walk_rs_applies(s, w, k, out != nullptr, q, out)) return false;
   // The walk's blocks spin on flags that only the prep blocks set: they must leave SMs for them.
-  return 2 * walk_rs_blocks(s, transfer) <= detail::device_sm_count();
+  return 2 * walk_rs_blocks(s, w, transfer, true) <= detail::device_sm_count();
 }
 
 void launch_overlapped(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g,

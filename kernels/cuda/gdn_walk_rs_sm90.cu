@@ -34,19 +34,24 @@ constexpr int kBox = kSwBox;
 constexpr int kLdO = kCols + 8;  // row stride (elements) of the output staging tile: conflict-free stmatrix
 
 // UW: U formed in the walk (plan_u_in_walk): the stage holds A diag(beta) where U's box was, and V's 64 columns.
-template <int kStages, bool UW = false>
+// kWG: warpgroups a block, each walking 64 columns of its own over the same W, K, Q and Aqk tiles. With two, the
+// stages (three of 56 KB, U's box left out) and the outputs' staging no longer fit beside U's boxes of three chunks,
+// so U has a ring of two slots of its own, issued a chunk ahead (a slot is refilled once both warpgroups have read it).
+template <int kStages, bool UW = false, int kWG = 1>
 struct Smem {
+  static constexpr bool ring = kWG > 1;
   static constexpr size_t w = 0;                     // W [2 boxes]
   static constexpr size_t k = w + 2 * kBox;          // K [2 boxes]
   static constexpr size_t u = k + 2 * kBox;          // U, this block's 64 columns [1 box]; with UW, A diag(beta)
-  static constexpr size_t q = u + kBox;              // Q [2 boxes]
+  static constexpr size_t q = u + (ring ? 0 : kBox); // Q [2 boxes]
   static constexpr size_t a = q + 2 * kBox;          // Aqk [1 box]
   static constexpr size_t v = a + kBox;              // with UW: V, this block's 64 columns [1 box]
-  static constexpr size_t stage = v + (UW ? kBox : 0);  // 64 KB (72 with UW)
-  static constexpr size_t o = kStages * stage;       // outputs staged for 16-byte stores [64 rows][kLdO] bf16
-  static constexpr size_t fac = o + kC * kLdO * 2;   // per warp: e^G [64], e^{G_L - G} [64] (0 past the chunk)
-  static constexpr size_t bar = fac + 4 * 2 * kC * 4;  // a full barrier a stage
-  static constexpr size_t flag = (bar + kStages * 8 + 15) / 16 * 16;  // a chunk's ready flag, 16-byte aligned
+  static constexpr size_t stage = v + (UW ? kBox : 0);  // 64 KB (72 with UW, 56 with the ring)
+  static constexpr size_t uring = kStages * stage;   // the ring: 2 slots of kWG boxes, warpgroup i's U in box i
+  static constexpr size_t o = uring + (ring ? 2 * kWG * kBox : 0);  // outputs staged for 16-byte stores [64][kLdO] bf16
+  static constexpr size_t fac = o + kWG * kC * kLdO * 2;  // per warp: e^G [64], e^{G_L - G} [64] (0 past the chunk)
+  static constexpr size_t bar = fac + 4 * kWG * 2 * kC * 4;  // a full barrier a stage, then one a ring slot
+  static constexpr size_t flag = (bar + (kStages + (ring ? 2 : 0)) * 8 + 15) / 16 * 16;  // a chunk's ready flag
   static constexpr size_t bytes = flag + 16 + 1024;    // + the slack that aligns the boxes
 };
 
@@ -67,32 +72,42 @@ struct Maps {
 // product groups a wait leaves pending only along straight-line code, and with a run-time choice of waits it
 // serialises every product. So are NEG (the workspace holds -W: plan_u_in_walk) and UPROD (NEG, and this state
 // block forms U^T = V^T (A diag(beta))^T in X's registers before X accumulates S^T (-W)^T, leaving Vn^T there).
-template <bool OUTS, int kStages, bool NEG = false, bool UPROD = false>
+// kWG warpgroups a block (Smem): warpgroup i walks the block's columns 64 i .. 64 i + 63.
+template <bool OUTS, int kStages, bool NEG = false, bool UPROD = false, int kWG = 1>
 __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const int32_t* __restrict__ cu, float* state,
                                      float* transfer, const Workspace& w, bf16* __restrict__ out) {
 #if HYPIC_SM90A
   static_assert(NEG || !UPROD, "U is formed in the walk only with -W in the workspace");
-  using Smem = gdn::Smem<kStages, NEG>;
+  static_assert(kWG == 1 || !NEG, "U formed in the walk takes one warpgroup a block");
+  using Smem = gdn::Smem<kStages, NEG, kWG>;
+  constexpr bool kRing = Smem::ring;
   const bool beside = w.ready != nullptr;  // gdn_prep runs beside the walk: wait for each chunk's ready flag
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
-  bf16* Ost = reinterpret_cast<bf16*>(smem + Smem::o);
+  bf16* Ost = reinterpret_cast<bf16*>(smem + Smem::o) + (kWG > 1 ? int(threadIdx.x) / kNT : 0) * kC * kLdO;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + Smem::bar);
+  uint64_t* ufull = full + kStages;  // the ring's
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
   const int64_t H = s.H, kh = h / (s.H / s.Hk);
   const int dv = int(s.dv);
-  const int nsb = dv / kCols;
+  const int nsb = dv / (kCols * kWG);
   const bool is_T = int(blockIdx.x) >= nsb;  // a block of transfer-operator columns: U = 0, no outputs
-  const int c0 = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * kCols;
+  const int wg = kWG > 1 ? int(threadIdx.x) / kNT : 0;
+  const int cb = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * kCols * kWG;  // the block's first column
+  const int c0 = cb + kCols * wg;                                                  // this warpgroup's
   const int width = is_T ? kDK : dv;
   float* M = is_T ? transfer + (n * H + h) * kDK * kDK : state + (n * H + h) * kDK * dv;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+  // tid and warp within the warpgroup (the products' fragment layouts); bw the block's warp (warp 0 issues the copies,
+  // thread 0 reads the flags).
+  const int tid = int(threadIdx.x) % kNT, bw = int(threadIdx.x) / 32, warp = bw % 4, lane = tid % 32, gq = lane / 4,
+            tq = lane % 4;
+  const bool t0 = threadIdx.x == 0;
   const int m0 = 16 * warp + gq;  // this thread's block columns m0 and m0 + 8
-  float* fac = reinterpret_cast<float*>(smem + Smem::fac) + warp * 2 * kC;
+  float* fac = reinterpret_cast<float*>(smem + Smem::fac) + bw * 2 * kC;
 
-  if (tid == 0) {
-    for (int i = 0; i < kStages; ++i) sm90::mbar_init(full + i, 1);
+  if (t0) {
+    for (int i = 0; i < kStages + (kRing ? 2 : 0); ++i) sm90::mbar_init(full + i, 1);
     sm90::mbar_fence_init();
   }
   // S[4 j + e] = S^T(m0 + 8 (e / 2), dk row 8 j + 2 tq + e % 2).
@@ -107,12 +122,12 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   // Chunk c's tiles into stage c % kStages by bulk tensor copies from warp 0 (K and Q rows past the sequence are
   // the next one's or zero: they meet zero decay factors, zero Aqk columns, and outputs that are not stored).
   volatile int32_t* flag = reinterpret_cast<volatile int32_t*>(smem + Smem::flag);  // thread 0's
-  if (beside && tid == 0) *flag = 0;
+  if (beside && t0) *flag = 0;
   // Thread 0 sees chunk c's ready flag (as copied a chunk ahead, ready_spin) in chunk c - 2: before c's tiles are
   // issued (there with three stages, in chunk c - 1 with two) and before chunk c - 1's block barrier, after which
   // every thread reads c's G.
   auto await_ready = [&](int c) {
-    if (!beside || tid != 0 || c >= wr.nchunks) return;
+    if (!beside || !t0 || c >= wr.nchunks) return;
     cp_async_wait_all();
     if (*flag == 0) ready_spin(w.ready + kReadyStride * (wr.tile0 + c));
     ready_fence();
@@ -122,14 +137,14 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     }
   };
   auto issue = [&](int c) {
-    if (warp != 0 || c >= wr.nchunks) return;
+    if (bw != 0 || c >= wr.nchunks) return;
     // Warp 0 forms the coordinates (warp-uniform: uniform registers) and one elected lane issues. Formed and issued
     // by thread 0 alone, in a divergent branch, every coordinate went into uniform registers by a loop over the active
     // lanes, ~12 instructions a copy, and warp 0 (which issues the most) paces the warpgroup's products.
     unsigned char* st = smem + (c % kStages) * Smem::stage;
     uint64_t* bar = full + c % kStages;
     const int row = int((wr.tile0 + c) * kC), tok = int(wr.t0(c));
-    const uint32_t bytes = uint32_t(4 * kBox + (is_T ? 0 : kBox) + (OUTS ? 3 * kBox : 0) + (UPROD ? kBox : 0));
+    const uint32_t bytes = uint32_t(4 * kBox + (is_T || kRing ? 0 : kBox) + (OUTS ? 3 * kBox : 0) + (UPROD ? kBox : 0));
     // Thread 0 saw chunk c's flag (await_ready); the warp barrier orders that before the elected lane's bulk copies,
     // which it fences from its own earlier generic accesses as thread 0 did.
     __syncwarp();
@@ -141,17 +156,31 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       sm90::tma_load_2d(st + Smem::k + half * kBox, &maps.k, int(kh) * kDK + 64 * half, tok, bar);
       if (OUTS) sm90::tma_load_2d(st + Smem::q + half * kBox, &maps.q, int(kh) * kDK + 64 * half, tok, bar);
     }
-    if (!is_T) sm90::tma_load_2d(st + Smem::u, &maps.u, UPROD ? 0 : c0, row, bar);
+    if (!is_T && !kRing) sm90::tma_load_2d(st + Smem::u, &maps.u, UPROD ? 0 : c0, row, bar);
     if (UPROD) sm90::tma_load_2d(st + Smem::v, &maps.v, int(h) * dv + c0, tok, bar);
     if (OUTS) sm90::tma_load_2d(st + Smem::a, &maps.a, 0, row, bar);
   };
-  if (tid == 0) {
+  // With the ring: chunk c's U boxes (every warpgroup's) into slot c % 2, once every warp has read chunk c - 2's
+  // (a block barrier later) and thread 0 has seen chunk c's flag.
+  auto issue_u = [&](int c) {
+    if (!kRing || is_T || bw != 0 || c >= wr.nchunks) return;
+    __syncwarp();
+    if (!sm90::elect_one()) return;
+    if (beside) ready_fence();
+    uint64_t* bar = ufull + c % 2;
+    const int row = int((wr.tile0 + c) * kC);
+    sm90::mbar_arrive_expect_tx(bar, uint32_t(kWG * kBox));
+    for (int i = 0; i < kWG; ++i)
+      sm90::tma_load_2d(smem + Smem::uring + (c % 2) * kWG * kBox + i * kBox, &maps.u, cb + kCols * i, row, bar);
+  };
+  if (t0) {
     sm90::prefetch_tensor_map(&maps.w);
     sm90::prefetch_tensor_map(&maps.k);
   }
   await_ready(0);
   await_ready(1);
   for (int c = 0; c + 1 < kStages; ++c) issue(c);
+  issue_u(0);
   if (beside) __syncthreads();  // G of chunk 0 is read below by every thread: after thread 0 saw its flag
   // The chunk's G (lane l: rows l and l + 32) and G_L, read from global memory a chunk ahead (from L2: with gdn_prep
   // beside the walk, another SM wrote it during this launch; a block barrier orders the read after thread 0 saw the
@@ -244,11 +273,16 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     for (int ks = 0; ks < kDK / 16; ++ks)
       sm90::wgmma_m64n64k16_rs(X, aS[ks], sm90::desc_advance(dw, (ks / 4) * kBox + 32 * (ks % 4)), UPROD || ks > 0);
     sm90::wgmma_commit();
+    issue_u(c + 1);  // into chunk c - 1's slot: every warp read it before this chunk's block barrier
 
     // While X runs: U^T's fragments, the last chunk's outputs.
     uint32_t uf[8][2];  // uf[j][hh]: U^T(m0 + 8 hh, rows 8 j + 2 tq, + 1)
     if (!NEG && !is_T) {
       const unsigned char* Us = st + Smem::u;
+      if (kRing) {
+        Us = smem + Smem::uring + (c % 2) * kWG * kBox + wg * kBox;
+        sm90::mbar_wait(ufull + c % 2, uint32_t(c / 2) & 1);
+      }
       const int mi = lane / 8, mr = lane % 8;
 #pragma unroll
       for (int j = 0; j < 8; j += 2) {
@@ -340,26 +374,42 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
 #endif
 }
 
-template <int kStages, bool UW>
-__global__ void __launch_bounds__(kNT, 1)
+template <int kStages, bool UW, int kWG = 1>
+__global__ void __launch_bounds__(kNT * kWG, 1)
     gdn_walk_rs_kernel(const __grid_constant__ Maps maps, GdnShape s, const int32_t* __restrict__ cu, float* state,
                        float* transfer, Workspace w, bf16* __restrict__ out) {
-  const bool is_T = int(blockIdx.x) >= int(s.dv) / kCols;
+  const bool is_T = int(blockIdx.x) >= int(s.dv) / (kCols * kWG);
   if (out != nullptr && !is_T)
-    walk<true, kStages, UW, UW>(maps, s, cu, state, transfer, w, out);
+    walk<true, kStages, UW, UW, kWG>(maps, s, cu, state, transfer, w, out);
   else if (UW && !is_T)
-    walk<false, kStages, UW, UW>(maps, s, cu, state, transfer, w, out);
+    walk<false, kStages, UW, UW, kWG>(maps, s, cu, state, transfer, w, out);
   else
-    walk<false, kStages, UW, false>(maps, s, cu, state, transfer, w, out);
+    walk<false, kStages, UW, false, kWG>(maps, s, cu, state, transfer, w, out);
 }
 
-// Blocks a head: its state's 64-column blocks, then T's.
-int64_t blocks_per_head(const GdnShape& s, bool transfer) { return s.dv / kCols + (transfer ? kDK / kCols : 0); }
+// Blocks a head: its state's blocks of 64 wg columns, then T's.
+int64_t blocks_per_head(const GdnShape& s, bool transfer, int wg) {
+  return s.dv / (kCols * wg) + (transfer ? kDK / (kCols * wg) : 0);
+}
+
+// Two warpgroups a block (the state's and T's 128 columns a block, sharing their W, K, Q and Aqk tiles) where dv is a
+// multiple of 128: HYPIC_CUDA_GDN_WALK_PAIR=1 beside gdn_prep (half the SMs for the walk leaves the other half to
+// prep, which paces the overlapped launch), =all in every launch of the walk; unset or 0, never (not yet measured).
+int pair_mode() {
+  static const int m = env_is("HYPIC_CUDA_GDN_WALK_PAIR", "all") ? 2 : env_is("HYPIC_CUDA_GDN_WALK_PAIR", "1") ? 1 : 0;
+  return m;
+}
 
 // HYPIC_CUDA_GDN_OVERLAP_STAGES=2: the walk beside gdn_prep keeps two chunks of tiles in flight instead of three.
 bool two_stages_beside() {
   static const bool on = env_is("HYPIC_CUDA_GDN_OVERLAP_STAGES", "2");
   return on;
+}
+
+// The launch's warpgroups a block: one for U formed in the walk and for the two-stage walk beside prep.
+int warpgroups(const GdnShape& s, const Workspace& w, bool beside) {
+  if (s.dv % (2 * kCols) != 0 || w.V != nullptr || (beside && two_stages_beside())) return 1;
+  return pair_mode() == 2 || (pair_mode() == 1 && beside) ? 2 : 1;
 }
 
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
@@ -392,7 +442,9 @@ bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* 
   return true;
 }
 
-int64_t walk_rs_blocks(const GdnShape& s, bool transfer) { return blocks_per_head(s, transfer) * s.H * s.N; }
+int64_t walk_rs_blocks(const GdnShape& s, const Workspace& w, bool transfer, bool beside) {
+  return blocks_per_head(s, transfer, warpgroups(s, w, beside)) * s.H * s.N;
+}
 
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                     const Workspace& w, cudaStream_t stream, const bf16* q, bf16* out) {
@@ -406,14 +458,21 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     maps.q = tensor_map_sw128(q, s.Hk * kDK, s.T, kC, "gdn_walk_rs (q)");
     maps.a = tensor_map_sw128(w.Aqk, kC, rows, kC, "gdn_walk_rs (Aqk)");
   }
-  const int blocks = int(blocks_per_head(s, transfer != nullptr));
+  const bool beside = w.ready != nullptr;
+  const int wgs = warpgroups(s, w, beside);
+  const int blocks = int(blocks_per_head(s, transfer != nullptr, wgs));
   const dim3 grid(unsigned(blocks), unsigned(s.H), unsigned(s.N));
   if (w.V != nullptr) {  // U formed in the walk (plan_u_in_walk): two stages of 72 KB
     maps.v = tensor_map_sw128(w.V, s.H * s.dv, s.T, kC, "gdn_walk_rs (v)");
     raise_smem_limit(gdn_walk_rs_kernel<2, true>, Smem<2, true>::bytes);
     if (w.ready != nullptr) prefer_max_shared(gdn_walk_rs_kernel<2, true>);
     gdn_walk_rs_kernel<2, true><<<grid, kNT, Smem<2, true>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
-  } else if (w.ready != nullptr && two_stages_beside()) {  // gdn_prep beside the walk (launch_overlapped), two stages
+  } else if (wgs == 2) {  // two warpgroups a block over the same tiles, U in a ring of its own
+    static_assert(Smem<3, false, 2>::bytes <= 227 * 1024, "an sm_90 block's shared memory");
+    raise_smem_limit(gdn_walk_rs_kernel<3, false, 2>, Smem<3, false, 2>::bytes);
+    gdn_walk_rs_kernel<3, false, 2><<<grid, 2 * kNT, Smem<3, false, 2>::bytes, stream>>>(maps, s, cu, state, transfer,
+                                                                                        w, out);
+  } else if (beside && two_stages_beside()) {  // gdn_prep beside the walk (launch_overlapped), two stages
     raise_smem_limit(gdn_walk_rs_kernel<2, false>, Smem<2>::bytes);
     // The largest shared-memory split, so that a prep block (52-54 KB) fits beside the walk's 144 KB: an SM takes the
     // split of the first kernel placed on it, and at its own needs the walk would get 164 KB.

@@ -492,12 +492,13 @@ if [ "$stage" = final ]; then
     /tmp/fixtures/qwen3.5-chat/chat_template.jinja "$O/serve" ${SERVE_RATES:-1 2 4 8} 2>&1 | tee "$O/serve_summary.txt"
 fi
 if [ "$stage" = gdn ]; then
-  # The forms, VAR=VALUE[+VAR=VALUE]: the default (gdn_prep on Hopper products beside the register-state walk);
+  # The forms, VAR=VALUE[+VAR=VALUE]: the default (gdn_prep on Hopper products beside the register-state walk); the
+  # walk of two warpgroups a block beside prep, and in every walk;
   # gdn_prep.cu's mma.sync form (HYPIC_CUDA_GDN_PREP_SM90=0); the two-stage walk beside prep
   # (HYPIC_CUDA_GDN_OVERLAP_STAGES=2); U formed in the walk (HYPIC_CUDA_GDN_U_IN_WALK=1); each of the first, second
   # and fourth with prep before the walk; the shared-memory walk.
   mma=HYPIC_CUDA_GDN_PREP_SM90=0 two=HYPIC_CUDA_GDN_OVERLAP_STAGES=2 uw=HYPIC_CUDA_GDN_U_IN_WALK=1 seq=HYPIC_CUDA_GDN_OVERLAP=0
-  forms=${GDN_FORMS:-"default:HYPIC_CUDA_GDN_OVERLAP=1 mma_prep:$mma two:$two u_walk:$uw sequential:$seq mma_prep_seq:$mma+$seq u_walk_seq:$uw+$seq smem_walk:HYPIC_CUDA_GDN_RS=0"}
+  forms=${GDN_FORMS:-"default:HYPIC_CUDA_GDN_OVERLAP=1 pair:HYPIC_CUDA_GDN_WALK_PAIR=1 pair_all:HYPIC_CUDA_GDN_WALK_PAIR=all mma_prep:$mma two:$two u_walk:$uw sequential:$seq mma_prep_seq:$mma+$seq u_walk_seq:$uw+$seq smem_walk:HYPIC_CUDA_GDN_RS=0"}
   vars() { echo "${1#*:}" | tr + ' '; }
   for f in $forms; do
     (export $(vars "$f"); run_test cuda_gdn_chunked_test)
