@@ -1,11 +1,6 @@
 #!/bin/bash
 # Session 39, call C (minimal): the GDN op test under the two-warpgroup walk, the GDN bench default / pair, fla.
-export NCCL_NVLS_ENABLE=0
-R=$PWD/.deps/root; mkdir -p $R; for f in .deps/debs/*.deb; do dpkg -x $f $R; done
-rm -rf /tmp/gpubin; tar xJf .gpubin/gpubin.tar.xz -C /tmp
-src=$(cat /tmp/gpubin/source_dir); mkdir -p $(dirname $src); [ -e $src ] || ln -s $PWD $src
-export LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu:/tmp/gpubin; B=/tmp/gpubin
-O=/tmp/o; mkdir -p $O
+. tools/bench/gpu_env.sh
 ( while sleep 10; do tar czf $OUT/logs.tgz -C /tmp o 2>/dev/null; done ) & TP=$!
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $O/device.txt
 HYPIC_CUDA_GDN_WALK_PAIR=1 timeout 45 $B/cuda_gdn_chunked_test > $O/gdn_test_pair.txt 2>&1; echo "test pair: exit $? $(grep -cE '^\[       OK' $O/gdn_test_pair.txt) ok"
