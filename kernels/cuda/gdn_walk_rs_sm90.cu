@@ -84,7 +84,8 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   const bool beside = w.ready != nullptr;  // gdn_prep runs beside the walk: wait for each chunk's ready flag
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
-  bf16* Ost = reinterpret_cast<bf16*>(smem + Smem::o) + (kWG > 1 ? int(threadIdx.x) / kNT : 0) * kC * kLdO;
+  const int wg = kWG > 1 ? int(threadIdx.x) / kNT : 0;
+  bf16* Ost = reinterpret_cast<bf16*>(smem + Smem::o) + wg * kC * kLdO;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + Smem::bar);
   uint64_t* ufull = full + kStages;  // the ring's
 
@@ -93,7 +94,6 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   const int dv = int(s.dv);
   const int nsb = dv / (kCols * kWG);
   const bool is_T = int(blockIdx.x) >= nsb;  // a block of transfer-operator columns: U = 0, no outputs
-  const int wg = kWG > 1 ? int(threadIdx.x) / kNT : 0;
   const int cb = (is_T ? int(blockIdx.x) - nsb : int(blockIdx.x)) * kCols * kWG;  // the block's first column
   const int c0 = cb + kCols * wg;                                                  // this warpgroup's
   const int width = is_T ? kDK : dv;
