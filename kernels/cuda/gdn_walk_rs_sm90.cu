@@ -37,6 +37,10 @@ constexpr int kLdO = kCols + 8;  // row stride (elements) of the output staging 
 // kWG: warpgroups a block, each walking 64 columns of its own over the same W, K, Q and Aqk tiles. With two, the
 // stages (three of 56 KB, U's box left out) and the outputs' staging no longer fit beside U's boxes of three chunks,
 // so U has a ring of two slots of its own, issued a chunk ahead (a slot is refilled once both warpgroups have read it).
+// The warpgroups run free of each other (no block barrier a chunk): in step, both issued each product at the same time
+// and waited for each other's on the one set of tensor cores (measured 26-33% slower than one warpgroup a block). A
+// stage and a ring slot are refilled once every warp has released them (an arrival on an empty barrier), and a chunk's
+// G comes with its tiles.
 template <int kStages, bool UW = false, int kWG = 1>
 struct Smem {
   static constexpr bool ring = kWG > 1;
@@ -50,8 +54,10 @@ struct Smem {
   static constexpr size_t uring = kStages * stage;   // the ring: 2 slots of kWG boxes, warpgroup i's U in box i
   static constexpr size_t o = uring + (ring ? 2 * kWG * kBox : 0);  // outputs staged for 16-byte stores [64][kLdO] bf16
   static constexpr size_t fac = o + kWG * kC * kLdO * 2;  // per warp: e^G [64], e^{G_L - G} [64] (0 past the chunk)
-  static constexpr size_t bar = fac + 4 * kWG * 2 * kC * 4;  // a full barrier a stage, then one a ring slot
-  static constexpr size_t flag = (bar + (kStages + (ring ? 2 : 0)) * 8 + 15) / 16 * 16;  // a chunk's ready flag
+  static constexpr size_t g = fac + 4 * kWG * 2 * kC * 4;     // with the ring: a stage's G [64] fp32
+  static constexpr size_t bar = g + (ring ? kStages * kC * 4 : 0);  // full barriers: a stage's, then a ring slot's;
+  static constexpr int nbar = ring ? 2 * (kStages + 2) : kStages;  // with the ring, empty ones after them
+  static constexpr size_t flag = (bar + nbar * 8 + 15) / 16 * 16;  // a chunk's ready flag
   static constexpr size_t bytes = flag + 16 + 1024;    // + the slack that aligns the boxes
 };
 
@@ -88,6 +94,9 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   bf16* Ost = reinterpret_cast<bf16*>(smem + Smem::o) + wg * kC * kLdO;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + Smem::bar);
   uint64_t* ufull = full + kStages;  // the ring's
+  uint64_t* empty = ufull + 2;       // with the ring: a stage released by every warp of the block
+  uint64_t* uempty = empty + kStages;  // a ring slot's
+  float* gst = reinterpret_cast<float*>(smem + Smem::g);
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
   const int64_t H = s.H, kh = h / (s.H / s.Hk);
@@ -107,7 +116,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   float* fac = reinterpret_cast<float*>(smem + Smem::fac) + bw * 2 * kC;
 
   if (t0) {
-    for (int i = 0; i < kStages + (kRing ? 2 : 0); ++i) sm90::mbar_init(full + i, 1);
+    for (int i = 0; i < Smem::nbar; ++i) sm90::mbar_init(full + i, i < kStages + 2 ? 1 : 4 * kWG);
     sm90::mbar_fence_init();
   }
   // S[4 j + e] = S^T(m0 + 8 (e / 2), dk row 8 j + 2 tq + e % 2).
@@ -125,7 +134,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   if (beside && t0) *flag = 0;
   // Thread 0 sees chunk c's ready flag (as copied a chunk ahead, ready_spin) in chunk c - 2: before c's tiles are
   // issued (there with three stages, in chunk c - 1 with two) and before chunk c - 1's block barrier, after which
-  // every thread reads c's G.
+  // every thread reads c's G (with the ring, G comes with the tiles).
   auto await_ready = [&](int c) {
     if (!beside || !t0 || c >= wr.nchunks) return;
     cp_async_wait_all();
@@ -144,7 +153,9 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     unsigned char* st = smem + (c % kStages) * Smem::stage;
     uint64_t* bar = full + c % kStages;
     const int row = int((wr.tile0 + c) * kC), tok = int(wr.t0(c));
-    const uint32_t bytes = uint32_t(4 * kBox + (is_T || kRing ? 0 : kBox) + (OUTS ? 3 * kBox : 0) + (UPROD ? kBox : 0));
+    const uint32_t bytes = uint32_t(4 * kBox + (is_T || kRing ? 0 : kBox) + (OUTS ? 3 * kBox : 0) + (UPROD ? kBox : 0) +
+                                    (kRing ? kC * 4 : 0));
+    if (kRing && c >= kStages) sm90::mbar_wait(empty + c % kStages, uint32_t(c / kStages - 1) & 1);  // chunk c - 3's
     // Thread 0 saw chunk c's flag (await_ready); the warp barrier orders that before the elected lane's bulk copies,
     // which it fences from its own earlier generic accesses as thread 0 did.
     __syncwarp();
@@ -159,11 +170,13 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     if (!is_T && !kRing) sm90::tma_load_2d(st + Smem::u, &maps.u, UPROD ? 0 : c0, row, bar);
     if (UPROD) sm90::tma_load_2d(st + Smem::v, &maps.v, int(h) * dv + c0, tok, bar);
     if (OUTS) sm90::tma_load_2d(st + Smem::a, &maps.a, 0, row, bar);
+    if (kRing) sm90::bulk_load(gst + (c % kStages) * kC, w.G + (wr.tile0 + c) * kC, kC * 4, bar);
   };
   // With the ring: chunk c's U boxes (every warpgroup's) into slot c % 2, once every warp has read chunk c - 2's
-  // (a block barrier later) and thread 0 has seen chunk c's flag.
+  // and thread 0 has seen chunk c's flag.
   auto issue_u = [&](int c) {
     if (!kRing || is_T || bw != 0 || c >= wr.nchunks) return;
+    if (c >= 2) sm90::mbar_wait(uempty + c % 2, uint32_t(c / 2 - 1) & 1);  // chunk c - 2's U read by every warp
     __syncwarp();
     if (!sm90::elect_one()) return;
     if (beside) ready_fence();
@@ -181,12 +194,12 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   await_ready(1);
   for (int c = 0; c + 1 < kStages; ++c) issue(c);
   issue_u(0);
-  if (beside) __syncthreads();  // G of chunk 0 is read below by every thread: after thread 0 saw its flag
+  if (beside && !kRing) __syncthreads();  // G of chunk 0 is read below by every thread: after thread 0 saw its flag
   // The chunk's G (lane l: rows l and l + 32) and G_L, read from global memory a chunk ahead (from L2: with gdn_prep
   // beside the walk, another SM wrote it during this launch; a block barrier orders the read after thread 0 saw the
   // chunk's flag).
   auto load_g = [&](int c, float& g0, float& g1, float& gl) {
-    if (c < wr.nchunks) {
+    if (!kRing && c < wr.nchunks) {
       const float* G = w.G + (wr.tile0 + c) * kC;
       g0 = __ldcg(G + lane), g1 = __ldcg(G + lane + 32), gl = __ldcg(G + wr.chunk_len(c) - 1);
     }
@@ -242,7 +255,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     // products are in flight would make it wait for them all, so both happen here.
     uint32_t aS[8][4];
     to_a<8>(aS, S);
-    {
+    if (!kRing) {
       const float decay = __expf(gl);
 #pragma unroll
       for (int i = 0; i < 64; ++i) S[i] *= decay;
@@ -250,15 +263,28 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     }
     if (OUTS && c > 0) stage_out();
     // The chunk's decay factors, this warp's copy.
-    {
+    auto factors = [&]() {
       const int L = wr.chunk_len(c);
       fac[lane] = __expf(g0);
       fac[lane + 32] = __expf(g1);
       fac[kC + lane] = lane < L ? __expf(gl - g0) : 0.0f;
       fac[kC + lane + 32] = lane + 32 < L ? __expf(gl - g1) : 0.0f;
+    };
+    if (!kRing) {
+      factors();
+      __syncthreads();  // chunk c - 1's stage is read by no one (its products were waited for): reloaded below
     }
-    __syncthreads();  // chunk c - 1's stage is read by no one (its products were waited for): reloaded below
-    sm90::mbar_wait(full + c % kStages, uint32_t(c / kStages) & 1);  // chunk c's tiles
+    sm90::mbar_wait(full + c % kStages, uint32_t(c / kStages) & 1);  // chunk c's tiles (with the ring, and G)
+    if (kRing) {
+      const float* G = gst + (c % kStages) * kC;
+      g0 = G[lane], g1 = G[lane + 32], gl = G[wr.chunk_len(c) - 1];
+      const float decay = __expf(gl);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) S[i] *= decay;
+      sm90::fence_regs(S);
+      factors();  // the last chunk's reads of them were before its final warp barrier
+      __syncwarp();
+    }
 
     // X = S^T W^T (with NEG: S^T (-W)^T, after UPROD's U^T = V^T (A diag(beta))^T: then X = Vn^T)
     float X[32];
@@ -273,7 +299,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     for (int ks = 0; ks < kDK / 16; ++ks)
       sm90::wgmma_m64n64k16_rs(X, aS[ks], sm90::desc_advance(dw, (ks / 4) * kBox + 32 * (ks % 4)), UPROD || ks > 0);
     sm90::wgmma_commit();
-    issue_u(c + 1);  // into chunk c - 1's slot: every warp read it before this chunk's block barrier
+    issue_u(c + 1);  // into chunk c - 1's slot, once every warp has read it
 
     // While X runs: U^T's fragments, the last chunk's outputs.
     uint32_t uf[8][2];  // uf[j][hh]: U^T(m0 + 8 hh, rows 8 j + 2 tq, + 1)
@@ -289,6 +315,10 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
         uint32_t r4[4];
         detail::ldmatrix_x4_trans(r4, Us + sw128(8 * (j + mi / 2) + mr, 2 * warp + mi % 2));
         uf[j][0] = r4[0], uf[j][1] = r4[1], uf[j + 1][0] = r4[2], uf[j + 1][1] = r4[3];
+      }
+      if (kRing) {  // this warp's release of the slot
+        __syncwarp();
+        if (sm90::elect_one()) sm90::mbar_arrive(uempty + c % 2);
       }
     }
     if (OUTS && c > 0) write_out(c - 1);
@@ -362,6 +392,10 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     sm90::fence_regs(O);
     sm90::fence_u32(aVd);
     if (OUTS) sm90::fence_u32(aVn);
+    if (kRing) {  // this warp's release of the stage
+      __syncwarp();
+      if (sm90::elect_one()) sm90::mbar_arrive(empty + c % kStages);
+    }
   }
   if (OUTS && wr.nchunks > 0) {
     stage_out();

@@ -99,6 +99,14 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta)
 }
 
 // --- bulk tensor copies ----------------------------------------------------------------------------
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) of contiguous global memory into shared memory;
+// completes `bar`'s transaction bytes.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(dst)),
+               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
 // Box at coordinates (c0 innermost, c1) of a 2-D tensor map into shared memory; completes `bar`'s
 // transaction bytes. Out-of-range elements are zero-filled.
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
