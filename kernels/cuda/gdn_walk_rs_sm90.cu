@@ -17,6 +17,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
 #include "kernels/cuda/gdn_sm90_tiles.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/sm90.cuh"
 #include "kernels/cuda/sm90_host.h"
 #include "kernels/cuda/smem_limit.h"
@@ -427,10 +428,15 @@ int64_t blocks_per_head(const GdnShape& s, bool transfer, int wg) {
 }
 
 // Two warpgroups a block (the state's and T's 128 columns a block, sharing their W, K, Q and Aqk tiles) where dv is a
-// multiple of 128: HYPIC_CUDA_GDN_WALK_PAIR=1 beside gdn_prep (half the SMs for the walk leaves the other half to
-// prep, which paces the overlapped launch), =all in every launch of the walk; unset or 0, never (not yet measured).
-int pair_mode() {
-  static const int m = env_is("HYPIC_CUDA_GDN_WALK_PAIR", "all") ? 2 : env_is("HYPIC_CUDA_GDN_WALK_PAIR", "1") ? 1 : 0;
+// multiple of 128. HYPIC_CUDA_GDN_WALK_PAIR=auto: where blocks of one warpgroup would be more than the SMs (several
+// sequences, or many heads with T; not yet measured); =1 beside gdn_prep; =all in every launch of the walk; unset or
+// 0, never.
+enum class Pair { kNever, kAuto, kBeside, kAll };
+Pair pair_mode() {
+  static const Pair m = env_is("HYPIC_CUDA_GDN_WALK_PAIR", "all")    ? Pair::kAll
+                        : env_is("HYPIC_CUDA_GDN_WALK_PAIR", "1")    ? Pair::kBeside
+                        : env_is("HYPIC_CUDA_GDN_WALK_PAIR", "auto") ? Pair::kAuto
+                                                                      : Pair::kNever;
   return m;
 }
 
@@ -440,10 +446,18 @@ bool two_stages_beside() {
   return on;
 }
 
-// The launch's warpgroups a block: one for U formed in the walk and for the two-stage walk beside prep.
-int warpgroups(const GdnShape& s, const Workspace& w, bool beside) {
+// The launch's warpgroups a block: one for U formed in the walk and for the two-stage walk beside prep. A block of two
+// walks twice the columns in ~1.13x the chunk time of a block of one (H100, docs/cuda_kernels.md), and each takes a
+// whole SM: so with =auto, two where one-warpgroup blocks would need more than one wave of the SMs.
+int warpgroups(const GdnShape& s, const Workspace& w, bool transfer, bool beside) {
   if (s.dv % (2 * kCols) != 0 || w.V != nullptr || (beside && two_stages_beside())) return 1;
-  return pair_mode() == 2 || (pair_mode() == 1 && beside) ? 2 : 1;
+  switch (pair_mode()) {
+    case Pair::kNever: return 1;
+    case Pair::kAll: return 2;
+    case Pair::kBeside: return beside ? 2 : 1;
+    case Pair::kAuto: break;
+  }
+  return blocks_per_head(s, transfer, 1) * s.H * s.N > detail::device_sm_count() ? 2 : 1;
 }
 
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
@@ -477,7 +491,7 @@ bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* 
 }
 
 int64_t walk_rs_blocks(const GdnShape& s, const Workspace& w, bool transfer, bool beside) {
-  return blocks_per_head(s, transfer, warpgroups(s, w, beside)) * s.H * s.N;
+  return blocks_per_head(s, transfer, warpgroups(s, w, transfer, beside)) * s.H * s.N;
 }
 
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
@@ -493,7 +507,7 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     maps.a = tensor_map_sw128(w.Aqk, kC, rows, kC, "gdn_walk_rs (Aqk)");
   }
   const bool beside = w.ready != nullptr;
-  const int wgs = warpgroups(s, w, beside);
+  const int wgs = warpgroups(s, w, transfer != nullptr, beside);
   const int blocks = int(blocks_per_head(s, transfer != nullptr, wgs));
   const dim3 grid(unsigned(blocks), unsigned(s.H), unsigned(s.N));
   if (w.V != nullptr) {  // U formed in the walk (plan_u_in_walk): two stages of 72 KB

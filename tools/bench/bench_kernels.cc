@@ -13,6 +13,7 @@
 //   the dense products of a stitch and of batched decode (8-256 rows), cuda::gemm_skinny against cuBLASLt.
 // Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20]
 //        [--only gdn|attention|lightning|kda|gemv|decode_attention|moe|chain|skinny]
+//        [--gdn-seqs 1,16]   (GDN: the tokens as that many equal sequences of one launch)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -80,6 +81,7 @@ double time_ms(F&& f, int iters, cudaStream_t s) {
 
 int main(int argc, char** argv) {
   std::vector<int64_t> tokens = {8192, 32768};
+  std::vector<int64_t> gdn_seqs = {1};
   int iters = 20;
   std::string only;
   CLI::App app("CUDA kernel timings: GDN, attention, lightning and KDA prefill (one JSON object on stdout)",
@@ -91,6 +93,11 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", tokens, "sequence lengths, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  app.add_option("--gdn-seqs", gdn_seqs,
+                 "GDN: the tokens split into this many equal sequences of one varlen launch (a batch of prompts, or "
+                 "the blocks a cache builds), comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   hypic::tools::parse_or_exit(app, argc, argv);
   if (!device_available()) {
     std::fprintf(stderr, "no CUDA device\n");
@@ -532,38 +539,47 @@ int main(int argc, char** argv) {
     }
   }
   for (const int64_t T : tokens) {
-    // Gated DeltaNet, one layer.
-    if (only.empty() || only == "gdn") {
-      const GdnShape s{T, 1, 32, 16, 128, 128};
-      DeviceBuffer q(pool, 2 * T * 16 * 128), k(pool, 2 * T * 16 * 128), v(pool, 2 * T * 32 * 128),
-          g(pool, 4 * T * 32), beta(pool, 4 * T * 32), state(pool, 4 * 32 * 128 * 128),
-          transfer(pool, 4 * 32 * 128 * 128), out(pool, 2 * T * 32 * 128), ws(pool, gdn_chunked_workspace_bytes(s));
-      // q/k rows of norm ~1 (l2-normalised inputs): N(0, 1/sqrt(128)).
-      fill_bf16(q, T * 16 * 128, 1, 0.0884f);
-      fill_bf16(k, T * 16 * 128, 2, 0.0884f);
-      fill_bf16(v, T * 32 * 128, 3, 1.0f);
-      fill_f32(g, T * 32, 4, -0.7f, -0.01f);
-      fill_f32(beta, T * 32, 5, 0.05f, 0.95f);
-      HYPIC_CUDA_CHECK(cudaMemset(state.get(), 0, 4 * 32 * 128 * 128));
-      HYPIC_CUDA_CHECK(cudaMemset(transfer.get(), 0, 4 * 32 * 128 * 128));
-      // Useful work of the chunked form (as FLA counts it, roughly): per token and head ~ 6 dk dv + 2 C (dk + dv).
-      const double flops = double(T) * 32 * (6.0 * 128 * 128 + 2.0 * 64 * 256);
-      const double ms = time_ms([&] {
-        gdn_chunked_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), g.as<float>(), beta.as<float>(), nullptr, T,
-                            state.as<float>(), out.as<bf16>(), nullptr, ws.get(), st);
-      }, iters, st);
-      // Prep beside the walk, or prep then the walk (docs/cuda_kernels.md).
-      auto form = [&](bool with_t) {
-        return gdn_chunked_prefill_overlaps(s, q.as<bf16>(), k.as<bf16>(), out.as<bf16>(), with_t, T, ws.get())
-                   ? "prep beside walk"
-                   : "prep then walk";
-      };
-      emit("gdn_chunked_prefill", T, "out+state", ms, flops, form(false));
-      const double ms_t = time_ms([&] {
-        gdn_chunked_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), g.as<float>(), beta.as<float>(), nullptr, T,
-                            state.as<float>(), out.as<bf16>(), transfer.as<float>(), ws.get(), st);
-      }, iters, st);
-      emit("gdn_chunked_prefill", T, "out+state+transfer", ms_t, flops, form(true));
+    // Gated DeltaNet, one layer; N equal sequences of one varlen launch.
+    for (const int64_t N : gdn_seqs) {
+      if (only.empty() || only == "gdn") {
+        const GdnShape s{T, N, 32, 16, 128, 128};
+        const int64_t len = (T + N - 1) / N;
+        std::vector<int32_t> offsets(N + 1);
+        for (int64_t n = 0; n <= N; ++n) offsets[n] = int32_t(std::min(T, n * len));
+        DeviceBuffer q(pool, 2 * T * 16 * 128), k(pool, 2 * T * 16 * 128), v(pool, 2 * T * 32 * 128),
+            g(pool, 4 * T * 32), beta(pool, 4 * T * 32), state(pool, 4 * N * 32 * 128 * 128),
+            transfer(pool, 4 * N * 32 * 128 * 128), out(pool, 2 * T * 32 * 128), ws(pool, gdn_chunked_workspace_bytes(s)),
+            cu(pool, 4 * (N + 1));
+        HYPIC_CUDA_CHECK(cudaMemcpy(cu.get(), offsets.data(), 4 * (N + 1), cudaMemcpyHostToDevice));
+        const int32_t* cu_seqlens = N > 1 ? cu.as<int32_t>() : nullptr;
+        // q/k rows of norm ~1 (l2-normalised inputs): N(0, 1/sqrt(128)).
+        fill_bf16(q, T * 16 * 128, 1, 0.0884f);
+        fill_bf16(k, T * 16 * 128, 2, 0.0884f);
+        fill_bf16(v, T * 32 * 128, 3, 1.0f);
+        fill_f32(g, T * 32, 4, -0.7f, -0.01f);
+        fill_f32(beta, T * 32, 5, 0.05f, 0.95f);
+        HYPIC_CUDA_CHECK(cudaMemset(state.get(), 0, 4 * N * 32 * 128 * 128));
+        HYPIC_CUDA_CHECK(cudaMemset(transfer.get(), 0, 4 * N * 32 * 128 * 128));
+        // Useful work of the chunked form (as FLA counts it, roughly): per token and head ~ 6 dk dv + 2 C (dk + dv).
+        const double flops = double(T) * 32 * (6.0 * 128 * 128 + 2.0 * 64 * 256);
+        const double ms = time_ms([&] {
+          gdn_chunked_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), g.as<float>(), beta.as<float>(), cu_seqlens,
+                              len, state.as<float>(), out.as<bf16>(), nullptr, ws.get(), st);
+        }, iters, st);
+        // Prep beside the walk, or prep then the walk (docs/cuda_kernels.md).
+        auto form = [&](bool with_t) {
+          return gdn_chunked_prefill_overlaps(s, q.as<bf16>(), k.as<bf16>(), out.as<bf16>(), with_t, len, ws.get())
+                     ? "prep beside walk"
+                     : "prep then walk";
+        };
+        const std::string var = N > 1 ? ", " + std::to_string(N) + " sequences" : "";
+        emit("gdn_chunked_prefill", T, ("out+state" + var).c_str(), ms, flops, form(false));
+        const double ms_t = time_ms([&] {
+          gdn_chunked_prefill(s, q.as<bf16>(), k.as<bf16>(), v.as<bf16>(), g.as<float>(), beta.as<float>(), cu_seqlens,
+                              len, state.as<float>(), out.as<bf16>(), transfer.as<float>(), ws.get(), st);
+        }, iters, st);
+        emit("gdn_chunked_prefill", T, ("out+state+transfer" + var).c_str(), ms_t, flops, form(true));
+      }
     }
     // Attention, one layer, causal prefill over T fresh tokens.
     if (only.empty() || only == "attention") {

@@ -49,7 +49,9 @@ def time_graph_ms(fn, iters):
     return time_ms(graph.replay, iters)
 
 
-def bench_gdn(T, iters):
+def bench_gdn(T, iters, seqs=1):
+    """seqs > 1: the T tokens as that many equal sequences of one varlen call (fla's cu_seqlens), as
+    hypic_bench_kernels --gdn-seqs splits them."""
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule
 
     H, Hk, D = 32, 16, 128
@@ -63,21 +65,26 @@ def bench_gdn(T, iters):
     v = torch.randn(1, T, H, D, device=dev, dtype=bf, generator=g_)
     g = -torch.rand(1, T, H, device=dev, dtype=torch.float32, generator=g_) * 0.69 - 0.01
     beta = (torch.rand(1, T, H, device=dev, dtype=torch.float32, generator=g_) * 0.9 + 0.05).to(bf)
-    h0 = torch.zeros(1, H, D, D, device=dev, dtype=torch.float32)
+    h0 = torch.zeros(seqs, H, D, D, device=dev, dtype=torch.float32)
+    length = (T + seqs - 1) // seqs
+    cu = cu_cpu = None
+    if seqs > 1:  # the host copy too, so that fla needs no device-to-host read (a CUDA graph can hold the call)
+        cu_cpu = torch.tensor([min(T, n * length) for n in range(seqs + 1)], dtype=torch.long)
+        cu = cu_cpu.to(dev)
 
     def run():
         return chunk_gated_delta_rule(q, k, v, g, beta, scale=D ** -0.5, initial_state=h0,
-                                      output_final_state=True)
+                                      output_final_state=True, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu)
 
     ms = time_ms(run, iters)
     # Transfer operator the non-fused way: the same kernel again with v = 0 and S0 = I (dk x dk per head).
     v0 = torch.zeros_like(v)
-    eye = torch.eye(D, device=dev, dtype=torch.float32).expand(1, H, D, D).contiguous()
+    eye = torch.eye(D, device=dev, dtype=torch.float32).expand(seqs, H, D, D).contiguous()
 
     def run_t():
         run()
         return chunk_gated_delta_rule(q, k, v0, g, beta, scale=D ** -0.5, initial_state=eye,
-                                      output_final_state=True)
+                                      output_final_state=True, cu_seqlens=cu, cu_seqlens_cpu=cu_cpu)
 
     ms_t = time_ms(run_t, iters)
     try:
@@ -123,26 +130,28 @@ def main():
     ap.add_argument("--tokens", default="8192,32768")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--ops", default="gdn,sdpa", help="which peers: gdn (fla), sdpa (torch), or both")
+    ap.add_argument("--gdn-seqs", default="1", help="gdn: the tokens as this many equal sequences, comma-separated")
     a = ap.parse_args()
     ops = set(a.ops.split(","))
     res = []
     for T in [int(t) for t in a.tokens.split(",")]:
-        if "gdn" in ops:
+        for seqs in ([int(n) for n in a.gdn_seqs.split(",")] if "gdn" in ops else ()):
             fla = "fla_chunk_gated_delta_rule"
+            sv = f", {seqs} sequences" if seqs > 1 else ""
             try:
-                ms, ms_t, graphed = bench_gdn(T, a.iters)
-                res.append({"op": fla, "tokens": T, "variant": "out+state", "ms": round(ms, 4)})
-                res.append({"op": fla, "tokens": T, "variant": "out+state+transfer(2nd call)",
+                ms, ms_t, graphed = bench_gdn(T, a.iters, seqs)
+                res.append({"op": fla, "tokens": T, "variant": "out+state" + sv, "ms": round(ms, 4)})
+                res.append({"op": fla, "tokens": T, "variant": "out+state+transfer(2nd call)" + sv,
                             "ms": round(ms_t, 4)})
                 if isinstance(graphed, str):
-                    res.append({"op": fla, "tokens": T, "variant": "cuda graph", "error": graphed})
+                    res.append({"op": fla, "tokens": T, "variant": "cuda graph" + sv, "error": graphed})
                 else:
-                    res.append({"op": fla, "tokens": T, "variant": "out+state, cuda graph",
+                    res.append({"op": fla, "tokens": T, "variant": "out+state" + sv + ", cuda graph",
                                 "ms": round(graphed[0], 4)})
-                    res.append({"op": fla, "tokens": T, "variant": "out+state+transfer(2nd call), cuda graph",
+                    res.append({"op": fla, "tokens": T, "variant": "out+state+transfer(2nd call)" + sv + ", cuda graph",
                                 "ms": round(graphed[1], 4)})
             except Exception as e:  # report and keep going: the attention peer is independent
-                res.append({"op": fla, "tokens": T, "error": repr(e)})
+                res.append({"op": fla, "tokens": T, "variant": "out+state" + sv, "error": repr(e)})
         for backend in (SDPA_BACKENDS if "sdpa" in ops else ()):
             for variant, Tq, flops in (("causal", None, 4.0 * T * T / 2 * 16 * 256),
                                        ("stitch", 256, 4.0 * 256 * T * 16 * 256)):

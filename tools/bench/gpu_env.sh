@@ -12,3 +12,31 @@ export LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu:/tmp/gpubin
 B=/tmp/gpubin
 O=/tmp/o
 mkdir -p "$O"
+
+# gtest NAME FILTER TAG: runs test program NAME (gtest filter FILTER, empty for all) into $O/NAME$TAG.txt under a
+# timeout of ${TT:-120} s, and prints its exit code, OK count, failed count and first failures.
+gtest() {
+  local n=$1 f=$2 tag=$3
+  timeout "${TT:-120}" "$B/$n" ${f:+--gtest_filter=$f} > "$O/$n$tag.txt" 2>&1
+  echo "$n$tag: exit $? $(grep -cE '^\[       OK' "$O/$n$tag.txt") ok $(grep -E '^\[  FAILED  \] [0-9]' "$O/$n$tag.txt")"
+  grep -E "Failure$" -A3 "$O/$n$tag.txt" | head -6
+}
+# gdn_bench "a b" "name:VAR=VALUE ..." ARGS...: hypic_bench_kernels --only gdn ARGS under each form, each round
+# (into $O/bench_<name>_<round>.json), printing tokens, variant and ms of each case.
+gdn_bench() {
+  local rounds=$1 forms=$2 k f n; shift 2
+  for k in $rounds; do for f in $forms; do
+    n=${f%%:*}
+    env ${f#*:} timeout 60 "$B/hypic_bench_kernels" --only gdn "$@" > "$O/bench_${n}_$k.json" 2>&1
+    echo "$n $k:"
+    grep -oE '"tokens": [0-9]+, "variant": "[^"]+", "ms": [0-9.]+' "$O/bench_${n}_$k.json" |
+      sed -E 's/"tokens": //; s/"variant": //; s/"ms": //'
+  done; done
+}
+# fla_gdn ARGS...: fla's chunk_gated_delta_rule (the carried wheel) by tools/bench/bench_peers.py --ops gdn ARGS,
+# into $O/bench_peers_gdn.json.
+fla_gdn() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .deps/whl/*.whl > /dev/null 2>&1
+  PYTHONPATH=/tmp/site timeout "${FT:-150}" python3 tools/bench/bench_peers.py --ops gdn "$@" > "$O/bench_peers_gdn.json" 2>&1
+  grep -E '"ms"|variant|error' "$O/bench_peers_gdn.json" | paste - - | sed -E 's/ +/ /g' | head -40
+}

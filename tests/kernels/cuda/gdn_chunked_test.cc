@@ -128,7 +128,7 @@ TEST_F(CudaOps, GdnChunkedLongSequence) {
 // launches captured into a graph and replayed.
 TEST_F(CudaOps, GdnChunkedPreparedBesideTheWalk) {
   // On a Hopper GPU of 128 SMs or more, with the A/B switches unset, these cases take the overlapped form (the walk
-  // with T takes 64 blocks of one warpgroup, 32 of two with HYPIC_CUDA_GDN_WALK_PAIR=1: at most half the SMs).
+  // with T takes 64 blocks of one warpgroup, 32 of two with HYPIC_CUDA_GDN_WALK_PAIR=1 or all: at most half the SMs).
   int dev = 0, major = 0, sms = 0;
   HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
   HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -142,8 +142,8 @@ TEST_F(CudaOps, GdnChunkedPreparedBesideTheWalk) {
     DevArray<unsigned char> ws(pool, gdn_chunked_workspace_bytes(s));
     EXPECT_TRUE(gdn_chunked_prefill_overlaps(s, q.get(), q.get(), out.get(), true, 2000, ws.get()));
     EXPECT_TRUE(gdn_chunked_prefill_overlaps(s, q.get(), q.get(), nullptr, false, 2000, ws.get()));
-    // The walk with T for 40 heads takes 160 blocks of one warpgroup (80 of two with HYPIC_CUDA_GDN_WALK_PAIR=1):
-    // more than half the SMs, so prep runs first.
+    // The walk with T for 40 heads takes 160 blocks of one warpgroup (80 of two with HYPIC_CUDA_GDN_WALK_PAIR=1,
+    // auto or all): more than half the SMs either way, so prep runs first.
     const GdnShape wide{2000, 1, 40, 8, 128, 128};
     DevArray<unsigned char> ws_wide(pool, gdn_chunked_workspace_bytes(wide));
     DevArray<bf16> out_wide(pool, 2000 * 40 * 128);
@@ -165,6 +165,13 @@ TEST_F(CudaOps, GdnChunkedStrongDecay) {
 
 TEST_F(CudaOps, GdnChunkedPackedWithEmptyAndTinySequences) {
   run_case(pool, {{0, 0, 1, 65, 65, 300, 301}, 4, 2, 128, 128, -0.7f});
+}
+
+// Nine sequences of uneven lengths, 16 heads: 288 blocks of one warpgroup (576 with T), more than an H100's or
+// H200's 132 SMs, so with HYPIC_CUDA_GDN_WALK_PAIR=auto the walk takes blocks of two warpgroups (warpgroups() in
+// gdn_walk_rs_sm90.cu).
+TEST_F(CudaOps, GdnChunkedManySequencesTakeTwoWarpgroupBlocks) {
+  run_case(pool, {{0, 130, 200, 457, 520, 650, 651, 910, 1040, 1171}, 16, 8, 128, 128, -0.7f});
 }
 
 // gdn_chunked_prefill_with_bodies: every sequence's forward from zero (outputs, final state) and its body's
