@@ -50,9 +50,11 @@
 #                                        # shared-memory opt-in moved to cuda::raise_smem_limit
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 #   tools/bench/gpu_full_check.sh gdn    # the GDN chunked prefill: its op tests (every launch form) under each form
-#                                        # (GDN_FORMS; default: the default, gdn_prep.cu's mma.sync form, the
-#                                        # two-stage walk, U formed in the walk, three of them with prep before
-#                                        # the walk, the shared-memory walk), the
+#                                        # (GDN_FORMS; default: the default, the two-warpgroup walk beside prep,
+#                                        # everywhere and where one-warpgroup blocks overflow the SMs, the walk
+#                                        # unrolled by its stages beside prep and before it, gdn_prep.cu's
+#                                        # mma.sync form, the two-stage walk, U formed in the walk, three of them
+#                                        # with prep before the walk, the shared-memory walk), the
 #                                        # backend, stitch, model and engine tests (GDN_ENGINE=0: no engine), the
 #                                        # GDN bench
 #                                        # under each form twice, fla (the wheel in .whl or .deps/whl) in the same
@@ -498,7 +500,7 @@ if [ "$stage" = gdn ]; then
   # (HYPIC_CUDA_GDN_OVERLAP_STAGES=2); U formed in the walk (HYPIC_CUDA_GDN_U_IN_WALK=1); each of the first, second
   # and fourth with prep before the walk; the shared-memory walk.
   mma=HYPIC_CUDA_GDN_PREP_SM90=0 two=HYPIC_CUDA_GDN_OVERLAP_STAGES=2 uw=HYPIC_CUDA_GDN_U_IN_WALK=1 seq=HYPIC_CUDA_GDN_OVERLAP=0
-  forms=${GDN_FORMS:-"default:HYPIC_CUDA_GDN_OVERLAP=1 pair:HYPIC_CUDA_GDN_WALK_PAIR=1 pair_all:HYPIC_CUDA_GDN_WALK_PAIR=all mma_prep:$mma two:$two u_walk:$uw sequential:$seq mma_prep_seq:$mma+$seq u_walk_seq:$uw+$seq smem_walk:HYPIC_CUDA_GDN_RS=0"}
+  forms=${GDN_FORMS:-"default:HYPIC_CUDA_GDN_OVERLAP=1 pair:HYPIC_CUDA_GDN_WALK_PAIR=1 pair_all:HYPIC_CUDA_GDN_WALK_PAIR=all pair_auto:HYPIC_CUDA_GDN_WALK_PAIR=auto unroll:HYPIC_CUDA_GDN_WALK_UNROLL=1 unroll_seq:HYPIC_CUDA_GDN_WALK_UNROLL=1+$seq mma_prep:$mma two:$two u_walk:$uw sequential:$seq mma_prep_seq:$mma+$seq u_walk_seq:$uw+$seq smem_walk:HYPIC_CUDA_GDN_RS=0"}
   vars() { echo "${1#*:}" | tr + ' '; }
   for f in $forms; do
     (export $(vars "$f"); run_test cuda_gdn_chunked_test)
