@@ -252,7 +252,8 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   const uint64_t dv0 = sm90::desc_sw128(smem + Smem::v, kBox, 1024), du0 = sm90::desc_sw128(smem + Smem::u, 16, 1024);
   // One chunk: c, and its stage c % kStages as an int or (kUnroll) a compile-time constant.
   auto chunk = [&](const int c, const auto stage_of_c) {
-      const uint32_t soff = uint32_t(int(stage_of_c)) * uint32_t(Smem::stage);
+      const int stage = int(stage_of_c);
+      const uint32_t soff = uint32_t(stage) * uint32_t(Smem::stage);
       unsigned char* st = smem + soff;
       const uint64_t dw = sm90::desc_advance(dw0, soff), dk = sm90::desc_advance(dk0, soff);
       // S's bf16 copy, the A of this chunk's products; then its decay, and the last chunk's outputs to Ost. ptxas
@@ -279,9 +280,9 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
         factors();
         __syncthreads();  // chunk c - 1's stage is read by no one (its products were waited for): reloaded below
       }
-      sm90::mbar_wait(full + c % kStages, uint32_t(c / kStages) & 1);  // chunk c's tiles (with the ring, and G)
+      sm90::mbar_wait(full + stage, uint32_t(c / kStages) & 1);  // chunk c's tiles (with the ring, and G)
       if (kRing) {
-        const float* G = gst + (c % kStages) * kC;
+        const float* G = gst + stage * kC;
         g0 = G[lane], g1 = G[lane + 32], gl = G[wr.chunk_len(c) - 1];
         const float decay = __expf(gl);
   #pragma unroll
@@ -399,7 +400,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       if (OUTS) sm90::fence_u32(aVn);
       if (kRing) {  // this warp's release of the stage
         __syncwarp();
-        if (sm90::elect_one()) sm90::mbar_arrive(empty + c % kStages);
+        if (sm90::elect_one()) sm90::mbar_arrive(empty + stage);
       }
   };
   if constexpr (kUnroll) {

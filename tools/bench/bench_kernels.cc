@@ -540,8 +540,8 @@ int main(int argc, char** argv) {
   }
   for (const int64_t T : tokens) {
     // Gated DeltaNet, one layer; N equal sequences of one varlen launch.
-    for (const int64_t N : gdn_seqs) {
-      if (only.empty() || only == "gdn") {
+    if (only.empty() || only == "gdn") {
+      for (const int64_t N : gdn_seqs) {
         const GdnShape s{T, N, 32, 16, 128, 128};
         const int64_t len = (T + N - 1) / N;
         std::vector<int32_t> offsets(N + 1);
