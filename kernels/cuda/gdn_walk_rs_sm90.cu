@@ -82,7 +82,7 @@ struct Maps {
 // serialises every product. So are NEG (the workspace holds -W: plan_u_in_walk) and UPROD (NEG, and this state
 // block forms U^T = V^T (A diag(beta))^T in X's registers before X accumulates S^T (-W)^T, leaving Vn^T there).
 // kWG warpgroups a block (Smem): warpgroup i walks the block's columns 64 i .. 64 i + 63. kUnroll: the chunk loop
-// unrolled by the stages (unroll_enabled).
+// unrolled by the stages (unroll_walk).
 template <bool OUTS, int kStages, bool NEG = false, bool UPROD = false, int kWG = 1, bool kUnroll = false>
 __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const int32_t* __restrict__ cu, float* state,
                                      float* transfer, const Workspace& w, bf16* __restrict__ out) {
@@ -448,15 +448,15 @@ int64_t blocks_per_head(const GdnShape& s, bool transfer, int wg) {
 }
 
 // Two warpgroups a block (the state's and T's 128 columns a block, sharing their W, K, Q and Aqk tiles) where dv is a
-// multiple of 128. HYPIC_CUDA_GDN_WALK_PAIR=auto: where blocks of one warpgroup would be more than the SMs (several
-// sequences, or many heads with T; not yet measured); =1 beside gdn_prep; =all in every launch of the walk; unset or
-// 0, never.
+// multiple of 128. Unset or HYPIC_CUDA_GDN_WALK_PAIR=auto: where blocks of one warpgroup would be more than the SMs
+// (several sequences, or many heads with T; H100, 16 sequences of 2k: 1.024 -> 0.961 ms, 1.226 -> 1.094 ms with T);
+// =1 beside gdn_prep; =all in every launch of the walk; =0, never.
 enum class Pair { kNever, kAuto, kBeside, kAll };
 Pair pair_mode() {
-  static const Pair m = env_is("HYPIC_CUDA_GDN_WALK_PAIR", "all")    ? Pair::kAll
-                        : env_is("HYPIC_CUDA_GDN_WALK_PAIR", "1")    ? Pair::kBeside
-                        : env_is("HYPIC_CUDA_GDN_WALK_PAIR", "auto") ? Pair::kAuto
-                                                                      : Pair::kNever;
+  static const Pair m = env_is("HYPIC_CUDA_GDN_WALK_PAIR", "all")  ? Pair::kAll
+                        : env_is("HYPIC_CUDA_GDN_WALK_PAIR", "1")  ? Pair::kBeside
+                        : env_is("HYPIC_CUDA_GDN_WALK_PAIR", "0")  ? Pair::kNever
+                                                                    : Pair::kAuto;
   return m;
 }
 
@@ -480,11 +480,14 @@ int warpgroups(const GdnShape& s, const Workspace& w, bool transfer, bool beside
   return blocks_per_head(s, transfer, 1) * s.H * s.N > detail::device_sm_count() ? 2 : 1;
 }
 
-// HYPIC_CUDA_GDN_WALK_UNROLL=1: the three-stage one-warpgroup walk with its loop unrolled by the stages (kUnroll; A/B
-// runs, not yet measured: the products' descriptors on the uniform datapath, three times the loop's code).
-bool unroll_enabled() {
-  static const bool on = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "1");
-  return on;
+// The three-stage one-warpgroup walk with its loop unrolled by the stages (kUnroll: the products' descriptors on the
+// uniform datapath, three times the loop's code). Unset: where the launch also forms T, the only case it wins on an
+// H100 (with T 0.349 -> 0.344 ms at 8k, 1.408 -> 1.347 ms at 32k; without, 0.294 -> 0.305, 1.14 -> 1.18);
+// HYPIC_CUDA_GDN_WALK_UNROLL=1 in every launch, =0 never.
+bool unroll_walk(bool transfer) {
+  static const bool always = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "1");
+  static const bool never = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "0");
+  return always || (transfer && !never);
 }
 
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
@@ -553,7 +556,7 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     // split of the first kernel placed on it, and at its own needs the walk would get 164 KB.
     prefer_max_shared(gdn_walk_rs_kernel<2, false>);
     gdn_walk_rs_kernel<2, false><<<grid, kNT, Smem<2>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
-  } else if (unroll_enabled()) {
+  } else if (unroll_walk(transfer != nullptr)) {
     raise_smem_limit(gdn_walk_rs_kernel<3, false, 1, true>, Smem<3>::bytes);
     gdn_walk_rs_kernel<3, false, 1, true><<<grid, kNT, Smem<3>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   } else {

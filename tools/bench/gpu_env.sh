@@ -21,13 +21,13 @@ gtest() {
   echo "$n$tag: exit $? $(grep -cE '^\[       OK' "$O/$n$tag.txt") ok $(grep -E '^\[  FAILED  \] [0-9]' "$O/$n$tag.txt")"
   grep -E "Failure$" -A3 "$O/$n$tag.txt" | head -6
 }
-# gdn_bench "a b" "name:VAR=VALUE ..." ARGS...: hypic_bench_kernels --only gdn ARGS under each form, each round
+# gdn_bench "a b" "name:VAR=VALUE[,VAR=VALUE] ..." ARGS...: hypic_bench_kernels --only gdn ARGS under each form, each round
 # (into $O/bench_<name>_<round>.json), printing tokens, variant and ms of each case.
 gdn_bench() {
   local rounds=$1 forms=$2 k f n; shift 2
   for k in $rounds; do for f in $forms; do
     n=${f%%:*}
-    env ${f#*:} timeout 60 "$B/hypic_bench_kernels" --only gdn "$@" > "$O/bench_${n}_$k.json" 2>&1
+    env $(tr , " " <<< "${f#*:}") timeout 60 "$B/hypic_bench_kernels" --only gdn "$@" > "$O/bench_${n}_$k.json" 2>&1
     echo "$n $k:"
     grep -oE '"tokens": [0-9]+, "variant": "[^"]+", "ms": [0-9.]+' "$O/bench_${n}_$k.json" |
       sed -E 's/"tokens": //; s/"variant": //; s/"ms": //'

@@ -494,13 +494,15 @@ if [ "$stage" = final ]; then
     /tmp/fixtures/qwen3.5-chat/chat_template.jinja "$O/serve" ${SERVE_RATES:-1 2 4 8} 2>&1 | tee "$O/serve_summary.txt"
 fi
 if [ "$stage" = gdn ]; then
-  # The forms, VAR=VALUE[+VAR=VALUE]: the default (gdn_prep on Hopper products beside the register-state walk); the
-  # walk of two warpgroups a block beside prep, and in every walk;
+  # The forms, VAR=VALUE[+VAR=VALUE]: the default (gdn_prep on Hopper products beside the register-state walk, two
+  # warpgroups a walk block where one-warpgroup blocks would be more than the SMs, the loop unrolled by its stages
+  # where the launch builds T); the walk of two warpgroups a block beside prep, in every walk, and never; the loop
+  # unrolled in every walk (also with prep before it), and never;
   # gdn_prep.cu's mma.sync form (HYPIC_CUDA_GDN_PREP_SM90=0); the two-stage walk beside prep
   # (HYPIC_CUDA_GDN_OVERLAP_STAGES=2); U formed in the walk (HYPIC_CUDA_GDN_U_IN_WALK=1); each of the first, second
   # and fourth with prep before the walk; the shared-memory walk.
   mma=HYPIC_CUDA_GDN_PREP_SM90=0 two=HYPIC_CUDA_GDN_OVERLAP_STAGES=2 uw=HYPIC_CUDA_GDN_U_IN_WALK=1 seq=HYPIC_CUDA_GDN_OVERLAP=0
-  forms=${GDN_FORMS:-"default:HYPIC_CUDA_GDN_OVERLAP=1 pair:HYPIC_CUDA_GDN_WALK_PAIR=1 pair_all:HYPIC_CUDA_GDN_WALK_PAIR=all pair_auto:HYPIC_CUDA_GDN_WALK_PAIR=auto unroll:HYPIC_CUDA_GDN_WALK_UNROLL=1 unroll_seq:HYPIC_CUDA_GDN_WALK_UNROLL=1+$seq mma_prep:$mma two:$two u_walk:$uw sequential:$seq mma_prep_seq:$mma+$seq u_walk_seq:$uw+$seq smem_walk:HYPIC_CUDA_GDN_RS=0"}
+  forms=${GDN_FORMS:-"default:HYPIC_CUDA_GDN_OVERLAP=1 pair:HYPIC_CUDA_GDN_WALK_PAIR=1 pair_all:HYPIC_CUDA_GDN_WALK_PAIR=all pair_never:HYPIC_CUDA_GDN_WALK_PAIR=0 unroll:HYPIC_CUDA_GDN_WALK_UNROLL=1 unroll_seq:HYPIC_CUDA_GDN_WALK_UNROLL=1+$seq rolled:HYPIC_CUDA_GDN_WALK_UNROLL=0 mma_prep:$mma two:$two u_walk:$uw sequential:$seq mma_prep_seq:$mma+$seq u_walk_seq:$uw+$seq smem_walk:HYPIC_CUDA_GDN_RS=0"}
   vars() { echo "${1#*:}" | tr + ' '; }
   for f in $forms; do
     (export $(vars "$f"); run_test cuda_gdn_chunked_test)
@@ -515,16 +517,16 @@ if [ "$stage" = gdn ]; then
   for k in a b; do
     for f in $forms; do
       step "bench gdn, $(vars "$f") ($k)"
-      env $(vars "$f") "$(bin hypic_bench_kernels)" --only gdn --tokens 8192,32768 --iters 20 > "$O/bench_gdn_${f%%:*}_$k.json"
-      grep -oE '"tokens": [0-9]+, "variant": "[a-z+]+", "ms": [0-9.]+' "$O/bench_gdn_${f%%:*}_$k.json"
+      env $(vars "$f") "$(bin hypic_bench_kernels)" --only gdn --tokens 8192,32768 --gdn-seqs 1,16 --iters 20 > "$O/bench_gdn_${f%%:*}_$k.json"
+      grep -oE '"tokens": [0-9]+, "variant": "[^"]+", "ms": [0-9.]+' "$O/bench_gdn_${f%%:*}_$k.json"
     done
   done
   whl=$(ls .whl/*.whl .deps/whl/*.whl 2> /dev/null | head -1)
   if [ -n "$whl" ]; then
     step fla
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$whl" > /dev/null 2>&1
-    PYTHONPATH=/tmp/site python3 tools/bench/bench_peers.py --ops gdn --tokens 8192,32768 --iters 20 \
-      | tee "$O/bench_peers_gdn.json" | grep -E '"ms"|variant|error' | paste - - | head -8
+    PYTHONPATH=/tmp/site python3 tools/bench/bench_peers.py --ops gdn --tokens 8192,32768 --gdn-seqs 1,16 --iters 20 \
+      | tee "$O/bench_peers_gdn.json" | grep -E '"ms"|variant|error' | paste - - | head -16
   fi
   # One 8k gdn_prep launch of each kind on the whole GPU (prep then walk), Nsight Compute's full set and stalls.
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

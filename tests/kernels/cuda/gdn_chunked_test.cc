@@ -128,7 +128,8 @@ TEST_F(CudaOps, GdnChunkedLongSequence) {
 // launches captured into a graph and replayed.
 TEST_F(CudaOps, GdnChunkedPreparedBesideTheWalk) {
   // On a Hopper GPU of 128 SMs or more, with the A/B switches unset, these cases take the overlapped form (the walk
-  // with T takes 64 blocks of one warpgroup, 32 of two with HYPIC_CUDA_GDN_WALK_PAIR=1 or all: at most half the SMs).
+  // with T takes 64 blocks of one warpgroup, fewer than the SMs, or 32 of two with HYPIC_CUDA_GDN_WALK_PAIR=1 or all:
+  // at most half the SMs).
   int dev = 0, major = 0, sms = 0;
   HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
   HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -168,7 +169,7 @@ TEST_F(CudaOps, GdnChunkedPackedWithEmptyAndTinySequences) {
 }
 
 // Nine sequences of uneven lengths, 16 heads: 288 blocks of one warpgroup (576 with T), more than an H100's or
-// H200's 132 SMs, so with HYPIC_CUDA_GDN_WALK_PAIR=auto the walk takes blocks of two warpgroups (warpgroups() in
+// H200's 132 SMs, so the walk takes blocks of two warpgroups unless HYPIC_CUDA_GDN_WALK_PAIR=0 (warpgroups() in
 // gdn_walk_rs_sm90.cu).
 TEST_F(CudaOps, GdnChunkedManySequencesTakeTwoWarpgroupBlocks) {
   run_case(pool, {{0, 130, 200, 457, 520, 650, 651, 910, 1040, 1171}, 16, 8, 128, 128, -0.7f});
