@@ -480,14 +480,19 @@ int warpgroups(const GdnShape& s, const Workspace& w, bool transfer, bool beside
   return blocks_per_head(s, transfer, 1) * s.H * s.N > detail::device_sm_count() ? 2 : 1;
 }
 
-// The three-stage one-warpgroup walk with its loop unrolled by the stages (kUnroll: the products' descriptors on the
-// uniform datapath, three times the loop's code). Unset: where the launch also forms T, the only case it wins on an
-// H100 (with T 0.349 -> 0.344 ms at 8k, 1.408 -> 1.347 ms at 32k; without, 0.294 -> 0.305, 1.14 -> 1.18);
-// HYPIC_CUDA_GDN_WALK_UNROLL=1 in every launch, =0 never.
-bool unroll_walk(bool transfer) {
-  static const bool always = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "1");
+// The three-stage walk with its loop unrolled by the stages (kUnroll: the products' descriptors on the uniform
+// datapath, three times the loop's code). Measured on an H100: faster where the walk runs alone (prep before it: 8k
+// 0.354 -> 0.342 ms, 32k 1.389 -> 1.306; with T, 0.349 -> 0.345, 1.396 -> 1.326), slower beside prep (0.294 ->
+// 0.305, 1.14 -> 1.18; why is not known). Unset: one-warpgroup walks that do not run beside prep;
+// HYPIC_CUDA_GDN_WALK_UNROLL=1 in every three-stage launch, two-warpgroup blocks included (beside prep with T: 32k
+// 1.303 -> 1.252 ms, 8k 0.353 -> 0.350); =0 never.
+bool unroll_every_launch() {
+  static const bool on = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "1");
+  return on;
+}
+bool unroll_walk(bool beside) {
   static const bool never = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "0");
-  return always || (transfer && !never);
+  return unroll_every_launch() || (!beside && !never);
 }
 
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
@@ -547,16 +552,22 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     gdn_walk_rs_kernel<2, true><<<grid, kNT, Smem<2, true>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   } else if (wgs == 2) {  // two warpgroups a block over the same tiles, U in a ring of its own
     static_assert(Smem<3, false, 2>::bytes <= 227 * 1024, "an sm_90 block's shared memory");
-    raise_smem_limit(gdn_walk_rs_kernel<3, false, 2>, Smem<3, false, 2>::bytes);
-    gdn_walk_rs_kernel<3, false, 2><<<grid, 2 * kNT, Smem<3, false, 2>::bytes, stream>>>(maps, s, cu, state, transfer,
-                                                                                        w, out);
+    if (unroll_every_launch()) {
+      raise_smem_limit(gdn_walk_rs_kernel<3, false, 2, true>, Smem<3, false, 2>::bytes);
+      gdn_walk_rs_kernel<3, false, 2, true><<<grid, 2 * kNT, Smem<3, false, 2>::bytes, stream>>>(
+          maps, s, cu, state, transfer, w, out);
+    } else {
+      raise_smem_limit(gdn_walk_rs_kernel<3, false, 2>, Smem<3, false, 2>::bytes);
+      gdn_walk_rs_kernel<3, false, 2><<<grid, 2 * kNT, Smem<3, false, 2>::bytes, stream>>>(maps, s, cu, state,
+                                                                                          transfer, w, out);
+    }
   } else if (beside && two_stages_beside()) {  // gdn_prep beside the walk (launch_overlapped), two stages
     raise_smem_limit(gdn_walk_rs_kernel<2, false>, Smem<2>::bytes);
     // The largest shared-memory split, so that a prep block (52-54 KB) fits beside the walk's 144 KB: an SM takes the
     // split of the first kernel placed on it, and at its own needs the walk would get 164 KB.
     prefer_max_shared(gdn_walk_rs_kernel<2, false>);
     gdn_walk_rs_kernel<2, false><<<grid, kNT, Smem<2>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
-  } else if (unroll_walk(transfer != nullptr)) {
+  } else if (unroll_walk(beside)) {
     raise_smem_limit(gdn_walk_rs_kernel<3, false, 1, true>, Smem<3>::bytes);
     gdn_walk_rs_kernel<3, false, 1, true><<<grid, kNT, Smem<3>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   } else {
