@@ -31,7 +31,7 @@ constexpr int kNT = 128;    // one warpgroup
 constexpr int kDK = 128;    // key dim
 constexpr int kCols = 64;   // state columns a block (the products' M)
 // Chunks of tiles in flight (kStages, a template parameter): 3, chunk c computes while c + 1 and c + 2 land; or, beside
-// gdn_prep with HYPIC_CUDA_GDN_OVERLAP_STAGES=2 (not yet measured), 2: the smaller footprint leaves room for a prep block
+// gdn_prep with HYPIC_CUDA_GDN_OVERLAP_STAGES=2 (measured slower on an H100), 2: the smaller footprint leaves room for a prep block
 // on each of the walk's SMs, where the walk mostly waits for its chunks' flags.
 constexpr int kBox = kSwBox;
 constexpr int kLdO = kCols + 8;  // row stride (elements) of the output staging tile: conflict-free stmatrix
