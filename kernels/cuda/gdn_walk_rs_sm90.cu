@@ -449,8 +449,8 @@ int64_t blocks_per_head(const GdnShape& s, bool transfer, int wg) {
 
 // Two warpgroups a block (the state's and T's 128 columns a block, sharing their W, K, Q and Aqk tiles) where dv is a
 // multiple of 128. Unset or HYPIC_CUDA_GDN_WALK_PAIR=auto: where blocks of one warpgroup would be more than the SMs
-// (several sequences, or many heads with T; H100, 16 sequences of 2k: 1.024 -> 0.961 ms, 1.226 -> 1.094 ms with T);
-// =1 beside gdn_prep; =all in every launch of the walk; =0, never.
+// (several sequences, or many heads with T; H100, 16 sequences of 2k: 1.024 -> 0.961 ms, 1.226 -> 1.094 ms with T),
+// and beside prep for a long sequence with T (warpgroups()); =1 beside gdn_prep; =all in every launch of the walk; =0, never.
 enum class Pair { kNever, kAuto, kBeside, kAll };
 Pair pair_mode() {
   static const Pair m = env_is("HYPIC_CUDA_GDN_WALK_PAIR", "all")  ? Pair::kAll
@@ -466,9 +466,15 @@ bool two_stages_beside() {
   return on;
 }
 
+// Tokens a sequence from which a launch that builds T walks on two-warpgroup blocks beside prep where one-warpgroup
+// blocks would leave prep no SMs (H100, 32 heads, one sequence, with the loop unrolled: 8k 0.345 -> 0.350 ms, 16k
+// 0.665 -> 0.653, 24k 0.995 -> 0.953, 32k 1.326 -> 1.252).
+constexpr int64_t kPairBesideTokens = 16384;
+
 // The launch's warpgroups a block: one for U formed in the walk and for the two-stage walk beside prep. A block of two
 // walks twice the columns in ~1.13x the chunk time of a block of one (H100, docs/cuda_kernels.md), and each takes a
-// whole SM: so with =auto, two where one-warpgroup blocks would need more than one wave of the SMs.
+// whole SM: so with =auto, two where one-warpgroup blocks would need more than one wave of the SMs, and for long
+// sequences with T where only half as many blocks let prep run beside the walk (overlap_applies asks with beside).
 int warpgroups(const GdnShape& s, const Workspace& w, bool transfer, bool beside) {
   if (s.dv % (2 * kCols) != 0 || w.V != nullptr || (beside && two_stages_beside())) return 1;
   switch (pair_mode()) {
@@ -477,15 +483,17 @@ int warpgroups(const GdnShape& s, const Workspace& w, bool transfer, bool beside
     case Pair::kBeside: return beside ? 2 : 1;
     case Pair::kAuto: break;
   }
-  return blocks_per_head(s, transfer, 1) * s.H * s.N > detail::device_sm_count() ? 2 : 1;
+  const int64_t one = blocks_per_head(s, transfer, 1) * s.H * s.N, sms = detail::device_sm_count();
+  if (one > sms) return 2;
+  return beside && transfer && 2 * one > sms && s.T >= kPairBesideTokens * s.N ? 2 : 1;
 }
 
 // The three-stage walk with its loop unrolled by the stages (kUnroll: the products' descriptors on the uniform
 // datapath, three times the loop's code). Measured on an H100: faster where the walk runs alone (prep before it: 8k
 // 0.354 -> 0.342 ms, 32k 1.389 -> 1.306; with T, 0.349 -> 0.345, 1.396 -> 1.326), slower beside prep (0.294 ->
-// 0.305, 1.14 -> 1.18; why is not known). Unset: one-warpgroup walks that do not run beside prep;
-// HYPIC_CUDA_GDN_WALK_UNROLL=1 in every three-stage launch, two-warpgroup blocks included (beside prep with T: 32k
-// 1.303 -> 1.252 ms, 8k 0.353 -> 0.350); =0 never.
+// 0.305, 1.14 -> 1.18; why is not known). Unset: one-warpgroup walks that do not run beside prep, and two-warpgroup
+// walks beside prep with T (32k 1.303 -> 1.252 ms, 8k 0.353 -> 0.350); HYPIC_CUDA_GDN_WALK_UNROLL=1 in every
+// three-stage launch; =0 never.
 bool unroll_every_launch() {
   static const bool on = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "1");
   return on;
@@ -493,6 +501,11 @@ bool unroll_every_launch() {
 bool unroll_walk(bool beside) {
   static const bool never = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "0");
   return unroll_every_launch() || (!beside && !never);
+}
+// Two-warpgroup blocks: unrolled beside prep with T (above), the one form of them measured to gain.
+bool unroll_pair(bool beside, bool transfer) {
+  static const bool never = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "0");
+  return unroll_every_launch() || (beside && transfer && !never);
 }
 
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
@@ -552,7 +565,7 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     gdn_walk_rs_kernel<2, true><<<grid, kNT, Smem<2, true>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   } else if (wgs == 2) {  // two warpgroups a block over the same tiles, U in a ring of its own
     static_assert(Smem<3, false, 2>::bytes <= 227 * 1024, "an sm_90 block's shared memory");
-    if (unroll_every_launch()) {
+    if (unroll_pair(beside, transfer != nullptr)) {
       raise_smem_limit(gdn_walk_rs_kernel<3, false, 2, true>, Smem<3, false, 2>::bytes);
       gdn_walk_rs_kernel<3, false, 2, true><<<grid, 2 * kNT, Smem<3, false, 2>::bytes, stream>>>(
           maps, s, cu, state, transfer, w, out);

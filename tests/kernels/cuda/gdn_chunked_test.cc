@@ -149,6 +149,24 @@ TEST_F(CudaOps, GdnChunkedPreparedBesideTheWalk) {
     DevArray<unsigned char> ws_wide(pool, gdn_chunked_workspace_bytes(wide));
     DevArray<bf16> out_wide(pool, 2000 * 40 * 128);
     EXPECT_FALSE(gdn_chunked_prefill_overlaps(wide, q.get(), q.get(), out_wide.get(), true, 2000, ws_wide.get()));
+    // 32 heads with T take 128 one-warpgroup blocks, which leave prep no room beside them; from 16k tokens a sequence
+    // the walk takes 64 blocks of two instead and prep runs beside it (warpgroups() in gdn_walk_rs_sm90.cu; the
+    // kernel and launch are those HYPIC_CUDA_GDN_WALK_PAIR=1 with HYPIC_CUDA_GDN_WALK_UNROLL=1 checks below).
+    const bool pair_rule = std::getenv("HYPIC_CUDA_GDN_WALK_PAIR") == nullptr &&
+                           std::getenv("HYPIC_CUDA_GDN_OVERLAP_STAGES") == nullptr &&
+                           std::getenv("HYPIC_CUDA_GDN_U_IN_WALK") == nullptr;
+    if (pair_rule) {
+      for (const int64_t T : {int64_t{8192}, int64_t{16384}}) {
+        const GdnShape heads32{T, 1, 32, 16, 128, 128};
+        DevArray<unsigned char> ws32(pool, gdn_chunked_workspace_bytes(heads32));
+        DevArray<bf16> out32(pool, T * 32 * 128);
+        EXPECT_EQ(gdn_chunked_prefill_overlaps(heads32, q.get(), q.get(), out32.get(), true, T, ws32.get()),
+                  T >= 16384)
+            << T << " tokens";
+        // Without T, 64 one-warpgroup blocks: beside prep at either length.
+        EXPECT_TRUE(gdn_chunked_prefill_overlaps(heads32, q.get(), q.get(), out32.get(), false, T, ws32.get()));
+      }
+    }
   }
   run_case(pool, {{0, 2000}, 16, 8, 128, 128, -0.7f});  // 32 chunks, 16 heads, last chunk partial
   run_case(pool, {{0, 700}, 4, 2, 128, 128, -0.7f, true});
