@@ -381,8 +381,9 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
 bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                     bool fused);
 // Blocks of the register-state walk's launch (every one on an SM of its own), beside gdn_prep (launch_overlapped) or
-// not: where dv is a multiple of 128 and HYPIC_CUDA_GDN_WALK_PAIR asks for it (=1 beside prep, =auto where blocks of
-// one warpgroup would be more than the SMs, =all in every launch), a block walks 128 columns on two warpgroups.
+// not: where dv is a multiple of 128, a block walks 128 columns on two warpgroups where blocks of one would be more
+// than the SMs, or beside prep for a long sequence with T (HYPIC_CUDA_GDN_WALK_PAIR: =1 beside prep, =all in every
+// launch, =0 never; gdn_walk_rs_sm90.cu's warpgroups()).
 int64_t walk_rs_blocks(const GdnShape& s, const Workspace& w, bool transfer, bool beside);
 // gdn_prep beside the walk (gdn_overlap.cu): the walk waits for each chunk's ready flag instead of for a whole prep
 // launch, and the chunks past the first ones are prepared on the SMs the walk leaves free. It applies (overlap_applies)

@@ -252,156 +252,156 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   const uint64_t dv0 = sm90::desc_sw128(smem + Smem::v, kBox, 1024), du0 = sm90::desc_sw128(smem + Smem::u, 16, 1024);
   // One chunk: c, and its stage c % kStages as an int or (kUnroll) a compile-time constant.
   auto chunk = [&](const int c, const auto stage_of_c) {
-      const int stage = int(stage_of_c);
-      const uint32_t soff = uint32_t(stage) * uint32_t(Smem::stage);
-      unsigned char* st = smem + soff;
-      const uint64_t dw = sm90::desc_advance(dw0, soff), dk = sm90::desc_advance(dk0, soff);
-      // S's bf16 copy, the A of this chunk's products; then its decay, and the last chunk's outputs to Ost. ptxas
-      // tracks registers written by a product only up to the loop's back edge: touching S or O once this chunk's
-      // products are in flight would make it wait for them all, so both happen here.
-      uint32_t aS[8][4];
-      to_a<8>(aS, S);
-      if (!kRing) {
-        const float decay = __expf(gl);
-  #pragma unroll
-        for (int i = 0; i < 64; ++i) S[i] *= decay;
-        sm90::fence_regs(S);  // here, not sunk past the products' issue
-      }
-      if (OUTS && c > 0) stage_out();
-      // The chunk's decay factors, this warp's copy.
-      auto factors = [&]() {
-        const int L = wr.chunk_len(c);
-        fac[lane] = __expf(g0);
-        fac[lane + 32] = __expf(g1);
-        fac[kC + lane] = lane < L ? __expf(gl - g0) : 0.0f;
-        fac[kC + lane + 32] = lane + 32 < L ? __expf(gl - g1) : 0.0f;
-      };
-      if (!kRing) {
-        factors();
-        __syncthreads();  // chunk c - 1's stage is read by no one (its products were waited for): reloaded below
-      }
-      sm90::mbar_wait(full + stage, uint32_t(c / kStages) & 1);  // chunk c's tiles (with the ring, and G)
-      if (kRing) {
-        const float* G = gst + stage * kC;
-        g0 = G[lane], g1 = G[lane + 32], gl = G[wr.chunk_len(c) - 1];
-        const float decay = __expf(gl);
-  #pragma unroll
-        for (int i = 0; i < 64; ++i) S[i] *= decay;
-        sm90::fence_regs(S);
-        factors();  // the last chunk's reads of them were before its final warp barrier
-        __syncwarp();
-      }
-
-      // X = S^T W^T (with NEG: S^T (-W)^T, after UPROD's U^T = V^T (A diag(beta))^T: then X = Vn^T)
-      float X[32];
-      sm90::wgmma_fence();
-      if (UPROD) {
-  #pragma unroll
-        for (int ks = 0; ks < kC / 16; ++ks)
-          sm90::wgmma_m64k16_ss<1, 0>(X, sm90::desc_advance(dv0, soff + ks * 16 * 128),
-                                      sm90::desc_advance(du0, soff + 32 * ks), ks > 0);
-      }
-  #pragma unroll
-      for (int ks = 0; ks < kDK / 16; ++ks)
-        sm90::wgmma_m64n64k16_rs(X, aS[ks], sm90::desc_advance(dw, (ks / 4) * kBox + 32 * (ks % 4)), UPROD || ks > 0);
-      sm90::wgmma_commit();
-      issue_u(c + 1);  // into chunk c - 1's slot, once every warp has read it
-
-      // While X runs: U^T's fragments, the last chunk's outputs.
-      uint32_t uf[8][2];  // uf[j][hh]: U^T(m0 + 8 hh, rows 8 j + 2 tq, + 1)
-      if (!NEG && !is_T) {
-        const unsigned char* Us = st + Smem::u;
-        if (kRing) {
-          Us = smem + Smem::uring + (c % 2) * kWG * kBox + wg * kBox;
-          sm90::mbar_wait(ufull + c % 2, uint32_t(c / 2) & 1);
-        }
-        const int mi = lane / 8, mr = lane % 8;
-  #pragma unroll
-        for (int j = 0; j < 8; j += 2) {
-          uint32_t r4[4];
-          detail::ldmatrix_x4_trans(r4, Us + sw128(8 * (j + mi / 2) + mr, 2 * warp + mi % 2));
-          uf[j][0] = r4[0], uf[j][1] = r4[1], uf[j + 1][0] = r4[2], uf[j + 1][1] = r4[3];
-        }
-        if (kRing) {  // this warp's release of the slot
-          __syncwarp();
-          if (sm90::elect_one()) sm90::mbar_arrive(uempty + c % 2);
-        }
-      }
-      if (OUTS && c > 0) write_out(c - 1);
-      sm90::wgmma_wait<0>();
-      sm90::fence_regs(X);
-      if (!OUTS) sm90::fence_u32(aS);
-
-      // Vn^T = U^T - X (with NEG: X), Vd^T = Vn^T diag(e^{G_L - G_j}): the A operands of the update and of Aqk Vn.
-      uint32_t aVd[4][4], aVn[4][4];
-  #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float2 dj = *reinterpret_cast<const float2*>(fac + kC + 8 * j + 2 * tq);
-  #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          float u0 = 0.0f, u1 = 0.0f;
-          if (!NEG && !is_T) {
-            const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&uf[j][hh]));
-            u0 = uu.x, u1 = uu.y;
-          }
-          const float v0 = NEG ? X[4 * j + 2 * hh] : u0 - X[4 * j + 2 * hh];
-          const float v1 = NEG ? X[4 * j + 2 * hh + 1] : u1 - X[4 * j + 2 * hh + 1];
-          // slice j / 2, register 2 (j % 2) + hh of the A fragment
-          aVd[j / 2][2 * (j % 2) + hh] = pack_bf16(v0 * dj.x, v1 * dj.y);
-          if (OUTS) aVn[j / 2][2 * (j % 2) + hh] = pack_bf16(v0, v1);
-        }
-      }
-      // S^T = e^{G_L} S^T + Vd^T K
+    const int stage = int(stage_of_c);
+    const uint32_t soff = uint32_t(stage) * uint32_t(Smem::stage);
+    unsigned char* st = smem + soff;
+    const uint64_t dw = sm90::desc_advance(dw0, soff), dk = sm90::desc_advance(dk0, soff);
+    // S's bf16 copy, the A of this chunk's products; then its decay, and the last chunk's outputs to Ost. ptxas
+    // tracks registers written by a product only up to the loop's back edge: touching S or O once this chunk's
+    // products are in flight would make it wait for them all, so both happen here.
+    uint32_t aS[8][4];
+    to_a<8>(aS, S);
+    if (!kRing) {
+      const float decay = __expf(gl);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) S[i] *= decay;
+      sm90::fence_regs(S);  // here, not sunk past the products' issue
+    }
+    if (OUTS && c > 0) stage_out();
+    // The chunk's decay factors, this warp's copy.
+    auto factors = [&]() {
+      const int L = wr.chunk_len(c);
+      fac[lane] = __expf(g0);
+      fac[lane + 32] = __expf(g1);
+      fac[kC + lane] = lane < L ? __expf(gl - g0) : 0.0f;
+      fac[kC + lane + 32] = lane + 32 < L ? __expf(gl - g1) : 0.0f;
+    };
+    if (!kRing) {
+      factors();
+      __syncthreads();  // chunk c - 1's stage is read by no one (its products were waited for): reloaded below
+    }
+    sm90::mbar_wait(full + stage, uint32_t(c / kStages) & 1);  // chunk c's tiles (with the ring, and G)
+    if (kRing) {
+      const float* G = gst + stage * kC;
+      g0 = G[lane], g1 = G[lane + 32], gl = G[wr.chunk_len(c) - 1];
+      const float decay = __expf(gl);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) S[i] *= decay;
       sm90::fence_regs(S);
-      sm90::wgmma_fence();
-  #pragma unroll
+      factors();  // the last chunk's reads of them were before its final warp barrier
+      __syncwarp();
+    }
+
+    // X = S^T W^T (with NEG: S^T (-W)^T, after UPROD's U^T = V^T (A diag(beta))^T: then X = Vn^T)
+    float X[32];
+    sm90::wgmma_fence();
+    if (UPROD) {
+#pragma unroll
       for (int ks = 0; ks < kC / 16; ++ks)
-        sm90::wgmma_m64n128k16_rs_mn(S, aVd[ks], sm90::desc_advance(dk, ks * 16 * 128));
-      sm90::wgmma_commit();
+        sm90::wgmma_m64k16_ss<1, 0>(X, sm90::desc_advance(dv0, soff + ks * 16 * 128),
+                                    sm90::desc_advance(du0, soff + 32 * ks), ks > 0);
+    }
+#pragma unroll
+    for (int ks = 0; ks < kDK / 16; ++ks)
+      sm90::wgmma_m64n64k16_rs(X, aS[ks], sm90::desc_advance(dw, (ks / 4) * kBox + 32 * (ks % 4)), UPROD || ks > 0);
+    sm90::wgmma_commit();
+    issue_u(c + 1);  // into chunk c - 1's slot, once every warp has read it
 
-      if (OUTS) {
-        // O = diag(e^G) (Q S) + Aqk Vn, transposed: Q S behind the update (in the registers X had: issued beside X, it
-        // would keep them and S's bf16 copy live through the elementwise step, past the register file), then scale
-        // its columns and accumulate Vn^T Aqk^T.
-        sm90::wgmma_fence();
-  #pragma unroll
-        for (int ks = 0; ks < kDK / 16; ++ks)
-          sm90::wgmma_m64n64k16_rs(O, aS[ks], sm90::desc_advance(dq0, soff + (ks / 4) * kBox + 32 * (ks % 4)), ks > 0);
-        sm90::wgmma_commit();
+    // While X runs: U^T's fragments, the last chunk's outputs.
+    uint32_t uf[8][2];  // uf[j][hh]: U^T(m0 + 8 hh, rows 8 j + 2 tq, + 1)
+    if (!NEG && !is_T) {
+      const unsigned char* Us = st + Smem::u;
+      if (kRing) {
+        Us = smem + Smem::uring + (c % 2) * kWG * kBox + wg * kBox;
+        sm90::mbar_wait(ufull + c % 2, uint32_t(c / 2) & 1);
       }
-      // While the tensor cores run: chunk c + kStages - 1's tiles (into chunk c - 1's stage; here rather than at the barrier,
-      // where warp 0's copies would hold it up and so every warp's products) and chunk c + 1's G.
-      await_ready(c + 2);
-      issue(c + kStages - 1);
-      load_g(c + 1, g0, g1, gl);
-      if (OUTS) {
-        sm90::wgmma_wait<0>();  // Q S (the update, ahead of it, too)
-        sm90::fence_regs(O);
-        sm90::fence_regs(S);
-        sm90::fence_u32(aS);
-  #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float2 e = *reinterpret_cast<const float2*>(fac + 8 * j + 2 * tq);
-          O[4 * j] *= e.x, O[4 * j + 1] *= e.y, O[4 * j + 2] *= e.x, O[4 * j + 3] *= e.y;
-        }
-        sm90::fence_regs(O);
-        sm90::wgmma_fence();
-  #pragma unroll
-        for (int ks = 0; ks < kC / 16; ++ks)
-          sm90::wgmma_m64n64k16_rs(O, aVn[ks], sm90::desc_advance(da0, soff + 32 * ks), 1);
-        sm90::wgmma_commit();
+      const int mi = lane / 8, mr = lane % 8;
+#pragma unroll
+      for (int j = 0; j < 8; j += 2) {
+        uint32_t r4[4];
+        detail::ldmatrix_x4_trans(r4, Us + sw128(8 * (j + mi / 2) + mr, 2 * warp + mi % 2));
+        uf[j][0] = r4[0], uf[j][1] = r4[1], uf[j + 1][0] = r4[2], uf[j + 1][1] = r4[3];
       }
-      // Nothing is left in flight across the loop's back edge (ptxas serialises every product otherwise): the update
-      // is the next chunk's first need anyway, and Aqk Vn reads the stage that the next chunk reloads.
-      sm90::wgmma_wait<0>();
-      sm90::fence_regs(S);
-      sm90::fence_regs(O);
-      sm90::fence_u32(aVd);
-      if (OUTS) sm90::fence_u32(aVn);
-      if (kRing) {  // this warp's release of the stage
+      if (kRing) {  // this warp's release of the slot
         __syncwarp();
-        if (sm90::elect_one()) sm90::mbar_arrive(empty + stage);
+        if (sm90::elect_one()) sm90::mbar_arrive(uempty + c % 2);
       }
+    }
+    if (OUTS && c > 0) write_out(c - 1);
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(X);
+    if (!OUTS) sm90::fence_u32(aS);
+
+    // Vn^T = U^T - X (with NEG: X), Vd^T = Vn^T diag(e^{G_L - G_j}): the A operands of the update and of Aqk Vn.
+    uint32_t aVd[4][4], aVn[4][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 dj = *reinterpret_cast<const float2*>(fac + kC + 8 * j + 2 * tq);
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float u0 = 0.0f, u1 = 0.0f;
+        if (!NEG && !is_T) {
+          const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&uf[j][hh]));
+          u0 = uu.x, u1 = uu.y;
+        }
+        const float v0 = NEG ? X[4 * j + 2 * hh] : u0 - X[4 * j + 2 * hh];
+        const float v1 = NEG ? X[4 * j + 2 * hh + 1] : u1 - X[4 * j + 2 * hh + 1];
+        // slice j / 2, register 2 (j % 2) + hh of the A fragment
+        aVd[j / 2][2 * (j % 2) + hh] = pack_bf16(v0 * dj.x, v1 * dj.y);
+        if (OUTS) aVn[j / 2][2 * (j % 2) + hh] = pack_bf16(v0, v1);
+      }
+    }
+    // S^T = e^{G_L} S^T + Vd^T K
+    sm90::fence_regs(S);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks)
+      sm90::wgmma_m64n128k16_rs_mn(S, aVd[ks], sm90::desc_advance(dk, ks * 16 * 128));
+    sm90::wgmma_commit();
+
+    if (OUTS) {
+      // O = diag(e^G) (Q S) + Aqk Vn, transposed: Q S behind the update (in the registers X had: issued beside X, it
+      // would keep them and S's bf16 copy live through the elementwise step, past the register file), then scale
+      // its columns and accumulate Vn^T Aqk^T.
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kDK / 16; ++ks)
+        sm90::wgmma_m64n64k16_rs(O, aS[ks], sm90::desc_advance(dq0, soff + (ks / 4) * kBox + 32 * (ks % 4)), ks > 0);
+      sm90::wgmma_commit();
+    }
+    // While the tensor cores run: chunk c + kStages - 1's tiles (into chunk c - 1's stage; here rather than at the barrier,
+    // where warp 0's copies would hold it up and so every warp's products) and chunk c + 1's G.
+    await_ready(c + 2);
+    issue(c + kStages - 1);
+    load_g(c + 1, g0, g1, gl);
+    if (OUTS) {
+      sm90::wgmma_wait<0>();  // Q S (the update, ahead of it, too)
+      sm90::fence_regs(O);
+      sm90::fence_regs(S);
+      sm90::fence_u32(aS);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float2 e = *reinterpret_cast<const float2*>(fac + 8 * j + 2 * tq);
+        O[4 * j] *= e.x, O[4 * j + 1] *= e.y, O[4 * j + 2] *= e.x, O[4 * j + 3] *= e.y;
+      }
+      sm90::fence_regs(O);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks)
+        sm90::wgmma_m64n64k16_rs(O, aVn[ks], sm90::desc_advance(da0, soff + 32 * ks), 1);
+      sm90::wgmma_commit();
+    }
+    // Nothing is left in flight across the loop's back edge (ptxas serialises every product otherwise): the update
+    // is the next chunk's first need anyway, and Aqk Vn reads the stage that the next chunk reloads.
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(S);
+    sm90::fence_regs(O);
+    sm90::fence_u32(aVd);
+    if (OUTS) sm90::fence_u32(aVn);
+    if (kRing) {  // this warp's release of the stage
+      __syncwarp();
+      if (sm90::elect_one()) sm90::mbar_arrive(empty + stage);
+    }
   };
   if constexpr (kUnroll) {
     // One copy of the chunk a stage, so that each copy's stage offset is a constant and the products' descriptors
@@ -494,18 +494,21 @@ int warpgroups(const GdnShape& s, const Workspace& w, bool transfer, bool beside
 // 0.305, 1.14 -> 1.18; why is not known). Unset: one-warpgroup walks that do not run beside prep, and two-warpgroup
 // walks beside prep with T (32k 1.303 -> 1.252 ms, 8k 0.353 -> 0.350); HYPIC_CUDA_GDN_WALK_UNROLL=1 in every
 // three-stage launch; =0 never.
-bool unroll_every_launch() {
-  static const bool on = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "1");
-  return on;
+enum class Unroll { kNever, kDefault, kAlways };
+Unroll unroll_mode() {
+  static const Unroll m = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "1")   ? Unroll::kAlways
+                          : env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "0") ? Unroll::kNever
+                                                                      : Unroll::kDefault;
+  return m;
 }
-bool unroll_walk(bool beside) {
-  static const bool never = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "0");
-  return unroll_every_launch() || (!beside && !never);
-}
-// Two-warpgroup blocks: unrolled beside prep with T (above), the one form of them measured to gain.
-bool unroll_pair(bool beside, bool transfer) {
-  static const bool never = env_is("HYPIC_CUDA_GDN_WALK_UNROLL", "0");
-  return unroll_every_launch() || (beside && transfer && !never);
+// kWG warpgroups a block, beside prep or not, the launch building T or not.
+bool unroll_walk(int kwg, bool beside, bool transfer) {
+  switch (unroll_mode()) {
+    case Unroll::kNever: return false;
+    case Unroll::kAlways: return true;
+    case Unroll::kDefault: break;
+  }
+  return kwg == 1 ? !beside : beside && transfer;
 }
 
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
@@ -565,7 +568,7 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     gdn_walk_rs_kernel<2, true><<<grid, kNT, Smem<2, true>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   } else if (wgs == 2) {  // two warpgroups a block over the same tiles, U in a ring of its own
     static_assert(Smem<3, false, 2>::bytes <= 227 * 1024, "an sm_90 block's shared memory");
-    if (unroll_pair(beside, transfer != nullptr)) {
+    if (unroll_walk(2, beside, transfer != nullptr)) {
       raise_smem_limit(gdn_walk_rs_kernel<3, false, 2, true>, Smem<3, false, 2>::bytes);
       gdn_walk_rs_kernel<3, false, 2, true><<<grid, 2 * kNT, Smem<3, false, 2>::bytes, stream>>>(
           maps, s, cu, state, transfer, w, out);
@@ -580,7 +583,7 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     // split of the first kernel placed on it, and at its own needs the walk would get 164 KB.
     prefer_max_shared(gdn_walk_rs_kernel<2, false>);
     gdn_walk_rs_kernel<2, false><<<grid, kNT, Smem<2>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
-  } else if (unroll_walk(beside)) {
+  } else if (unroll_walk(1, beside, transfer != nullptr)) {
     raise_smem_limit(gdn_walk_rs_kernel<3, false, 1, true>, Smem<3>::bytes);
     gdn_walk_rs_kernel<3, false, 1, true><<<grid, kNT, Smem<3>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   } else {

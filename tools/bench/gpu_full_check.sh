@@ -51,8 +51,8 @@
 #   tools/bench/gpu_full_check.sh linear # lightning and KDA kernels: harness tests, hypic's and fla's benches
 #   tools/bench/gpu_full_check.sh gdn    # the GDN chunked prefill: its op tests (every launch form) under each form
 #                                        # (GDN_FORMS; default: the default, the two-warpgroup walk beside prep,
-#                                        # everywhere and where one-warpgroup blocks overflow the SMs, the walk
-#                                        # unrolled by its stages beside prep and before it, gdn_prep.cu's
+#                                        # everywhere and never, the walk unrolled by its stages everywhere (also
+#                                        # with prep before it) and never, gdn_prep.cu's
 #                                        # mma.sync form, the two-stage walk, U formed in the walk, three of them
 #                                        # with prep before the walk, the shared-memory walk), the
 #                                        # backend, stitch, model and engine tests (GDN_ENGINE=0: no engine), the
@@ -495,9 +495,10 @@ if [ "$stage" = final ]; then
 fi
 if [ "$stage" = gdn ]; then
   # The forms, VAR=VALUE[+VAR=VALUE]: the default (gdn_prep on Hopper products beside the register-state walk, two
-  # warpgroups a walk block where one-warpgroup blocks would be more than the SMs, the loop unrolled by its stages
-  # where the launch builds T); the walk of two warpgroups a block beside prep, in every walk, and never; the loop
-  # unrolled in every walk (also with prep before it), and never;
+  # warpgroups a walk block where one-warpgroup blocks would be more than the SMs or beside prep for a long sequence
+  # with T, the one-warpgroup loop unrolled by its stages where the walk does not run beside prep); the walk of two
+  # warpgroups a block beside prep, in every walk, and never; the loop unrolled in every walk (also with prep before
+  # it), and never;
   # gdn_prep.cu's mma.sync form (HYPIC_CUDA_GDN_PREP_SM90=0); the two-stage walk beside prep
   # (HYPIC_CUDA_GDN_OVERLAP_STAGES=2); U formed in the walk (HYPIC_CUDA_GDN_U_IN_WALK=1); each of the first, second
   # and fourth with prep before the walk; the shared-memory walk.
