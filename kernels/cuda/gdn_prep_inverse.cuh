@@ -41,17 +41,31 @@ __device__ __forceinline__ Chunk locate(const GdnShape& s, const int32_t* cu, co
   return c;
 }
 
-// Inclusive scan of g over the chunk by warp 0 (two tokens a lane): G (also to the workspace's G of `tile`),
-// beta and beta e^G into shared memory. Tokens at or past L, and before `skip`, add 0 to G and have beta 0.
-__device__ __forceinline__ void scan_decay(const float* __restrict__ g, const float* __restrict__ beta, int64_t t0,
-                                           int64_t H, int64_t h, int L, int skip, float* wG, float* Gs, float* Bs,
-                                           float* BWs) {
+// A lane's two tokens of g and beta (load_decay), issued before the chunk's tile copies so that their latency
+// overlaps the copies' instead of following it (scan_decay then only waits for them).
+struct DecayIn {
+  float g0, g1, b0, b1;
+};
+__device__ __forceinline__ DecayIn load_decay(const float* __restrict__ g, const float* __restrict__ beta, int64_t t0,
+                                              int64_t H, int64_t h, int L, int skip) {
   const int lane = threadIdx.x % 32;
   const int i0 = lane * 2, i1 = lane * 2 + 1;
   const bool live0 = i0 < L && i0 >= skip, live1 = i1 < L && i1 >= skip;
-  const float a = live0 ? g[(t0 + i0) * H + h] : 0.0f;
-  const float b = a + (live1 ? g[(t0 + i1) * H + h] : 0.0f);
-  const float b0 = live0 ? beta[(t0 + i0) * H + h] : 0.0f, b1 = live1 ? beta[(t0 + i1) * H + h] : 0.0f;
+  DecayIn d;
+  d.g0 = live0 ? g[(t0 + i0) * H + h] : 0.0f;
+  d.g1 = live1 ? g[(t0 + i1) * H + h] : 0.0f;
+  d.b0 = live0 ? beta[(t0 + i0) * H + h] : 0.0f;
+  d.b1 = live1 ? beta[(t0 + i1) * H + h] : 0.0f;
+  return d;
+}
+
+// Inclusive scan of g over the chunk by warp 0 (two tokens a lane): G (also to the workspace's G of `tile`),
+// beta and beta e^G into shared memory. Tokens at or past L, and before `skip`, add 0 to G and have beta 0.
+__device__ __forceinline__ void scan_decay(const DecayIn& d, float* wG, float* Gs, float* Bs, float* BWs) {
+  const int lane = threadIdx.x % 32;
+  const int i0 = lane * 2, i1 = lane * 2 + 1;
+  const float a = d.g0;
+  const float b = a + d.g1;
   float incl = b;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
@@ -62,10 +76,15 @@ __device__ __forceinline__ void scan_decay(const float* __restrict__ g, const fl
   Gs[i1] = incl;
   wG[i0] = incl - b + a;
   wG[i1] = incl;
-  Bs[i0] = b0;
-  Bs[i1] = b1;
-  BWs[i0] = b0 * __expf(incl - b + a);
-  BWs[i1] = b1 * __expf(incl);
+  Bs[i0] = d.b0;
+  Bs[i1] = d.b1;
+  BWs[i0] = d.b0 * __expf(incl - b + a);
+  BWs[i1] = d.b1 * __expf(incl);
+}
+__device__ __forceinline__ void scan_decay(const float* __restrict__ g, const float* __restrict__ beta, int64_t t0,
+                                           int64_t H, int64_t h, int L, int skip, float* wG, float* Gs, float* Bs,
+                                           float* BWs) {
+  scan_decay(load_decay(g, beta, t0, H, h, L, skip), wG, Gs, Bs, BWs);
 }
 
 // L = strict-lower(beta_i e^{G_i - G_j} (K K^T)_ij) into Af, rows i of this thread from the accumulator
@@ -103,6 +122,35 @@ __device__ __forceinline__ void store_aqk(bf16* dst, const Acc& qk, const float*
               j + 1 <= ra ? qk(nt, 1) * __expf(ga - gj1) : 0.0f);
     st_bf16x2(dst + rb * kC + j, j <= rb ? qk(nt, 2) * __expf(gb - gj0) : 0.0f,
               j + 1 <= rb ? qk(nt, 3) * __expf(gb - gj1) : 0.0f);
+  }
+}
+
+// store_l and store_aqk in one pass over the same fragments (the Hopper prep has both accumulators at once):
+// both scale entry (i, j) by e^{G_i - G_j}, computed once here; the results are those of the two calls.
+template <typename AccK, typename AccQ>
+__device__ __forceinline__ void store_l_aqk(float* Af, bf16* dst, const AccK& kk, const AccQ& qk, const float* Gs,
+                                            const float* Bs, int L) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = warp * 16 + gq + half * 8;
+    const float bi = Bs[i], gi = Gs[i];
+    const bool live = i < L;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int j = nt * 8 + 2 * tq;
+      float2 l = make_float2(0.0f, 0.0f), a = make_float2(0.0f, 0.0f);
+      if (nt * 8 <= warp * 16 + 15) {  // else the tile is right of this warp's diagonal block: zeros
+        const float e0 = j <= i ? __expf(gi - Gs[j]) : 0.0f;
+        const float e1 = j + 1 <= i ? __expf(gi - Gs[j + 1]) : 0.0f;
+        l.x = (j < i && live) ? bi * e0 * kk(nt, 2 * half) : 0.0f;
+        l.y = (j + 1 < i && live) ? bi * e1 * kk(nt, 2 * half + 1) : 0.0f;
+        a.x = j <= i ? qk(nt, 2 * half) * e0 : 0.0f;
+        a.y = j + 1 <= i ? qk(nt, 2 * half + 1) * e1 : 0.0f;
+      }
+      *reinterpret_cast<float2*>(Af + i * kLdA + j) = l;
+      st_bf16x2(dst + i * kC + j, a.x, a.y);
+    }
   }
 }
 
