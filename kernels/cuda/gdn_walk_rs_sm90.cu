@@ -44,9 +44,12 @@ constexpr int kLdO = kCols + 8;  // row stride (elements) of the output staging 
 // and waited for each other's on the one set of tensor cores (measured 26-33% slower than one warpgroup a block). A
 // stage and a ring slot are refilled once every warp has released them (an arrival on an empty barrier), and a chunk's
 // G comes with its tiles.
-template <int kStages, bool UW = false, int kWG = 1>
+// kOW: a second warpgroup writes the outputs (walk's kOW); its warps need decay factors of their own and the block a
+// barrier more a stage (a chunk's S^T and Vn handed over).
+template <int kStages, bool UW = false, int kWG = 1, bool kOW = false>
 struct Smem {
   static constexpr bool ring = kWG > 1;
+  static constexpr int warps = 4 * (kOW ? 2 : kWG);
   static constexpr size_t w = 0;                     // W [2 boxes]
   static constexpr size_t k = w + 2 * kBox;          // K [2 boxes]
   static constexpr size_t u = k + 2 * kBox;          // U, this block's 64 columns [1 box]; with UW, A diag(beta)
@@ -57,9 +60,10 @@ struct Smem {
   static constexpr size_t uring = kStages * stage;   // the ring: 2 slots of kWG boxes, warpgroup i's U in box i
   static constexpr size_t o = uring + (ring ? 2 * kWG * kBox : 0);  // outputs staged for 16-byte stores [64][kLdO] bf16
   static constexpr size_t fac = o + kWG * kC * kLdO * 2;  // per warp: e^G [64], e^{G_L - G} [64] (0 past the chunk)
-  static constexpr size_t g = fac + 4 * kWG * 2 * kC * 4;     // with the ring: a stage's G [64] fp32
+  static constexpr size_t g = fac + warps * 2 * kC * 4;      // with the ring: a stage's G [64] fp32
   static constexpr size_t bar = g + (ring ? kStages * kC * 4 : 0);  // full barriers: a stage's, then a ring slot's;
-  static constexpr int nbar = ring ? 2 * (kStages + 2) : kStages;  // with the ring, empty ones after them
+  // With the ring (or kOW), empty ones after them; with kOW, then a stage's hand-over barriers.
+  static constexpr int nbar = ring || kOW ? 2 * (kStages + 2) + (kOW ? kStages : 0) : kStages;
   static constexpr size_t flag = (bar + nbar * 8 + 15) / 16 * 16;  // a chunk's ready flag
   static constexpr size_t bytes = flag + 16 + 1024;    // + the slack that aligns the boxes
 };
@@ -82,15 +86,24 @@ struct Maps {
 // serialises every product. So are NEG (the workspace holds -W: plan_u_in_walk) and UPROD (NEG, and this state
 // block forms U^T = V^T (A diag(beta))^T in X's registers before X accumulates S^T (-W)^T, leaving Vn^T there).
 // kWG warpgroups a block (Smem): warpgroup i walks the block's columns 64 i .. 64 i + 63. kUnroll: the chunk loop
-// unrolled by the stages (unroll_walk).
-template <bool OUTS, int kStages, bool NEG = false, bool UPROD = false, int kWG = 1, bool kUnroll = false>
+// unrolled by the stages (unroll_walk). kOW (with OUTS, one warpgroup's columns, three stages): the block's second
+// warpgroup writes the outputs. The first walks the state; at the end of each chunk it leaves S^T (the chunk's start
+// state, bf16) in the stage's W boxes and Vn in its U box (both read no more by then) and arrives on the stage's
+// hand-over barrier; the second forms O^T = S^T Q^T diag(e^G) + Vn^T Aqk^T from them while the first walks on, and
+// releases the stage on its empty barrier. The state's chain of products then carries none of the outputs' products,
+// waits or stores.
+template <bool OUTS, int kStages, bool NEG = false, bool UPROD = false, int kWG = 1, bool kUnroll = false,
+          bool kOW = false>
 __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const int32_t* __restrict__ cu, float* state,
                                      float* transfer, const Workspace& w, bf16* __restrict__ out) {
 #if HYPIC_SM90A
   static_assert(NEG || !UPROD, "U is formed in the walk only with -W in the workspace");
   static_assert(kWG == 1 || !NEG, "U formed in the walk takes one warpgroup a block");
-  using Smem = gdn::Smem<kStages, NEG, kWG>;
+  static_assert(!kOW || (OUTS && kWG == 1 && !NEG && kStages == 3), "the outputs' warpgroup: one state warpgroup");
+  using Smem = gdn::Smem<kStages, NEG, kWG, kOW>;
   constexpr bool kRing = Smem::ring;
+  constexpr bool kOutHere = OUTS && !kOW;  // this warpgroup forms the outputs too
+  const int role = kOW ? int(threadIdx.x) / kNT : 0;  // with kOW: 0 walks the state, 1 writes the outputs
   const bool beside = w.ready != nullptr;  // gdn_prep runs beside the walk: wait for each chunk's ready flag
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (sm90::smem_u32(smem_raw) & 1023)) & 1023);
@@ -100,6 +113,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   uint64_t* ufull = full + kStages;  // the ring's
   uint64_t* empty = ufull + 2;       // with the ring: a stage released by every warp of the block
   uint64_t* uempty = empty + kStages;  // a ring slot's
+  uint64_t* hand = uempty + 2;         // kOW: a stage's S^T and Vn are in place
   float* gst = reinterpret_cast<float*>(smem + Smem::g);
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
@@ -125,11 +139,20 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   }
   // S[4 j + e] = S^T(m0 + 8 (e / 2), dk row 8 j + 2 tq + e % 2).
   float S[64];
+  if (role == 0) {
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < 16; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) S[4 * j + e] = M[int64_t(8 * j + 2 * tq + e % 2) * width + c0 + m0 + 8 * (e / 2)];
+      for (int e = 0; e < 4; ++e) S[4 * j + e] = M[int64_t(8 * j + 2 * tq + e % 2) * width + c0 + m0 + 8 * (e / 2)];
+  }
   __syncthreads();  // the barriers are initialised
+  // With kOW the warpgroups part here: the state's barriers below are its own (barrier 1).
+  const auto wg_sync = [&]() {
+    if constexpr (kOW)
+      sm90::named_barrier(1, kNT);
+    else
+      __syncthreads();
+  };
 
   const WalkRange wr = walk_range(s, cu, n, h, w, nullptr, false, is_T);
   // Chunk c's tiles into stage c % kStages by bulk tensor copies from warp 0 (K and Q rows past the sequence are
@@ -159,7 +182,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     const int row = int((wr.tile0 + c) * kC), tok = int(wr.t0(c));
     const uint32_t bytes = uint32_t(4 * kBox + (is_T || kRing ? 0 : kBox) + (OUTS ? 3 * kBox : 0) + (UPROD ? kBox : 0) +
                                     (kRing ? kC * 4 : 0));
-    if (kRing && c >= kStages) sm90::mbar_wait(empty + c % kStages, uint32_t(c / kStages - 1) & 1);  // chunk c - 3's
+    if ((kRing || kOW) && c >= kStages) sm90::mbar_wait(empty + c % kStages, uint32_t(c / kStages - 1) & 1);  // c - 3's
     // Thread 0 saw chunk c's flag (await_ready); the warp barrier orders that before the elected lane's bulk copies,
     // which it fences from its own earlier generic accesses as thread 0 did.
     __syncwarp();
@@ -198,7 +221,8 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   await_ready(1);
   for (int c = 0; c + 1 < kStages; ++c) issue(c);
   issue_u(0);
-  if (beside && !kRing) __syncthreads();  // G of chunk 0 is read below by every thread: after thread 0 saw its flag
+  // G of chunk 0 is read below by every thread of the state's warpgroup: after thread 0 saw its flag.
+  if (beside && !kRing && role == 0) wg_sync();
   // The chunk's G (lane l: rows l and l + 32) and G_L, read from global memory a chunk ahead (from L2: with gdn_prep
   // beside the walk, another SM wrote it during this launch; a block barrier orders the read after thread 0 saw the
   // chunk's flag).
@@ -209,7 +233,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     }
   };
   float g0 = 0.0f, g1 = 0.0f, gl = 0.0f;
-  load_g(0, g0, g1, gl);
+  if (role == 0) load_g(0, g0, g1, gl);
 
   // The outputs of chunk c - 1 (O^T in registers) to global memory: through this warp's 16 columns of Ost
   // (stmatrix.trans: stored row = a chunk row), then 16-byte stores of whole 32-byte row pieces.
@@ -250,6 +274,66 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   const uint64_t dq0 = sm90::desc_sw128(smem + Smem::q, 16, 1024), da0 = sm90::desc_sw128(smem + Smem::a, 16, 1024);
   // With UPROD: V (MN-major A of V^T) and A diag(beta) (K-major B).
   const uint64_t dv0 = sm90::desc_sw128(smem + Smem::v, kBox, 1024), du0 = sm90::desc_sw128(smem + Smem::u, 16, 1024);
+  if constexpr (kOW) {
+    if (role == 1) {
+      // The outputs' warpgroup: chunk c's O^T once the state's warpgroup has handed over S^T (in W's place, the K-major
+      // A of S^T Q^T) and Vn (in U's place, the MN-major A of Vn^T Aqk^T); Q and Aqk came with the stage. G is read a
+      // chunk ahead: thread 0 saw chunk c + 1's flag before the state's warpgroup began chunk c, whose hand-over
+      // orders the read after it.
+      const uint64_t dn0 = sm90::desc_sw128(smem + Smem::u, kBox, 1024);
+      float ga = 0.0f, gb = 0.0f;
+      for (int c = 0; c < wr.nchunks; ++c) {
+        const int stage = c % kStages;
+        const uint32_t soff = uint32_t(stage) * uint32_t(Smem::stage), par = uint32_t(c / kStages) & 1;
+        sm90::mbar_wait(full + stage, par);
+        sm90::mbar_wait(hand + stage, par);
+        if (c == 0) {
+          const float* G = w.G + wr.tile0 * kC;
+          ga = __ldcg(G + lane), gb = __ldcg(G + lane + 32);
+        }
+        __syncwarp();  // this warp's reads of the last chunk's factors are done
+        fac[lane] = __expf(ga);
+        fac[lane + 32] = __expf(gb);
+        if (c + 1 < wr.nchunks) {
+          const float* G = w.G + (wr.tile0 + c + 1) * kC;
+          ga = __ldcg(G + lane), gb = __ldcg(G + lane + 32);
+        }
+        if (c > 0) stage_out();
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kDK / 16; ++ks) {
+          const uint32_t off = soff + (ks / 4) * kBox + 32 * (ks % 4);
+          sm90::wgmma_m64k16_ss<0, 0>(O, sm90::desc_advance(dw0, off), sm90::desc_advance(dq0, off), ks > 0);
+        }
+        sm90::wgmma_commit();
+        if (c > 0) write_out(c - 1);
+        __syncwarp();  // the factors
+        sm90::wgmma_wait<0>();
+        sm90::fence_regs(O);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float2 e = *reinterpret_cast<const float2*>(fac + 8 * j + 2 * tq);
+          O[4 * j] *= e.x, O[4 * j + 1] *= e.y, O[4 * j + 2] *= e.x, O[4 * j + 3] *= e.y;
+        }
+        sm90::fence_regs(O);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kC / 16; ++ks)
+          sm90::wgmma_m64k16_ss<1, 0>(O, sm90::desc_advance(dn0, soff + ks * 16 * 128),
+                                      sm90::desc_advance(da0, soff + 32 * ks), 1);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<0>();
+        sm90::fence_regs(O);
+        __syncwarp();
+        if (sm90::elect_one()) sm90::mbar_arrive(empty + stage);  // this warp is done with the stage
+      }
+      if (wr.nchunks > 0) {
+        stage_out();
+        write_out(wr.nchunks - 1);
+      }
+      return;
+    }
+  }
   // One chunk: c, and its stage c % kStages as an int or (kUnroll) a compile-time constant.
   auto chunk = [&](const int c, const auto stage_of_c) {
     const int stage = int(stage_of_c);
@@ -267,7 +351,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       for (int i = 0; i < 64; ++i) S[i] *= decay;
       sm90::fence_regs(S);  // here, not sunk past the products' issue
     }
-    if (OUTS && c > 0) stage_out();
+    if (kOutHere && c > 0) stage_out();
     // The chunk's decay factors, this warp's copy.
     auto factors = [&]() {
       const int L = wr.chunk_len(c);
@@ -278,7 +362,9 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     };
     if (!kRing) {
       factors();
-      __syncthreads();  // chunk c - 1's stage is read by no one (its products were waited for): reloaded below
+      // Chunk c - 1's stage is read by no one of this warpgroup (its products were waited for): reloaded below (with
+      // kOW, once the outputs' warpgroup released it too).
+      wg_sync();
     }
     sm90::mbar_wait(full + stage, uint32_t(c / kStages) & 1);  // chunk c's tiles (with the ring, and G)
     if (kRing) {
@@ -327,10 +413,10 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
         if (sm90::elect_one()) sm90::mbar_arrive(uempty + c % 2);
       }
     }
-    if (OUTS && c > 0) write_out(c - 1);
+    if (kOutHere && c > 0) write_out(c - 1);
     sm90::wgmma_wait<0>();
     sm90::fence_regs(X);
-    if (!OUTS) sm90::fence_u32(aS);
+    if (!kOutHere) sm90::fence_u32(aS);
 
     // Vn^T = U^T - X (with NEG: X), Vd^T = Vn^T diag(e^{G_L - G_j}): the A operands of the update and of Aqk Vn.
     uint32_t aVd[4][4], aVn[4][4];
@@ -358,8 +444,17 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     for (int ks = 0; ks < kC / 16; ++ks)
       sm90::wgmma_m64n128k16_rs_mn(S, aVd[ks], sm90::desc_advance(dk, ks * 16 * 128));
     sm90::wgmma_commit();
+    if (kOW) {
+      // Vn over U, where this warp read U^T (its 16 columns, every row; no other warp reads them): for the outputs'
+      // warpgroup, the MN-major A of Vn^T Aqk^T.
+      const int mi = lane / 8, mr = lane % 8;
+#pragma unroll
+      for (int j = 0; j < 8; j += 2)
+        sm90::stmatrix_x4_trans(st + Smem::u + sw128(8 * (j + mi / 2) + mr, 2 * warp + mi % 2), aVn[j / 2][0],
+                                aVn[j / 2][1], aVn[j / 2][2], aVn[j / 2][3]);
+    }
 
-    if (OUTS) {
+    if (kOutHere) {
       // O = diag(e^G) (Q S) + Aqk Vn, transposed: Q S behind the update (in the registers X had: issued beside X, it
       // would keep them and S's bf16 copy live through the elementwise step, past the register file), then scale
       // its columns and accumulate Vn^T Aqk^T.
@@ -374,7 +469,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     await_ready(c + 2);
     issue(c + kStages - 1);
     load_g(c + 1, g0, g1, gl);
-    if (OUTS) {
+    if (kOutHere) {
       sm90::wgmma_wait<0>();  // Q S (the update, ahead of it, too)
       sm90::fence_regs(O);
       sm90::fence_regs(S);
@@ -397,7 +492,20 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     sm90::fence_regs(S);
     sm90::fence_regs(O);
     sm90::fence_u32(aVd);
-    if (OUTS) sm90::fence_u32(aVn);
+    if (kOutHere) sm90::fence_u32(aVn);
+    if (kOW) {
+      // S^T (the chunk's start state, bf16) over W, in W's layout: the K-major A of S^T Q^T. Every warp's X has
+      // completed (this warp's update did, and the update starts only once every warp has issued it, after its wait
+      // for X). Then the hand-over: the generic stores, before the outputs' products read them.
+      const int mi = lane / 8, mr = lane % 8;
+#pragma unroll
+      for (int ks = 0; ks < kDK / 16; ++ks)
+        sm90::stmatrix_x4(st + Smem::w + (ks / 4) * kBox + sw128(16 * warp + 8 * (mi % 2) + mr, 2 * (ks % 4) + mi / 2),
+                          aS[ks][0], aS[ks][1], aS[ks][2], aS[ks][3]);
+      sm90::fence_proxy_async_shared();
+      __syncwarp();
+      if (sm90::elect_one()) sm90::mbar_arrive(hand + stage);
+    }
     if (kRing) {  // this warp's release of the stage
       __syncwarp();
       if (sm90::elect_one()) sm90::mbar_arrive(empty + stage);
@@ -418,7 +526,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   } else {
     for (int c = 0; c < wr.nchunks; ++c) chunk(c, c % kStages);
   }
-  if (OUTS && wr.nchunks > 0) {
+  if (kOutHere && wr.nchunks > 0) {
     stage_out();
     write_out(wr.nchunks - 1);
   }
@@ -429,17 +537,22 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
 #endif
 }
 
-template <int kStages, bool UW, int kWG = 1, bool kUnroll = false>
-__global__ void __launch_bounds__(kNT * kWG, 1)
+// kOW: outputs on a second warpgroup (every block a state block with outputs: launched only without T).
+template <int kStages, bool UW, int kWG = 1, bool kUnroll = false, bool kOW = false>
+__global__ void __launch_bounds__(kNT * (kOW ? 2 : kWG), 1)
     gdn_walk_rs_kernel(const __grid_constant__ Maps maps, GdnShape s, const int32_t* __restrict__ cu, float* state,
                        float* transfer, Workspace w, bf16* __restrict__ out) {
-  const bool is_T = int(blockIdx.x) >= int(s.dv) / (kCols * kWG);
-  if (out != nullptr && !is_T)
-    walk<true, kStages, UW, UW, kWG, kUnroll>(maps, s, cu, state, transfer, w, out);
-  else if (UW && !is_T)
-    walk<false, kStages, UW, UW, kWG, kUnroll>(maps, s, cu, state, transfer, w, out);
-  else
-    walk<false, kStages, UW, false, kWG, kUnroll>(maps, s, cu, state, transfer, w, out);
+  if constexpr (kOW) {
+    walk<true, kStages, false, false, 1, kUnroll, true>(maps, s, cu, state, transfer, w, out);
+  } else {
+    const bool is_T = int(blockIdx.x) >= int(s.dv) / (kCols * kWG);
+    if (out != nullptr && !is_T)
+      walk<true, kStages, UW, UW, kWG, kUnroll>(maps, s, cu, state, transfer, w, out);
+    else if (UW && !is_T)
+      walk<false, kStages, UW, UW, kWG, kUnroll>(maps, s, cu, state, transfer, w, out);
+    else
+      walk<false, kStages, UW, false, kWG, kUnroll>(maps, s, cu, state, transfer, w, out);
+  }
 }
 
 // Blocks a head: its state's blocks of 64 wg columns, then T's.
@@ -511,6 +624,15 @@ bool unroll_walk(int kwg, bool beside, bool transfer) {
   return kwg == 1 ? !beside : beside && transfer;
 }
 
+// Whether a one-warpgroup, three-stage walk that writes the outputs and builds no T gives the outputs a warpgroup of
+// their own (walk's kOW). Measured on an H100 (32 heads, one sequence, docs/cuda_kernels.md): beside prep 2-3% faster
+// (8k 0.296 -> 0.289 ms, 32k 1.122 -> 1.084); alone, after prep, no faster (8k 0.321 -> 0.318, 32k 1.292 -> 1.304).
+// Unset: beside prep; HYPIC_CUDA_GDN_OUT_WG=1 wherever it applies; =0 never.
+bool out_wg(bool beside) {
+  static const int m = env_is("HYPIC_CUDA_GDN_OUT_WG", "1") ? 1 : env_is("HYPIC_CUDA_GDN_OUT_WG", "0") ? 0 : -1;
+  return m == 1 || (m == -1 && beside);
+}
+
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
 bool rs_enabled() {
   static const bool on = !env_is("HYPIC_CUDA_GDN_RS", "0");
@@ -577,6 +699,16 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
       gdn_walk_rs_kernel<3, false, 2><<<grid, 2 * kNT, Smem<3, false, 2>::bytes, stream>>>(maps, s, cu, state,
                                                                                           transfer, w, out);
     }
+  } else if (out != nullptr && transfer == nullptr && !(beside && two_stages_beside()) && out_wg(beside)) {
+    // The outputs on a warpgroup of their own (kOW): 256 threads a block, the three-stage layout.
+    auto go = [&](auto kernel) {
+      raise_smem_limit(kernel, Smem<3, false, 1, true>::bytes);
+      kernel<<<grid, 2 * kNT, Smem<3, false, 1, true>::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+    };
+    if (unroll_walk(1, beside, false))
+      go(gdn_walk_rs_kernel<3, false, 1, true, true>);
+    else
+      go(gdn_walk_rs_kernel<3, false, 1, false, true>);
   } else if (beside && two_stages_beside()) {  // gdn_prep beside the walk (launch_overlapped), two stages
     raise_smem_limit(gdn_walk_rs_kernel<2, false>, Smem<2>::bytes);
     // The largest shared-memory split, so that a prep block (52-54 KB) fits beside the walk's 144 KB: an SM takes the
