@@ -61,7 +61,13 @@ __device__ __forceinline__ DecayIn load_decay(const float* __restrict__ g, const
 
 // Inclusive scan of g over the chunk by warp 0 (two tokens a lane): G (also to the workspace's G of `tile`),
 // beta and beta e^G into shared memory. Tokens at or past L, and before `skip`, add 0 to G and have beta 0.
-__device__ __forceinline__ void scan_decay(const DecayIn& d, float* wG, float* Gs, float* Bs, float* BWs) {
+// Ef (the Hopper prep with Aqk; null elsewhere): the chunk's decays split at the midpoint c of its G, so that
+// store_l_aqk scales entry (i, j) by one product Ef[i] Ef[64 + j] = e^{G_i - c} e^{c - G_j} instead of an exponential:
+// Ef[0..63] = e^{G_j - c}, Ef[64..127] = e^{c - G_j}, Ef[128] = 1 where every factor is within e^{+-80} (G spans at
+// most 160 in the chunk), else 0 and store_l_aqk takes e^{G_i - G_j} entry by entry.
+constexpr int kEf = 2 * kC + 4;  // floats
+__device__ __forceinline__ void scan_decay(const DecayIn& d, float* wG, float* Gs, float* Bs, float* BWs,
+                                           float* Ef = nullptr) {
   const int lane = threadIdx.x % 32;
   const int i0 = lane * 2, i1 = lane * 2 + 1;
   const float a = d.g0;
@@ -80,6 +86,21 @@ __device__ __forceinline__ void scan_decay(const DecayIn& d, float* wG, float* G
   Bs[i1] = d.b1;
   BWs[i0] = d.b0 * __expf(incl - b + a);
   BWs[i1] = d.b1 * __expf(incl);
+  if (Ef != nullptr) {
+    const float ga = incl - b + a, gb = incl;
+    float mn = fminf(ga, gb), mx = fmaxf(ga, gb);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    }
+    const float c = 0.5f * (mn + mx);
+    Ef[i0] = __expf(ga - c);
+    Ef[i1] = __expf(gb - c);
+    Ef[kC + i0] = __expf(c - ga);
+    Ef[kC + i1] = __expf(c - gb);
+    if (lane == 0) Ef[2 * kC] = mx - mn <= 160.0f ? 1.0f : 0.0f;
+  }
 }
 __device__ __forceinline__ void scan_decay(const float* __restrict__ g, const float* __restrict__ beta, int64_t t0,
                                            int64_t H, int64_t h, int L, int skip, float* wG, float* Gs, float* Bs,
@@ -127,10 +148,36 @@ __device__ __forceinline__ void store_aqk(bf16* dst, const Acc& qk, const float*
 
 // store_l and store_aqk in one pass over the same fragments (the Hopper prep has both accumulators at once):
 // both scale entry (i, j) by e^{G_i - G_j}, computed once here; the results are those of the two calls.
+// With Ef (scan_decay's split decays) the factor is Ef[i] Ef[64 + j] where Ef[128] allows it.
 template <typename AccK, typename AccQ>
 __device__ __forceinline__ void store_l_aqk(float* Af, bf16* dst, const AccK& kk, const AccQ& qk, const float* Gs,
-                                            const float* Bs, int L) {
+                                            const float* Bs, int L, const float* Ef = nullptr) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  if (Ef != nullptr && Ef[2 * kC] != 0.0f) {  // block-uniform
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = warp * 16 + gq + half * 8;
+      const float bi = Bs[i], ei = Ef[i];
+      const bool live = i < L;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int j = nt * 8 + 2 * tq;
+        float2 l = make_float2(0.0f, 0.0f), a = make_float2(0.0f, 0.0f);
+        if (nt * 8 <= warp * 16 + 15) {
+          const float2 ej = *reinterpret_cast<const float2*>(Ef + kC + j);
+          const float e0 = j <= i ? ei * ej.x : 0.0f;
+          const float e1 = j + 1 <= i ? ei * ej.y : 0.0f;
+          l.x = (j < i && live) ? bi * e0 * kk(nt, 2 * half) : 0.0f;
+          l.y = (j + 1 < i && live) ? bi * e1 * kk(nt, 2 * half + 1) : 0.0f;
+          a.x = j <= i ? qk(nt, 2 * half) * e0 : 0.0f;
+          a.y = j + 1 <= i ? qk(nt, 2 * half + 1) * e1 : 0.0f;
+        }
+        *reinterpret_cast<float2*>(Af + i * kLdA + j) = l;
+        st_bf16x2(dst + i * kC + j, a.x, a.y);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = warp * 16 + gq + half * 8;
