@@ -247,6 +247,14 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
                               pack_bf16(O[4 * j], O[4 * j + 1]), pack_bf16(O[4 * j + 2], O[4 * j + 3]),
                               pack_bf16(O[4 * j + 4], O[4 * j + 5]), pack_bf16(O[4 * j + 6], O[4 * j + 7]));
   };
+  // O^T's columns (the chunk's rows) times e^G, this warp's factors.
+  auto scale_o = [&]() {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 e = *reinterpret_cast<const float2*>(fac + 8 * j + 2 * tq);
+      O[4 * j] *= e.x, O[4 * j + 1] *= e.y, O[4 * j + 2] *= e.x, O[4 * j + 3] *= e.y;
+    }
+  };
   // One 64-bit index for this lane's first row piece and a 16-row step, where each of the four stores computed its own
   // ((t0 + r) H + h) dv: the walk issues an instruction every few cycles at best, and that arithmetic was ~40 of them a
   // warp and chunk.
@@ -310,11 +318,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
         __syncwarp();  // the factors
         sm90::wgmma_wait<0>();
         sm90::fence_regs(O);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float2 e = *reinterpret_cast<const float2*>(fac + 8 * j + 2 * tq);
-          O[4 * j] *= e.x, O[4 * j + 1] *= e.y, O[4 * j + 2] *= e.x, O[4 * j + 3] *= e.y;
-        }
+        scale_o();
         sm90::fence_regs(O);
         sm90::wgmma_fence();
 #pragma unroll
@@ -474,11 +478,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       sm90::fence_regs(O);
       sm90::fence_regs(S);
       sm90::fence_u32(aS);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float2 e = *reinterpret_cast<const float2*>(fac + 8 * j + 2 * tq);
-        O[4 * j] *= e.x, O[4 * j + 1] *= e.y, O[4 * j + 2] *= e.x, O[4 * j + 3] *= e.y;
-      }
+      scale_o();
       sm90::fence_regs(O);
       sm90::wgmma_fence();
 #pragma unroll
