@@ -47,6 +47,9 @@ struct Workspace {
   // Set by plan_u_in_walk: the value input, which the register-state walk reads to form U itself; then W holds -W
   // and UV's tiles hold A diag(beta) in their first 64 columns (written by gdn_prep_sm90.cu only).
   const bf16* V = nullptr;
+  // Set by plan_wu_in_walk (with V): the walk's second warpgroup forms W = A diag(beta) diag(e^G) K as well as U, so
+  // gdn_prep writes neither (W's tiles are left unwritten); only for walks that write the outputs and build no T.
+  bool wu = false;
   int64_t slots;
   int dkp;      // DK
   int64_t dvp;  // DVP
@@ -380,6 +383,12 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
 // reads V nor writes U.
 bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                     bool fused);
+// W and U formed in the walk (HYPIC_CUDA_GDN_WU_IN_WALK=1; gdn_walk_rs_sm90.cu): for a call whose walk writes the
+// outputs (fused) and builds no T, sets w.V and w.wu so that prep writes only A diag(beta), Aqk and G, and the walk's
+// second warpgroup forms each chunk's W and U from K, V and A diag(beta) a chunk ahead of the state's warpgroup (and
+// writes the outputs). Prep then neither reads V nor writes W and U. Returns whether it applies.
+bool plan_wu_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
+                     bool fused, bool transfer);
 // Blocks of the register-state walk's launch (every one on an SM of its own), beside gdn_prep (launch_overlapped) or
 // not: where dv is a multiple of 128, a block walks 128 columns on two warpgroups where blocks of one would be more
 // than the SMs, or beside prep for a long sequence with T (HYPIC_CUDA_GDN_WALK_PAIR: =1 beside prep, =all in every

@@ -9,7 +9,8 @@
 // it over K and V for 16-byte stores. dk 128, dv a multiple of 128, an sm_90 device; the default there (an H100,
 // 35B-A3B shape: the chunked prefill 1.11x / 1.13x faster at 8k / 32k; HYPIC_CUDA_GDN_PREP_SM90=0 keeps gdn_prep.cu). For a workspace planned with U formed in the
 // walk (plan_u_in_walk, w.V set) it writes -W and, in place of U, A diag(beta) (bf16 [64][64] in the first 64 columns
-// of the chunk's UV tile), and never reads V.
+// of the chunk's UV tile), and never reads V; for one planned with W and U formed in the walk (plan_wu_in_walk, w.wu
+// set) A diag(beta) alone, with Aqk and G.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gdn_common.cuh"
 #include "kernels/cuda/gdn_prep_inverse.cuh"
@@ -113,8 +114,9 @@ __device__ __forceinline__ void product_over(unsigned char* tile, const uint32_t
 }
 
 // One block per (chunk, value head, sequence), as gdn_prep_kernel (same grid forms, lead and ready flags). AQK:
-// Q K^T too (Aqk for the walk that writes the outputs; never with lead). UW: U formed in the walk (w.V set).
-template <bool AQK, bool UW>
+// Q K^T too (Aqk for the walk that writes the outputs; never with lead). UW: U formed in the walk (w.V set). WU (with
+// UW): W formed in the walk too (plan_wu_in_walk, w.wu set): no W product, only A diag(beta) is written.
+template <bool AQK, bool UW, bool WU = false>
 __global__ void __launch_bounds__(kNT, 4)
     gdn_prep_sm90_kernel(GdnShape s, const bf16* __restrict__ q, const bf16* __restrict__ k,
                          const bf16* __restrict__ v, const float* __restrict__ g, const float* __restrict__ beta,
@@ -198,7 +200,7 @@ __global__ void __launch_bounds__(kNT, 4)
 
   // W = A diag(beta e^G) K, staged over K and stored while V lands; then U = A diag(beta) V, 128 columns a pass,
   // staged over V.
-  {
+  if (!WU) {
     uint32_t a[4][4];
     frags_scaled(a, Af, BWs);
     product_over(Ks, a, UW ? -1.0f : 1.0f);
@@ -209,7 +211,7 @@ __global__ void __launch_bounds__(kNT, 4)
     stage_frags(QVs, a);
   }
   __syncthreads();
-  store_sw<2>(w.W + tile * kC * kDK, kDK, Ks);
+  if (!WU) store_sw<2>(w.W + tile * kC * kDK, kDK, Ks);
   if (UW) store_sw<1>(w.UV + tile * kC * w.dvp, w.dvp, QVs);
   for (int c0 = 0; c0 < (UW ? 0 : dv); c0 += 128) {
     if (c0 > 0) {
@@ -261,7 +263,10 @@ void launch_prep_sm90(const GdnShape& s, const bf16* q, const bf16* k, const bf1
   };
   if (w.V != nullptr) {
     HYPIC_CUDA_REQUIRE(lead == nullptr, "launch_prep_sm90: U formed in the walk takes no bodies");
-    if (aqk)
+    HYPIC_CUDA_REQUIRE(!w.wu || aqk, "launch_prep_sm90: W formed in the walk needs Aqk");
+    if (w.wu)
+      go(gdn_prep_sm90_kernel<true, true, true>);
+    else if (aqk)
       go(gdn_prep_sm90_kernel<true, true>);
     else
       go(gdn_prep_sm90_kernel<false, true>);

@@ -46,9 +46,14 @@ constexpr int kLdO = kCols + 8;  // row stride (elements) of the output staging 
 // G comes with its tiles.
 // kOW: a second warpgroup writes the outputs (walk's kOW); its warps need decay factors of their own and the block a
 // barrier more a stage (a chunk's S^T and Vn handed over).
-template <int kStages, bool UW = false, int kWG = 1, bool kOW = false>
+// kWU (with kOW and UW's nine boxes a stage): the second warpgroup also forms W and U (walk's kWU). The stage's U box
+// takes V's 64 columns, then U, then Vn; its V box A diag(beta); its W boxes W as formed; the outputs are staged in
+// its first K box (no staging area of their own: three stages of 72 KB leave no room for one); a chunk's G comes with
+// its tiles; and a barrier more a stage tells the state's warpgroup that W and U are formed.
+template <int kStages, bool UW = false, int kWG = 1, bool kOW = false, bool kWU = false>
 struct Smem {
   static constexpr bool ring = kWG > 1;
+  static constexpr bool gtile = ring || kWU;  // a stage's G comes with its tiles
   static constexpr int warps = 4 * (kOW ? 2 : kWG);
   static constexpr size_t w = 0;                     // W [2 boxes]
   static constexpr size_t k = w + 2 * kBox;          // K [2 boxes]
@@ -59,11 +64,13 @@ struct Smem {
   static constexpr size_t stage = v + (UW ? kBox : 0);  // 64 KB (72 with UW, 56 with the ring)
   static constexpr size_t uring = kStages * stage;   // the ring: 2 slots of kWG boxes, warpgroup i's U in box i
   static constexpr size_t o = uring + (ring ? 2 * kWG * kBox : 0);  // outputs staged for 16-byte stores [64][kLdO] bf16
-  static constexpr size_t fac = o + kWG * kC * kLdO * 2;  // per warp: e^G [64], e^{G_L - G} [64] (0 past the chunk)
-  static constexpr size_t g = fac + warps * 2 * kC * 4;      // with the ring: a stage's G [64] fp32
-  static constexpr size_t bar = g + (ring ? kStages * kC * 4 : 0);  // full barriers: a stage's, then a ring slot's;
-  // With the ring (or kOW), empty ones after them; with kOW, then a stage's hand-over barriers.
-  static constexpr int nbar = ring || kOW ? 2 * (kStages + 2) + (kOW ? kStages : 0) : kStages;
+  static constexpr size_t fac = o + (kWU ? 0 : kWG * kC * kLdO * 2);  // per warp: e^G [64], e^{G_L - G} [64] (0 past
+                                                                      // the chunk); kWU's second warpgroup: e^G twice
+  static constexpr size_t g = fac + warps * 2 * kC * 4;      // with the ring or kWU: a stage's G [64] fp32
+  static constexpr size_t bar = g + (gtile ? kStages * kC * 4 : 0);  // full barriers: a stage's, then a ring slot's;
+  // With the ring (or kOW), empty ones after them; with kOW, then a stage's hand-over barriers; with kWU, a stage's
+  // formed barriers.
+  static constexpr int nbar = ring || kOW ? 2 * (kStages + 2) + (kOW ? kStages : 0) + (kWU ? kStages : 0) : kStages;
   static constexpr size_t flag = (bar + nbar * 8 + 15) / 16 * 16;  // a chunk's ready flag
   static constexpr size_t bytes = flag + 16 + 1024;    // + the slack that aligns the boxes
 };
@@ -81,6 +88,155 @@ struct Maps {
   CUtensorMap w, k, u, q, a, v;  // W, K (rows = tokens), UV, Q, Aqk, V (with UW); boxes of 64 rows x 64 columns
 };
 
+// A bf16 pair times two factors, rounded back to a bf16 pair.
+__device__ __forceinline__ uint32_t scale_pair(uint32_t x, float2 e) {
+  const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x));
+  return pack_bf16(f.x * e.x, f.y * e.y);
+}
+
+// kWU's second warpgroup (walk's kWU; this warp's factors fac, as in walk). For each chunk, once its tiles have landed
+// and a chunk ahead of the state's warpgroup: W = (A diag(beta)) diag(e^G) K and U = (A diag(beta)) V, register-A
+// products (A diag(beta)'s fragments from the stage's V box, e^G on their columns for W; K and V MN-major), stored
+// bf16 over the stage's W boxes and over V, then the formed barrier. Then, once the state's warpgroup has handed the
+// chunk's S^T and Vn over, its outputs O^T = S^T Q^T diag(e^G) + Vn^T Aqk^T as kOW's, staged in the first K box (read
+// by no one once the chunk's update and W are done) for 16-byte stores, and the stage's release.
+template <class Smem>
+__device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRange& wr, unsigned char* smem,
+                                               uint64_t* full, uint64_t* empty, uint64_t* hand, uint64_t* formed,
+                                               const float* gst, float* fac, int64_t h, int c0, int dv,
+                                               bf16* __restrict__ out) {
+  constexpr int kStages = 3;
+  const int tid = int(threadIdx.x) % kNT, warp = tid / 32, lane = tid % 32, tq = lane % 4, mi = lane / 8,
+            mr = lane % 8;
+  const uint64_t dk0 = sm90::desc_sw128(smem + Smem::k, kBox, 1024);  // K: the MN-major B of W
+  const uint64_t dn0 = sm90::desc_sw128(smem + Smem::u, kBox, 1024);  // V: U's MN-major B; then Vn: Vn^T's A
+  const uint64_t dw0 = sm90::desc_sw128(smem + Smem::w, 16, 1024), dq0 = sm90::desc_sw128(smem + Smem::q, 16, 1024);
+  const uint64_t da0 = sm90::desc_sw128(smem + Smem::a, 16, 1024);
+  // Fragments (16-wide K slices) of this warp's 16 rows of a [64][64] SW128 box, and their stores.
+  const auto frag_at = [&](int r16, int ks) { return sw128(16 * r16 + 8 * (mi % 2) + mr, 2 * ks + mi / 2); };
+
+  auto form = [&](int c) {
+    const int stage = c % kStages;
+    const uint32_t soff = uint32_t(stage) * uint32_t(Smem::stage);
+    unsigned char* st = smem + soff;
+    sm90::mbar_wait(full + stage, uint32_t(c / kStages) & 1);
+    const float* G = gst + stage * kC;
+    uint32_t ab[4][4], abg[4][4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) detail::ldmatrix_x4(ab[ks], st + Smem::v + frag_at(warp, ks));
+    __syncwarp();  // this warp's reads of the last chunk's e^G (fac[kC..]) are done
+    fac[kC + lane] = __expf(G[lane]);
+    fac[kC + lane + 32] = __expf(G[lane + 32]);
+    __syncwarp();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {  // columns 16 ks + 2 tq (+1) in registers 0, 1; 16 ks + 8 + 2 tq (+1) in 2, 3
+      const float2 e0 = *reinterpret_cast<const float2*>(fac + kC + 16 * ks + 2 * tq);
+      const float2 e1 = *reinterpret_cast<const float2*>(fac + kC + 16 * ks + 8 + 2 * tq);
+      abg[ks][0] = scale_pair(ab[ks][0], e0), abg[ks][1] = scale_pair(ab[ks][1], e0);
+      abg[ks][2] = scale_pair(ab[ks][2], e1), abg[ks][3] = scale_pair(ab[ks][3], e1);
+    }
+    float U[32], Wd[64];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks)
+      sm90::wgmma_m64n64k16_rs_mn(U, ab[ks], sm90::desc_advance(dn0, soff + ks * 16 * 128), ks > 0);
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks)
+      sm90::wgmma_m64n128k16_rs_mn(Wd, abg[ks], sm90::desc_advance(dk0, soff + ks * 16 * 128), ks > 0);
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(U);
+    sm90::fence_regs(Wd);
+    sm90::fence_u32(ab);
+    sm90::fence_u32(abg);
+    sm90::named_barrier(2, kNT);  // every warp's share of U's product has read V, which U replaces
+    {
+      uint32_t a[8][4];
+      to_a<8>(a, Wd);
+#pragma unroll
+      for (int ks = 0; ks < kDK / 16; ++ks)
+        sm90::stmatrix_x4(st + Smem::w + (ks / 4) * kBox + frag_at(warp, ks % 4), a[ks][0], a[ks][1], a[ks][2],
+                          a[ks][3]);
+    }
+    {
+      uint32_t a[4][4];
+      to_a<4>(a, U);
+#pragma unroll
+      for (int ks = 0; ks < kC / 16; ++ks)
+        sm90::stmatrix_x4(st + Smem::u + frag_at(warp, ks), a[ks][0], a[ks][1], a[ks][2], a[ks][3]);
+    }
+    sm90::fence_proxy_async_shared();  // W is read by the state's products
+    __syncwarp();
+    if (sm90::elect_one()) sm90::mbar_arrive(formed + stage);
+  };
+
+  auto outputs = [&](int c) {
+    const int stage = c % kStages;
+    const uint32_t soff = uint32_t(stage) * uint32_t(Smem::stage);
+    unsigned char* st = smem + soff;
+    sm90::mbar_wait(hand + stage, uint32_t(c / kStages) & 1);
+    const float* G = gst + stage * kC;
+    __syncwarp();  // this warp's reads of the last chunk's e^G (fac[0..]) are done
+    fac[lane] = __expf(G[lane]);
+    fac[lane + 32] = __expf(G[lane + 32]);
+    float O[32];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kDK / 16; ++ks) {
+      const uint32_t off = soff + (ks / 4) * kBox + 32 * (ks % 4);
+      sm90::wgmma_m64k16_ss<0, 0>(O, sm90::desc_advance(dw0, off), sm90::desc_advance(dq0, off), ks > 0);
+    }
+    sm90::wgmma_commit();
+    __syncwarp();  // the factors
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(O);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {  // O^T's columns (the chunk's rows) times e^G
+      const float2 e = *reinterpret_cast<const float2*>(fac + 8 * j + 2 * tq);
+      O[4 * j] *= e.x, O[4 * j + 1] *= e.y, O[4 * j + 2] *= e.x, O[4 * j + 3] *= e.y;
+    }
+    sm90::fence_regs(O);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks)
+      sm90::wgmma_m64k16_ss<1, 0>(O, sm90::desc_advance(dn0, soff + ks * 16 * 128), sm90::desc_advance(da0, soff + 32 * ks),
+                                  1);
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<0>();
+    sm90::fence_regs(O);
+    // O^T into this warp's 16 columns of the first K box (stored row = a chunk row), then whole 16-byte row pieces out.
+    unsigned char* ob = st + Smem::k;
+#pragma unroll
+    for (int j = 0; j < 8; j += 2)
+      sm90::stmatrix_x4_trans(ob + sw128(8 * (j + mi / 2) + mr, 2 * warp + mi % 2), pack_bf16(O[4 * j], O[4 * j + 1]),
+                              pack_bf16(O[4 * j + 2], O[4 * j + 3]), pack_bf16(O[4 * j + 4], O[4 * j + 5]),
+                              pack_bf16(O[4 * j + 6], O[4 * j + 7]));
+    __syncwarp();
+    const int L = wr.chunk_len(c);
+    const int64_t ld = s.H * dv, step = 16 * ld;
+    bf16* dst = out + (wr.t0(c) + lane / 2) * ld + (h * dv + c0 + 16 * warp + 8 * (lane % 2));
+    const unsigned char* src = ob + sw128(lane / 2, 2 * warp + lane % 2);
+    if (L == kC) {
+#pragma unroll
+      for (int it = 0; it < 4; ++it, dst += step)
+        *reinterpret_cast<int4*>(dst) = *reinterpret_cast<const int4*>(src + it * 16 * 128);
+    } else {
+#pragma unroll
+      for (int it = 0; it < 4; ++it, dst += step)
+        if (16 * it + lane / 2 < L) *reinterpret_cast<int4*>(dst) = *reinterpret_cast<const int4*>(src + it * 16 * 128);
+    }
+    sm90::fence_proxy_async_shared();  // this warp's generic writes to the stage, before its bulk copies refill it
+    __syncwarp();
+    if (sm90::elect_one()) sm90::mbar_arrive(empty + stage);  // this warp is done with the stage
+  };
+
+  if (wr.nchunks > 0) form(0);
+  for (int c = 0; c < wr.nchunks; ++c) {
+    if (c + 1 < wr.nchunks) form(c + 1);
+    outputs(c);
+  }
+}
+
 // One block's walk. OUTS (a state block of a launch with outputs) is a template parameter: ptxas counts the
 // product groups a wait leaves pending only along straight-line code, and with a run-time choice of waits it
 // serialises every product. So are NEG (the workspace holds -W: plan_u_in_walk) and UPROD (NEG, and this state
@@ -93,15 +249,17 @@ struct Maps {
 // releases the stage on its empty barrier. The state's chain of products then carries none of the outputs' products,
 // waits or stores.
 template <bool OUTS, int kStages, bool NEG = false, bool UPROD = false, int kWG = 1, bool kUnroll = false,
-          bool kOW = false>
+          bool kOW = false, bool kWU = false>
 __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const int32_t* __restrict__ cu, float* state,
                                      float* transfer, const Workspace& w, bf16* __restrict__ out) {
 #if HYPIC_SM90A
   static_assert(NEG || !UPROD, "U is formed in the walk only with -W in the workspace");
   static_assert(kWG == 1 || !NEG, "U formed in the walk takes one warpgroup a block");
   static_assert(!kOW || (OUTS && kWG == 1 && !NEG && kStages == 3), "the outputs' warpgroup: one state warpgroup");
-  using Smem = gdn::Smem<kStages, NEG, kWG, kOW>;
+  static_assert(!kWU || (kOW && !kUnroll), "W and U formed on the outputs' warpgroup");
+  using Smem = gdn::Smem<kStages, NEG || kWU, kWG, kOW, kWU>;
   constexpr bool kRing = Smem::ring;
+  constexpr bool kGTile = Smem::gtile;  // a chunk's G comes with its tiles (a bulk copy into the stage's G)
   constexpr bool kOutHere = OUTS && !kOW;  // this warpgroup forms the outputs too
   const int role = kOW ? int(threadIdx.x) / kNT : 0;  // with kOW: 0 walks the state, 1 writes the outputs
   const bool beside = w.ready != nullptr;  // gdn_prep runs beside the walk: wait for each chunk's ready flag
@@ -114,6 +272,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   uint64_t* empty = ufull + 2;       // with the ring: a stage released by every warp of the block
   uint64_t* uempty = empty + kStages;  // a ring slot's
   uint64_t* hand = uempty + 2;         // kOW: a stage's S^T and Vn are in place
+  uint64_t* formed = hand + kStages;   // kWU: a stage's W and U are formed
   float* gst = reinterpret_cast<float*>(smem + Smem::g);
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
@@ -180,8 +339,10 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     unsigned char* st = smem + (c % kStages) * Smem::stage;
     uint64_t* bar = full + c % kStages;
     const int row = int((wr.tile0 + c) * kC), tok = int(wr.t0(c));
-    const uint32_t bytes = uint32_t(4 * kBox + (is_T || kRing ? 0 : kBox) + (OUTS ? 3 * kBox : 0) + (UPROD ? kBox : 0) +
-                                    (kRing ? kC * 4 : 0));
+    // kWU: K, Q, V, A diag(beta), Aqk and G (no W, no U).
+    const uint32_t bytes = kWU ? uint32_t(7 * kBox + kC * 4)
+                               : uint32_t(4 * kBox + (is_T || kRing ? 0 : kBox) + (OUTS ? 3 * kBox : 0) +
+                                          (UPROD ? kBox : 0) + (kRing ? kC * 4 : 0));
     if ((kRing || kOW) && c >= kStages) sm90::mbar_wait(empty + c % kStages, uint32_t(c / kStages - 1) & 1);  // c - 3's
     // Thread 0 saw chunk c's flag (await_ready); the warp barrier orders that before the elected lane's bulk copies,
     // which it fences from its own earlier generic accesses as thread 0 did.
@@ -190,14 +351,19 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     if (beside) ready_fence();
     sm90::mbar_arrive_expect_tx(bar, bytes);
     for (int half = 0; half < 2; ++half) {
-      sm90::tma_load_2d(st + Smem::w + half * kBox, &maps.w, 64 * half, row, bar);
+      if (!kWU) sm90::tma_load_2d(st + Smem::w + half * kBox, &maps.w, 64 * half, row, bar);
       sm90::tma_load_2d(st + Smem::k + half * kBox, &maps.k, int(kh) * kDK + 64 * half, tok, bar);
       if (OUTS) sm90::tma_load_2d(st + Smem::q + half * kBox, &maps.q, int(kh) * kDK + 64 * half, tok, bar);
     }
-    if (!is_T && !kRing) sm90::tma_load_2d(st + Smem::u, &maps.u, UPROD ? 0 : c0, row, bar);
-    if (UPROD) sm90::tma_load_2d(st + Smem::v, &maps.v, int(h) * dv + c0, tok, bar);
+    if (kWU) {  // V's columns where U goes, A diag(beta) in the V box
+      sm90::tma_load_2d(st + Smem::u, &maps.v, int(h) * dv + c0, tok, bar);
+      sm90::tma_load_2d(st + Smem::v, &maps.u, 0, row, bar);
+    } else {
+      if (!is_T && !kRing) sm90::tma_load_2d(st + Smem::u, &maps.u, UPROD ? 0 : c0, row, bar);
+      if (UPROD) sm90::tma_load_2d(st + Smem::v, &maps.v, int(h) * dv + c0, tok, bar);
+    }
     if (OUTS) sm90::tma_load_2d(st + Smem::a, &maps.a, 0, row, bar);
-    if (kRing) sm90::bulk_load(gst + (c % kStages) * kC, w.G + (wr.tile0 + c) * kC, kC * 4, bar);
+    if (kGTile) sm90::bulk_load(gst + (c % kStages) * kC, w.G + (wr.tile0 + c) * kC, kC * 4, bar);
   };
   // With the ring: chunk c's U boxes (every warpgroup's) into slot c % 2, once every warp has read chunk c - 2's
   // and thread 0 has seen chunk c's flag.
@@ -222,12 +388,12 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   for (int c = 0; c + 1 < kStages; ++c) issue(c);
   issue_u(0);
   // G of chunk 0 is read below by every thread of the state's warpgroup: after thread 0 saw its flag.
-  if (beside && !kRing && role == 0) wg_sync();
+  if (beside && !kGTile && role == 0) wg_sync();
   // The chunk's G (lane l: rows l and l + 32) and G_L, read from global memory a chunk ahead (from L2: with gdn_prep
   // beside the walk, another SM wrote it during this launch; a block barrier orders the read after thread 0 saw the
   // chunk's flag).
   auto load_g = [&](int c, float& g0, float& g1, float& gl) {
-    if (!kRing && c < wr.nchunks) {
+    if (!kGTile && c < wr.nchunks) {
       const float* G = w.G + (wr.tile0 + c) * kC;
       g0 = __ldcg(G + lane), g1 = __ldcg(G + lane + 32), gl = __ldcg(G + wr.chunk_len(c) - 1);
     }
@@ -282,7 +448,12 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   const uint64_t dq0 = sm90::desc_sw128(smem + Smem::q, 16, 1024), da0 = sm90::desc_sw128(smem + Smem::a, 16, 1024);
   // With UPROD: V (MN-major A of V^T) and A diag(beta) (K-major B).
   const uint64_t dv0 = sm90::desc_sw128(smem + Smem::v, kBox, 1024), du0 = sm90::desc_sw128(smem + Smem::u, 16, 1024);
-  if constexpr (kOW) {
+  if constexpr (kWU) {
+    if (role == 1) {
+      form_and_write<Smem>(s, wr, smem, full, empty, hand, formed, gst, fac, h, c0, dv, out);
+      return;
+    }
+  } else if constexpr (kOW) {
     if (role == 1) {
       // The outputs' warpgroup: chunk c's O^T once the state's warpgroup has handed over S^T (in W's place, the K-major
       // A of S^T Q^T) and Vn (in U's place, the MN-major A of Vn^T Aqk^T); Q and Aqk came with the stage. G is read a
@@ -349,7 +520,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     // products are in flight would make it wait for them all, so both happen here.
     uint32_t aS[8][4];
     to_a<8>(aS, S);
-    if (!kRing) {
+    if (!kGTile) {
       const float decay = __expf(gl);
 #pragma unroll
       for (int i = 0; i < 64; ++i) S[i] *= decay;
@@ -364,14 +535,15 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       fac[kC + lane] = lane < L ? __expf(gl - g0) : 0.0f;
       fac[kC + lane + 32] = lane + 32 < L ? __expf(gl - g1) : 0.0f;
     };
-    if (!kRing) {
+    if (!kGTile) {
       factors();
       // Chunk c - 1's stage is read by no one of this warpgroup (its products were waited for): reloaded below (with
       // kOW, once the outputs' warpgroup released it too).
       wg_sync();
     }
-    sm90::mbar_wait(full + stage, uint32_t(c / kStages) & 1);  // chunk c's tiles (with the ring, and G)
-    if (kRing) {
+    sm90::mbar_wait(full + stage, uint32_t(c / kStages) & 1);  // chunk c's tiles (with the ring or kWU, and G)
+    if (kWU) sm90::mbar_wait(formed + stage, uint32_t(c / kStages) & 1);  // and its W and U
+    if (kGTile) {
       const float* G = gst + stage * kC;
       g0 = G[lane], g1 = G[lane + 32], gl = G[wr.chunk_len(c) - 1];
       const float decay = __expf(gl);
@@ -537,13 +709,14 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
 #endif
 }
 
-// kOW: outputs on a second warpgroup (every block a state block with outputs: launched only without T).
-template <int kStages, bool UW, int kWG = 1, bool kUnroll = false, bool kOW = false>
+// kOW: outputs on a second warpgroup (every block a state block with outputs: launched only without T); kWU (with
+// kOW): W and U formed there too.
+template <int kStages, bool UW, int kWG = 1, bool kUnroll = false, bool kOW = false, bool kWU = false>
 __global__ void __launch_bounds__(kNT * (kOW ? 2 : kWG), 1)
     gdn_walk_rs_kernel(const __grid_constant__ Maps maps, GdnShape s, const int32_t* __restrict__ cu, float* state,
                        float* transfer, Workspace w, bf16* __restrict__ out) {
   if constexpr (kOW) {
-    walk<true, kStages, false, false, 1, kUnroll, true>(maps, s, cu, state, transfer, w, out);
+    walk<true, kStages, false, false, 1, kUnroll, true, kWU>(maps, s, cu, state, transfer, w, out);
   } else {
     const bool is_T = int(blockIdx.x) >= int(s.dv) / (kCols * kWG);
     if (out != nullptr && !is_T)
@@ -663,6 +836,19 @@ bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* 
   return true;
 }
 
+// HYPIC_CUDA_GDN_WU_IN_WALK: =1 wherever it applies, =0 or unset never (A/B runs).
+bool plan_wu_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
+                     bool fused, bool transfer) {
+  static const bool on = env_is("HYPIC_CUDA_GDN_WU_IN_WALK", "1");
+  if (!on || !fused || out == nullptr || transfer || v == nullptr || (reinterpret_cast<uintptr_t>(v) & 15) != 0 ||
+      (s.H * s.dv) % 8 != 0)
+    return false;
+  if (!walk_rs_applies(s, w, k, true, q, out) || !prep_sm90_fits(s, q, k, v, w)) return false;
+  w.V = v;
+  w.wu = true;
+  return true;
+}
+
 int64_t walk_rs_blocks(const GdnShape& s, const Workspace& w, bool transfer, bool beside) {
   return blocks_per_head(s, transfer, warpgroups(s, w, transfer, beside)) * s.H * s.N;
 }
@@ -683,7 +869,16 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
   const int wgs = warpgroups(s, w, transfer != nullptr, beside);
   const int blocks = int(blocks_per_head(s, transfer != nullptr, wgs));
   const dim3 grid(unsigned(blocks), unsigned(s.H), unsigned(s.N));
-  if (w.V != nullptr) {  // U formed in the walk (plan_u_in_walk): two stages of 72 KB
+  if (w.wu) {  // W and U formed on the outputs' warpgroup (plan_wu_in_walk): three stages of 72 KB
+    HYPIC_CUDA_REQUIRE(out != nullptr && transfer == nullptr && wgs == 1,
+                       "launch_walk_rs: W formed in the walk takes a walk with outputs and no T");
+    using S = Smem<3, true, 1, true, true>;
+    static_assert(S::bytes <= 227 * 1024, "an sm_90 block's shared memory");
+    maps.v = tensor_map_sw128(w.V, s.H * s.dv, s.T, kC, "gdn_walk_rs (v)");
+    const auto kernel = gdn_walk_rs_kernel<3, true, 1, false, true, true>;
+    raise_smem_limit(kernel, S::bytes);
+    kernel<<<grid, 2 * kNT, S::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+  } else if (w.V != nullptr) {  // U formed in the walk (plan_u_in_walk): two stages of 72 KB
     maps.v = tensor_map_sw128(w.V, s.H * s.dv, s.T, kC, "gdn_walk_rs (v)");
     raise_smem_limit(gdn_walk_rs_kernel<2, true>, Smem<2, true>::bytes);
     if (w.ready != nullptr) prefer_max_shared(gdn_walk_rs_kernel<2, true>);
