@@ -836,14 +836,30 @@ bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* 
   return true;
 }
 
-// HYPIC_CUDA_GDN_WU_IN_WALK: =1 wherever it applies, =0 or unset never (A/B runs).
+// Tokens from which one sequence beside prep forms W and U in the walk (H100, 32 heads: 8k 0.289 -> 0.296 ms, 16k
+// 0.552 -> 0.556, 32k 1.105 -> 1.056).
+constexpr int64_t kWuBesideTokens = 32768;
+
+// W and U formed in the walk: prep's traffic falls by W's and U's round trip through memory (and V's read), and the
+// walk's second warpgroup takes on the two products a chunk. Measured on an H100 (docs/cuda_kernels.md): where
+// blocks of one warpgroup are more than the SMs (several sequences, which otherwise walk on two-warpgroup blocks after
+// prep) 3.5-7% faster (16 x 512 tokens 0.2627 -> 0.2535 ms, 16 x 2k 0.8834 -> 0.8239, 4 x 4k 0.440 -> 0.411); one
+// sequence beside prep faster from 32k; slower where prep runs first (8k 0.319 -> 0.331). The walk itself steps a
+// chunk in ~2 us against ~1.65 with the outputs' warpgroup alone. Unset: there; HYPIC_CUDA_GDN_WU_IN_WALK=1 wherever
+// it applies; =0 never.
 bool plan_wu_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                      bool fused, bool transfer) {
-  static const bool on = env_is("HYPIC_CUDA_GDN_WU_IN_WALK", "1");
-  if (!on || !fused || out == nullptr || transfer || v == nullptr || (reinterpret_cast<uintptr_t>(v) & 15) != 0 ||
+  static const int m = env_is("HYPIC_CUDA_GDN_WU_IN_WALK", "1") ? 1 : env_is("HYPIC_CUDA_GDN_WU_IN_WALK", "0") ? 0 : -1;
+  if (m == 0 || !fused || out == nullptr || transfer || v == nullptr || (reinterpret_cast<uintptr_t>(v) & 15) != 0 ||
       (s.H * s.dv) % 8 != 0)
     return false;
   if (!walk_rs_applies(s, w, k, true, q, out) || !prep_sm90_fits(s, q, k, v, w)) return false;
+  if (m == -1) {
+    const int64_t blocks = blocks_per_head(s, false, 1) * s.H * s.N, sms = detail::device_sm_count();
+    const bool many = blocks > sms;
+    const bool long_beside = s.N == 1 && s.T >= kWuBesideTokens && 2 * blocks <= sms;
+    if (!many && !long_beside) return false;
+  }
   w.V = v;
   w.wu = true;
   return true;
