@@ -43,7 +43,8 @@ void gdn_chunked_prefill(const GdnShape& s, const bf16* q, const bf16* k, const 
                      "gdn_chunked_prefill: grid too large");
   gdn::Workspace w = gdn::carve(s, workspace);
   const bool fused = gdn::plan_output_in_walk(s, w, q, k, transfer != nullptr, out);
-  if (!gdn::plan_wu_in_walk(s, w, q, k, v, out, fused, transfer != nullptr)) gdn::plan_u_in_walk(s, w, q, k, v, out, fused);
+  if (!gdn::plan_wu_in_walk(s, w, q, k, v, out, fused, transfer != nullptr))
+    gdn::plan_u_in_walk(s, w, q, k, v, out, fused);
   if (takes_overlap(s, w, fused, q, k, out, transfer != nullptr, max_chunks)) {
     gdn::launch_overlapped(s, q, k, v, g, beta, cu_seqlens, max_chunks, state, transfer, w, stream, out);
     return;

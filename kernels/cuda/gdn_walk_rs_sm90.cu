@@ -199,8 +199,8 @@ __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRang
     sm90::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks)
-      sm90::wgmma_m64k16_ss<1, 0>(O, sm90::desc_advance(dn0, soff + ks * 16 * 128), sm90::desc_advance(da0, soff + 32 * ks),
-                                  1);
+      sm90::wgmma_m64k16_ss<1, 0>(O, sm90::desc_advance(dn0, soff + ks * 16 * 128),
+                                  sm90::desc_advance(da0, soff + 32 * ks), 1);
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
     sm90::fence_regs(O);
@@ -758,10 +758,11 @@ bool two_stages_beside() {
 constexpr int64_t kPairBesideTokens = 16384;
 
 // The launch's warpgroups a block: one for U (or W and U) formed in the walk and for the two-stage walk beside prep (so
-// a batch of sequences that forms W and U in the walk, plan_wu_in_walk's default, takes one-warpgroup blocks). A block of two
-// walks twice the columns in ~1.13x the chunk time of a block of one (H100, docs/cuda_kernels.md), and each takes a
-// whole SM: so with =auto, two where one-warpgroup blocks would need more than one wave of the SMs, and for long
-// sequences with T where only half as many blocks let prep run beside the walk (overlap_applies asks with beside).
+// a batch of sequences that forms W and U in the walk, plan_wu_in_walk's default, takes one-warpgroup blocks). A block
+// of two walks twice the columns in ~1.13x the chunk time of a block of one (H100, docs/cuda_kernels.md), and each
+// takes a whole SM: so with =auto, two where one-warpgroup blocks would need more than one wave of the SMs, and for
+// long sequences with T where only half as many blocks let prep run beside the walk (overlap_applies asks with
+// beside).
 int warpgroups(const GdnShape& s, const Workspace& w, bool transfer, bool beside) {
   if (s.dv % (2 * kCols) != 0 || w.V != nullptr || (beside && two_stages_beside())) return 1;
   switch (pair_mode()) {
