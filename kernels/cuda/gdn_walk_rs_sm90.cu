@@ -94,6 +94,40 @@ __device__ __forceinline__ uint32_t scale_pair(uint32_t x, float2 e) {
   return pack_bf16(f.x * e.x, f.y * e.y);
 }
 
+// A chunk's outputs on the outputs' warpgroup (kOW, kWU), O^T = S^T Q^T diag(e^G) + Vn^T Aqk^T, from the stage at
+// byte offset soff: S^T in its W boxes (K-major A, descriptor dw0 of stage 0), Q (K-major B, dq0), Vn in its U box
+// (MN-major A, dn0), Aqk (K-major B, da0); fac[0..63] this warp's e^G. `between` runs once the first product group is
+// issued.
+template <class Between>
+__device__ __forceinline__ void output_products(float (&O)[32], uint32_t soff, uint64_t dw0, uint64_t dq0, uint64_t dn0,
+                                                uint64_t da0, const float* fac, int tq, Between&& between) {
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kDK / 16; ++ks) {
+    const uint32_t off = soff + (ks / 4) * kBox + 32 * (ks % 4);
+    sm90::wgmma_m64k16_ss<0, 0>(O, sm90::desc_advance(dw0, off), sm90::desc_advance(dq0, off), ks > 0);
+  }
+  sm90::wgmma_commit();
+  between();
+  __syncwarp();  // the factors
+  sm90::wgmma_wait<0>();
+  sm90::fence_regs(O);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {  // O^T's columns (the chunk's rows) times e^G
+    const float2 e = *reinterpret_cast<const float2*>(fac + 8 * j + 2 * tq);
+    O[4 * j] *= e.x, O[4 * j + 1] *= e.y, O[4 * j + 2] *= e.x, O[4 * j + 3] *= e.y;
+  }
+  sm90::fence_regs(O);
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kC / 16; ++ks)
+    sm90::wgmma_m64k16_ss<1, 0>(O, sm90::desc_advance(dn0, soff + ks * 16 * 128),
+                                sm90::desc_advance(da0, soff + 32 * ks), 1);
+  sm90::wgmma_commit();
+  sm90::wgmma_wait<0>();
+  sm90::fence_regs(O);
+}
+
 // kWU's second warpgroup (walk's kWU; this warp's factors fac, as in walk). For each chunk, once its tiles have landed
 // and a chunk ahead of the state's warpgroup: W = (A diag(beta)) diag(e^G) K and U = (A diag(beta)) V, register-A
 // products (A diag(beta)'s fragments from the stage's V box, e^G on their columns for W; K and V MN-major), stored
@@ -180,30 +214,7 @@ __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRang
     fac[lane] = __expf(G[lane]);
     fac[lane + 32] = __expf(G[lane + 32]);
     float O[32];
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kDK / 16; ++ks) {
-      const uint32_t off = soff + (ks / 4) * kBox + 32 * (ks % 4);
-      sm90::wgmma_m64k16_ss<0, 0>(O, sm90::desc_advance(dw0, off), sm90::desc_advance(dq0, off), ks > 0);
-    }
-    sm90::wgmma_commit();
-    __syncwarp();  // the factors
-    sm90::wgmma_wait<0>();
-    sm90::fence_regs(O);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {  // O^T's columns (the chunk's rows) times e^G
-      const float2 e = *reinterpret_cast<const float2*>(fac + 8 * j + 2 * tq);
-      O[4 * j] *= e.x, O[4 * j + 1] *= e.y, O[4 * j + 2] *= e.x, O[4 * j + 3] *= e.y;
-    }
-    sm90::fence_regs(O);
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kC / 16; ++ks)
-      sm90::wgmma_m64k16_ss<1, 0>(O, sm90::desc_advance(dn0, soff + ks * 16 * 128),
-                                  sm90::desc_advance(da0, soff + 32 * ks), 1);
-    sm90::wgmma_commit();
-    sm90::wgmma_wait<0>();
-    sm90::fence_regs(O);
+    output_products(O, soff, dw0, dq0, dn0, da0, fac, tq, [] {});
     // O^T into this warp's 16 columns of the first K box (stored row = a chunk row), then whole 16-byte row pieces out.
     unsigned char* ob = st + Smem::k;
 #pragma unroll
@@ -478,27 +489,9 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
           ga = __ldcg(G + lane), gb = __ldcg(G + lane + 32);
         }
         if (c > 0) stage_out();
-        sm90::wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < kDK / 16; ++ks) {
-          const uint32_t off = soff + (ks / 4) * kBox + 32 * (ks % 4);
-          sm90::wgmma_m64k16_ss<0, 0>(O, sm90::desc_advance(dw0, off), sm90::desc_advance(dq0, off), ks > 0);
-        }
-        sm90::wgmma_commit();
-        if (c > 0) write_out(c - 1);
-        __syncwarp();  // the factors
-        sm90::wgmma_wait<0>();
-        sm90::fence_regs(O);
-        scale_o();
-        sm90::fence_regs(O);
-        sm90::wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < kC / 16; ++ks)
-          sm90::wgmma_m64k16_ss<1, 0>(O, sm90::desc_advance(dn0, soff + ks * 16 * 128),
-                                      sm90::desc_advance(da0, soff + 32 * ks), 1);
-        sm90::wgmma_commit();
-        sm90::wgmma_wait<0>();
-        sm90::fence_regs(O);
+        output_products(O, soff, dw0, dq0, dn0, da0, fac, tq, [&] {
+          if (c > 0) write_out(c - 1);
+        });
         __syncwarp();
         if (sm90::elect_one()) sm90::mbar_arrive(empty + stage);  // this warp is done with the stage
       }
