@@ -377,10 +377,10 @@ bool walk_rs_applies(const GdnShape& s, const Workspace& w, const bf16* k, bool 
                      const bf16* out);
 bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* state, float* transfer, bool want_out,
                     const Workspace& w, cudaStream_t stream, const bf16* q, bf16* out);
-// HYPIC_CUDA_GDN_U_IN_WALK=1 (opt-in, not yet measured): where the register-state walk and gdn_prep_sm90.cu both apply
-// to gdn_chunked_prefill's call (q, out, and whether plan_output_in_walk put the outputs in the walk), sets w.V so that
-// prep writes A diag(beta) and -W, and the walk (two stages) forms U^T = V^T (A diag(beta))^T itself: prep neither
-// reads V nor writes U.
+// HYPIC_CUDA_GDN_U_IN_WALK=1 (opt-in; measured slower on an H100): where the register-state walk and gdn_prep_sm90.cu
+// both apply to gdn_chunked_prefill's call (q, out, and whether plan_output_in_walk put the outputs in the walk), sets
+// w.V so that prep writes A diag(beta) and -W, and the walk (two stages) forms U^T = V^T (A diag(beta))^T itself: prep
+// neither reads V nor writes U.
 bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                     bool fused);
 // W and U formed in the walk (gdn_walk_rs_sm90.cu; by default where measured faster, HYPIC_CUDA_GDN_WU_IN_WALK=1 / 0
