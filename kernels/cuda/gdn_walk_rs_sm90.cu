@@ -10,7 +10,8 @@
 // No shared-memory round trip and no barrier sits between a chunk's products; the chunk's tiles arrive by bulk
 // tensor copies (TMA, three stages), and one block barrier a chunk frees the oldest stage for them. The transfer
 // operator's columns (T <- (e^{G_L} I - K_d^T W) T, U = 0, no outputs) are more blocks of the same launch. Same
-// workspace, chunk order and outputs as gdn_state.cu.
+// workspace, chunk order and outputs as gdn_state.cu; except that where plan_wu_in_walk applies (the outputs, no T),
+// the block's second warpgroup forms each chunk's W and U from K, V and A diag(beta), and prep writes neither.
 //
 // Accumulator and A-fragment layouts: sm90.cuh (thread i of the warpgroup, warp w, lane 4 g + t holds rows
 // 16 w + g and 16 w + g + 8 of M, i.e. block columns c0 + 16 w + g (+ 8)).
