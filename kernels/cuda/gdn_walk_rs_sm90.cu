@@ -135,7 +135,9 @@ __device__ __forceinline__ void output_products(float (&O)[32], uint32_t soff, u
 // bf16 over the stage's W boxes and over V, then the formed barrier. Then, once the state's warpgroup has handed the
 // chunk's S^T and Vn over, its outputs O^T = S^T Q^T diag(e^G) + Vn^T Aqk^T as kOW's, staged in the first K box (read
 // by no one once the chunk's update and W are done) for 16-byte stores, and the stage's release.
-template <class Smem>
+// kUx: U goes to the state's warpgroup (its X group starts with U^T = V^T (A diag(beta))^T, walk's UPROD, and takes
+// -W): this warpgroup forms -W alone, A diag(beta) in the stage's U box and V in its V box.
+template <class Smem, bool kUx = false>
 __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRange& wr, unsigned char* smem,
                                                uint64_t* full, uint64_t* empty, uint64_t* hand, uint64_t* formed,
                                                const float* gst, float* fac, int64_t h, int c0, int dv,
@@ -158,10 +160,10 @@ __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRang
     const float* G = gst + stage * kC;
     uint32_t ab[4][4], abg[4][4];
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) detail::ldmatrix_x4(ab[ks], st + Smem::v + frag_at(warp, ks));
+    for (int ks = 0; ks < 4; ++ks) detail::ldmatrix_x4(ab[ks], st + (kUx ? Smem::u : Smem::v) + frag_at(warp, ks));
     __syncwarp();  // this warp's reads of the last chunk's e^G (fac[kC..]) are done
-    fac[kC + lane] = __expf(G[lane]);
-    fac[kC + lane + 32] = __expf(G[lane + 32]);
+    fac[kC + lane] = kUx ? -__expf(G[lane]) : __expf(G[lane]);  // kUx: -W's factors
+    fac[kC + lane + 32] = kUx ? -__expf(G[lane + 32]) : __expf(G[lane + 32]);
     __syncwarp();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {  // columns 16 ks + 2 tq (+1) in registers 0, 1; 16 ks + 8 + 2 tq (+1) in 2, 3
@@ -172,19 +174,21 @@ __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRang
     }
     float U[32], Wd[64];
     sm90::wgmma_fence();
+    if (!kUx) {
 #pragma unroll
-    for (int ks = 0; ks < kC / 16; ++ks)
-      sm90::wgmma_m64n64k16_rs_mn(U, ab[ks], sm90::desc_advance(dn0, soff + ks * 16 * 128), ks > 0);
+      for (int ks = 0; ks < kC / 16; ++ks)
+        sm90::wgmma_m64n64k16_rs_mn(U, ab[ks], sm90::desc_advance(dn0, soff + ks * 16 * 128), ks > 0);
+    }
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks)
       sm90::wgmma_m64n128k16_rs_mn(Wd, abg[ks], sm90::desc_advance(dk0, soff + ks * 16 * 128), ks > 0);
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
-    sm90::fence_regs(U);
+    if (!kUx) sm90::fence_regs(U);
     sm90::fence_regs(Wd);
     sm90::fence_u32(ab);
     sm90::fence_u32(abg);
-    sm90::named_barrier(2, kNT);  // every warp's share of U's product has read V, which U replaces
+    if (!kUx) sm90::named_barrier(2, kNT);  // every warp's share of U's product has read V, which U replaces
     {
       uint32_t a[8][4];
       to_a<8>(a, Wd);
@@ -193,7 +197,7 @@ __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRang
         sm90::stmatrix_x4(st + Smem::w + (ks / 4) * kBox + frag_at(warp, ks % 4), a[ks][0], a[ks][1], a[ks][2],
                           a[ks][3]);
     }
-    {
+    if (!kUx) {
       uint32_t a[4][4];
       to_a<4>(a, U);
 #pragma unroll
@@ -267,7 +271,8 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
 #if HYPIC_SM90A
   static_assert(NEG || !UPROD, "U is formed in the walk only with -W in the workspace");
   static_assert(kWG == 1 || !NEG, "U formed in the walk takes one warpgroup a block");
-  static_assert(!kOW || (OUTS && kWG == 1 && !NEG && kStages == 3), "the outputs' warpgroup: one state warpgroup");
+  static_assert(!kOW || (OUTS && kWG == 1 && (!NEG || kWU) && kStages == 3),
+                "the outputs' warpgroup: one state warpgroup");
   static_assert(!kWU || (kOW && !kUnroll), "W and U formed on the outputs' warpgroup");
   using Smem = gdn::Smem<kStages, NEG || kWU, kWG, kOW, kWU>;
   constexpr bool kRing = Smem::ring;
@@ -367,7 +372,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       sm90::tma_load_2d(st + Smem::k + half * kBox, &maps.k, int(kh) * kDK + 64 * half, tok, bar);
       if (OUTS) sm90::tma_load_2d(st + Smem::q + half * kBox, &maps.q, int(kh) * kDK + 64 * half, tok, bar);
     }
-    if (kWU) {  // V's columns where U goes, A diag(beta) in the V box
+    if (kWU && !UPROD) {  // V's columns where U goes, A diag(beta) in the V box
       sm90::tma_load_2d(st + Smem::u, &maps.v, int(h) * dv + c0, tok, bar);
       sm90::tma_load_2d(st + Smem::v, &maps.u, 0, row, bar);
     } else {
@@ -462,7 +467,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   const uint64_t dv0 = sm90::desc_sw128(smem + Smem::v, kBox, 1024), du0 = sm90::desc_sw128(smem + Smem::u, 16, 1024);
   if constexpr (kWU) {
     if (role == 1) {
-      form_and_write<Smem>(s, wr, smem, full, empty, hand, formed, gst, fac, h, c0, dv, out);
+      form_and_write<Smem, UPROD>(s, wr, smem, full, empty, hand, formed, gst, fac, h, c0, dv, out);
       return;
     }
   } else if constexpr (kOW) {
@@ -704,13 +709,14 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
 }
 
 // kOW: outputs on a second warpgroup (every block a state block with outputs: launched only without T); kWU (with
-// kOW): W and U formed there too.
-template <int kStages, bool UW, int kWG = 1, bool kUnroll = false, bool kOW = false, bool kWU = false>
+// kOW): W and U formed there too, or with kUx -W there and U in the state's X group.
+template <int kStages, bool UW, int kWG = 1, bool kUnroll = false, bool kOW = false, bool kWU = false,
+          bool kUx = false>
 __global__ void __launch_bounds__(kNT * (kOW ? 2 : kWG), 1)
     gdn_walk_rs_kernel(const __grid_constant__ Maps maps, GdnShape s, const int32_t* __restrict__ cu, float* state,
                        float* transfer, Workspace w, bf16* __restrict__ out) {
   if constexpr (kOW) {
-    walk<true, kStages, false, false, 1, kUnroll, true, kWU>(maps, s, cu, state, transfer, w, out);
+    walk<true, kStages, kUx, kUx, 1, kUnroll, true, kWU>(maps, s, cu, state, transfer, w, out);
   } else {
     const bool is_T = int(blockIdx.x) >= int(s.dv) / (kCols * kWG);
     if (out != nullptr && !is_T)
@@ -802,6 +808,13 @@ bool out_wg(bool beside) {
   return m == 1 || (m == -1 && beside);
 }
 
+// HYPIC_CUDA_GDN_WU_UX=1: with W and U formed in the walk, U^T = V^T (A diag(beta))^T at the head of the state's X
+// group (UPROD) and -W alone on the second warpgroup (A/B runs).
+bool wu_u_in_x() {
+  static const bool on = env_is("HYPIC_CUDA_GDN_WU_UX", "1");
+  return on;
+}
+
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
 bool rs_enabled() {
   static const bool on = !env_is("HYPIC_CUDA_GDN_RS", "0");
@@ -887,9 +900,14 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     using S = Smem<3, true, 1, true, true>;
     static_assert(S::bytes <= 227 * 1024, "an sm_90 block's shared memory");
     maps.v = tensor_map_sw128(w.V, s.H * s.dv, s.T, kC, "gdn_walk_rs (v)");
-    const auto kernel = gdn_walk_rs_kernel<3, true, 1, false, true, true>;
-    raise_smem_limit(kernel, S::bytes);
-    kernel<<<grid, 2 * kNT, S::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+    auto go = [&](auto kernel) {
+      raise_smem_limit(kernel, S::bytes);
+      kernel<<<grid, 2 * kNT, S::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+    };
+    if (wu_u_in_x())
+      go(gdn_walk_rs_kernel<3, true, 1, false, true, true, true>);
+    else
+      go(gdn_walk_rs_kernel<3, true, 1, false, true, true>);
   } else if (w.V != nullptr) {  // U formed in the walk (plan_u_in_walk): two stages of 72 KB
     maps.v = tensor_map_sw128(w.V, s.H * s.dv, s.T, kC, "gdn_walk_rs (v)");
     raise_smem_limit(gdn_walk_rs_kernel<2, true>, Smem<2, true>::bytes);
