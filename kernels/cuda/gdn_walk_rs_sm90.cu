@@ -11,7 +11,8 @@
 // tensor copies (TMA, three stages), and one block barrier a chunk frees the oldest stage for them. The transfer
 // operator's columns (T <- (e^{G_L} I - K_d^T W) T, U = 0, no outputs) are more blocks of the same launch. Same
 // workspace, chunk order and outputs as gdn_state.cu; except that where plan_wu_in_walk applies (the outputs, no T),
-// the block's second warpgroup forms each chunk's W and U from K, V and A diag(beta), and prep writes neither.
+// the block's second warpgroup forms each chunk's -W from K and A diag(beta), the state's warpgroup U^T from V and
+// A diag(beta) at the head of X's product group, and prep writes neither.
 //
 // Accumulator and A-fragment layouts: sm90.cuh (thread i of the warpgroup, warp w, lane 4 g + t holds rows
 // 16 w + g and 16 w + g + 8 of M, i.e. block columns c0 + 16 w + g (+ 8)).
@@ -47,10 +48,10 @@ constexpr int kLdO = kCols + 8;  // row stride (elements) of the output staging 
 // G comes with its tiles.
 // kOW: a second warpgroup writes the outputs (walk's kOW); its warps need decay factors of their own and the block a
 // barrier more a stage (a chunk's S^T and Vn handed over).
-// kWU (with kOW and UW's nine boxes a stage): the second warpgroup also forms W and U (walk's kWU). The stage's U box
-// takes V's 64 columns, then U, then Vn; its V box A diag(beta); its W boxes W as formed; the outputs are staged in
-// its first K box (no staging area of their own: three stages of 72 KB leave no room for one); a chunk's G comes with
-// its tiles; and a barrier more a stage tells the state's warpgroup that W and U are formed.
+// kWU (with kOW and UW's nine boxes a stage): the second warpgroup also forms -W (walk's kWU). The stage's U box
+// takes A diag(beta), then Vn; its V box V's 64 columns; its W boxes -W as formed; the outputs are staged in its
+// first K box (no staging area of their own: three stages of 72 KB leave no room for one); a chunk's G comes with its
+// tiles; and a barrier more a stage tells the state's warpgroup that -W is formed.
 template <int kStages, bool UW = false, int kWG = 1, bool kOW = false, bool kWU = false>
 struct Smem {
   static constexpr bool ring = kWG > 1;
@@ -130,14 +131,13 @@ __device__ __forceinline__ void output_products(float (&O)[32], uint32_t soff, u
 }
 
 // kWU's second warpgroup (walk's kWU; this warp's factors fac, as in walk). For each chunk, once its tiles have landed
-// and a chunk ahead of the state's warpgroup: W = (A diag(beta)) diag(e^G) K and U = (A diag(beta)) V, register-A
-// products (A diag(beta)'s fragments from the stage's V box, e^G on their columns for W; K and V MN-major), stored
-// bf16 over the stage's W boxes and over V, then the formed barrier. Then, once the state's warpgroup has handed the
-// chunk's S^T and Vn over, its outputs O^T = S^T Q^T diag(e^G) + Vn^T Aqk^T as kOW's, staged in the first K box (read
-// by no one once the chunk's update and W are done) for 16-byte stores, and the stage's release.
-// kUx: U goes to the state's warpgroup (its X group starts with U^T = V^T (A diag(beta))^T, walk's UPROD, and takes
-// -W): this warpgroup forms -W alone, A diag(beta) in the stage's U box and V in its V box.
-template <class Smem, bool kUx = false>
+// and a chunk ahead of the state's warpgroup: -W = -(A diag(beta)) diag(e^G) K, a register-A product (A diag(beta)'s
+// fragments from the stage's U box, -e^G on their columns; K MN-major), stored bf16 over the stage's W boxes, then the
+// formed barrier. U goes to the state's warpgroup (its X group starts with U^T = V^T (A diag(beta))^T, walk's UPROD).
+// Then, once the state's warpgroup has handed the chunk's S^T and Vn over, its outputs O^T = S^T Q^T diag(e^G) + Vn^T
+// Aqk^T as kOW's, staged in the first K box (read by no one once the chunk's update and W are done) for 16-byte stores,
+// and the stage's release.
+template <class Smem>
 __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRange& wr, unsigned char* smem,
                                                uint64_t* full, uint64_t* empty, uint64_t* hand, uint64_t* formed,
                                                const float* gst, float* fac, int64_t h, int c0, int dv,
@@ -146,7 +146,7 @@ __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRang
   const int tid = int(threadIdx.x) % kNT, warp = tid / 32, lane = tid % 32, tq = lane % 4, mi = lane / 8,
             mr = lane % 8;
   const uint64_t dk0 = sm90::desc_sw128(smem + Smem::k, kBox, 1024);  // K: the MN-major B of W
-  const uint64_t dn0 = sm90::desc_sw128(smem + Smem::u, kBox, 1024);  // V: U's MN-major B; then Vn: Vn^T's A
+  const uint64_t dn0 = sm90::desc_sw128(smem + Smem::u, kBox, 1024);  // Vn: Vn^T's MN-major A
   const uint64_t dw0 = sm90::desc_sw128(smem + Smem::w, 16, 1024), dq0 = sm90::desc_sw128(smem + Smem::q, 16, 1024);
   const uint64_t da0 = sm90::desc_sw128(smem + Smem::a, 16, 1024);
   // Fragments (16-wide K slices) of this warp's 16 rows of a [64][64] SW128 box, and their stores.
@@ -160,10 +160,10 @@ __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRang
     const float* G = gst + stage * kC;
     uint32_t ab[4][4], abg[4][4];
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) detail::ldmatrix_x4(ab[ks], st + (kUx ? Smem::u : Smem::v) + frag_at(warp, ks));
+    for (int ks = 0; ks < 4; ++ks) detail::ldmatrix_x4(ab[ks], st + Smem::u + frag_at(warp, ks));
     __syncwarp();  // this warp's reads of the last chunk's e^G (fac[kC..]) are done
-    fac[kC + lane] = kUx ? -__expf(G[lane]) : __expf(G[lane]);  // kUx: -W's factors
-    fac[kC + lane + 32] = kUx ? -__expf(G[lane + 32]) : __expf(G[lane + 32]);
+    fac[kC + lane] = -__expf(G[lane]);  // -W's factors
+    fac[kC + lane + 32] = -__expf(G[lane + 32]);
     __syncwarp();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {  // columns 16 ks + 2 tq (+1) in registers 0, 1; 16 ks + 8 + 2 tq (+1) in 2, 3
@@ -172,23 +172,16 @@ __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRang
       abg[ks][0] = scale_pair(ab[ks][0], e0), abg[ks][1] = scale_pair(ab[ks][1], e0);
       abg[ks][2] = scale_pair(ab[ks][2], e1), abg[ks][3] = scale_pair(ab[ks][3], e1);
     }
-    float U[32], Wd[64];
+    float Wd[64];
     sm90::wgmma_fence();
-    if (!kUx) {
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks)
-        sm90::wgmma_m64n64k16_rs_mn(U, ab[ks], sm90::desc_advance(dn0, soff + ks * 16 * 128), ks > 0);
-    }
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks)
       sm90::wgmma_m64n128k16_rs_mn(Wd, abg[ks], sm90::desc_advance(dk0, soff + ks * 16 * 128), ks > 0);
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
-    if (!kUx) sm90::fence_regs(U);
     sm90::fence_regs(Wd);
     sm90::fence_u32(ab);
     sm90::fence_u32(abg);
-    if (!kUx) sm90::named_barrier(2, kNT);  // every warp's share of U's product has read V, which U replaces
     {
       uint32_t a[8][4];
       to_a<8>(a, Wd);
@@ -196,13 +189,6 @@ __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRang
       for (int ks = 0; ks < kDK / 16; ++ks)
         sm90::stmatrix_x4(st + Smem::w + (ks / 4) * kBox + frag_at(warp, ks % 4), a[ks][0], a[ks][1], a[ks][2],
                           a[ks][3]);
-    }
-    if (!kUx) {
-      uint32_t a[4][4];
-      to_a<4>(a, U);
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks)
-        sm90::stmatrix_x4(st + Smem::u + frag_at(warp, ks), a[ks][0], a[ks][1], a[ks][2], a[ks][3]);
     }
     sm90::fence_proxy_async_shared();  // W is read by the state's products
     __syncwarp();
@@ -273,7 +259,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   static_assert(kWG == 1 || !NEG, "U formed in the walk takes one warpgroup a block");
   static_assert(!kOW || (OUTS && kWG == 1 && (!NEG || kWU) && kStages == 3),
                 "the outputs' warpgroup: one state warpgroup");
-  static_assert(!kWU || (kOW && !kUnroll), "W and U formed on the outputs' warpgroup");
+  static_assert(!kWU || (kOW && !kUnroll && UPROD), "W formed on the outputs' warpgroup, U in the state's X group");
   using Smem = gdn::Smem<kStages, NEG || kWU, kWG, kOW, kWU>;
   constexpr bool kRing = Smem::ring;
   constexpr bool kGTile = Smem::gtile;  // a chunk's G comes with its tiles (a bulk copy into the stage's G)
@@ -289,7 +275,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   uint64_t* empty = ufull + 2;       // with the ring: a stage released by every warp of the block
   uint64_t* uempty = empty + kStages;  // a ring slot's
   uint64_t* hand = uempty + 2;         // kOW: a stage's S^T and Vn are in place
-  uint64_t* formed = hand + kStages;   // kWU: a stage's W and U are formed
+  uint64_t* formed = hand + kStages;   // kWU: a stage's -W is formed
   float* gst = reinterpret_cast<float*>(smem + Smem::g);
 
   const int64_t n = blockIdx.z, h = blockIdx.y;
@@ -356,7 +342,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
     unsigned char* st = smem + (c % kStages) * Smem::stage;
     uint64_t* bar = full + c % kStages;
     const int row = int((wr.tile0 + c) * kC), tok = int(wr.t0(c));
-    // kWU: K, Q, V, A diag(beta), Aqk and G (no W, no U).
+    // kWU: K, Q, A diag(beta), V, Aqk and G (no W, no U).
     const uint32_t bytes = kWU ? uint32_t(7 * kBox + kC * 4)
                                : uint32_t(4 * kBox + (is_T || kRing ? 0 : kBox) + (OUTS ? 3 * kBox : 0) +
                                           (UPROD ? kBox : 0) + (kRing ? kC * 4 : 0));
@@ -372,13 +358,8 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       sm90::tma_load_2d(st + Smem::k + half * kBox, &maps.k, int(kh) * kDK + 64 * half, tok, bar);
       if (OUTS) sm90::tma_load_2d(st + Smem::q + half * kBox, &maps.q, int(kh) * kDK + 64 * half, tok, bar);
     }
-    if (kWU && !UPROD) {  // V's columns where U goes, A diag(beta) in the V box
-      sm90::tma_load_2d(st + Smem::u, &maps.v, int(h) * dv + c0, tok, bar);
-      sm90::tma_load_2d(st + Smem::v, &maps.u, 0, row, bar);
-    } else {
-      if (!is_T && !kRing) sm90::tma_load_2d(st + Smem::u, &maps.u, UPROD ? 0 : c0, row, bar);
-      if (UPROD) sm90::tma_load_2d(st + Smem::v, &maps.v, int(h) * dv + c0, tok, bar);
-    }
+    if (!is_T && !kRing) sm90::tma_load_2d(st + Smem::u, &maps.u, UPROD ? 0 : c0, row, bar);
+    if (UPROD) sm90::tma_load_2d(st + Smem::v, &maps.v, int(h) * dv + c0, tok, bar);
     if (OUTS) sm90::tma_load_2d(st + Smem::a, &maps.a, 0, row, bar);
     if (kGTile) sm90::bulk_load(gst + (c % kStages) * kC, w.G + (wr.tile0 + c) * kC, kC * 4, bar);
   };
@@ -467,7 +448,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
   const uint64_t dv0 = sm90::desc_sw128(smem + Smem::v, kBox, 1024), du0 = sm90::desc_sw128(smem + Smem::u, 16, 1024);
   if constexpr (kWU) {
     if (role == 1) {
-      form_and_write<Smem, UPROD>(s, wr, smem, full, empty, hand, formed, gst, fac, h, c0, dv, out);
+      form_and_write<Smem>(s, wr, smem, full, empty, hand, formed, gst, fac, h, c0, dv, out);
       return;
     }
   } else if constexpr (kOW) {
@@ -541,7 +522,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       wg_sync();
     }
     sm90::mbar_wait(full + stage, uint32_t(c / kStages) & 1);  // chunk c's tiles (with the ring or kWU, and G)
-    if (kWU) sm90::mbar_wait(formed + stage, uint32_t(c / kStages) & 1);  // and its W and U
+    if (kWU) sm90::mbar_wait(formed + stage, uint32_t(c / kStages) & 1);  // and its -W
     if (kGTile) {
       const float* G = gst + stage * kC;
       g0 = G[lane], g1 = G[lane + 32], gl = G[wr.chunk_len(c) - 1];
@@ -709,14 +690,13 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
 }
 
 // kOW: outputs on a second warpgroup (every block a state block with outputs: launched only without T); kWU (with
-// kOW): W and U formed there too, or with kUx -W there and U in the state's X group.
-template <int kStages, bool UW, int kWG = 1, bool kUnroll = false, bool kOW = false, bool kWU = false,
-          bool kUx = false>
+// kOW): -W formed there too, and U in the state's X group.
+template <int kStages, bool UW, int kWG = 1, bool kUnroll = false, bool kOW = false, bool kWU = false>
 __global__ void __launch_bounds__(kNT * (kOW ? 2 : kWG), 1)
     gdn_walk_rs_kernel(const __grid_constant__ Maps maps, GdnShape s, const int32_t* __restrict__ cu, float* state,
                        float* transfer, Workspace w, bf16* __restrict__ out) {
   if constexpr (kOW) {
-    walk<true, kStages, kUx, kUx, 1, kUnroll, true, kWU>(maps, s, cu, state, transfer, w, out);
+    walk<true, kStages, kWU, kWU, 1, kUnroll, true, kWU>(maps, s, cu, state, transfer, w, out);
   } else {
     const bool is_T = int(blockIdx.x) >= int(s.dv) / (kCols * kWG);
     if (out != nullptr && !is_T)
@@ -808,13 +788,6 @@ bool out_wg(bool beside) {
   return m == 1 || (m == -1 && beside);
 }
 
-// HYPIC_CUDA_GDN_WU_UX=1: with W and U formed in the walk, U^T = V^T (A diag(beta))^T at the head of the state's X
-// group (UPROD) and -W alone on the second warpgroup (A/B runs).
-bool wu_u_in_x() {
-  static const bool on = env_is("HYPIC_CUDA_GDN_WU_UX", "1");
-  return on;
-}
-
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
 bool rs_enabled() {
   static const bool on = !env_is("HYPIC_CUDA_GDN_RS", "0");
@@ -845,17 +818,14 @@ bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* 
   return true;
 }
 
-// Tokens from which one sequence beside prep forms W and U in the walk (H100, 32 heads: 8k 0.289 -> 0.296 ms, 16k
-// 0.552 -> 0.556, 32k 1.105 -> 1.056).
-constexpr int64_t kWuBesideTokens = 32768;
-
-// W and U formed in the walk: prep's traffic falls by W's and U's round trip through memory (and V's read), and the
-// walk's second warpgroup takes on the two products a chunk. Measured on an H100 (docs/cuda_kernels.md): where
-// blocks of one warpgroup are more than the SMs (several sequences, which otherwise walk on two-warpgroup blocks after
-// prep) 3.5-7% faster (16 x 512 tokens 0.2627 -> 0.2535 ms, 16 x 2k 0.8834 -> 0.8239, 4 x 4k 0.440 -> 0.411); one
-// sequence beside prep faster from 32k; slower where prep runs first (8k 0.319 -> 0.331). The walk itself steps a
-// chunk in ~2 us against ~1.65 with the outputs' warpgroup alone. Unset: there; HYPIC_CUDA_GDN_WU_IN_WALK=1 wherever
-// it applies; =0 never.
+// W and U formed in the walk: prep's traffic falls by W's and U's round trip through memory (and V's read); the walk's
+// second warpgroup takes on -W's product a chunk and the state's warpgroup U^T's four k-slices at the head of X.
+// Measured on an H100, 32 heads (docs/cuda_kernels.md), against prep forming them: where blocks of one warpgroup are
+// more than the SMs (several sequences, which otherwise walk on two-warpgroup blocks after prep) 16 x 512 tokens
+// 0.2533 -> 0.2424-0.2431 ms, 16 x 2k 0.8234 -> 0.7995-0.7999; one sequence beside prep 8k 0.2861-0.2883 -> 0.2794-0.2834,
+// 32k 1.0552-1.0562 -> 0.9993-1.0003. (A first form that left U on the second warpgroup too was slower for one
+// sequence below 32k: that warpgroup then set the pace.) Where prep runs first and the blocks fit one wave, prep
+// forms them (not measured with this form). Unset: there; HYPIC_CUDA_GDN_WU_IN_WALK=1 wherever it applies; =0 never.
 bool plan_wu_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                      bool fused, bool transfer) {
   static const int m = env_is("HYPIC_CUDA_GDN_WU_IN_WALK", "1") ? 1 : env_is("HYPIC_CUDA_GDN_WU_IN_WALK", "0") ? 0 : -1;
@@ -865,9 +835,8 @@ bool plan_wu_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16*
   if (!walk_rs_applies(s, w, k, true, q, out) || !prep_sm90_fits(s, q, k, v, w)) return false;
   if (m == -1) {
     const int64_t blocks = blocks_per_head(s, false, 1) * s.H * s.N, sms = detail::device_sm_count();
-    const bool many = blocks > sms;
-    const bool long_beside = s.N == 1 && s.T >= kWuBesideTokens && 2 * blocks <= sms;
-    if (!many && !long_beside) return false;
+    const bool many = blocks > sms, beside = 2 * blocks <= sms;  // beside: overlap_applies' condition on the blocks
+    if (!many && !beside) return false;
   }
   w.V = v;
   w.wu = true;
@@ -894,20 +863,15 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
   const int wgs = warpgroups(s, w, transfer != nullptr, beside);
   const int blocks = int(blocks_per_head(s, transfer != nullptr, wgs));
   const dim3 grid(unsigned(blocks), unsigned(s.H), unsigned(s.N));
-  if (w.wu) {  // W and U formed on the outputs' warpgroup (plan_wu_in_walk): three stages of 72 KB
+  if (w.wu) {  // -W formed on the outputs' warpgroup, U in X (plan_wu_in_walk): three stages of 72 KB
     HYPIC_CUDA_REQUIRE(out != nullptr && transfer == nullptr && wgs == 1,
                        "launch_walk_rs: W formed in the walk takes a walk with outputs and no T");
     using S = Smem<3, true, 1, true, true>;
     static_assert(S::bytes <= 227 * 1024, "an sm_90 block's shared memory");
     maps.v = tensor_map_sw128(w.V, s.H * s.dv, s.T, kC, "gdn_walk_rs (v)");
-    auto go = [&](auto kernel) {
-      raise_smem_limit(kernel, S::bytes);
-      kernel<<<grid, 2 * kNT, S::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
-    };
-    if (wu_u_in_x())
-      go(gdn_walk_rs_kernel<3, true, 1, false, true, true, true>);
-    else
-      go(gdn_walk_rs_kernel<3, true, 1, false, true, true>);
+    const auto kernel = gdn_walk_rs_kernel<3, true, 1, false, true, true>;
+    raise_smem_limit(kernel, S::bytes);
+    kernel<<<grid, 2 * kNT, S::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
   } else if (w.V != nullptr) {  // U formed in the walk (plan_u_in_walk): two stages of 72 KB
     maps.v = tensor_map_sw128(w.V, s.H * s.dv, s.T, kC, "gdn_walk_rs (v)");
     raise_smem_limit(gdn_walk_rs_kernel<2, true>, Smem<2, true>::bytes);
