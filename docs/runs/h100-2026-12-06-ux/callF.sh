@@ -18,6 +18,8 @@ TT=100 gtest cuda_model_test "" ""
 TT=120 gtest engine_model_test "*cuda*" ""
 gdn_bench "a b" "previous:HYPIC_CUDA_GDN_WU_IN_WALK=0 default:X=0 all:HYPIC_CUDA_GDN_WU_IN_WALK=1" --tokens 1024,2048,4096,16384 --gdn-seqs 1,2 --iters 20
 gdn_bench "a" "default_8k32k:X=0" --tokens 8192,32768 --gdn-seqs 1,16 --iters 20
+# On an H200 (no GDN figure from one since the thirty-seventh session): fla at the same shapes.
+if grep -q H200 $O/device.txt; then FT=150 fla_gdn --tokens 8192,32768 --gdn-seqs 1,16 --iters 20; fi
 mkdir -p /tmp/trace && tar xJf .gpubin/trace.tar.xz -C /tmp/trace
 summ() { python3 - "$1" <<'PY'
 import collections, statistics, sys
