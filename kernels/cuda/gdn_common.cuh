@@ -383,8 +383,8 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
 // neither reads V nor writes U.
 bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                     bool fused);
-// W and U formed in the walk (gdn_walk_rs_sm90.cu; by default where measured faster, HYPIC_CUDA_GDN_WU_IN_WALK=1 / 0
-// everywhere / never): for a call whose walk writes the outputs (fused) and builds no T, sets w.V and w.wu so that prep
+// W and U formed in the walk (gdn_walk_rs_sm90.cu; by default, HYPIC_CUDA_GDN_WU_IN_WALK=0 never): for a call whose
+// walk writes the outputs (fused) and builds no T, sets w.V and w.wu so that prep
 // writes only A diag(beta), Aqk and G; the walk's second warpgroup forms each chunk's -W from K and A diag(beta) a
 // chunk ahead of the state's warpgroup (and writes the outputs), and the state's warpgroup U^T = V^T (A diag(beta))^T
 // at the head of its X group. Prep then neither reads V nor writes W and U. Returns whether it applies.

@@ -820,24 +820,20 @@ bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* 
 
 // W and U formed in the walk: prep's traffic falls by W's and U's round trip through memory (and V's read); the walk's
 // second warpgroup takes on -W's product a chunk and the state's warpgroup U^T's four k-slices at the head of X.
-// Measured on an H100, 32 heads (docs/cuda_kernels.md), against prep forming them: where blocks of one warpgroup are
-// more than the SMs (several sequences, which otherwise walk on two-warpgroup blocks after prep) 16 x 512 tokens
-// 0.2533 -> 0.2424-0.2431 ms, 16 x 2k 0.8234 -> 0.7995-0.7999; one sequence beside prep 8k 0.2861-0.2883 -> 0.2794-0.2834,
-// 32k 1.0552-1.0562 -> 0.9993-1.0003. (A first form that left U on the second warpgroup too was slower for one
-// sequence below 32k: that warpgroup then set the pace.) Where prep runs first and the blocks fit one wave, prep
-// forms them (not measured with this form). Unset: there; HYPIC_CUDA_GDN_WU_IN_WALK=1 wherever it applies; =0 never.
+// Measured on an H100, 32 heads (docs/cuda_kernels.md), against prep forming them, faster wherever it applies: where
+// blocks of one warpgroup are more than the SMs (several sequences, which otherwise walk on two-warpgroup blocks after
+// prep) 16 x 512 tokens 0.2533 -> 0.2424-0.2431 ms, 16 x 2k 0.8234 -> 0.7995-0.7999; one sequence beside prep 1k-32k
+// 1-6% (8k 0.2861-0.2883 -> 0.2794-0.2834, 32k 1.0552-1.0562 -> 0.9993-1.0003); two sequences, prep first, 15-27%
+// (2 x 512 0.0480 -> 0.0349, 2 x 8k 0.4749 -> 0.4021). (A first form that left U on the second warpgroup too was
+// slower for one sequence below 32k and with prep first: that warpgroup then set the pace.) HYPIC_CUDA_GDN_WU_IN_WALK=0:
+// never (prep forms W and U).
 bool plan_wu_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                      bool fused, bool transfer) {
-  static const int m = env_is("HYPIC_CUDA_GDN_WU_IN_WALK", "1") ? 1 : env_is("HYPIC_CUDA_GDN_WU_IN_WALK", "0") ? 0 : -1;
-  if (m == 0 || !fused || out == nullptr || transfer || v == nullptr || (reinterpret_cast<uintptr_t>(v) & 15) != 0 ||
+  static const bool off = env_is("HYPIC_CUDA_GDN_WU_IN_WALK", "0");
+  if (off || !fused || out == nullptr || transfer || v == nullptr || (reinterpret_cast<uintptr_t>(v) & 15) != 0 ||
       (s.H * s.dv) % 8 != 0)
     return false;
   if (!walk_rs_applies(s, w, k, true, q, out) || !prep_sm90_fits(s, q, k, v, w)) return false;
-  if (m == -1) {
-    const int64_t blocks = blocks_per_head(s, false, 1) * s.H * s.N, sms = detail::device_sm_count();
-    const bool many = blocks > sms, beside = 2 * blocks <= sms;  // beside: overlap_applies' condition on the blocks
-    if (!many && !beside) return false;
-  }
   w.V = v;
   w.wu = true;
   return true;
