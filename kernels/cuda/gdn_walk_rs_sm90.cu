@@ -251,7 +251,7 @@ __device__ __forceinline__ void form_and_write(const GdnShape& s, const WalkRang
 // releases the stage on its empty barrier. The state's chain of products then carries none of the outputs' products,
 // waits or stores.
 template <bool OUTS, int kStages, bool NEG = false, bool UPROD = false, int kWG = 1, bool kUnroll = false,
-          bool kOW = false, bool kWU = false>
+          bool kOW = false, bool kWU = false, bool kFormedEarly = false>
 __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const int32_t* __restrict__ cu, float* state,
                                      float* transfer, const Workspace& w, bf16* __restrict__ out) {
 #if HYPIC_SM90A
@@ -522,7 +522,7 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
       wg_sync();
     }
     sm90::mbar_wait(full + stage, uint32_t(c / kStages) & 1);  // chunk c's tiles (with the ring or kWU, and G)
-    if (kWU) sm90::mbar_wait(formed + stage, uint32_t(c / kStages) & 1);  // and its -W
+    if (kWU && kFormedEarly) sm90::mbar_wait(formed + stage, uint32_t(c / kStages) & 1);  // and its -W
     if (kGTile) {
       const float* G = gst + stage * kC;
       g0 = G[lane], g1 = G[lane + 32], gl = G[wr.chunk_len(c) - 1];
@@ -543,6 +543,8 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
         sm90::wgmma_m64k16_ss<1, 0>(X, sm90::desc_advance(dv0, soff + ks * 16 * 128),
                                     sm90::desc_advance(du0, soff + 32 * ks), ks > 0);
     }
+    // -W, once U^T's products (which need only the tiles) are issued: they run while the second warpgroup forms it.
+    if (kWU && !kFormedEarly) sm90::mbar_wait(formed + stage, uint32_t(c / kStages) & 1);
 #pragma unroll
     for (int ks = 0; ks < kDK / 16; ++ks)
       sm90::wgmma_m64n64k16_rs(X, aS[ks], sm90::desc_advance(dw, (ks / 4) * kBox + 32 * (ks % 4)), UPROD || ks > 0);
@@ -691,12 +693,13 @@ __device__ __forceinline__ void walk(const Maps& maps, const GdnShape& s, const 
 
 // kOW: outputs on a second warpgroup (every block a state block with outputs: launched only without T); kWU (with
 // kOW): -W formed there too, and U in the state's X group.
-template <int kStages, bool UW, int kWG = 1, bool kUnroll = false, bool kOW = false, bool kWU = false>
+template <int kStages, bool UW, int kWG = 1, bool kUnroll = false, bool kOW = false, bool kWU = false,
+          bool kFormedEarly = false>
 __global__ void __launch_bounds__(kNT * (kOW ? 2 : kWG), 1)
     gdn_walk_rs_kernel(const __grid_constant__ Maps maps, GdnShape s, const int32_t* __restrict__ cu, float* state,
                        float* transfer, Workspace w, bf16* __restrict__ out) {
   if constexpr (kOW) {
-    walk<true, kStages, kWU, kWU, 1, kUnroll, true, kWU>(maps, s, cu, state, transfer, w, out);
+    walk<true, kStages, kWU, kWU, 1, kUnroll, true, kWU, kFormedEarly>(maps, s, cu, state, transfer, w, out);
   } else {
     const bool is_T = int(blockIdx.x) >= int(s.dv) / (kCols * kWG);
     if (out != nullptr && !is_T)
@@ -788,6 +791,13 @@ bool out_wg(bool beside) {
   return m == 1 || (m == -1 && beside);
 }
 
+// HYPIC_CUDA_GDN_WU_FORMED_EARLY=1: with W formed in the walk, the state's warpgroup waits for -W before issuing
+// U^T's products, as measured in callE / callF, instead of after (A/B runs).
+bool formed_early() {
+  static const bool on = env_is("HYPIC_CUDA_GDN_WU_FORMED_EARLY", "1");
+  return on;
+}
+
 // HYPIC_CUDA_GDN_RS=0: the walks keep gdn_state_sm90.cu's form (A/B runs).
 bool rs_enabled() {
   static const bool on = !env_is("HYPIC_CUDA_GDN_RS", "0");
@@ -865,9 +875,14 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
     using S = Smem<3, true, 1, true, true>;
     static_assert(S::bytes <= 227 * 1024, "an sm_90 block's shared memory");
     maps.v = tensor_map_sw128(w.V, s.H * s.dv, s.T, kC, "gdn_walk_rs (v)");
-    const auto kernel = gdn_walk_rs_kernel<3, true, 1, false, true, true>;
-    raise_smem_limit(kernel, S::bytes);
-    kernel<<<grid, 2 * kNT, S::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+    auto go = [&](auto kernel) {
+      raise_smem_limit(kernel, S::bytes);
+      kernel<<<grid, 2 * kNT, S::bytes, stream>>>(maps, s, cu, state, transfer, w, out);
+    };
+    if (formed_early())
+      go(gdn_walk_rs_kernel<3, true, 1, false, true, true, true>);
+    else
+      go(gdn_walk_rs_kernel<3, true, 1, false, true, true>);
   } else if (w.V != nullptr) {  // U formed in the walk (plan_u_in_walk): two stages of 72 KB
     maps.v = tensor_map_sw128(w.V, s.H * s.dv, s.T, kC, "gdn_walk_rs (v)");
     raise_smem_limit(gdn_walk_rs_kernel<2, true>, Smem<2, true>::bytes);
