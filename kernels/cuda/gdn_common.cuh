@@ -384,10 +384,10 @@ bool launch_walk_rs(const GdnShape& s, const bf16* k, const int32_t* cu, float* 
 bool plan_u_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                     bool fused);
 // W and U formed in the walk (gdn_walk_rs_sm90.cu; by default, HYPIC_CUDA_GDN_WU_IN_WALK=0 never): for a call whose
-// walk writes the outputs (fused) and builds no T, sets w.V and w.wu so that prep
-// writes only A diag(beta), Aqk and G; the walk's second warpgroup forms each chunk's -W from K and A diag(beta) a
-// chunk ahead of the state's warpgroup (and writes the outputs), and the state's warpgroup U^T = V^T (A diag(beta))^T
-// at the head of its X group. Prep then neither reads V nor writes W and U. Returns whether it applies.
+// walk writes the outputs (fused) and builds no T, sets w.V and w.wu so that prep writes only A diag(beta), Aqk and G;
+// the walk's second warpgroup forms each chunk's -W from K and A diag(beta) a chunk ahead of the state's warpgroup (and
+// writes the outputs), and the state's warpgroup U^T = V^T (A diag(beta))^T at the head of its X group. Prep then
+// neither reads V nor writes W and U. Returns whether it applies.
 bool plan_wu_in_walk(const GdnShape& s, Workspace& w, const bf16* q, const bf16* k, const bf16* v, const bf16* out,
                      bool fused, bool transfer);
 // Blocks of the register-state walk's launch (every one on an SM of its own), beside gdn_prep (launch_overlapped) or

@@ -741,7 +741,7 @@ bool two_stages_beside() {
 constexpr int64_t kPairBesideTokens = 16384;
 
 // The launch's warpgroups a block: one for U (or W and U) formed in the walk and for the two-stage walk beside prep (so
-// a batch of sequences that forms W and U in the walk, plan_wu_in_walk's default, takes one-warpgroup blocks). A block
+// a batch of sequences without T, which forms W and U in the walk by default, takes one-warpgroup blocks). A block
 // of two walks twice the columns in ~1.13x the chunk time of a block of one (H100, docs/cuda_kernels.md), and each
 // takes a whole SM: so with =auto, two where one-warpgroup blocks would need more than one wave of the SMs, and for
 // long sequences with T where only half as many blocks let prep run beside the walk (overlap_applies asks with
