@@ -6,7 +6,9 @@
 //     measured bf16 GEMM rate (--peak-tflops, default 790 for an H200);
 //   decode: bytes read per token (every weight a token touches: the non-expert matrices, the top-k
 //     experts of each MoE layer, the LM head; plus the recurrent states, conv tails and the KV cache at
-//     that step's context length) per second over HBM bandwidth (--peak-tbps, default 4.3).
+//     that step's context length) per second over HBM bandwidth (--peak-tbps, default 4.3), and over the
+//     device-to-device copy rate measured at the start of the run ("copy_tb_per_s": bytes read plus bytes
+//     written by cudaMemcpyAsync of 1 GiB, the best of 20 copies), the bound of the machine it ran on.
 // The prefill is timed --prefill-repeats times from fresh states ("seconds" the first, "best_seconds" the
 // fastest), then once more queued behind a wait on the stream ("device_seconds": the device alone, its
 // kernels back to back; the wall time less this is what the device spent waiting or at lower clocks).
@@ -150,6 +152,31 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The device's copy rate, TB/s: 1 GiB copied device to device (counted twice: read and written), the best of
+// 20 copies after one untimed. Measured before the weights are loaded, so the 2 GiB fit beside them later.
+double measure_copy_tbps() {
+  const size_t bytes = size_t{1} << 30;
+  void *src = nullptr, *dst = nullptr;
+  HYPIC_CUDA_CHECK(cudaMalloc(&src, bytes));
+  HYPIC_CUDA_CHECK(cudaMalloc(&dst, bytes));
+  HYPIC_CUDA_CHECK(cudaMemset(src, 1, bytes));
+  cudaStream_t s = nullptr;
+  HYPIC_CUDA_CHECK(cudaStreamCreate(&s));
+  double best = 0;
+  for (int i = 0; i < 21; ++i) {
+    cuda::Event e0, e1;
+    e0.record(s);
+    HYPIC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+    e1.record(s);
+    e1.synchronize();
+    if (i > 0) best = std::max(best, 2.0 * bytes / (1e-3 * e1.elapsed_ms(e0)) / 1e12);
+  }
+  HYPIC_CUDA_CHECK(cudaStreamDestroy(s));
+  HYPIC_CUDA_CHECK(cudaFree(src));
+  HYPIC_CUDA_CHECK(cudaFree(dst));
+  return best;
+}
+
 std::vector<int> random_ids(int64_t n, int64_t V, uint64_t seed) {
   std::vector<int> ids(static_cast<size_t>(n));
   uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -171,6 +198,7 @@ int main(int argc, char** argv) {
     }
     cudaDeviceProp prop{};
     HYPIC_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const double copy_tbps = measure_copy_tbps();
 
     std::unique_ptr<CudaBackend> backend;
     const auto t_load = std::chrono::steady_clock::now();
@@ -273,7 +301,8 @@ int main(int argc, char** argv) {
     std::printf("  \"layers\": %lld, \"linear_layers\": %lld, \"hidden\": %lld, \"experts\": %lld, \"top_k\": %lld,\n",
                 (long long)cfg.num_layers, (long long)cfg.num_linear_layers(), (long long)cfg.hidden_size,
                 (long long)cfg.num_experts, (long long)cfg.experts_per_tok);
-    std::printf("  \"weight_bytes\": %zu, \"load_seconds\": %.3f,\n", model.weight_bytes(), load_s);
+    std::printf("  \"weight_bytes\": %zu, \"load_seconds\": %.3f, \"copy_tb_per_s\": %.4f,\n", model.weight_bytes(),
+                load_s, copy_tbps);
     std::printf("  \"prefill\": {\"tokens\": %lld, \"seconds\": %.6f, \"tokens_per_s\": %.1f,\n", (long long)a.prefill,
                 prefill_s, prefill_tps);
     std::printf("    \"flops\": %.6e, \"projection_flops\": %.6e, \"attention_flops\": %.6e, \"gdn_flops\": %.6e,\n",
@@ -297,8 +326,9 @@ int main(int argc, char** argv) {
                   1e3 * r.seconds / r.steps);
       std::printf("    \"bytes_per_token\": %.6e, \"weight_bytes_per_token\": %.6e, \"state_bytes\": %.6e,\n",
                   r.bytes / r.steps, cnt.weight_bytes_per_decode_token, cnt.state_bytes);
-      std::printf("    \"tb_per_s\": %.4f, \"peak_tb_per_s\": %.2f, \"fraction_of_peak\": %.4f},\n", tbps, a.peak_tbps,
-                  tbps / a.peak_tbps);
+      std::printf("    \"tb_per_s\": %.4f, \"peak_tb_per_s\": %.2f, \"fraction_of_peak\": %.4f, "
+                  "\"fraction_of_copy\": %.4f},\n",
+                  tbps, a.peak_tbps, tbps / a.peak_tbps, tbps / copy_tbps);
     };
     if (a.decode > 0) {
       print_decode("decode", graph_run);
@@ -362,9 +392,10 @@ int main(int argc, char** argv) {
           }
           const double sec = seconds_since(t);
           std::printf(",\n      \"%s\": {\"ms_per_step\": %.3f, \"tokens_per_s\": %.1f, \"tb_per_s\": %.4f, "
-                      "\"fraction_of_peak\": %.4f, \"graph_captures\": %lld}",
+                      "\"fraction_of_peak\": %.4f, \"fraction_of_copy\": %.4f, \"graph_captures\": %lld}",
                       w.name, 1e3 * sec / a.batch_steps, N * a.batch_steps / sec, bytes / sec / 1e12,
-                      bytes / sec / 1e12 / a.peak_tbps, (long long)(model.batch_graph_captures() - captures0));
+                      bytes / sec / 1e12 / a.peak_tbps, bytes / sec / 1e12 / copy_tbps,
+                      (long long)(model.batch_graph_captures() - captures0));
           const std::map<std::string, double> prof = model.decode_profile(true);
           if (!prof.empty()) {  // HYPIC_PROFILE_DECODE=1: device ms per step by part (launched steps)
             std::printf(",\n      \"%s_profile_ms_per_step\": {", w.name);
