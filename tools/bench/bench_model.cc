@@ -339,6 +339,7 @@ int main(int argc, char** argv) {
     // engine's fallback of a lane per sequence (the batched pass turned off). Bytes: the weights the batch
     // touches (non-expert matrices once; the expected number of distinct experts per MoE layer when N
     // tokens each pick top_k of E uniformly), plus every sequence's states and KV cache.
+    bool batch_oom = false;
     if (!a.batch.empty()) {
       std::printf("  \"batched_decode\": [\n");
       for (size_t bi = 0; bi < a.batch.size(); ++bi) {
@@ -356,64 +357,78 @@ int main(int argc, char** argv) {
         };
         // "drawn": the serving path, each next token drawn on the device (greedy) instead of copying the
         // [N, V] logits to the host and taking the arg-max there.
-        for (const Way w : {Way{"graph_drawn", true, true, true}, Way{"graph", true, true, false},
-                            Way{"launched", true, false, false}, Way{"lanes", false, false, false}}) {
-          model.set_batch_decode(w.batched);
-          model.set_decode_graphs(w.graphs);
-          std::vector<std::unique_ptr<State>> seqs;
-          for (int64_t i = 0; i < N; ++i) seqs.push_back(backend->clone(*st));
-          std::vector<State*> ptrs;
-          for (auto& p : seqs) ptrs.push_back(p.get());
-          std::vector<int> tok(static_cast<size_t>(N));
-          for (int64_t i = 0; i < N; ++i) tok[i] = ids[(a.prefill + i) % ids.size()];
-          const int64_t captures0 = model.batch_graph_captures();
-          for (int i = 0; i < 2; ++i) engine.decode_batch(ptrs, tok);  // capture, allocations
-          model.decode_profile(true);  // the warm-up steps' share, if profiling
-          double ctx = static_cast<double>(seqs[0]->length);
-          double bytes = 0;
-          const auto t = std::chrono::steady_clock::now();
-          const Engine::TokenDraw greedy{SamplingParams{}, 0.5, cfg.vocab_size};
-          const std::vector<const Engine::TokenDraw*> draws(static_cast<size_t>(N), &greedy);
-          std::vector<int> sampled(static_cast<size_t>(N));
-          std::vector<std::vector<float>> unused;
-          for (int64_t i = 0; i < a.batch_steps; ++i) {
-            if (w.drawn) {
-              engine.decode_batch_drawn(ptrs, tok, draws, sampled, unused);
-              tok = sampled;
-            } else {
-              const std::vector<float> lg = engine.decode_batch(ptrs, tok);
-              for (int64_t j = 0; j < N; ++j)
-                tok[j] = static_cast<int>(std::max_element(lg.begin() + j * cfg.vocab_size,
-                                                           lg.begin() + (j + 1) * cfg.vocab_size) -
-                                          (lg.begin() + j * cfg.vocab_size));
+        // A batch whose states do not fit beside the weights (batch 32 of an 8k context on an 80 GB card) ends the
+        // list with an "error" entry, the JSON still whole, and the bench exits 1.
+        try {
+          for (const Way w : {Way{"graph_drawn", true, true, true}, Way{"graph", true, true, false},
+                              Way{"launched", true, false, false}, Way{"lanes", false, false, false}}) {
+            model.set_batch_decode(w.batched);
+            model.set_decode_graphs(w.graphs);
+            std::vector<std::unique_ptr<State>> seqs;
+            for (int64_t i = 0; i < N; ++i) seqs.push_back(backend->clone(*st));
+            std::vector<State*> ptrs;
+            for (auto& p : seqs) ptrs.push_back(p.get());
+            std::vector<int> tok(static_cast<size_t>(N));
+            for (int64_t i = 0; i < N; ++i) tok[i] = ids[(a.prefill + i) % ids.size()];
+            const int64_t captures0 = model.batch_graph_captures();
+            for (int i = 0; i < 2; ++i) engine.decode_batch(ptrs, tok);  // capture, allocations
+            model.decode_profile(true);  // the warm-up steps' share, if profiling
+            double ctx = static_cast<double>(seqs[0]->length);
+            double bytes = 0;
+            const auto t = std::chrono::steady_clock::now();
+            const Engine::TokenDraw greedy{SamplingParams{}, 0.5, cfg.vocab_size};
+            const std::vector<const Engine::TokenDraw*> draws(static_cast<size_t>(N), &greedy);
+            std::vector<int> sampled(static_cast<size_t>(N));
+            std::vector<std::vector<float>> unused;
+            for (int64_t i = 0; i < a.batch_steps; ++i) {
+              if (w.drawn) {
+                engine.decode_batch_drawn(ptrs, tok, draws, sampled, unused);
+                tok = sampled;
+              } else {
+                const std::vector<float> lg = engine.decode_batch(ptrs, tok);
+                for (int64_t j = 0; j < N; ++j)
+                  tok[j] = static_cast<int>(std::max_element(lg.begin() + j * cfg.vocab_size,
+                                                             lg.begin() + (j + 1) * cfg.vocab_size) -
+                                            (lg.begin() + j * cfg.vocab_size));
+              }
+              bytes += weights + N * (cnt.state_bytes + cnt.kv_bytes_per_row * (ctx + 1));
+              ctx += 1;
             }
-            bytes += weights + N * (cnt.state_bytes + cnt.kv_bytes_per_row * (ctx + 1));
-            ctx += 1;
-          }
-          const double sec = seconds_since(t);
-          std::printf(",\n      \"%s\": {\"ms_per_step\": %.3f, \"tokens_per_s\": %.1f, \"tb_per_s\": %.4f, "
-                      "\"fraction_of_peak\": %.4f, \"fraction_of_copy\": %.4f, \"graph_captures\": %lld}",
-                      w.name, 1e3 * sec / a.batch_steps, N * a.batch_steps / sec, bytes / sec / 1e12,
-                      bytes / sec / 1e12 / a.peak_tbps, bytes / sec / 1e12 / copy_tbps,
-                      (long long)(model.batch_graph_captures() - captures0));
-          const std::map<std::string, double> prof = model.decode_profile(true);
-          if (!prof.empty()) {  // HYPIC_PROFILE_DECODE=1: device ms per step by part (launched steps)
-            std::printf(",\n      \"%s_profile_ms_per_step\": {", w.name);
-            const char* sep = "";
-            for (const auto& [part, ms] : prof) {
-              std::printf("%s\"%s\": %.3f", sep, part.c_str(), ms / a.batch_steps);
-              sep = ", ";
+            const double sec = seconds_since(t);
+            std::printf(",\n      \"%s\": {\"ms_per_step\": %.3f, \"tokens_per_s\": %.1f, \"tb_per_s\": %.4f, "
+                        "\"fraction_of_peak\": %.4f, \"fraction_of_copy\": %.4f, \"graph_captures\": %lld}",
+                        w.name, 1e3 * sec / a.batch_steps, N * a.batch_steps / sec, bytes / sec / 1e12,
+                        bytes / sec / 1e12 / a.peak_tbps, bytes / sec / 1e12 / copy_tbps,
+                        (long long)(model.batch_graph_captures() - captures0));
+            const std::map<std::string, double> prof = model.decode_profile(true);
+            if (!prof.empty()) {  // HYPIC_PROFILE_DECODE=1: device ms per step by part (launched steps)
+              std::printf(",\n      \"%s_profile_ms_per_step\": {", w.name);
+              const char* sep = "";
+              for (const auto& [part, ms] : prof) {
+                std::printf("%s\"%s\": %.3f", sep, part.c_str(), ms / a.batch_steps);
+                sep = ", ";
+              }
+              std::printf("}");
             }
-            std::printf("}");
           }
+        } catch (const cuda::CudaError& e) {
+          if (std::strstr(e.what(), "cudaErrorMemoryAllocation") == nullptr) throw;
+          std::string msg = std::string("out of device memory: ") + e.what();
+          for (char& c : msg)
+            if (c == '"' || c == '\\') c = '\'';
+          std::printf(",\n      \"error\": \"%s\"", msg.c_str());
+          std::fprintf(stderr, "hypic_bench_model: batch %lld does not fit the device: %s\n", (long long)N, e.what());
+          batch_oom = true;
         }
         model.set_batch_decode(true);
         model.set_decode_graphs(true);
-        std::printf("}%s\n", bi + 1 < a.batch.size() ? "," : "");
+        std::printf("}%s\n", bi + 1 < a.batch.size() && !batch_oom ? "," : "");
+        if (batch_oom) break;
       }
       std::printf("  ],\n");
     }
     std::printf("  \"sequence_state_bytes\": %zu\n}\n", st->bytes());
+    if (batch_oom) return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hypic_bench_model: %s\n", e.what());
     return 1;
