@@ -6,7 +6,8 @@ namespace hypic::cuda {
 
 void throw_cuda_error(cudaError_t e, const char* expr, const char* file, int line) {
   throw CudaError(std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
-                  cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+                      cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")",
+                  e);
 }
 
 void throw_cublas_error(int status, const char* expr, const char* file, int line) {

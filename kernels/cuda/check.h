@@ -10,10 +10,15 @@
 
 namespace hypic::cuda {
 
-// A CUDA runtime or cuBLAS call failed.
+// A CUDA runtime or cuBLAS call failed. code(): the runtime's error (cudaErrorUnknown for cuBLAS and hypic's own),
+// so a caller can tell running out of device memory (cudaErrorMemoryAllocation) from other failures.
 class CudaError : public DeviceError {
  public:
-  using DeviceError::DeviceError;
+  explicit CudaError(const std::string& what, cudaError_t code = cudaErrorUnknown) : DeviceError(what), code_(code) {}
+  cudaError_t code() const { return code_; }
+
+ private:
+  cudaError_t code_;
 };
 
 // The op was called with a shape or argument it has no kernel for (e.g. head dim 96 for attention).

@@ -412,7 +412,7 @@ int main(int argc, char** argv) {
             }
           }
         } catch (const cuda::CudaError& e) {
-          if (std::strstr(e.what(), "cudaErrorMemoryAllocation") == nullptr) throw;
+          if (e.code() != cudaErrorMemoryAllocation) throw;
           std::string msg = std::string("out of device memory: ") + e.what();
           for (char& c : msg)
             if (c == '"' || c == '\\') c = '\'';

@@ -76,6 +76,26 @@ TEST_F(CudaOps, UnsupportedShapeFailsLoudly) {
   static_assert(std::is_base_of_v<hypic::DeviceError, CudaError>);
 }
 
+// A failed runtime call's error keeps the runtime's code, so a caller can tell running out of device memory from
+// other failures (hypic_bench_model ends its batch list on it); no device needed.
+TEST(CudaErrors, CarryTheRuntimesCode) {
+  try {
+    throw_cuda_error(cudaErrorMemoryAllocation, "cudaMalloc(&p, n)", "here.cc", 7);
+    FAIL() << "no throw";
+  } catch (const CudaError& e) {
+    EXPECT_EQ(e.code(), cudaErrorMemoryAllocation);
+    EXPECT_NE(std::string(e.what()).find("here.cc:7: cudaMalloc(&p, n) failed: cudaErrorMemoryAllocation"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    throw_cublas_error(13, "cublasGemmEx(...)", "there.cc", 9);
+    FAIL() << "no throw";
+  } catch (const CudaError& e) {
+    EXPECT_EQ(e.code(), cudaErrorUnknown);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 struct GemmCase {
   int64_t M, K, N;
