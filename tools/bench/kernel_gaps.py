@@ -79,6 +79,9 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--graph-step", type=int, default=0)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--list", type=str, default="",
+                    help="FROM:TO: also list the window's kernels FROM..TO-1 in start order, with their start, end "
+                         "and own share relative to the window (us)")
     a = ap.parse_args()
     recs = load(a.trace)
     w0, w1, what = window(recs, a.graph_step)
@@ -156,6 +159,17 @@ def main():
     for name, t in ht.most_common(a.top):
         print(f"  {name:50s} {hc[name]:6d} {t / 1e3:10.1f}")
     syncs = [y for y in recs["Y"] if y["e"] >= w0 and y["s"] <= w1]
+    if a.list:
+        lo_i, hi_i = (int(x) for x in a.list.split(":"))
+        order = sorted(ks, key=lambda r: r["s"])
+        own, end = {}, None
+        for r in sorted(ks, key=lambda r: r["e"]):
+            own[id(r)] = max(0, r["e"] - (r["s"] if end is None else max(end, r["s"])))
+            end = r["e"] if end is None else max(end, r["e"])
+        print(f"\nkernels {lo_i}..{hi_i - 1} by start: start, end, duration, own share (us), grid x block")
+        for i, r in enumerate(order[lo_i:hi_i], lo_i):
+            print(f"  {i:4d} {(r['s'] - w0) / 1e3:9.2f} {(r['e'] - w0) / 1e3:9.2f} {(r['e'] - r['s']) / 1e3:7.2f} "
+                  f"{own[id(r)] / 1e3:7.2f}  {r['grid']:6d} x {r['block']:4d}  {short(r['name'], 70)}")
     if syncs:
         print(f"\nsynchronisations in the window: {len(syncs)}, {sum(y['e'] - y['s'] for y in syncs) / 1e3:.1f} us")
 
