@@ -131,14 +131,15 @@ def main():
     # overlap their predecessor, as programmatic launches do, count only past its end).
     by = collections.OrderedDict()
     before = {id(g[3]): g[0] for g in gaps}
-    end = None
+    own_of, end = {}, None
     for r in sorted(dev, key=lambda r: r["e"]):
+        own_of[id(r)] = max(0, r["e"] - (r["s"] if end is None else max(end, r["s"])))
+        end = r["e"] if end is None else max(end, r["e"])
         e = by.setdefault(r["name"], [0, 0, 0, 0])
         e[0] += 1
         e[1] += r["e"] - r["s"]
         e[2] += before.get(id(r), 0)
-        e[3] += max(0, r["e"] - (r["s"] if end is None else max(end, r["s"])))
-        end = r["e"] if end is None else max(end, r["e"])
+        e[3] += own_of[id(r)]
     kinds = collections.OrderedDict()
     for name, (c, t, gb, own) in by.items():
         k = kinds.setdefault("copies and sets" if name in ("M", "S") else kind_of(name), [0, 0, 0, 0])
@@ -161,15 +162,11 @@ def main():
     syncs = [y for y in recs["Y"] if y["e"] >= w0 and y["s"] <= w1]
     if a.list:
         lo_i, hi_i = (int(x) for x in a.list.split(":"))
-        order = sorted(ks, key=lambda r: r["s"])
-        own, end = {}, None
-        for r in sorted(ks, key=lambda r: r["e"]):
-            own[id(r)] = max(0, r["e"] - (r["s"] if end is None else max(end, r["s"])))
-            end = r["e"] if end is None else max(end, r["e"])
+        order = [r for r in dev if r["kind"] == "K"]  # dev is in start order
         print(f"\nkernels {lo_i}..{hi_i - 1} by start: start, end, duration, own share (us), grid x block")
         for i, r in enumerate(order[lo_i:hi_i], lo_i):
             print(f"  {i:4d} {(r['s'] - w0) / 1e3:9.2f} {(r['e'] - w0) / 1e3:9.2f} {(r['e'] - r['s']) / 1e3:7.2f} "
-                  f"{own[id(r)] / 1e3:7.2f}  {r['grid']:6d} x {r['block']:4d}  {short(r['name'], 70)}")
+                  f"{own_of[id(r)] / 1e3:7.2f}  {r['grid']:6d} x {r['block']:4d}  {short(r['name'], 70)}")
     if syncs:
         print(f"\nsynchronisations in the window: {len(syncs)}, {sum(y['e'] - y['s'] for y in syncs) / 1e3:.1f} us")
 
