@@ -18,6 +18,8 @@
 //   hypic_bench_model --model DIR [--prefill N] [--decode N]      (--help lists every option)
 #include <cuda_runtime.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -394,12 +396,11 @@ int main(int argc, char** argv) {
               bytes += weights + N * (cnt.state_bytes + cnt.kv_bytes_per_row * (ctx + 1));
               ctx += 1;
             }
-            const double sec = seconds_since(t);
+            const double sec = seconds_since(t), rate = bytes / sec / 1e12;
             std::printf(",\n      \"%s\": {\"ms_per_step\": %.3f, \"tokens_per_s\": %.1f, \"tb_per_s\": %.4f, "
                         "\"fraction_of_peak\": %.4f, \"fraction_of_copy\": %.4f, \"graph_captures\": %lld}",
-                        w.name, 1e3 * sec / a.batch_steps, N * a.batch_steps / sec, bytes / sec / 1e12,
-                        bytes / sec / 1e12 / a.peak_tbps, bytes / sec / 1e12 / copy_tbps,
-                        (long long)(model.batch_graph_captures() - captures0));
+                        w.name, 1e3 * sec / a.batch_steps, N * a.batch_steps / sec, rate, rate / a.peak_tbps,
+                        rate / copy_tbps, (long long)(model.batch_graph_captures() - captures0));
             const std::map<std::string, double> prof = model.decode_profile(true);
             if (!prof.empty()) {  // HYPIC_PROFILE_DECODE=1: device ms per step by part (launched steps)
               std::printf(",\n      \"%s_profile_ms_per_step\": {", w.name);
@@ -413,10 +414,8 @@ int main(int argc, char** argv) {
           }
         } catch (const cuda::CudaError& e) {
           if (e.code() != cudaErrorMemoryAllocation) throw;
-          std::string msg = std::string("out of device memory: ") + e.what();
-          for (char& c : msg)
-            if (c == '"' || c == '\\') c = '\'';
-          std::printf(",\n      \"error\": \"%s\"", msg.c_str());
+          const std::string msg = nlohmann::json(std::string("out of device memory: ") + e.what()).dump();
+          std::printf(",\n      \"error\": %s", msg.c_str());
           std::fprintf(stderr, "hypic_bench_model: batch %lld does not fit the device: %s\n", (long long)N, e.what());
           batch_oom = true;
         }
