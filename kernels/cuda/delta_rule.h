@@ -82,4 +82,14 @@ void gdn_chunked_prefill_with_bodies(const GdnShape& s, const bf16* q, const bf1
 void gdn_recurrent(const GdnShape& s, const bf16* q, const bf16* k, const bf16* v, const float* g, const float* beta,
                    float* state, bf16* out, cudaStream_t stream, float* const* states = nullptr);
 
+// One decode token a row from the layer's qkv projection: gdn_conv_split_rows (its arguments up to eps) then
+// gdn_recurrent over one token a row (g, beta: [N, Hv] fp32; state or states, out: as gdn_recurrent's, T = 1), bit
+// for bit, in one launch and without q, k and v in memory. arrivals: [N, Hk] int32 on the device, zero before the
+// first call and left zero by every call (the blocks of a key head count themselves there, so that the last of
+// them advances the q and k tails once every block has read them); calls on one stream may share it. dk <= 128.
+void gdn_conv_recurrent_rows(const bf16* qkv, int64_t N, int64_t Hk, int64_t dk, int64_t Hv, int64_t dv,
+                             const bf16* conv_w, int64_t K, bf16* tail, bf16* const* tails, float q_scale, float eps,
+                             const float* g, const float* beta, float* state, float* const* states, bf16* out,
+                             int32_t* arrivals, cudaStream_t stream);
+
 }  // namespace hypic::cuda

@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/gdn_conv_step.cuh"
 #include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/pdl_launch.cuh"
 
@@ -89,7 +90,7 @@ __global__ void gdn_split_kernel(const bf16* __restrict__ conv, int Hk, int dk, 
 
 // Block (x, row): x < 2*Hk is one q or k head (its channels' conv, then its l2 norm as gdn_split_kernel
 // forms it: one warp, lane-strided, the butterfly); the later blocks 128 value channels each.
-constexpr int kPrepThreads = 128, kPrepMaxK = 8, kPrepMaxDk = 1024;
+constexpr int kPrepThreads = 128, kPrepMaxK = detail::kConvStepMaxK, kPrepMaxDk = 1024;
 
 __global__ void __launch_bounds__(kPrepThreads)
     conv_split_rows_kernel(const bf16* __restrict__ qkv, int Hk, int dk, int Hv, int dv, const bf16* __restrict__ w,
@@ -100,28 +101,14 @@ __global__ void __launch_bounds__(kPrepThreads)
   __shared__ float cv[kPrepMaxDk];
   __shared__ float scale;
   const int64_t row = blockIdx.y, key_dim = int64_t(Hk) * dk, C = 2 * key_dim + int64_t(Hv) * dv;
-  const int P = K - 1;
   bf16* tail = tails ? tails[row] : tail1;
   const bf16* x = qkv + row * C;
   // conv + SiLU of channel c, its tail advanced; the value rounded to bf16 as the conv's output is.
   auto conv = [&](int64_t c) {
-    float win[kPrepMaxK];
-#pragma unroll
-    for (int m = 0; m < kPrepMaxK - 1; ++m) win[m] = m < P ? __bfloat162float(tail[int64_t(m) * C + c]) : 0.0f;
+    const detail::ConvTaps taps = detail::conv_taps(tail, C, c, w, K);
     const bf16 xin = x[c];
-    float acc = 0.0f;
-#pragma unroll
-    for (int m = 0; m < kPrepMaxK; ++m) {
-      if (m >= K) break;
-      const float in = m < P ? win[m] : __bfloat162float(xin);
-      acc += __bfloat162float(w[c * K + m]) * in;
-    }
-#pragma unroll
-    for (int m = 0; m < kPrepMaxK - 1; ++m) {
-      if (m >= P) break;
-      tail[int64_t(m) * C + c] = m + 1 < P ? __float2bfloat16_rn(win[m + 1]) : xin;
-    }
-    return detail::round_bf16(detail::silu_f(acc));
+    detail::conv_advance(tail, C, c, taps, K, xin);
+    return detail::conv_apply(taps, K, xin);
   };
   if (blockIdx.x < 2 * Hk) {
     const bool is_q = blockIdx.x < Hk;

@@ -109,18 +109,25 @@ void CudaModel::record_batch_step(BatchStep& b, StepProfile* prof) {
       mark("gdn_projections");
       // Each sequence's conv continues (and updates in place) its own tail.
       const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
-      if (fusion_on_ && dk <= 1024) {  // conv and split in one launch
-        cuda::gdn_conv_split_rows(a.qkv.as<bf16>(), N, Hk, dk, Hv, dv, w_.layers[l].lin.conv_w, cfg_.conv_kernel,
-                                  nullptr, b.tails(li), q_scale, 1e-6f, a.q.as<bf16>(), a.k.as<bf16>(),
-                                  a.v.as<bf16>(), cs);
+      if (a.arrivals.get()) {
+        // conv, split and the recurrent step in one launch
+        cuda::gdn_conv_recurrent_rows(a.qkv.as<bf16>(), N, Hk, dk, Hv, dv, w_.layers[l].lin.conv_w, cfg_.conv_kernel,
+                                      nullptr, b.tails(li), q_scale, 1e-6f, a.g.as<float>(), a.beta.as<float>(),
+                                      nullptr, b.states(li), a.o.as<bf16>(), a.arrivals.as<int32_t>(), cs);
       } else {
-        cuda::causal_conv1d_silu_varlen(a.qkv.as<bf16>(), b.cu(), N, N, C, w_.layers[l].lin.conv_w,
-                                        cfg_.conv_kernel, b.tails(li), b.tails(li), a.conv.as<bf16>(), cs);
-        cuda::gdn_split_qkv(a.conv.as<bf16>(), N, Hk, dk, Hv, dv, q_scale, 1e-6f, a.q.as<bf16>(), a.k.as<bf16>(),
-                            a.v.as<bf16>(), cs);
+        if (fusion_on_ && dk <= 1024) {  // conv and split in one launch
+          cuda::gdn_conv_split_rows(a.qkv.as<bf16>(), N, Hk, dk, Hv, dv, w_.layers[l].lin.conv_w, cfg_.conv_kernel,
+                                    nullptr, b.tails(li), q_scale, 1e-6f, a.q.as<bf16>(), a.k.as<bf16>(),
+                                    a.v.as<bf16>(), cs);
+        } else {
+          cuda::causal_conv1d_silu_varlen(a.qkv.as<bf16>(), b.cu(), N, N, C, w_.layers[l].lin.conv_w,
+                                          cfg_.conv_kernel, b.tails(li), b.tails(li), a.conv.as<bf16>(), cs);
+          cuda::gdn_split_qkv(a.conv.as<bf16>(), N, Hk, dk, Hv, dv, q_scale, 1e-6f, a.q.as<bf16>(), a.k.as<bf16>(),
+                              a.v.as<bf16>(), cs);
+        }
+        cuda::gdn_recurrent({1, N, Hv, Hk, dk, dv}, a.q.as<bf16>(), a.k.as<bf16>(), a.v.as<bf16>(), a.g.as<float>(),
+                            a.beta.as<float>(), nullptr, a.o.as<bf16>(), cs, b.states(li));
       }
-      cuda::gdn_recurrent({1, N, Hv, Hk, dk, dv}, a.q.as<bf16>(), a.k.as<bf16>(), a.v.as<bf16>(), a.g.as<float>(),
-                          a.beta.as<float>(), nullptr, a.o.as<bf16>(), cs, b.states(li));
       mark("gdn_conv_recurrence");
       linear_output(l, a);
       mark("gdn_output");

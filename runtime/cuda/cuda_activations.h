@@ -20,6 +20,7 @@ struct CudaActivations {
   // conv, q / k / v the recurrence's inputs, g the decay (KDA: [T, H, dk]), z the output gate's input,
   // o the recurrence's output, gdn_ws the chunked kernel's workspace; lowr KDA's low-rank gate input).
   cuda::DeviceBuffer qkv, conv, z, ba, q, k, v, g, beta, o, gdn_ws, lowr;
+  cuda::DeviceBuffer arrivals;  // int32 [T, Hk]: gdn_conv_recurrent_rows' counters, zero between its launches
   // Attention.
   cuda::DeviceBuffer qg, aq, kn, vn, att;  // kn, vn: this pass's keys (normed, rotated) and values
   // MLA: the latent [c | k_rope] rows, the normed c, the decompressed k_nope | v, the per-head gate.

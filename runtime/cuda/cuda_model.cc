@@ -104,6 +104,7 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<D
   fusion_on_ = !(fusion && std::strcmp(fusion, "0") == 0);
   const char* pf = std::getenv("HYPIC_CUDA_PREFILL_FUSION");
   prefill_fusion_ = !(pf && std::strcmp(pf, "0") == 0);
+  if (const char* cr = std::getenv("HYPIC_CUDA_GDN_CONV_RECURRENT")) conv_recurrent_ = std::strcmp(cr, "0") == 0 ? 0 : 1;
   moe_mma_ = cuda::moe_grouped_mma_supported(cfg_.hidden_size, cfg_.moe_intermediate_size);
   device_moe_rows_ = moe_mma_ ? kDeviceMmaMoeRows : kDeviceMoeRows;
   if (const char* rows = std::getenv("HYPIC_CUDA_MOE_DEVICE_ROWS")) {
@@ -137,6 +138,7 @@ std::unique_ptr<CudaModel> CudaModel::sibling() const {
   m->batch_on_ = batch_on_;
   m->fusion_on_ = fusion_on_;
   m->prefill_fusion_ = prefill_fusion_;
+  m->conv_recurrent_ = conv_recurrent_;
   m->device_moe_rows_ = device_moe_rows_;
   m->moe_tiled_ = moe_tiled_;
   m->moe_tiled_first_ = moe_tiled_first_;
@@ -150,6 +152,13 @@ void CudaModel::set_decode_graphs(bool on) {
     graphs_.clear();
     batch_steps_.clear();
   }
+}
+
+bool CudaModel::conv_recurrent_rows(int64_t N) const {
+  if (!fusion_on_ || split_invariant_ || conv_recurrent_ == 0 || cfg_.linear_kind != LinearKind::GatedDeltaNet ||
+      cfg_.lin_k_dim > 128 || cfg_.conv_kernel < 2 || cfg_.conv_kernel > 8)
+    return false;
+  return conv_recurrent_ == 1 || N * cfg_.lin_v_heads * ((cfg_.lin_v_dim + 31) / 32) <= sm_count_;
 }
 
 bool CudaModel::small_moe(int64_t T) const {
@@ -276,6 +285,10 @@ CudaActivations CudaModel::activations(int64_t T) {
       s.beta = buf(sizeof(float) * t * Hv);
       // Sized for all rows: any piece of them may run chunked (long pieces, or with a transfer operator).
       s.gdn_ws = buf(cuda::gdn_chunked_workspace_bytes(all));
+      if (conv_recurrent_rows(T)) {
+        s.arrivals = buf(sizeof(int32_t) * t * cfg_.lin_k_heads);
+        HYPIC_CUDA_CHECK(cudaMemsetAsync(s.arrivals.get(), 0, sizeof(int32_t) * t * cfg_.lin_k_heads, stream_));
+      }
     } else if (cfg_.linear_kind == LinearKind::Kda) {
       s.conv = buf(sizeof(bf16) * t * C);
       s.g = buf(sizeof(float) * t * kd);  // a decay per key channel
@@ -490,6 +503,12 @@ void CudaModel::linear_recur(int layer, CudaActivations& s, int64_t row0, int64_
   const float* beta = s.beta.as<float>() + row0 * Hv;
   bf16* o = s.o.as<bf16>() + row0 * vd;
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  if (n == 1 && s.arrivals.get() && !kda && !transfer) {  // one token: conv, split and recurrent step in one launch
+    cuda::gdn_conv_recurrent_rows(s.qkv.as<bf16>() + row0 * C, 1, Hk, dk, Hv, dv, conv_w, cfg_.conv_kernel,
+                                  st.conv_tail.as<bf16>(), nullptr, q_scale, 1e-6f, s.g.as<float>() + row0 * Hv, beta,
+                                  st.S.as<float>(), nullptr, o, s.arrivals.as<int32_t>(), cs);
+    return;
+  }
   if (n == 1 && fusion_on_ && !split_invariant_ && dk <= 1024) {  // one token: conv and split in one launch
     cuda::gdn_conv_split_rows(s.qkv.as<bf16>() + row0 * C, 1, Hk, dk, Hv, dv, conv_w, cfg_.conv_kernel,
                               st.conv_tail.as<bf16>(), nullptr, q_scale, 1e-6f, q, k, v, cs);

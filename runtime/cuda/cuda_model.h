@@ -257,6 +257,11 @@ class CudaModel {
   bool ffn_one_row(int layer, CudaActivations& a);
 
   struct DecodeGraph;
+  // Whether N one-token rows of a Gated DeltaNet layer take their conv, split and recurrent step in one launch
+  // (cuda::gdn_conv_recurrent_rows) rather than two: where its grid fits one wave of the SMs (at the 35B-A3B
+  // shape one row; H200, docs/benchmarks.md: batch 1 2.907 -> 2.817-2.821 ms a step, batch 8 and 32 1-2% slower).
+  // HYPIC_CUDA_GDN_CONV_RECURRENT=1: wherever the kernel takes the shape; =0: never.
+  bool conv_recurrent_rows(int64_t N) const;
   // MoE of T rows on the few-row kernels (device-side expert ids, no host round trip)?
   bool small_moe(int64_t T) const;
   // MoE of T rows on the expert-major kernels (up to device_moe_rows_ routed rows: device-side plan, no
@@ -296,6 +301,8 @@ class CudaModel {
   // HYPIC_CUDA_PREFILL_FUSION=0: the unfused prefill kernels (conv then split; the MoE's residual sum then the
   // next layer's norm), for A/B runs.
   bool prefill_fusion_ = true;
+  // HYPIC_CUDA_GDN_CONV_RECURRENT: 1 / 0 / unset (-1): conv_recurrent_rows.
+  int conv_recurrent_ = -1;
   bool moe_mma_ = false;            // the expert-major MoE on tensor cores (moe_grouped_mma.h) takes this shape
   int64_t device_moe_rows_ = 0;     // most routed rows for the expert-major MoE (HYPIC_CUDA_MOE_DEVICE_ROWS)
   bool moe_tiled_ = true;           // more rows: the tiled GEMMs (moe_tiled.h) where they take the shape, else

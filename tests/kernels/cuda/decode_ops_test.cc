@@ -1,8 +1,8 @@
 // The decode step's fused ops: the one-row products (cuda::gemv) against the CPU reference ops they
 // replace (cpu::rmsnorm, cpu::linear, SwiGLU, the MoE residual sum, the Gated DeltaNet gates and gated norm), and the
-// fused query/key norm + rotation, the decode MoE (cuda::moe_decode) (cuda::qk_norm_rope) and conv + split (cuda::gdn_conv_split_rows)
-// against the CUDA ops they replace, bit for bit (those ops are checked against the CPU in
-// backend_ops_test.cc).
+// fused query/key norm + rotation (cuda::qk_norm_rope), the decode MoE (cuda::moe_decode), conv + split
+// (cuda::gdn_conv_split_rows) and conv + split + recurrent step (cuda::gdn_conv_recurrent_rows) against the
+// CUDA ops they replace, bit for bit (those ops are checked against the CPU in backend_ops_test.cc).
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/conv1d.h"
+#include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/moe.h"
@@ -387,6 +388,70 @@ TEST_F(CudaOps, GdnConvSplitRowsEqualsConvThenSplit) {
     EXPECT_EQ(from_device_bf16(va), from_device_bf16(vb)) << "v, N " << c.N;
     for (int64_t i = 0; i < c.N; ++i)
       EXPECT_EQ(from_device_bf16(tails_a[i]), from_device_bf16(tails_b[i])) << "tail " << i << ", N " << c.N;
+  }
+}
+
+// The conv, split and recurrent step in one launch give exactly what gdn_conv_split_rows then gdn_recurrent give:
+// outputs, states and tails, over two steps (the second from the first's tails and states, after the arrival
+// counters went back to zero), with one row's buffers and with pointer arrays; conv widths 4 (compiled) and 3, key
+// and value dims that leave threads and columns idle.
+TEST_F(CudaOps, GdnConvRecurrentRowsEqualsConvSplitThenRecurrent) {
+  Stream st;
+  struct Case {
+    int64_t N, Hk, dk, Hv, dv, K;
+  };
+  for (const Case c : {Case{1, 16, 128, 32, 128, 4}, Case{3, 16, 128, 32, 128, 4}, Case{2, 2, 64, 4, 32, 3},
+                       Case{2, 2, 100, 6, 48, 4}}) {
+    const int64_t C = 2 * c.Hk * c.dk + c.Hv * c.dv, kd = c.Hk * c.dk, vd = c.Hv * c.dv, sz = c.Hv * c.dk * c.dv;
+    const float qs = 1.0f / std::sqrt(static_cast<float>(c.dk));
+    auto dw = to_device_bf16(pool, randn_bf16(C * c.K, 71, 0.5f));
+    // a: the two ops; b: the fused one.
+    std::vector<DevArray<bf16>> tails_a, tails_b;
+    std::vector<DevArray<float>> states_a, states_b;
+    std::vector<bf16*> ta, tb;
+    std::vector<float*> sa, sb;
+    for (int64_t i = 0; i < c.N; ++i) {
+      const auto t = randn_bf16((c.K - 1) * C, 73 + uint32_t(i));
+      const auto s0 = hypic::test::randn(sz, 83 + uint32_t(i), 0.3f);
+      tails_a.push_back(to_device_bf16(pool, t));
+      tails_b.push_back(to_device_bf16(pool, t));
+      states_a.emplace_back(pool, s0);
+      states_b.emplace_back(pool, s0);
+      ta.push_back(tails_a.back().get());
+      tb.push_back(tails_b.back().get());
+      sa.push_back(states_a.back().get());
+      sb.push_back(states_b.back().get());
+    }
+    DevArray<bf16*> dta(pool, ta), dtb(pool, tb);
+    DevArray<float*> dsa(pool, sa), dsb(pool, sb);
+    DevArray<int32_t> arrivals(pool, std::vector<int32_t>(c.N * c.Hk, 0));
+    DevArray<bf16> q(pool, c.N * kd), k(pool, c.N * kd), v(pool, c.N * vd), oa(pool, c.N * vd), ob(pool, c.N * vd);
+    const bool one = c.N == 1;
+    for (int step = 0; step < 2; ++step) {
+      auto x = to_device_bf16(pool, randn_bf16(c.N * C, 91 + uint32_t(step)));
+      std::vector<float> gh(c.N * c.Hv), bh(c.N * c.Hv);
+      for (size_t i = 0; i < gh.size(); ++i) {
+        gh[i] = -0.05f - 0.6f * float((i * 37 + step * 11) % 17) / 17.0f;
+        bh[i] = 0.1f + 0.8f * float((i * 13 + step * 5) % 11) / 11.0f;
+      }
+      DevArray<float> g(pool, gh), beta(pool, bh);
+      gdn_conv_split_rows(x.get(), c.N, c.Hk, c.dk, c.Hv, c.dv, dw.get(), c.K, one ? ta[0] : nullptr,
+                          one ? nullptr : dta.get(), qs, 1e-6f, q.get(), k.get(), v.get(), st);
+      gdn_recurrent({1, c.N, c.Hv, c.Hk, c.dk, c.dv}, q.get(), k.get(), v.get(), g.get(), beta.get(),
+                    one ? sa[0] : nullptr, oa.get(), st, one ? nullptr : dsa.get());
+      gdn_conv_recurrent_rows(x.get(), c.N, c.Hk, c.dk, c.Hv, c.dv, dw.get(), c.K, one ? tb[0] : nullptr,
+                              one ? nullptr : dtb.get(), qs, 1e-6f, g.get(), beta.get(), one ? sb[0] : nullptr,
+                              one ? nullptr : dsb.get(), ob.get(), arrivals.get(), st);
+      st.synchronize();
+      const std::string at = "N " + std::to_string(c.N) + ", dk " + std::to_string(c.dk) + ", step " +
+                             std::to_string(step);
+      EXPECT_EQ(from_device_bf16(oa), from_device_bf16(ob)) << "outputs, " << at;
+      for (int64_t i = 0; i < c.N; ++i) {
+        EXPECT_EQ(states_a[i].download(), states_b[i].download()) << "state " << i << ", " << at;
+        EXPECT_EQ(from_device_bf16(tails_a[i]), from_device_bf16(tails_b[i])) << "tail " << i << ", " << at;
+      }
+      EXPECT_EQ(arrivals.download(), std::vector<int32_t>(c.N * c.Hk, 0)) << at;
+    }
   }
 }
 
