@@ -31,6 +31,7 @@ struct CudaActivations {
   cuda::DeviceBuffer router, sel, wts, plan_ws, xs, egu, eact, ys, y, sgu, sh, sg;
   cuda::DeviceBuffer moe_list;  // int32 [min(E, T*K)]: the routed experts (expert-major path)
   cuda::DeviceBuffer moe_tiles; // int2 [moe_tile_slots(T*K, E)]: the row tiles (tiled path, moe_tiled.h)
+  cuda::DeviceBuffer moe_barrier;  // uint64 [1]: cuda::moe_layer_decode's grid-barrier count (one row; zeroed once)
 
   // One-row passes (decode) defer a sublayer's input norm into the products that read it (cuda::gemv
   // norms h itself): the norm weights wait here until then, and x is not written before.

@@ -24,6 +24,7 @@
 #include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_mma.h"
+#include "kernels/cuda/moe_layer_decode.h"
 #include "kernels/cuda/moe_tiled.h"
 #include "kernels/cuda/moe_tiled_sm90.h"
 #include "kernels/cuda/moe_small.h"
@@ -105,6 +106,7 @@ CudaModel::CudaModel(ModelConfig cfg, std::string fingerprint, std::shared_ptr<D
   const char* pf = std::getenv("HYPIC_CUDA_PREFILL_FUSION");
   prefill_fusion_ = !(pf && std::strcmp(pf, "0") == 0);
   if (const char* cr = std::getenv("HYPIC_CUDA_GDN_CONV_RECURRENT")) conv_recurrent_ = std::strcmp(cr, "0") == 0 ? 0 : 1;
+  if (const char* ol = std::getenv("HYPIC_CUDA_MOE_ONE_LAUNCH")) moe_one_launch_ = std::strcmp(ol, "0") == 0 ? 0 : 1;
   moe_mma_ = cuda::moe_grouped_mma_supported(cfg_.hidden_size, cfg_.moe_intermediate_size);
   device_moe_rows_ = moe_mma_ ? kDeviceMmaMoeRows : kDeviceMoeRows;
   if (const char* rows = std::getenv("HYPIC_CUDA_MOE_DEVICE_ROWS")) {
@@ -139,6 +141,7 @@ std::unique_ptr<CudaModel> CudaModel::sibling() const {
   m->fusion_on_ = fusion_on_;
   m->prefill_fusion_ = prefill_fusion_;
   m->conv_recurrent_ = conv_recurrent_;
+  m->moe_one_launch_ = moe_one_launch_;
   m->device_moe_rows_ = device_moe_rows_;
   m->moe_tiled_ = moe_tiled_;
   m->moe_tiled_first_ = moe_tiled_first_;
@@ -159,6 +162,14 @@ bool CudaModel::conv_recurrent_rows(int64_t N) const {
       cfg_.lin_k_dim > 128 || cfg_.conv_kernel < 2 || cfg_.conv_kernel > 8)
     return false;
   return conv_recurrent_ == 1 || N * cfg_.lin_v_heads * ((cfg_.lin_v_dim + 31) / 32) <= sm_count_;
+}
+
+bool CudaModel::moe_one_launch() const {
+  if (moe_one_launch_ != 1 || !fusion_on_ || split_invariant_ || tensor_parallel() || cfg_.residual_from_norm ||
+      cfg_.router != RouterKind::SoftmaxTopK || cfg_.num_experts <= 0)
+    return false;
+  return cuda::moe_layer_decode_supported(cfg_.num_experts, cfg_.experts_per_tok, cfg_.hidden_size,
+                                          cfg_.moe_intermediate_size, cfg_.shared_expert_intermediate_size);
 }
 
 bool CudaModel::small_moe(int64_t T) const {
@@ -335,6 +346,10 @@ CudaActivations CudaModel::activations(int64_t T) {
       s.sgu = buf(sizeof(bf16) * t * 2 * Is);
       s.sh = buf(sizeof(bf16) * t * D);
       s.sg = buf(sizeof(float) * t);
+    }
+    if (T == 1 && Is > 0 && moe_one_launch()) {
+      s.moe_barrier = buf(sizeof(unsigned long long));
+      HYPIC_CUDA_CHECK(cudaMemsetAsync(s.moe_barrier.get(), 0, sizeof(unsigned long long), stream_));
     }
     counts_host_.resize(static_cast<size_t>(E));
   }
@@ -1129,6 +1144,37 @@ bool CudaModel::ffn_one_row(int layer, CudaActivations& s) {
       Is % 8 != 0 || Is > cuda::kGemvMaxK)
     return false;
   cudaStream_t cs = stream_;
+  if (s.moe_barrier.get() && M.router.out == E && M.shared.gate_up.in == D && M.shared.down.in == Is &&
+      cuda::moe_layer_decode_supported(E, K, D, I, Is)) {
+    // The whole sublayer in one launch (same bits as the three below).
+    cuda::MoeLayerDecodeArgs a;
+    a.h = s.hp();
+    a.norm_w = s.norm_pending;
+    a.eps = cfg_.rms_norm_eps;
+    a.zero_centred = cfg_.zero_centred_norms;
+    s.norm_pending = nullptr;
+    a.x = s.xp();
+    a.D = D;
+    a.router = M.router.w;
+    a.logits = s.router.as<float>();
+    a.E = E;
+    a.K = K;
+    a.normalize = cfg_.norm_topk_prob;
+    a.shared_gate_up = M.shared.gate_up.w;
+    a.shared_act = s.sgu.as<bf16>();
+    a.shared_gate_w = M.shared_gate.w;
+    a.shared_gate = M.shared_gate.w ? s.sg.as<float>() : nullptr;
+    a.shared_down = M.shared.down.w;
+    a.Is = Is;
+    a.gate_up = M.gate_up;
+    a.down = M.down;
+    a.I = I;
+    a.act = s.eact.as<bf16>();
+    a.barrier = s.moe_barrier.as<unsigned long long>();
+    cuda::moe_layer_decode(a, cs);
+    if (active_profile_) active_profile_->mark("ffn_experts", cs);
+    return true;
+  }
   // The norm, the router, the shared expert's gate/up with its SwiGLU and its gate logit: one launch.
   cuda::GemvTarget first[3] = {{M.router.w, M.router.out, s.router.get(), DType::F32},
                                {M.shared.gate_up.w, Is, s.sgu.get(), DType::BF16, cuda::GemvEpilogue::SwiGlu}};

@@ -262,6 +262,10 @@ class CudaModel {
   // shape one row; H200, docs/benchmarks.md: batch 1 2.907 -> 2.817-2.821 ms a step, batch 8 and 32 1-2% slower).
   // HYPIC_CUDA_GDN_CONV_RECURRENT=1: wherever the kernel takes the shape; =0: never.
   bool conv_recurrent_rows(int64_t N) const;
+  // Whether one-row passes take a MoE layer with a shared expert in one launch (cuda::moe_layer_decode: norm,
+  // router, shared and routed experts, residual add) rather than gemv + moe_decode's three.
+  // HYPIC_CUDA_MOE_ONE_LAUNCH=1 / 0 / unset.
+  bool moe_one_launch() const;
   // MoE of T rows on the few-row kernels (device-side expert ids, no host round trip)?
   bool small_moe(int64_t T) const;
   // MoE of T rows on the expert-major kernels (up to device_moe_rows_ routed rows: device-side plan, no
@@ -303,6 +307,8 @@ class CudaModel {
   bool prefill_fusion_ = true;
   // HYPIC_CUDA_GDN_CONV_RECURRENT: 1 / 0 / unset (-1): conv_recurrent_rows.
   int conv_recurrent_ = -1;
+  // HYPIC_CUDA_MOE_ONE_LAUNCH: 1 / 0 / unset (-1): moe_one_launch.
+  int moe_one_launch_ = -1;
   bool moe_mma_ = false;            // the expert-major MoE on tensor cores (moe_grouped_mma.h) takes this shape
   int64_t device_moe_rows_ = 0;     // most routed rows for the expert-major MoE (HYPIC_CUDA_MOE_DEVICE_ROWS)
   bool moe_tiled_ = true;           // more rows: the tiled GEMMs (moe_tiled.h) where they take the shape, else

@@ -1,8 +1,8 @@
 // The decode step's fused ops: the one-row products (cuda::gemv) against the CPU reference ops they
 // replace (cpu::rmsnorm, cpu::linear, SwiGLU, the MoE residual sum, the Gated DeltaNet gates and gated norm), and the
 // fused query/key norm + rotation (cuda::qk_norm_rope), the decode MoE (cuda::moe_decode), conv + split
-// (cuda::gdn_conv_split_rows) and conv + split + recurrent step (cuda::gdn_conv_recurrent_rows) against the
-// CUDA ops they replace, bit for bit (those ops are checked against the CPU in backend_ops_test.cc).
+// (cuda::gdn_conv_split_rows), conv + split + recurrent step (cuda::gdn_conv_recurrent_rows) and the MoE
+// sublayer in one launch (cuda::moe_layer_decode) against the CUDA ops they replace, bit for bit (those ops are checked against the CPU in backend_ops_test.cc).
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -15,6 +15,7 @@
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/model_glue.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/moe_layer_decode.h"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
@@ -223,6 +224,116 @@ TEST_F(CudaOps, MoeDecodeEqualsRouteSmallExpertsAndResidual) {
   }
   EXPECT_FALSE(moe_decode_supported(256, 32, 2048, 1024, 512));  // K*I + Is past the shared memory
   EXPECT_FALSE(moe_decode_supported(256, 8, 2048, 500, 512));   // I off the 256 grid
+}
+
+// The MoE sublayer in one launch against its three: the normed router / shared gate-up / gate product
+// (cuda::gemv) and cuda::moe_decode, bit for bit, over two steps (the grid barriers' count carried over).
+TEST_F(CudaOps, MoeLayerDecodeEqualsGemvThenMoeDecode) {
+  struct Case {
+    int64_t E, K, D, I, Is;
+    bool normalize, gated, zc;
+  };
+  for (const Case c : {Case{256, 8, 2048, 512, 512, true, true, false}, Case{64, 4, 1024, 256, 256, false, false, true},
+                       Case{300, 6, 1536, 256, 512, true, true, false}}) {
+    SCOPED_TRACE("E " + std::to_string(c.E) + " D " + std::to_string(c.D));
+    ASSERT_TRUE(moe_layer_decode_supported(c.E, c.K, c.D, c.I, c.Is));
+    Stream st;
+    const auto h0 = hypic::test::randn(c.D, 51, 2.0f), nw = hypic::test::randn(c.D, 52, 0.2f);
+    const auto rw = randn_bf16(c.E * c.D, 53, 0.05f), sgu = randn_bf16(2 * c.Is * c.D, 54, 0.05f),
+               sgw = randn_bf16(c.D, 55, 0.05f), gu = randn_bf16(c.E * 2 * c.I * c.D, 56, 0.05f),
+               dn = randn_bf16(c.E * c.D * c.I, 57, 0.05f), sdn = randn_bf16(c.D * c.Is, 58, 0.05f);
+    DevArray<float> dnw(pool, nw), h_ref(pool, h0), h_got(pool, h0);
+    auto drw = to_device_bf16(pool, rw), dsgu = to_device_bf16(pool, sgu), dsgw = to_device_bf16(pool, sgw),
+         dgu = to_device_bf16(pool, gu), ddn = to_device_bf16(pool, dn), dsdn = to_device_bf16(pool, sdn);
+    DevArray<float> log_ref(pool, c.E), log_got(pool, c.E), sg_ref(pool, 1), sg_got(pool, 1);
+    DevArray<bf16> x_ref(pool, c.D), x_got(pool, c.D), sact_ref(pool, c.Is), sact_got(pool, c.Is);
+    DevArray<bf16> act_ref(pool, c.K * c.I), act_got(pool, c.K * c.I);
+    DevArray<int32_t> ids_ref(pool, c.K), ids_got(pool, c.K);
+    DevArray<float> w_ref(pool, c.K), w_got(pool, c.K);
+    DevArray<unsigned long long> barrier(pool, std::vector<unsigned long long>{0});
+    for (int step = 0; step < 2; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      GemvInput in;
+      in.h = h_ref.get();
+      in.norm_w = dnw.get();
+      in.zero_centred = c.zc;
+      in.x_out = x_ref.get();
+      GemvTarget first[3] = {{drw.get(), c.E, log_ref.get(), DType::F32},
+                             {dsgu.get(), c.Is, sact_ref.get(), DType::BF16, GemvEpilogue::SwiGlu},
+                             {dsgw.get(), 1, sg_ref.get(), DType::F32}};
+      gemv(in, c.D, first, c.gated ? 3 : 2, st);
+      MoeDecodeArgs r;
+      r.logits = log_ref.get();
+      r.E = c.E;
+      r.K = c.K;
+      r.normalize = c.normalize;
+      r.x = x_ref.get();
+      r.D = c.D;
+      r.gate_up = dgu.get();
+      r.I = c.I;
+      r.act = act_ref.get();
+      r.down = ddn.get();
+      r.shared_act = sact_ref.get();
+      r.shared_down = dsdn.get();
+      r.Is = c.Is;
+      r.shared_gate = c.gated ? sg_ref.get() : nullptr;
+      r.h = h_ref.get();
+      r.ids = ids_ref.get();
+      r.weights = w_ref.get();
+      moe_decode(r, st);
+
+      MoeLayerDecodeArgs a;
+      a.h = h_got.get();
+      a.norm_w = dnw.get();
+      a.zero_centred = c.zc;
+      a.x = x_got.get();
+      a.D = c.D;
+      a.router = drw.get();
+      a.logits = log_got.get();
+      a.E = c.E;
+      a.K = c.K;
+      a.normalize = c.normalize;
+      a.shared_gate_up = dsgu.get();
+      a.shared_act = sact_got.get();
+      a.shared_gate_w = c.gated ? dsgw.get() : nullptr;
+      a.shared_gate = c.gated ? sg_got.get() : nullptr;
+      a.shared_down = dsdn.get();
+      a.Is = c.Is;
+      a.gate_up = dgu.get();
+      a.down = ddn.get();
+      a.I = c.I;
+      a.act = act_got.get();
+      a.ids = ids_got.get();
+      a.weights = w_got.get();
+      a.barrier = barrier.get();
+      moe_layer_decode(a, st);
+      st.synchronize();
+      const auto same = [](const std::vector<float>& x, const std::vector<float>& y) {
+        return x.size() == y.size() && std::memcmp(x.data(), y.data(), sizeof(float) * x.size()) == 0;
+      };
+      EXPECT_TRUE(same(from_device_bf16(x_got), from_device_bf16(x_ref))) << "normed row";
+      EXPECT_TRUE(same(log_got.download(), log_ref.download())) << "router logits";
+      EXPECT_TRUE(same(from_device_bf16(sact_got), from_device_bf16(sact_ref))) << "shared activations";
+      if (c.gated) {
+        EXPECT_TRUE(same(sg_got.download(), sg_ref.download())) << "shared gate";
+      }
+      EXPECT_EQ(ids_got.download(), ids_ref.download());
+      EXPECT_TRUE(same(w_got.download(), w_ref.download())) << "routing weights";
+      EXPECT_TRUE(same(from_device_bf16(act_got), from_device_bf16(act_ref))) << "routed activations";
+      const auto got = h_got.download(), want = h_ref.download();
+      int64_t differ = 0;
+      for (size_t n = 0; n < got.size(); ++n) differ += std::memcmp(&got[n], &want[n], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << "of " << got.size() << " outputs";
+      EXPECT_GT(rel_err(got, h0), 1e-3f);  // the residual moved
+    }
+    // Two launches of two barriers, one block an SM arriving at each.
+    int dev = 0, sms = 0;
+    ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+    EXPECT_EQ(barrier.download()[0], 4ull * unsigned(sms));
+  }
+  EXPECT_FALSE(moe_layer_decode_supported(256, 8, 4096, 512, 512));  // D past a lane's registers
+  EXPECT_FALSE(moe_layer_decode_supported(256, 8, 2048, 500, 512));  // I off the 256 grid
 }
 
 TEST_F(CudaOps, GemvRejectsBadShapes) {
