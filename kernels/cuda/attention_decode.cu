@@ -37,10 +37,24 @@ bool gqa_shape(const AttentionShape& s) {
   return (g == 2 || g == 4 || g == 8) && (s.d == 128 || s.d == 256);
 }
 
+// HYPIC_CUDA_DECODE_ATTN_WAVE=1 (opt-in, not yet measured on a device): the wave of splits and, over slots,
+// the first tile read before the wait. Read at each call (the split count and the workspace size must agree,
+// so set it before a step is captured).
+bool wave_form() { return env_is("HYPIC_CUDA_DECODE_ATTN_WAVE", "1"); }
+
 int64_t num_splits(const AttentionShape& s) {
-  const int64_t keys = gqa_shape(s) ? kGqaKeysPerSplit : kKeysPerSplit;
+  const bool gqa = gqa_shape(s);
+  const int64_t keys = gqa ? kGqaKeysPerSplit : kKeysPerSplit;
+  int64_t cap = kMaxSplits;
+  if (gqa && wave_form()) {
+    // A grid of few blocks (one row over 2 kv heads) takes as many splits as one wave of two blocks an SM
+    // holds: 132 on an H200, so that a cache just past a power of two (8193-8448 keys under a bound of 16k)
+    // gives each warp one tile of 16 keys, where 128 splits of 65 keys gave warp 0 a second round.
+    const int64_t blocks = s.Hkv * (s.Tq > 0 ? s.Tq : 1), wave = 2 * int64_t(detail::device_sm_count()) / blocks;
+    cap = wave < kMaxSplits ? kMaxSplits : (wave > detail::kCombineMaxSplits ? detail::kCombineMaxSplits : wave);
+  }
   int64_t n = (s.Tk + keys - 1) / keys;
-  return n < 1 ? 1 : (n > kMaxSplits ? kMaxSplits : n);
+  return n < 1 ? 1 : (n > cap ? cap : n);
 }
 
 // The keys split sp of query row i walks: rows [begin, end) of its cache (the caller's, or sequence i's
@@ -390,9 +404,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     decode_gqa_mma_kernel(AttentionShape s, int64_t splits, const bf16* __restrict__ q, const bf16* k_in,
                           const bf16* v_in, const int64_t* __restrict__ q_pos, const int64_t* k_pos_in,
                           const int32_t* __restrict__ keys_dev, const KvSlot* __restrict__ slots, float scale_log2,
-                          float* __restrict__ part_o, float* __restrict__ part_ml, bool early) {
-  detail::pdl_wait();  // programmatic launch in a decode step: the query and cache rows are the kernels before's
-  if (early) detail::pdl_trigger();
+                          float* __restrict__ part_o, float* __restrict__ part_ml, bool early, bool tile_first) {
+  // Over slots (a batched step), the kernel before (the norm/rotation or the append) writes only each
+  // cache's new row, slots[i].rows - 1: the warp's first tile of every other row is read before the wait.
+  const bool early_tile = tile_first && slots != nullptr;
+  if (!early_tile) {
+    detail::pdl_wait();  // programmatic launch in a decode step: the query and cache rows are the kernels before's
+    if (early) detail::pdl_trigger();
+  }
   constexpr int G = 8, E = D / 32, S32 = D / 32, KT = 16;
   __shared__ float wm[kWarps][G], wl[kWarps][G];
   __shared__ float wo[kWarps][G][D];
@@ -402,8 +421,51 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const SplitKeys r = split_keys(s, splits, sp, i, k_in, v_in, k_pos_in, keys_dev, slots);
   const bf16 *k = r.k, *v = r.v;
   const int64_t* k_pos = r.pos;
-  const int64_t j_begin = r.begin, j_end = r.end, qp = q_pos[i];
+  const int64_t j_begin = r.begin, j_end = r.end;
   const int64_t ld = s.Hkv * D;
+  // A tile: rows ja (key g) and jb (key g + 8) of K as A fragments, the 16 value rows, the two positions.
+  uint4 ka[S32], kb[S32];
+  RawRow<E> vr[KT];
+  int64_t pa = 0, pb = 0;
+  const auto load_tile = [&](int64_t jt) {
+    const int64_t ja = jt + g < j_end ? jt + g : jt, jb = jt + g + 8 < j_end ? jt + g + 8 : jt;
+#pragma unroll
+    for (int c = 0; c < S32; ++c) {
+      ka[c] = *reinterpret_cast<const uint4*>(k + ja * ld + kh * D + c * 32 + 8 * t);
+      kb[c] = *reinterpret_cast<const uint4*>(k + jb * ld + kh * D + c * 32 + 8 * t);
+    }
+#pragma unroll
+    for (int kk = 0; kk < KT; ++kk) {
+      const int64_t j = jt + kk < j_end ? jt + kk : jt;
+      vr[kk] = load_raw<E>(v + j * ld + kh * D + lane * E);
+    }
+    pa = k_pos[ja];
+    pb = k_pos[jb];
+  };
+  int64_t j0 = j_begin + int64_t(warp) * KT;
+  if (early_tile) {
+    if (j0 < j_end) load_tile(j0);
+    detail::pdl_wait();  // the query and the new row
+    if (early) detail::pdl_trigger();
+    // The new row, where this tile holds it, read again now that it is written.
+    const int64_t fresh = int64_t(slots[i].rows) - 1;
+    if (j0 < j_end && fresh >= j0 && fresh < j0 + KT) {
+      const int64_t ja = j0 + g < j_end ? j0 + g : j0, jb = j0 + g + 8 < j_end ? j0 + g + 8 : j0;
+#pragma unroll
+      for (int c = 0; c < S32; ++c) {
+        if (ja == fresh) ka[c] = *reinterpret_cast<const uint4*>(k + ja * ld + kh * D + c * 32 + 8 * t);
+        if (jb == fresh) kb[c] = *reinterpret_cast<const uint4*>(k + jb * ld + kh * D + c * 32 + 8 * t);
+      }
+      if (ja == fresh) pa = k_pos[ja];
+      if (jb == fresh) pb = k_pos[jb];
+#pragma unroll
+      for (int kk = 0; kk < KT; ++kk) {
+        const int64_t j = j0 + kk < j_end ? j0 + kk : j0;
+        if (j == fresh) vr[kk] = load_raw<E>(v + j * ld + kh * D + lane * E);
+      }
+    }
+  }
+  const int64_t qp = q_pos[i];
   uint32_t qb[2 * S32][2];
 #pragma unroll
   for (int c = 0; c < S32; ++c) {
@@ -416,21 +478,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
     for (int e = 0; e < E; ++e) acc[h][e] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // heads 2t and 2t + 1 (l: this lane's keys)
-  for (int64_t j0 = j_begin + int64_t(warp) * KT; j0 < j_end; j0 += int64_t(kWarps) * KT) {
-    const int64_t ja = j0 + g < j_end ? j0 + g : j0, jb = j0 + g + 8 < j_end ? j0 + g + 8 : j0;
-    const bool va = j0 + g < j_end && k_pos[ja] <= qp, vb = j0 + g + 8 < j_end && k_pos[jb] <= qp;
-    uint4 ka[S32], kb[S32];
-#pragma unroll
-    for (int c = 0; c < S32; ++c) {
-      ka[c] = *reinterpret_cast<const uint4*>(k + ja * ld + kh * D + c * 32 + 8 * t);
-      kb[c] = *reinterpret_cast<const uint4*>(k + jb * ld + kh * D + c * 32 + 8 * t);
-    }
-    RawRow<E> vr[KT];
-#pragma unroll
-    for (int kk = 0; kk < KT; ++kk) {
-      const int64_t j = j0 + kk < j_end ? j0 + kk : j0;
-      vr[kk] = load_raw<E>(v + j * ld + kh * D + lane * E);
-    }
+  // One tile of the warp's: the scores, the online softmax, the weighted values.
+  const auto process = [&](int64_t jt) {
+    const bool va = jt + g < j_end && pa <= qp, vb = jt + g + 8 < j_end && pb <= qp;
     float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int c = 0; c < S32; ++c) {
@@ -481,6 +531,15 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
         for (int e = 0; e < E; ++e) acc[h][e] = fmaf(p[h], vf[e], acc[h][e]);
     }
+  };
+  const int64_t step = int64_t(kWarps) * KT;
+  if (early_tile && j0 < j_end) {  // the tile read before the wait
+    process(j0);
+    j0 += step;
+  }
+  for (; j0 < j_end; j0 += step) {
+    load_tile(j0);
+    process(j0);
   }
 #pragma unroll
   for (int off = 4; off < 32; off <<= 1) {
@@ -537,8 +596,10 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
   detail::launch_pdl(pdl, __VA_ARGS__, ggrid, dim3(kWarps * 32), 0, stream, s, splits, q, k, v, q_pos, k_pos, \
                      keys_dev, slots, sl2, part_o, part_ml, early)
     if (G == 8 && mma) {
-      if (D == 256) HYPIC_GQA_LAUNCH(decode_gqa_mma_kernel<256>);
-      else HYPIC_GQA_LAUNCH(decode_gqa_mma_kernel<128>);
+      const bool tile_first = wave_form();
+      detail::launch_pdl(pdl, D == 256 ? decode_gqa_mma_kernel<256> : decode_gqa_mma_kernel<128>, ggrid,
+                         dim3(kWarps * 32), 0, stream, s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, sl2, part_o,
+                         part_ml, early, tile_first);
     } else if (D == 256) {
       if (G == 8) HYPIC_GQA_LAUNCH(decode_gqa_kernel<256, 8>);
       else if (G == 4) HYPIC_GQA_LAUNCH(decode_gqa_kernel<256, 4>);

@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/row_norm8.cuh"
@@ -19,13 +20,16 @@ struct Params {
   int64_t begin[kGemvMaxTargets + 1];  // each target's first row slot, multiples of the slots per warp
   int n = 0;
   int K = 0;
+  bool prefetch = true;  // rows not preloaded: their first 2 KB asked of L2 before the wait
   GemvInput in;
 };
 
 // A warp owns R consecutive row slots of one target (targets start on multiples of R, so a SwiGLU gate
 // row and its up row, slots 2m and 2m + 1, land in the same warp). Slots past a target's end read its row 0
 // and are dropped, which keeps the load loop free of branches.
-template <int R>
+// Pre: the rows go to registers before the wait, kPreload / R pieces of each (whole rows of up to 2048 for
+// R == 2); otherwise (R > 1) their first 2 KB head for L2. R == 1 always preloads.
+template <int R, bool Pre>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
   detail::pdl_trigger();
   extern __shared__ uint4 smem_u4[];
@@ -48,17 +52,20 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
     w[r] = t.w + row * K;
   }
   // Weights are constant, so they are read before waiting on the kernel before this one (programmatic
-  // launch: this grid may start while that one finishes): one row per warp goes straight to registers
-  // (K <= kPreload * 256), otherwise the first 2 KB of each row head for L2.
-  uint4 pre[R == 1 ? kPreload : 1];
+  // launch: this grid may start while that one finishes): kPreload pieces a lane go straight to registers
+  // (Pre), otherwise the first 2 KB of each row head for L2.
+  constexpr int PR = (R == 1 || Pre) ? kPreload / R : 0;  // pieces of each row preloaded
+  uint4 pre[R][PR > 0 ? PR : 1];
   if (active) {
-    if constexpr (R == 1) {
+    if constexpr (PR > 0) {
 #pragma unroll
-      for (int q = 0; q < kPreload; ++q) {
+      for (int q = 0; q < PR; ++q) {
         const int c = lane * 8 + q * 256;
-        if (c < K) pre[q] = __ldcs(reinterpret_cast<const uint4*>(w[0] + c));
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (c < K) pre[r][q] = __ldcs(reinterpret_cast<const uint4*>(w[r] + c));
       }
-    } else {
+    } else if (p.prefetch) {
 #pragma unroll
       for (int r = 0; r < R; ++r)
         if (lane * 64 < K && lane < 16) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + lane * 64));
@@ -128,13 +135,17 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   int c0 = lane * 8;
-  if constexpr (R == 1) {
+  if constexpr (PR > 0) {  // the same column order as the loop below: the same sums
 #pragma unroll
-    for (int q = 0; q < kPreload; ++q) {
+    for (int q = 0; q < PR; ++q) {
       const int c = lane * 8 + q * 256;
-      if (c < K) acc[0] = detail::dot8_bf16(pre[q], *reinterpret_cast<const uint4*>(xs + c), acc[0]);
+      if (c < K) {
+        const uint4 xv = *reinterpret_cast<const uint4*>(xs + c);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = detail::dot8_bf16(pre[r][q], xv, acc[r]);
+      }
     }
-    c0 += kPreload * 256;
+    c0 += PR * 256;
   }
 #pragma unroll 8
   for (int c = c0; c < K; c += 256) {
@@ -286,8 +297,18 @@ void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targe
   p.begin[p.n] = slot;
   const int64_t blocks = (slot / R + kWarps - 1) / kWarps;
   HYPIC_CUDA_REQUIRE(blocks <= 2147483647, "gemv: too many rows");
+  // HYPIC_CUDA_GEMV_PRELOAD=1 (opt-in, not yet measured on a device): several rows a warp preload into
+  // registers where the grid is at most a block an SM (the router and shared expert's 1281 rows at 35B-A3B:
+  // 81 blocks), so that only the norm and the sums follow the wait; a larger grid keeps its occupancy (the
+  // LM head).
+  const bool pre = blocks <= detail::device_sm_count() && env_is("HYPIC_CUDA_GEMV_PRELOAD", "1");
+  // HYPIC_CUDA_GEMV_PREFETCH=0: no L2 requests before the wait (A/B runs: they compete with the kernel
+  // before for the memory).
+  p.prefetch = !env_is("HYPIC_CUDA_GEMV_PREFETCH", "0");
   // Launched programmatically (the kernel waits on its predecessor itself, after reading its weights).
-  auto* kernel = R == 4 ? gemv_kernel<4> : R == 2 ? gemv_kernel<2> : gemv_kernel<1>;
+  auto* kernel = R == 4 ? (pre ? gemv_kernel<4, true> : gemv_kernel<4, false>)
+                 : R == 2 ? (pre ? gemv_kernel<2, true> : gemv_kernel<2, false>)
+                          : gemv_kernel<1, true>;
   detail::launch_pdl(true, kernel, dim3(unsigned(blocks)), dim3(kThreads), static_cast<size_t>(K) * sizeof(bf16),
                      stream, p);
 }

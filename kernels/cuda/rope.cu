@@ -64,9 +64,10 @@ __global__ void __launch_bounds__(kQkWarps * 32)
     qk_norm_rope_kernel(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t T, int H, int Hkv, int hd,
                         const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps, bool zc,
                         int half, const int64_t* __restrict__ pos, Table f, const bf16* __restrict__ v_new,
-                        const KvSlot* __restrict__ slots, bool early) {
+                        const KvSlot* __restrict__ slots, bool early, bool trigger_first) {
+  if (trigger_first) detail::pdl_trigger();
   detail::pdl_wait();  // programmatic launch in a decode step: the product before writes the rows
-  if (early) detail::pdl_trigger();
+  if (early && !trigger_first) detail::pdl_trigger();
   __shared__ float buf[kQkWarps][kQkMaxDim + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t item = int64_t(blockIdx.x) * kQkWarps + warp, per_row = H + Hkv;
@@ -225,12 +226,15 @@ void qk_norm_rope(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t
   const int64_t items = T * (H + Hkv);
   if (items == 0) return;
   const bool pdl = detail::pdl_chain_enabled();
+  const bool early = detail::pdl_trigger_early(detail::blocks_for(items, kQkWarps));
+  // HYPIC_CUDA_QK_TRIGGER_FIRST=1 (with the append): the batched decode attention that follows may start
+  // while the products before this kernel still run (it reads only older cache rows before its wait).
+  const bool first = early && append && env_is("HYPIC_CUDA_QK_TRIGGER_FIRST", "1");
   detail::launch_pdl(pdl, qk_norm_rope_kernel, dim3(detail::blocks_for(items, kQkWarps)), dim3(kQkWarps * 32), 0,
                      stream, q_src, q_stride, q, k, T, int(H), int(Hkv), int(head_dim), q_norm, k_norm, eps,
                      zero_centred, int(rot_dim / 2), positions, inv_freq_table(rot_dim, theta),
                      append ? append->v_new : static_cast<const bf16*>(nullptr),
-                     append ? append->slots : static_cast<const KvSlot*>(nullptr),
-                     detail::pdl_trigger_early(detail::blocks_for(items, kQkWarps)));
+                     append ? append->slots : static_cast<const KvSlot*>(nullptr), early, first);
 }
 
 void rope_shift(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot_dim, int64_t delta, double theta,

@@ -2,14 +2,20 @@
 // replace (cpu::rmsnorm, cpu::linear, SwiGLU, the MoE residual sum, the Gated DeltaNet gates and gated norm), and the
 // fused query/key norm + rotation (cuda::qk_norm_rope), the decode MoE (cuda::moe_decode), conv + split
 // (cuda::gdn_conv_split_rows), conv + split + recurrent step (cuda::gdn_conv_recurrent_rows) and the MoE
-// sublayer in one launch (cuda::moe_layer_decode) against the CUDA ops they replace, bit for bit (those ops are checked against the CPU in backend_ops_test.cc).
+// sublayer in one launch (cuda::moe_layer_decode) against the CUDA ops they replace, bit for bit (those ops are
+// checked against the CPU in backend_ops_test.cc); and the batched decode attention after the kernel that
+// appends its new row.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/cuda/activation.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/conv1d.h"
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/gemv.h"
@@ -93,6 +99,35 @@ TEST_F(CudaOps, GemvNormedInputThreeTargets) {
       st.synchronize();
       HYPIC_EXPECT_ERR_LT(rel_err(y2b.download(), ref[2]), kTolF32Out);
     }
+  }
+}
+
+// Several rows a warp sum each row in the one-row order, so every form gives the same bits: one row a warp,
+// two and four with the rows preloaded before the wait (HYPIC_CUDA_GEMV_PRELOAD=1, grids of at most a block
+// an SM) and without (as a larger grid runs).
+TEST_F(CudaOps, GemvRowsPerWarpFormsGiveTheSameBits) {
+  Stream st;
+  for (const int64_t K : {int64_t{1024}, int64_t{2048}, int64_t{4096}}) {
+    const int64_t rows = 1281;  // the router and shared expert's rows at 35B-A3B: 81 blocks of two a warp
+    const auto x = randn_bf16(K, 51, 1.0f), w = randn_bf16(rows * K, 52, 0.05f);
+    auto dx = to_device_bf16(pool, x), dw = to_device_bf16(pool, w);
+    GemvInput in;
+    in.x = dx.get();
+    std::vector<std::vector<float>> outs;
+    for (const int R : {1, 2, 4})
+      for (const bool pre : {true, false}) {
+        if (R == 1 && !pre) continue;  // one row a warp always preloads
+        if (pre) setenv("HYPIC_CUDA_GEMV_PRELOAD", "1", 1);
+        DevArray<float> y(pool, rows);
+        const GemvTarget t{dw.get(), rows, y.get(), DType::F32};
+        gemv(in, K, &t, 1, st, R);
+        st.synchronize();
+        unsetenv("HYPIC_CUDA_GEMV_PRELOAD");
+        outs.push_back(y.download());
+        EXPECT_EQ(std::memcmp(outs.back().data(), outs[0].data(), sizeof(float) * rows), 0)
+            << "K " << K << ", " << R << " rows a warp, preloaded " << pre;
+      }
+    HYPIC_EXPECT_ERR_LT(rel_err(outs[0], linear_ref(x, K, w, rows)), kTolF32Out) << K;
   }
 }
 
@@ -191,36 +226,43 @@ TEST_F(CudaOps, MoeDecodeEqualsRouteSmallExpertsAndResidual) {
     down.gate = c.gated ? dsg.get() : nullptr;
     gemv(ain, c.Is, &down, 1, st);
 
-    MoeDecodeArgs a;
-    a.logits = dlog.get();
-    a.E = c.E;
-    a.K = c.K;
-    a.normalize = c.normalize;
-    a.x = dx.get();
-    a.D = c.D;
-    a.gate_up = dgu.get();
-    a.I = c.I;
-    a.act = act_got.get();
-    a.down = ddn.get();
-    a.shared_act = dsact.get();
-    a.shared_down = dsdn.get();
-    a.Is = c.Is;
-    a.shared_gate = c.gated ? dsg.get() : nullptr;
-    a.h = h_got.get();
-    a.ids = ids_got.get();
-    a.weights = w_got.get();
-    moe_decode(a, st);
-    st.synchronize();
-    EXPECT_EQ(ids_got.download(), ids_ref.download());
-    EXPECT_EQ(w_got.download(), w_ref.download());
-    EXPECT_EQ(from_device_bf16(act_got), from_device_bf16(act_ref));
-    const auto got = h_got.download(), want = h_ref.download();
-    ASSERT_EQ(got.size(), want.size());
-    int64_t differ = 0;
-    for (size_t n = 0; n < got.size(); ++n) differ += std::memcmp(&got[n], &want[n], sizeof(float)) != 0;
-    EXPECT_EQ(differ, 0) << "of " << got.size() << " outputs";
-    // The residual did move: the test would fail if neither path wrote h.
-    EXPECT_GT(rel_err(got, h0), 1e-3f);
+    // Both forms of the pair: the default and the resident one (HYPIC_CUDA_MOE_DECODE_PAIR=resident).
+    for (const char* form : {"default", "resident"}) {
+      SCOPED_TRACE(form);
+      setenv("HYPIC_CUDA_MOE_DECODE_PAIR", form, 1);
+      h_got.upload(h0);
+      MoeDecodeArgs a;
+      a.logits = dlog.get();
+      a.E = c.E;
+      a.K = c.K;
+      a.normalize = c.normalize;
+      a.x = dx.get();
+      a.D = c.D;
+      a.gate_up = dgu.get();
+      a.I = c.I;
+      a.act = act_got.get();
+      a.down = ddn.get();
+      a.shared_act = dsact.get();
+      a.shared_down = dsdn.get();
+      a.Is = c.Is;
+      a.shared_gate = c.gated ? dsg.get() : nullptr;
+      a.h = h_got.get();
+      a.ids = ids_got.get();
+      a.weights = w_got.get();
+      moe_decode(a, st);
+      st.synchronize();
+      EXPECT_EQ(ids_got.download(), ids_ref.download());
+      EXPECT_EQ(w_got.download(), w_ref.download());
+      EXPECT_EQ(from_device_bf16(act_got), from_device_bf16(act_ref));
+      const auto got = h_got.download(), want = h_ref.download();
+      ASSERT_EQ(got.size(), want.size());
+      int64_t differ = 0;
+      for (size_t n = 0; n < got.size(); ++n) differ += std::memcmp(&got[n], &want[n], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << "of " << got.size() << " outputs";
+      // The residual did move: the test would fail if neither path wrote h.
+      EXPECT_GT(rel_err(got, h0), 1e-3f);
+      unsetenv("HYPIC_CUDA_MOE_DECODE_PAIR");
+    }
   }
   EXPECT_FALSE(moe_decode_supported(256, 32, 2048, 1024, 512));  // K*I + Is past the shared memory
   EXPECT_FALSE(moe_decode_supported(256, 8, 2048, 500, 512));   // I off the 256 grid
@@ -638,6 +680,57 @@ TEST_F(CudaOps, QkNormRopeEqualsSeparateOps) {
     if (c.T >= 1) {
       EXPECT_EQ(poss[c.T].download()[0], pos[0]);
     }
+  }
+}
+
+// A batched decode step's attention reads every cache row but the new one before its programmatic wait
+// (HYPIC_CUDA_DECODE_ATTN_WAVE=1): the new row, which the norm/rotation kernel before it appends, must
+// still be the appended one. The cache's new row holds large stale values beforehand, so a stale read would
+// swamp the softmax. One sequence of 8200 keys under a bound of 16k (the serving step just past 8k: as many
+// splits as a wave). Both forms, and the norm kernel letting the attention start before its own wait
+// (HYPIC_CUDA_QK_TRIGGER_FIRST=1).
+TEST_F(CudaOps, AttentionDecodeBatchedReadsTheRowTheNormKernelAppends) {
+  for (const char* form : {"0", "1", "first"}) {
+    SCOPED_TRACE(form);
+    setenv("HYPIC_CUDA_DECODE_ATTN_WAVE", std::strcmp(form, "0") == 0 ? "0" : "1", 1);
+    setenv("HYPIC_CUDA_QK_TRIGGER_FIRST", std::strcmp(form, "first") == 0 ? "1" : "0", 1);
+    Stream st;
+    const int64_t H = 16, Hkv = 2, hd = 256, rot = 64, row = Hkv * hd, rows = 8200, cap = 8300, bound = 16384;
+    const auto qsrc = randn_bf16(H * 2 * hd, 61, 2.0f), knew = randn_bf16(row, 62, 2.0f), vnew = randn_bf16(row, 63);
+    const auto qn = hypic::test::randn(hd, 64, 0.3f), kn = hypic::test::randn(hd, 65, 0.3f);
+    auto k0 = randn_bf16(cap * row, 66), v0 = randn_bf16(cap * row, 67);
+    std::fill(k0.begin() + (rows - 1) * row, k0.begin() + rows * row, 40.0f);
+    std::fill(v0.begin() + (rows - 1) * row, v0.begin() + rows * row, 40.0f);
+    std::vector<int64_t> pos0(cap);
+    std::iota(pos0.begin(), pos0.end(), 0);
+    pos0[rows - 1] = 0;  // stale: visible to the query
+    const std::vector<int64_t> qpos = {rows - 1};
+    auto dqsrc = to_device_bf16(pool, qsrc), dknew = to_device_bf16(pool, knew), dvnew = to_device_bf16(pool, vnew);
+    DevArray<float> dqn(pool, qn), dkn(pool, kn);
+    DevArray<int64_t> dqp(pool, qpos);
+    const AttentionShape s{1, bound, H, Hkv, hd};
+    DevArray<unsigned char> ws(pool, attention_decode_workspace_bytes(s));
+    for (int rep = 0; rep < 3; ++rep) {
+      auto dk = to_device_bf16(pool, k0), dv = to_device_bf16(pool, v0);
+      DevArray<int64_t> dp(pool, pos0);
+      DevArray<KvSlot> slot(pool, std::vector<KvSlot>{{dk.get(), dv.get(), dp.get(), int32_t(rows), int32_t(cap)}});
+      DevArray<bf16> q(pool, H * hd), out(pool, H * hd);
+      const QkAppend app{dvnew.get(), slot.get()};
+      qk_norm_rope(dqsrc.get(), 2 * hd, q.get(), dknew.get(), 1, H, Hkv, hd, dqn.get(), dkn.get(), 1e-6f, true, rot,
+                   dqp.get(), 1e7, st, &app);
+      attention_decode_batched(s, q.get(), slot.get(), dqp.get(), 1.0f / 16.0f, out.get(), ws.get(), st);
+      st.synchronize();
+      const auto kc = from_device_bf16(dk), vc = from_device_bf16(dv), qh = from_device_bf16(q);
+      const auto pc = dp.download();
+      EXPECT_EQ(pc[rows - 1], rows - 1) << "the append wrote the new row's position";
+      EXPECT_NE(kc[(rows - 1) * row], 40.0f) << "the append wrote the new row";
+      std::vector<float> ref(H * hd);
+      cpu::attention({1, rows, H, Hkv, hd, hd}, qh.data(), kc.data(), vc.data(), qpos.data(), pc.data(), 1.0f / 16.0f,
+                     ref.data());
+      HYPIC_EXPECT_ERR_LT(rel_err(from_device_bf16(out), ref), kTolBf16Out) << "repeat " << rep;
+    }
+    unsetenv("HYPIC_CUDA_DECODE_ATTN_WAVE");
+    unsetenv("HYPIC_CUDA_QK_TRIGGER_FIRST");
   }
 }
 
