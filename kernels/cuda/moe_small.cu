@@ -1,11 +1,8 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_util.cuh"
-#include "kernels/cuda/env_switch.h"
-#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/moe_route.cuh"
 #include "kernels/cuda/moe_small.h"
 #include "kernels/cuda/pdl_launch.cuh"
-#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda {
 namespace {
@@ -337,141 +334,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_down_kernel(const float* _
   }
 }
 
-// The resident pair (HYPIC_CUDA_MOE_DECODE_PAIR=resident): the same sums, laid out so that both kernels'
-// blocks fit an SM together. The gate/up kernel above fills the register file (4 blocks of 64 registers
-// an SM), so the down kernel's blocks, and their row loads, wait for its blocks to leave; the down rows
-// then stream after the gate/up rows instead of beside them. Here the gate/up kernel takes two rows a warp
-// in half as many blocks (two an SM, reading each row pair in two halves: the same column order), and the
-// down kernel copies its rows into shared memory with cp.async instead of registers, so its two blocks an
-// SM sit beside the gate/up blocks from the start and their rows stream under the gate/up rows.
-constexpr int kPairRowsPerWarp = 2, kPairRowsPerBlock = kWarps * kPairRowsPerWarp, kPairHalf = 4;
-
-template <int PerLane>
-__global__ void __launch_bounds__(kThreads, 4) decode_gate_up_pair_kernel(const float* __restrict__ logits, int E,
-                                                                       int K, bool normalize,
-                                                                       const __nv_bfloat16* __restrict__ x, int D,
-                                                                       const __nv_bfloat16* __restrict__ gate_up,
-                                                                       int I, __nv_bfloat16* __restrict__ act,
-                                                                       int32_t* ids_out, float* weights_out) {
-  extern __shared__ uint4 smem_u4[];
-  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem_u4);
-  __shared__ int32_t sid[kMaxDownK];
-  detail::pdl_wait();
-  detail::pdl_trigger();  // the down kernel reads the logits before its own wait: safe once this wait returned
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (warp == 0) {
-    int32_t id;
-    float w;
-    detail::route_warp<PerLane>(logits, E, K, normalize, lane, id, w);
-    if (lane < K) {
-      sid[lane] = id;
-      if (ids_out && blockIdx.x == 0 && blockIdx.y == 0) {
-        ids_out[lane] = id;
-        weights_out[lane] = w;
-      }
-    }
-  }
-  for (int c = threadIdx.x * 8; c < D; c += kThreads * 8)
-    *reinterpret_cast<uint4*>(xs + c) = __ldcg(reinterpret_cast<const uint4*>(x + c));
-  __syncthreads();
-  const __nv_bfloat16* base = gate_up + int64_t(sid[blockIdx.y]) * 2 * I * D;
-  for (int j = 0; j < kPairRowsPerWarp; ++j) {
-    const int i = blockIdx.x * kPairRowsPerBlock + j * kWarps + warp;
-    if (i >= I) break;
-    const __nv_bfloat16* G = base + int64_t(i) * D;
-    const __nv_bfloat16* U = G + int64_t(I) * D;
-    float g = 0.0f, u = 0.0f;  // dot_partial_pair's order: column pieces ascending
-    for (int c0 = lane * 8; c0 < D; c0 += kPairHalf * 256) {
-      uint4 gv[kPairHalf], uv[kPairHalf];
-#pragma unroll
-      for (int q = 0; q < kPairHalf; ++q) {
-        const int c = c0 + q * 256;
-        if (c < D) {
-          gv[q] = __ldcs(reinterpret_cast<const uint4*>(G + c));
-          uv[q] = __ldcs(reinterpret_cast<const uint4*>(U + c));
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < kPairHalf; ++q) {
-        const int c = c0 + q * 256;
-        if (c < D) {
-          const uint4 xv = *reinterpret_cast<const uint4*>(xs + c);
-          g = detail::dot8_bf16(gv[q], xv, g);
-          u = detail::dot8_bf16(uv[q], xv, u);
-        }
-      }
-    }
-    g = detail::warp_sum(g);
-    u = detail::warp_sum(u);
-    if (lane == 0) act[int64_t(blockIdx.y) * I + i] = __float2bfloat16_rn(detail::silu_f(g) * u);
-  }
-}
-
-// decode_down_kernel's sums with the rows in shared memory: [K*I + Is] activations, then each warp's row
-// pieces as [pieces][32 lanes] 16-byte pieces (a lane reads back only what it copied).
-template <int PerLane>
-__global__ void __launch_bounds__(kThreads, 2) decode_down_pair_kernel(const float* __restrict__ logits, int E,
-                                                                    int K, bool normalize,
-                                                                    const __nv_bfloat16* __restrict__ act, int I,
-                                                                    const __nv_bfloat16* __restrict__ down, int D,
-                                                                    const __nv_bfloat16* __restrict__ shared_act,
-                                                                    const __nv_bfloat16* __restrict__ shared_down,
-                                                                    int Is, const float* __restrict__ shared_gate,
-                                                                    float* __restrict__ h) {
-  detail::pdl_trigger();  // a programmatically launched successor (cuda::gemv) may start
-  extern __shared__ uint4 smem_u4[];
-  __nv_bfloat16* as = reinterpret_cast<__nv_bfloat16*>(smem_u4);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int n = blockIdx.x * kRowsPerBlock + warp;
-  const bool active = n < D;  // warp-uniform
-  const int per = I / 256, routed = K * per, pieces = routed + Is / 256, KI = K * I;
-  uint4* rows = smem_u4 + (KI + Is) / 8 + int64_t(warp) * pieces * 32;
-  int32_t id;
-  float w;
-  detail::route_warp<PerLane>(logits, E, K, normalize, lane, id, w);  // lane k < K: expert k and its weight
-  for (int q = 0; q < pieces; ++q) {
-    const int k = min(q / per, 31), e = __shfl_sync(0xffffffffu, id, k);  // every lane takes part
-    const __nv_bfloat16* src = q < routed ? down + (int64_t(e) * D + n) * I + (q % per) * 256 + lane * 8
-                                          : shared_down + int64_t(n) * Is + (q - routed) * 256 + lane * 8;
-    if (active) detail::cp_async_16(rows + q * 32 + lane, src, 16);
-  }
-  detail::cp_async_commit();
-  detail::pdl_wait();  // the routed activations (the kernel before); the shared ones and its gate are older
-  for (int c = threadIdx.x * 8; c < KI + Is; c += kThreads * 8)
-    *reinterpret_cast<uint4*>(as + c) =
-        __ldcg(reinterpret_cast<const uint4*>(c < KI ? act + c : shared_act + (c - KI)));
-  detail::cp_async_wait<0>();
-  __syncthreads();
-  if (!active) return;
-  float acc = 0.0f, partial = 0.0f, sh = 0.0f;
-  for (int q = 0; q < pieces; ++q) {
-    const uint4 wq = rows[q * 32 + lane];
-    if (q < routed) {
-      const int k = q / per, c = (q % per) * 256 + lane * 8;
-      partial = detail::dot8_bf16(wq, *reinterpret_cast<const uint4*>(as + int64_t(k) * I + c),
-                                  q % per == 0 ? 0.0f : partial);
-      if (q % per == per - 1) acc += __shfl_sync(0xffffffffu, w, k) * partial;
-    } else {
-      sh = detail::dot8_bf16(wq, *reinterpret_cast<const uint4*>(as + KI + (q - routed) * 256 + lane * 8), sh);
-    }
-  }
-  acc = detail::warp_sum(acc);
-  sh = detail::warp_sum(sh);
-  if (lane == 0) {
-    const float s = shared_gate ? detail::sigmoid_f(__ldcg(shared_gate)) : 1.0f;
-    h[n] += detail::round_bf16(acc) + s * detail::round_bf16(sh);
-  }
-}
-
-size_t down_pair_smem(int64_t K, int64_t I, int64_t Is) {
-  return size_t(2 * (K * I + Is) + int64_t(kWarps) * (K * I / 256 + Is / 256) * 32 * 16);
-}
-
-// The resident pair where asked and where the down kernel's shared memory leaves room for two blocks an SM.
-bool pair_resident(const MoeDecodeArgs& a) {
-  return env_is("HYPIC_CUDA_MOE_DECODE_PAIR", "resident") && down_pair_smem(a.K, a.I, a.Is) <= 100 * 1024;
-}
-
 }  // namespace
 
 void moe_expert_list(const int32_t* offsets, int64_t E, int64_t slots, int32_t* experts, cudaStream_t stream) {
@@ -540,22 +402,6 @@ void moe_decode(const MoeDecodeArgs& a, cudaStream_t stream) {
   // Both launched programmatically (each kernel waits on its predecessor itself).
   const bool narrow = a.E <= 256;  // 8 router logits a lane
   const int E = int(a.E), K = int(a.K), D = int(a.D), I = int(a.I), Is = int(a.Is);
-  if (pair_resident(a)) {
-    auto* gu = narrow ? decode_gate_up_pair_kernel<8> : decode_gate_up_pair_kernel<32>;
-    auto* dn = narrow ? decode_down_pair_kernel<8> : decode_down_pair_kernel<32>;
-    const size_t dsm = down_pair_smem(a.K, a.I, a.Is);
-    // Both ask for the largest carveout: an SM keeps the split of the first kernel placed on it.
-    prefer_max_shared(gu);
-    prefer_max_shared(dn);
-    raise_smem_limit(dn, dsm);
-    detail::launch_pdl(true, gu, dim3(unsigned((a.I + kPairRowsPerBlock - 1) / kPairRowsPerBlock), unsigned(a.K)),
-                       dim3(kThreads), size_t(a.D) * 2, stream, a.logits, E, K, a.normalize, a.x, D, a.gate_up, I,
-                       a.act, a.ids, a.weights);
-    detail::launch_pdl(true, dn, dim3(unsigned((a.D + kRowsPerBlock - 1) / kRowsPerBlock)), dim3(kThreads), dsm,
-                       stream, a.logits, E, K, a.normalize, const_cast<const bf16*>(a.act), I, a.down, D,
-                       a.shared_act, a.shared_down, Is, a.shared_gate, a.h);
-    return;
-  }
   detail::launch_pdl(true, narrow ? decode_gate_up_kernel<8> : decode_gate_up_kernel<32>,
                      dim3(unsigned((a.I + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(a.K)), dim3(kThreads),
                      size_t(a.D) * 2, stream, a.logits, E, K, a.normalize, a.x, D, a.gate_up, I, a.act, a.ids,

@@ -15,7 +15,6 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/env_switch.h"
-#include "kernels/cuda/smem_limit.h"
 
 namespace hypic::cuda::detail {
 
@@ -76,10 +75,6 @@ void launch_pdl_clusters(bool pdl, unsigned cluster_x, void (*kernel)(Params...)
   }
   cfg.attrs = attr;
   cfg.numAttrs = n;
-  // HYPIC_CUDA_PREFER_SHARED=all: every kernel launched here asks for the largest shared-memory carveout, so
-  // that an SM's split never has to change between the step's kernels (A/B runs).
-  static const bool prefer_shared = env_is("HYPIC_CUDA_PREFER_SHARED", "all");
-  if (prefer_shared) prefer_max_shared(kernel);
   HYPIC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 

@@ -227,9 +227,10 @@ void qk_norm_rope(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t
   if (items == 0) return;
   const bool pdl = detail::pdl_chain_enabled();
   const bool early = detail::pdl_trigger_early(detail::blocks_for(items, kQkWarps));
-  // HYPIC_CUDA_QK_TRIGGER_FIRST=1 (with the append): the batched decode attention that follows may start
-  // while the products before this kernel still run (it reads only older cache rows before its wait).
-  const bool first = early && append && env_is("HYPIC_CUDA_QK_TRIGGER_FIRST", "1");
+  // With the append (a batched decode step), the attention that follows may start while the products before
+  // this kernel still run: it reads only older cache rows before its own wait, and those stream under the
+  // products' tail. HYPIC_CUDA_QK_TRIGGER_FIRST=0: after this kernel's wait (A/B runs).
+  const bool first = early && append && !env_is("HYPIC_CUDA_QK_TRIGGER_FIRST", "0");
   detail::launch_pdl(pdl, qk_norm_rope_kernel, dim3(detail::blocks_for(items, kQkWarps)), dim3(kQkWarps * 32), 0,
                      stream, q_src, q_stride, q, k, T, int(H), int(Hkv), int(head_dim), q_norm, k_norm, eps,
                      zero_centred, int(rot_dim / 2), positions, inv_freq_table(rot_dim, theta),

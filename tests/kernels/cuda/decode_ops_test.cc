@@ -103,8 +103,8 @@ TEST_F(CudaOps, GemvNormedInputThreeTargets) {
 }
 
 // Several rows a warp sum each row in the one-row order, so every form gives the same bits: one row a warp,
-// two and four with the rows preloaded before the wait (HYPIC_CUDA_GEMV_PRELOAD=1, grids of at most a block
-// an SM) and without (as a larger grid runs).
+// two and four with the rows preloaded before the wait (grids of at most a block an SM) and without
+// (HYPIC_CUDA_GEMV_PRELOAD=0, as a larger grid runs).
 TEST_F(CudaOps, GemvRowsPerWarpFormsGiveTheSameBits) {
   Stream st;
   for (const int64_t K : {int64_t{1024}, int64_t{2048}, int64_t{4096}}) {
@@ -117,7 +117,7 @@ TEST_F(CudaOps, GemvRowsPerWarpFormsGiveTheSameBits) {
     for (const int R : {1, 2, 4})
       for (const bool pre : {true, false}) {
         if (R == 1 && !pre) continue;  // one row a warp always preloads
-        if (pre) setenv("HYPIC_CUDA_GEMV_PRELOAD", "1", 1);
+        if (!pre) setenv("HYPIC_CUDA_GEMV_PRELOAD", "0", 1);
         DevArray<float> y(pool, rows);
         const GemvTarget t{dw.get(), rows, y.get(), DType::F32};
         gemv(in, K, &t, 1, st, R);
@@ -226,43 +226,36 @@ TEST_F(CudaOps, MoeDecodeEqualsRouteSmallExpertsAndResidual) {
     down.gate = c.gated ? dsg.get() : nullptr;
     gemv(ain, c.Is, &down, 1, st);
 
-    // Both forms of the pair: the default and the resident one (HYPIC_CUDA_MOE_DECODE_PAIR=resident).
-    for (const char* form : {"default", "resident"}) {
-      SCOPED_TRACE(form);
-      setenv("HYPIC_CUDA_MOE_DECODE_PAIR", form, 1);
-      h_got.upload(h0);
-      MoeDecodeArgs a;
-      a.logits = dlog.get();
-      a.E = c.E;
-      a.K = c.K;
-      a.normalize = c.normalize;
-      a.x = dx.get();
-      a.D = c.D;
-      a.gate_up = dgu.get();
-      a.I = c.I;
-      a.act = act_got.get();
-      a.down = ddn.get();
-      a.shared_act = dsact.get();
-      a.shared_down = dsdn.get();
-      a.Is = c.Is;
-      a.shared_gate = c.gated ? dsg.get() : nullptr;
-      a.h = h_got.get();
-      a.ids = ids_got.get();
-      a.weights = w_got.get();
-      moe_decode(a, st);
-      st.synchronize();
-      EXPECT_EQ(ids_got.download(), ids_ref.download());
-      EXPECT_EQ(w_got.download(), w_ref.download());
-      EXPECT_EQ(from_device_bf16(act_got), from_device_bf16(act_ref));
-      const auto got = h_got.download(), want = h_ref.download();
-      ASSERT_EQ(got.size(), want.size());
-      int64_t differ = 0;
-      for (size_t n = 0; n < got.size(); ++n) differ += std::memcmp(&got[n], &want[n], sizeof(float)) != 0;
-      EXPECT_EQ(differ, 0) << "of " << got.size() << " outputs";
-      // The residual did move: the test would fail if neither path wrote h.
-      EXPECT_GT(rel_err(got, h0), 1e-3f);
-      unsetenv("HYPIC_CUDA_MOE_DECODE_PAIR");
-    }
+    MoeDecodeArgs a;
+    a.logits = dlog.get();
+    a.E = c.E;
+    a.K = c.K;
+    a.normalize = c.normalize;
+    a.x = dx.get();
+    a.D = c.D;
+    a.gate_up = dgu.get();
+    a.I = c.I;
+    a.act = act_got.get();
+    a.down = ddn.get();
+    a.shared_act = dsact.get();
+    a.shared_down = dsdn.get();
+    a.Is = c.Is;
+    a.shared_gate = c.gated ? dsg.get() : nullptr;
+    a.h = h_got.get();
+    a.ids = ids_got.get();
+    a.weights = w_got.get();
+    moe_decode(a, st);
+    st.synchronize();
+    EXPECT_EQ(ids_got.download(), ids_ref.download());
+    EXPECT_EQ(w_got.download(), w_ref.download());
+    EXPECT_EQ(from_device_bf16(act_got), from_device_bf16(act_ref));
+    const auto got = h_got.download(), want = h_ref.download();
+    ASSERT_EQ(got.size(), want.size());
+    int64_t differ = 0;
+    for (size_t n = 0; n < got.size(); ++n) differ += std::memcmp(&got[n], &want[n], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0) << "of " << got.size() << " outputs";
+    // The residual did move: the test would fail if neither path wrote h.
+    EXPECT_GT(rel_err(got, h0), 1e-3f);
   }
   EXPECT_FALSE(moe_decode_supported(256, 32, 2048, 1024, 512));  // K*I + Is past the shared memory
   EXPECT_FALSE(moe_decode_supported(256, 8, 2048, 500, 512));   // I off the 256 grid
@@ -683,17 +676,18 @@ TEST_F(CudaOps, QkNormRopeEqualsSeparateOps) {
   }
 }
 
-// A batched decode step's attention reads every cache row but the new one before its programmatic wait
-// (HYPIC_CUDA_DECODE_ATTN_WAVE=1): the new row, which the norm/rotation kernel before it appends, must
-// still be the appended one. The cache's new row holds large stale values beforehand, so a stale read would
-// swamp the softmax. One sequence of 8200 keys under a bound of 16k (the serving step just past 8k: as many
-// splits as a wave). Both forms, and the norm kernel letting the attention start before its own wait
-// (HYPIC_CUDA_QK_TRIGGER_FIRST=1).
+// A batched decode step's attention reads every cache row but the new one before its programmatic wait:
+// the new row, which the norm/rotation kernel before it appends, must still be the appended one. The
+// cache's new row holds large stale values beforehand, so a stale read would swamp the softmax. One
+// sequence of 8200 keys under a bound of 16k (the serving step just past 8k: as many splits as a wave),
+// the norm kernel letting the attention start before its own wait (the default); the norm kernel
+// triggering after its wait (HYPIC_CUDA_QK_TRIGGER_FIRST=0); neither the wave nor the early tile
+// (HYPIC_CUDA_DECODE_ATTN_WAVE=0).
 TEST_F(CudaOps, AttentionDecodeBatchedReadsTheRowTheNormKernelAppends) {
-  for (const char* form : {"0", "1", "first"}) {
+  for (const char* form : {"default", "after the wait", "neither"}) {
     SCOPED_TRACE(form);
-    setenv("HYPIC_CUDA_DECODE_ATTN_WAVE", std::strcmp(form, "0") == 0 ? "0" : "1", 1);
-    setenv("HYPIC_CUDA_QK_TRIGGER_FIRST", std::strcmp(form, "first") == 0 ? "1" : "0", 1);
+    setenv("HYPIC_CUDA_DECODE_ATTN_WAVE", std::strcmp(form, "neither") == 0 ? "0" : "1", 1);
+    setenv("HYPIC_CUDA_QK_TRIGGER_FIRST", std::strcmp(form, "default") == 0 ? "1" : "0", 1);
     Stream st;
     const int64_t H = 16, Hkv = 2, hd = 256, rot = 64, row = Hkv * hd, rows = 8200, cap = 8300, bound = 16384;
     const auto qsrc = randn_bf16(H * 2 * hd, 61, 2.0f), knew = randn_bf16(row, 62, 2.0f), vnew = randn_bf16(row, 63);

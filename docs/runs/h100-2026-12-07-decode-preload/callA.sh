@@ -1,0 +1,48 @@
+#!/bin/bash
+# Issue 12 goal 3 on the H200: the router/shared products preloaded (gemv, several rows a warp), the batched
+# decode attention's wave of splits and first tile before its wait; A/B against both off, the L2 prefetch of
+# products off, and the MoE sublayer in one launch (first time on an H200).
+# Pack: TARGETS="cuda_decode_ops_test cuda_backend_ops_test hypic_bench_model engine_batch_model_test" tools/bench/pack_gpu_binaries.sh build
+. tools/bench/gpu_env.sh
+T0=$(date +%s); left() { echo $(( ${1} - ($(date +%s) - T0) )); }
+( while sleep 5; do tar czf $OUT/logs.tgz -C /tmp o 2>/dev/null; done ) & TP=$!
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $O/device.txt
+CFG="--config tools/bench/configs/qwen3_5_35b_a3b.json --random-weights --prefill 8192"
+TT=150 gtest cuda_decode_ops_test "" ""
+date +%T
+dec() {  # dec NAME ENV ARGS...: one bench run into $O/decode_NAME.json, its figures printed
+  local n=$1 e=$2; shift 2
+  env $(tr , " " <<< "$e") timeout 100 $B/hypic_bench_model $CFG "$@" > $O/decode_$n.json 2>$O/decode_$n.err
+  echo "$n: $(grep -oE '"copy_tb_per_s": [0-9.]+' $O/decode_$n.json) $(grep -oE '"(decode|graph_drawn)": \{[^}]*' $O/decode_$n.json | grep -oE '"(decode|graph_drawn)"|"(ms_per_token|ms_per_step|tokens_per_s|fraction_of_copy)": [0-9.]+' | tr '\n' ' ')"
+  tail -1 $O/decode_$n.err
+}
+OFF="X=1"
+ON="HYPIC_CUDA_GEMV_PRELOAD=1,HYPIC_CUDA_DECODE_ATTN_WAVE=1"
+FORMS="base:$OFF new:$ON pair:$ON,HYPIC_CUDA_MOE_DECODE_PAIR=resident qkf:$ON,HYPIC_CUDA_QK_TRIGGER_FIRST=1 one:HYPIC_CUDA_MOE_ONE_LAUNCH=1"
+MORE="nopf:$ON,HYPIC_CUDA_GEMV_PREFETCH=0 pairall:$ON,HYPIC_CUDA_MOE_DECODE_PAIR=resident,HYPIC_CUDA_PREFER_SHARED=all"
+if ! grep -q "^\[  FAILED  \]" $O/cuda_decode_ops_test.txt && grep -q "^\[  PASSED  \]" $O/cuda_decode_ops_test.txt; then
+  for r in 1 2; do for f in $FORMS; do dec ${f%%:*}_$r ${f#*:} --decode 64 --batch 1 --batch-steps 24; done; date +%T; done
+  mkdir -p /tmp/trace && tar xJf .gpubin/trace.tar.xz -C /tmp/trace
+  for f in pair:$ON,HYPIC_CUDA_MOE_DECODE_PAIR=resident; do
+    n=${f%%:*}
+    env $(tr , " " <<< "${f#*:}") CUDA_INJECTION64_PATH=/tmp/trace/libhypic_kernel_trace.so LD_LIBRARY_PATH=/tmp/trace:$LD_LIBRARY_PATH \
+      HYPIC_TRACE_OUT=$O/step_$n.trace timeout 90 $B/hypic_bench_model $CFG --decode 64 --batch 1 --batch-steps 24 > /dev/null 2>&1
+    python3 tools/bench/kernel_gaps.py $O/step_$n.trace --graph-step 2 --list 0:60 > $O/decode_gaps_$n.txt 2>&1
+    echo "timeline $n:"; sed -n '/kernels by name/,/^$/p' $O/decode_gaps_$n.txt | head -16; grep -E "window" $O/decode_gaps_$n.txt
+    rm -f $O/step_$n.trace
+  done
+  date +%T
+  [ $(left 330) -gt 90 ] && HYPIC_CUDA_GEMV_PRELOAD=1 HYPIC_CUDA_DECODE_ATTN_WAVE=1 HYPIC_CUDA_MOE_DECODE_PAIR=resident TT=60 gtest engine_batch_model_test "" _new
+  [ $(left 330) -gt 40 ] && for f in $MORE; do dec ${f%%:*}_1 ${f#*:} --decode 64 --batch 1 --batch-steps 24; done
+  [ $(left 330) -gt 60 ] && TT=120 gtest engine_batch_model_test "" ""
+  [ $(left 360) -gt 60 ] && for f in gemv:HYPIC_CUDA_GEMV_PRELOAD=1 attn:HYPIC_CUDA_DECODE_ATTN_WAVE=1; do dec ${f%%:*}_1 ${f#*:} --decode 64 --batch 1 --batch-steps 24; done
+  date +%T
+  [ $(left 380) -gt 100 ] && for f in base:$OFF new:$ON; do dec batches_${f%%:*} ${f#*:} --decode 0 --batch 1,8,32 --batch-steps 24; done
+  [ $(left 400) -gt 40 ] && for f in $FORMS; do dec r3_${f%%:*} ${f#*:} --decode 64 --batch 1 --batch-steps 24; done
+else
+  echo "the decode op test did not pass: decode benches left out"
+  grep -E "Failure|Expected|Which is|actual|differ" $O/cuda_decode_ops_test.txt | head -30
+  dec base_1 X=1 --decode 64 --batch 1 --batch-steps 24
+fi
+date +%T
+kill $TP; tar czf $OUT/logs.tgz -C /tmp o
