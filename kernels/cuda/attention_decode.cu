@@ -405,8 +405,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
                           const bf16* v_in, const int64_t* __restrict__ q_pos, const int64_t* k_pos_in,
                           const int32_t* __restrict__ keys_dev, const KvSlot* __restrict__ slots, float scale_log2,
                           float* __restrict__ part_o, float* __restrict__ part_ml, bool early, bool tile_first) {
-  // Over slots (a batched step), the kernel before (the norm/rotation or the append) writes only each
-  // cache's new row, slots[i].rows - 1: the warp's first tile of every other row is read before the wait.
+  // Over slots (a batched step), the kernels that may still run (the norm/rotation or the append, and the
+  // products before it) write no cache row but the new one, slots[i].rows - 1: the warp's first tile of the
+  // older rows is read before the wait.
   const bool early_tile = tile_first && slots != nullptr;
   if (!early_tile) {
     detail::pdl_wait();  // programmatic launch in a decode step: the query and cache rows are the kernels before's
