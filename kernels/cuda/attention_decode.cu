@@ -448,23 +448,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     if (j0 < j_end) load_tile(j0);
     detail::pdl_wait();  // the query and the new row
     if (early) detail::pdl_trigger();
-    // The new row, where this tile holds it, read again now that it is written.
+    // The tile again where it holds the new row, now that the row is written (one warp a row and kv head).
     const int64_t fresh = int64_t(slots[i].rows) - 1;
-    if (j0 < j_end && fresh >= j0 && fresh < j0 + KT) {
-      const int64_t ja = j0 + g < j_end ? j0 + g : j0, jb = j0 + g + 8 < j_end ? j0 + g + 8 : j0;
-#pragma unroll
-      for (int c = 0; c < S32; ++c) {
-        if (ja == fresh) ka[c] = *reinterpret_cast<const uint4*>(k + ja * ld + kh * D + c * 32 + 8 * t);
-        if (jb == fresh) kb[c] = *reinterpret_cast<const uint4*>(k + jb * ld + kh * D + c * 32 + 8 * t);
-      }
-      if (ja == fresh) pa = k_pos[ja];
-      if (jb == fresh) pb = k_pos[jb];
-#pragma unroll
-      for (int kk = 0; kk < KT; ++kk) {
-        const int64_t j = j0 + kk < j_end ? j0 + kk : j0;
-        if (j == fresh) vr[kk] = load_raw<E>(v + j * ld + kh * D + lane * E);
-      }
-    }
+    if (j0 < j_end && fresh >= j0 && fresh < j0 + KT) load_tile(j0);
   }
   const int64_t qp = q_pos[i];
   uint32_t qb[2 * S32][2];

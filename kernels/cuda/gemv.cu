@@ -300,7 +300,7 @@ void gemv(const GemvInput& in, int64_t K, const GemvTarget* targets, int n_targe
   // shared expert's 1281 rows at 35B-A3B: 81 blocks), so that only the norm and the sums follow the wait
   // (the batch-1 step 1.6% faster on an H100); a larger grid keeps its occupancy (the LM head).
   // HYPIC_CUDA_GEMV_PRELOAD=0: never (A/B runs).
-  const bool pre = blocks <= detail::device_sm_count() && !env_is("HYPIC_CUDA_GEMV_PRELOAD", "0");
+  const bool pre = R > 1 && blocks <= detail::device_sm_count() && !env_is("HYPIC_CUDA_GEMV_PRELOAD", "0");
   // Launched programmatically (the kernel waits on its predecessor itself, after reading its weights).
   auto* kernel = R == 4 ? (pre ? gemv_kernel<4, true> : gemv_kernel<4, false>)
                  : R == 2 ? (pre ? gemv_kernel<2, true> : gemv_kernel<2, false>)

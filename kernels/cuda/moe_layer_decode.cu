@@ -228,20 +228,6 @@ size_t smem_bytes(int64_t D, int64_t K, int64_t I, int64_t Is) {
 
 auto* kernel_for(int64_t E) { return E <= 256 ? moe_layer_decode_kernel<8> : moe_layer_decode_kernel<32>; }
 
-// The device's shared memory a block may opt into, asked once per device.
-int optin_smem() {
-  static std::mutex mu;
-  static std::map<int, int> at;
-  int dev = 0;
-  HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> g(mu);
-  auto it = at.find(dev);
-  if (it != at.end()) return it->second;
-  int bytes = 0;
-  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  return at[dev] = bytes;
-}
-
 // Raises the kernel's shared-memory limit and checks that a block fits an SM, once per (device, kernel, size).
 void prepare(const void* kernel, size_t smem) {
   static std::mutex mu;
@@ -267,7 +253,7 @@ bool moe_layer_decode_supported(int64_t E, int64_t K, int64_t D, int64_t I, int6
   const int64_t P = detail::device_sm_count();
   if (D > kWarps * P || E + Is + 1 > kWarps * P) return false;
   // Static shared memory (part, sid, swt) and a margin besides the dynamic part.
-  return smem_bytes(D, K, I, Is) + 1024 <= size_t(optin_smem());
+  return smem_bytes(D, K, I, Is) + 1024 <= size_t(detail::device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
 }
 
 void moe_layer_decode(const MoeLayerDecodeArgs& a, cudaStream_t stream) {

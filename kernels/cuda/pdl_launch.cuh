@@ -18,20 +18,23 @@
 
 namespace hypic::cuda::detail {
 
-// The current device's SM count, asked once per device.
-inline int device_sm_count() {
+// An attribute of the current device, asked once per (device, attribute).
+inline int device_attribute(cudaDeviceAttr attr) {
   static std::mutex mu;
-  static std::map<int, int> sms;
+  static std::map<std::pair<int, int>, int> known;
   int dev = 0;
   HYPIC_CUDA_CHECK(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> g(mu);
-  auto it = sms.find(dev);
-  if (it != sms.end()) return it->second;
-  int n = 0;
-  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  sms[dev] = n;
-  return n;
+  auto it = known.find({dev, int(attr)});
+  if (it != known.end()) return it->second;
+  int v = 0;
+  HYPIC_CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, dev));
+  known[{dev, int(attr)}] = v;
+  return v;
 }
+
+// The current device's SM count.
+inline int device_sm_count() { return device_attribute(cudaDevAttrMultiProcessorCount); }
 
 // HYPIC_CUDA_PDL_CHAIN=0 launches the step's small kernels the ordinary way (A/B runs); read once.
 inline bool pdl_chain_enabled() {

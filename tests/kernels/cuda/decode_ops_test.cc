@@ -226,25 +226,11 @@ TEST_F(CudaOps, MoeDecodeEqualsRouteSmallExpertsAndResidual) {
     down.gate = c.gated ? dsg.get() : nullptr;
     gemv(ain, c.Is, &down, 1, st);
 
-    MoeDecodeArgs a;
-    a.logits = dlog.get();
-    a.E = c.E;
-    a.K = c.K;
-    a.normalize = c.normalize;
-    a.x = dx.get();
-    a.D = c.D;
-    a.gate_up = dgu.get();
-    a.I = c.I;
-    a.act = act_got.get();
-    a.down = ddn.get();
-    a.shared_act = dsact.get();
-    a.shared_down = dsdn.get();
-    a.Is = c.Is;
-    a.shared_gate = c.gated ? dsg.get() : nullptr;
-    a.h = h_got.get();
-    a.ids = ids_got.get();
-    a.weights = w_got.get();
-    moe_decode(a, st);
+    moe_decode({.logits = dlog.get(), .E = c.E, .K = c.K, .normalize = c.normalize, .x = dx.get(), .D = c.D,
+                .gate_up = dgu.get(), .I = c.I, .act = act_got.get(), .down = ddn.get(), .shared_act = dsact.get(),
+                .shared_down = dsdn.get(), .Is = c.Is, .shared_gate = c.gated ? dsg.get() : nullptr,
+                .h = h_got.get(), .ids = ids_got.get(), .weights = w_got.get()},
+               st);
     st.synchronize();
     EXPECT_EQ(ids_got.download(), ids_ref.download());
     EXPECT_EQ(w_got.download(), w_ref.download());
@@ -297,25 +283,12 @@ TEST_F(CudaOps, MoeLayerDecodeEqualsGemvThenMoeDecode) {
                              {dsgu.get(), c.Is, sact_ref.get(), DType::BF16, GemvEpilogue::SwiGlu},
                              {dsgw.get(), 1, sg_ref.get(), DType::F32}};
       gemv(in, c.D, first, c.gated ? 3 : 2, st);
-      MoeDecodeArgs r;
-      r.logits = log_ref.get();
-      r.E = c.E;
-      r.K = c.K;
-      r.normalize = c.normalize;
-      r.x = x_ref.get();
-      r.D = c.D;
-      r.gate_up = dgu.get();
-      r.I = c.I;
-      r.act = act_ref.get();
-      r.down = ddn.get();
-      r.shared_act = sact_ref.get();
-      r.shared_down = dsdn.get();
-      r.Is = c.Is;
-      r.shared_gate = c.gated ? sg_ref.get() : nullptr;
-      r.h = h_ref.get();
-      r.ids = ids_ref.get();
-      r.weights = w_ref.get();
-      moe_decode(r, st);
+      moe_decode({.logits = log_ref.get(), .E = c.E, .K = c.K, .normalize = c.normalize, .x = x_ref.get(),
+                  .D = c.D, .gate_up = dgu.get(), .I = c.I, .act = act_ref.get(), .down = ddn.get(),
+                  .shared_act = sact_ref.get(), .shared_down = dsdn.get(), .Is = c.Is,
+                  .shared_gate = c.gated ? sg_ref.get() : nullptr, .h = h_ref.get(), .ids = ids_ref.get(),
+                  .weights = w_ref.get()},
+                 st);
 
       MoeLayerDecodeArgs a;
       a.h = h_got.get();
