@@ -69,4 +69,26 @@ void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, con
 void attention_decode_batched(const AttentionShape& s, const bf16* q, const KvSlot* slots, const int64_t* q_pos,
                               float scale, bf16* out, void* workspace, cudaStream_t stream);
 
+// A batched step's new rows as the products left them, before the query/key norms and the rotation:
+// attention_decode_batched given them does qk_norm_rope's work (with the append) itself, bit for bit, so that
+// kernel is not launched. Where it applies (attention_decode_folds: 8 query heads a kv head, d 128 or 256, a
+// rotary half of at most 32; opt-in with HYPIC_CUDA_DECODE_ATTN_FOLD=1), the walk's blocks norm and rotate their
+// queries, and the block whose keys hold sequence i's new row (slots[i].rows - 1, dropped past the capacity)
+// norms and rotates the key and writes it, the value row and q_pos[i] into the cache.
+struct DecodeNewRows {
+  const bf16* q_src = nullptr;  // [N, Hq, q_stride]: each head's d query elements first
+  int64_t q_stride = 0;
+  const bf16* k = nullptr;  // [N, Hkv, d]
+  const bf16* v = nullptr;  // [N, Hkv, d]
+  const float* q_norm = nullptr;  // [d]
+  const float* k_norm = nullptr;  // [d]
+  float eps = 0.0f;
+  bool zero_centred = false;
+  int64_t rot_dim = 0;
+  double theta = 0.0;
+};
+bool attention_decode_folds(int64_t Hq, int64_t Hkv, int64_t d, int64_t rot_dim);
+void attention_decode_batched(const AttentionShape& s, const DecodeNewRows& rows, const KvSlot* slots,
+                              const int64_t* q_pos, float scale, bf16* out, void* workspace, cudaStream_t stream);
+
 }  // namespace hypic::cuda

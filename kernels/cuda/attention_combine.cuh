@@ -25,6 +25,11 @@ inline dim3 split_combine_grid(int64_t rows, int64_t d) {
   return dim3(unsigned(rows), unsigned((d + kCombineCols - 1) / kCombineCols));
 }
 
+// kOneTrip (opt-in, HYPIC_CUDA_COMBINE_ONE_TRIP=1, not yet measured on a device): every load of a thread (its
+// split's max and sum, its column's share of the partials) is issued before the first is used, so the block waits
+// on L2 once instead of once for the maxima, once for the sums and three times for a decode row's 132 partials.
+// The sums are the loops', in the same order.
+template <bool kOneTrip>
 static __global__ void __launch_bounds__(kCombineThreads)
     split_combine_kernel(int64_t splits, int64_t d, int64_t ld, const float* __restrict__ part_o,
                          const float* __restrict__ part_ml, bf16* __restrict__ out, bool early) {
@@ -37,8 +42,29 @@ static __global__ void __launch_bounds__(kCombineThreads)
   const int64_t row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const float* ml = part_ml + row * splits * 2;
+  const int cc = tid % kCombineCols, grp = tid / kCombineCols;
+  const int64_t c = int64_t(blockIdx.y) * kCombineCols + cc;
+  const float* po = part_o + row * splits * ld + (c < d ? c : 0);
+  constexpr int kPer = kCombineMaxSplits / kCombineGroups;  // partials a thread sums at most
+  float pv[kOneTrip ? kPer : 1];
+  float m_own = -INFINITY, l_own = 0.0f;  // kOneTrip: split tid's (splits <= kCombineThreads)
+  if constexpr (kOneTrip) {
+    if (tid < splits) {
+      m_own = ml[tid * 2];
+      l_own = ml[tid * 2 + 1];
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int64_t sp = grp + int64_t(j) * kCombineGroups;
+      pv[j] = sp < splits ? po[sp * ld] : 0.0f;
+    }
+  }
   float m = -INFINITY;
-  for (int64_t sp = tid; sp < splits; sp += kCombineThreads) m = fmaxf(m, ml[sp * 2]);
+  if constexpr (kOneTrip) {
+    m = fmaxf(m, m_own);
+  } else {
+    for (int64_t sp = tid; sp < splits; sp += kCombineThreads) m = fmaxf(m, ml[sp * 2]);
+  }
   m = warp_max(m);
   if (lane == 0) red[warp] = m;
   __syncthreads();
@@ -50,11 +76,19 @@ static __global__ void __launch_bounds__(kCombineThreads)
   __syncthreads();
   const float M = shared_m;
   float l = 0.0f;
-  for (int64_t sp = tid; sp < splits; sp += kCombineThreads) {
-    const float ms = ml[sp * 2];
-    const float w = ms != -INFINITY ? exp2f(ms - M) : 0.0f;
-    wsp[sp] = w;
-    l += w != 0.0f ? ml[sp * 2 + 1] * w : 0.0f;
+  if constexpr (kOneTrip) {
+    if (tid < splits) {
+      const float w = m_own != -INFINITY ? exp2f(m_own - M) : 0.0f;
+      wsp[tid] = w;
+      l += w != 0.0f ? l_own * w : 0.0f;
+    }
+  } else {
+    for (int64_t sp = tid; sp < splits; sp += kCombineThreads) {
+      const float ms = ml[sp * 2];
+      const float w = ms != -INFINITY ? exp2f(ms - M) : 0.0f;
+      wsp[sp] = w;
+      l += w != 0.0f ? ml[sp * 2 + 1] * w : 0.0f;
+    }
   }
   l = warp_sum(l);
   __syncthreads();  // every wsp written, red free again
@@ -65,14 +99,22 @@ static __global__ void __launch_bounds__(kCombineThreads)
     for (int w = 0; w < kCombineThreads / 32; ++w) L += red[w];
     shared_inv = L > 0.0f ? 1.0f / L : 0.0f;
   }
-  const int cc = tid % kCombineCols, grp = tid / kCombineCols;
-  const int64_t c = int64_t(blockIdx.y) * kCombineCols + cc;
-  const float* po = part_o + row * splits * ld + (c < d ? c : 0);
   float o = 0.0f;
+  if constexpr (kOneTrip) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int64_t sp = grp + int64_t(j) * kCombineGroups;
+      if (sp < splits) {
+        const float w = wsp[sp];
+        o = w != 0.0f ? fmaf(pv[j], w, o) : o;  // a split that saw no key may hold anything
+      }
+    }
+  } else {
 #pragma unroll 8
-  for (int64_t sp = grp; sp < splits; sp += kCombineGroups) {
-    const float w = wsp[sp], p = po[sp * ld];
-    o = w != 0.0f ? fmaf(p, w, o) : o;  // a split that saw no key may hold anything
+    for (int64_t sp = grp; sp < splits; sp += kCombineGroups) {
+      const float w = wsp[sp], p = po[sp * ld];
+      o = w != 0.0f ? fmaf(p, w, o) : o;  // a split that saw no key may hold anything
+    }
   }
   part[grp][cc] = o;
   __syncthreads();
@@ -131,8 +173,9 @@ inline void split_combine(int64_t splits, int64_t rows, int64_t d, int64_t ld, c
                out, pdl && pdl_trigger_early(int64_t(grid.x) * grid.y));
   } else {
     const dim3 grid = split_combine_grid(rows, d);
-    launch_pdl(pdl, split_combine_kernel, grid, dim3(kCombineThreads), 0, stream, splits, d, ld, part_o, part_ml, out,
-               pdl && pdl_trigger_early(int64_t(grid.x) * grid.y));
+    const bool one_trip = env_is("HYPIC_CUDA_COMBINE_ONE_TRIP", "1");
+    launch_pdl(pdl, one_trip ? split_combine_kernel<true> : split_combine_kernel<false>, grid, dim3(kCombineThreads), 0,
+               stream, splits, d, ld, part_o, part_ml, out, pdl && pdl_trigger_early(int64_t(grid.x) * grid.y));
   }
 }
 

@@ -3,6 +3,7 @@
 // the lanes (all 8 loads in flight before the first is used), and a combine pass merges the partial
 // softmaxes. Memory-bound: K and V are read once per query head.
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -399,12 +400,56 @@ __global__ void __launch_bounds__(kWarps * 32)
 // product. The softmax runs on the C fragments (a row's max and sum over 8 lanes), and the weighted sum
 // of values on the CUDA cores: each lane E dims of all 8 heads, the tile's probabilities and rescales
 // passed through shared memory. (The CUDA-core walk above spent five shuffles a head and key.)
+//
+// kFold (a batched step given its new rows unnormed, DecodeNewRows): the block norms and rotates its 8 query
+// heads itself, and the block whose split holds a sequence's new row norms and rotates that key and appends
+// it with its value and position, as qk_norm_rope with the append does, bit for bit; so that kernel, and its
+// hop between the products and this walk, is not launched.
+constexpr int kFoldMaxHalf = 32;
+struct FoldArgs {
+  const bf16* q_src;  // [N, Hq, q_stride]
+  int64_t q_stride;
+  const bf16* k;  // [N, Hkv, D]
+  const bf16* v;  // [N, Hkv, D]
+  const float* q_norm;
+  const float* k_norm;
+  float eps;
+  int zc, half;
+  float inv_freq[kFoldMaxHalf];
+};
+
+// One head's row of D (lane i holds elements lane + 32 m), normed with the weights w (lane's, 1 + w where
+// zero-centred) and rotated by (sn, cs) (the lane's pair, lane < half), into dst as bf16: qk_norm_rope's math.
 template <int D>
+__device__ __forceinline__ void norm_rotate_row(const bf16* src, const float (&w)[D / 32], float eps, int half,
+                                                float sn, float cs, float* b, bf16* dst, int lane) {
+  constexpr int E = D / 32;
+  float v[E], ss = 0.0f;
+#pragma unroll
+  for (int m = 0; m < E; ++m) {
+    v[m] = __bfloat162float(src[lane + 32 * m]);
+    ss += v[m] * v[m];
+  }
+  const float inv = rsqrtf(detail::warp_sum(ss) / D + eps);
+#pragma unroll
+  for (int m = 0; m < E; ++m) b[lane + 32 * m] = detail::round_bf16(v[m] * inv * w[m]);
+  __syncwarp();
+  if (lane < half) {
+    const float a = b[lane], c = b[lane + half];
+    dst[lane] = __float2bfloat16_rn(a * cs - c * sn);
+    dst[lane + half] = __float2bfloat16_rn(c * cs + a * sn);
+  }
+  for (int i = 2 * half + lane; i < D; i += 32) dst[i] = __float2bfloat16_rn(b[i]);
+  __syncwarp();
+}
+
+template <int D, bool kFold = false>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     decode_gqa_mma_kernel(AttentionShape s, int64_t splits, const bf16* __restrict__ q, const bf16* k_in,
                           const bf16* v_in, const int64_t* __restrict__ q_pos, const int64_t* k_pos_in,
                           const int32_t* __restrict__ keys_dev, const KvSlot* __restrict__ slots, float scale_log2,
-                          float* __restrict__ part_o, float* __restrict__ part_ml, bool early, bool tile_first) {
+                          float* __restrict__ part_o, float* __restrict__ part_ml, bool early, bool tile_first,
+                          FoldArgs fa) {
   // Over slots (a batched step), the kernels that may still run (the norm/rotation or the append, and the
   // products before it) write no cache row but the new one, slots[i].rows - 1: the warp's first tile of the
   // older rows is read before the wait.
@@ -444,10 +489,45 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     pb = k_pos[jb];
   };
   int64_t j0 = j_begin + int64_t(warp) * KT;
+  // kFold: the norm weights and the rotation's angles before the wait (the positions are the step's inputs).
+  float wq[kFold ? E : 1], wk[kFold ? E : 1], fsn = 0.0f, fcs = 0.0f;
+  if constexpr (kFold) {
+#pragma unroll
+    for (int m = 0; m < E; ++m) {
+      const float a = fa.q_norm[lane + 32 * m], b = fa.k_norm[lane + 32 * m];
+      wq[m] = fa.zc ? 1.0f + a : a;
+      wk[m] = fa.zc ? 1.0f + b : b;
+    }
+    if (lane < fa.half) sincosf(static_cast<float>(q_pos[i]) * fa.inv_freq[lane], &fsn, &fcs);
+  }
   if (early_tile) {
     if (j0 < j_end) load_tile(j0);
     detail::pdl_wait();  // the query and the new row
     if (early) detail::pdl_trigger();
+  }
+  // kFold: the queries into shared memory (wo's space, unused until the end), and the new row into the cache.
+  bf16* qsm = reinterpret_cast<bf16*>(&wo[0][0][0] + G * D);
+  if constexpr (kFold) {
+    float* scratch = &wo[0][0][0] + warp * D;
+#pragma unroll
+    for (int hh = 0; hh < G / kWarps; ++hh) {
+      const int h = warp * (G / kWarps) + hh;
+      norm_rotate_row<D>(fa.q_src + (i * s.Hq + kh * G + h) * fa.q_stride, wq, fa.eps, fa.half, fsn, fcs, scratch,
+                         qsm + h * D, lane);
+    }
+    const KvSlot& sl = slots[i];
+    const int64_t fresh = int64_t(sl.rows) - 1;
+    // The block whose keys hold it (the last split's where the row is past the launch's bound: read by none).
+    const bool mine = (fresh >= j_begin && fresh < j_end) || (sp == splits - 1 && fresh >= j_end);
+    if (warp == kWarps - 1 && mine && fresh < sl.capacity) {
+      const int64_t at = (fresh * s.Hkv + kh) * D, from = (i * s.Hkv + kh) * D;
+      norm_rotate_row<D>(fa.k + from, wk, fa.eps, fa.half, fsn, fcs, scratch, sl.k + at, lane);
+      for (int e = lane; e < D; e += 32) sl.v[at + e] = fa.v[from + e];
+      if (kh == 0 && lane == 0) sl.pos[fresh] = q_pos[i];
+    }
+    __syncthreads();  // the queries and the new row written
+  }
+  if (early_tile) {
     // The tile again where it holds the new row, now that the row is written (one warp a row and kv head).
     const int64_t fresh = int64_t(slots[i].rows) - 1;
     if (j0 < j_end && fresh >= j0 && fresh < j0 + KT) load_tile(j0);
@@ -456,9 +536,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   uint32_t qb[2 * S32][2];
 #pragma unroll
   for (int c = 0; c < S32; ++c) {
-    const uint4 u = *reinterpret_cast<const uint4*>(q + (i * s.Hq + kh * G + g) * D + c * 32 + 8 * t);
+    const bf16* qrow = kFold ? qsm + g * D : q + (i * s.Hq + kh * G + g) * D;
+    const uint4 u = *reinterpret_cast<const uint4*>(qrow + c * 32 + 8 * t);
     qb[2 * c][0] = u.x, qb[2 * c][1] = u.y, qb[2 * c + 1][0] = u.z, qb[2 * c + 1][1] = u.w;
   }
+  if constexpr (kFold) __syncthreads();  // every warp has its queries before any writes wo
   float acc[G][E];
 #pragma unroll
   for (int h = 0; h < G; ++h)
@@ -555,9 +637,11 @@ size_t attention_decode_workspace_bytes(const AttentionShape& s) {
 }
 
 namespace {
+bool mma_walk() { return !env_is("HYPIC_CUDA_DECODE_ATTN_MMA", "0"); }
+
 void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, const int64_t* q_pos,
                    const int64_t* k_pos, const KvSlot* slots, float scale, bf16* out, void* workspace,
-                   cudaStream_t stream, const int32_t* keys_dev) {
+                   cudaStream_t stream, const int32_t* keys_dev, const DecodeNewRows* nr = nullptr) {
   HYPIC_CUDA_REQUIRE(s.Hq > 0 && s.Hkv > 0 && s.Hq % s.Hkv == 0 && s.Hq <= 65535,
                      "attention_decode: Hq must be a positive multiple of Hkv");
   HYPIC_CUDA_REQUIRE(s.d > 0 && s.d <= kMaxD, "attention_decode: head dim must be <= 256");
@@ -577,16 +661,26 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
     const dim3 ggrid(unsigned(splits), unsigned(s.Hkv), unsigned(s.Tq));
     const int64_t G = s.Hq / s.Hkv;
     // HYPIC_CUDA_DECODE_ATTN_MMA=0: the CUDA-core walk for every group size (A/B runs).
-    static const bool mma = !env_is("HYPIC_CUDA_DECODE_ATTN_MMA", "0");
+    static const bool mma = mma_walk();
     const bool early = detail::pdl_trigger_early(int64_t(ggrid.x) * ggrid.y * ggrid.z);
 #define HYPIC_GQA_LAUNCH(...)                                                                                 \
   detail::launch_pdl(pdl, __VA_ARGS__, ggrid, dim3(kWarps * 32), 0, stream, s, splits, q, k, v, q_pos, k_pos, \
                      keys_dev, slots, sl2, part_o, part_ml, early)
     if (G == 8 && mma) {
       const bool tile_first = wave_form();
-      detail::launch_pdl(pdl, D == 256 ? decode_gqa_mma_kernel<256> : decode_gqa_mma_kernel<128>, ggrid,
-                         dim3(kWarps * 32), 0, stream, s, splits, q, k, v, q_pos, k_pos, keys_dev, slots, sl2, part_o,
-                         part_ml, early, tile_first);
+      FoldArgs fa{};
+      if (nr) {
+        fa = {nr->q_src, nr->q_stride, nr->k, nr->v, nr->q_norm, nr->k_norm, nr->eps, nr->zero_centred ? 1 : 0,
+              int(nr->rot_dim / 2), {}};
+        for (int64_t d = 0; d < nr->rot_dim / 2; ++d) {  // rope.cu's table: fp32 exponent, double pow
+          const float expo = static_cast<float>(2 * d) / static_cast<float>(nr->rot_dim);
+          fa.inv_freq[d] = 1.0f / static_cast<float>(std::pow(nr->theta, static_cast<double>(expo)));
+        }
+      }
+      auto* kernel = nr ? (D == 256 ? decode_gqa_mma_kernel<256, true> : decode_gqa_mma_kernel<128, true>)
+                        : (D == 256 ? decode_gqa_mma_kernel<256, false> : decode_gqa_mma_kernel<128, false>);
+      detail::launch_pdl(pdl, kernel, ggrid, dim3(kWarps * 32), 0, stream, s, splits, q, k, v, q_pos, k_pos, keys_dev,
+                         slots, sl2, part_o, part_ml, early, tile_first, fa);
     } else if (D == 256) {
       if (G == 8) HYPIC_GQA_LAUNCH(decode_gqa_kernel<256, 8>);
       else if (G == 4) HYPIC_GQA_LAUNCH(decode_gqa_kernel<256, 4>);
@@ -629,6 +723,21 @@ void attention_decode(const AttentionShape& s, const bf16* q, const bf16* k, con
 void attention_decode_batched(const AttentionShape& s, const bf16* q, const KvSlot* slots, const int64_t* q_pos,
                               float scale, bf16* out, void* workspace, cudaStream_t stream) {
   launch_decode(s, q, nullptr, nullptr, q_pos, nullptr, slots, scale, out, workspace, stream, nullptr);
+}
+
+bool attention_decode_folds(int64_t Hq, int64_t Hkv, int64_t d, int64_t rot_dim) {
+  return env_is("HYPIC_CUDA_DECODE_ATTN_FOLD", "1") && Hkv > 0 && Hq == 8 * Hkv && (d == 128 || d == 256) &&
+         rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= d && rot_dim / 2 <= kFoldMaxHalf && mma_walk();
+}
+
+void attention_decode_batched(const AttentionShape& s, const DecodeNewRows& rows, const KvSlot* slots,
+                              const int64_t* q_pos, float scale, bf16* out, void* workspace, cudaStream_t stream) {
+  HYPIC_CUDA_REQUIRE(attention_decode_folds(s.Hq, s.Hkv, s.d, rows.rot_dim),
+                     "attention_decode_batched: the new rows' norm and rotation fold only where "
+                     "attention_decode_folds says so");
+  HYPIC_CUDA_REQUIRE(rows.q_src && rows.k && rows.v && rows.q_norm && rows.k_norm && rows.q_stride >= s.d,
+                     "attention_decode_batched: missing new-row pointer");
+  launch_decode(s, nullptr, nullptr, nullptr, q_pos, nullptr, slots, scale, out, workspace, stream, nullptr, &rows);
 }
 
 }  // namespace hypic::cuda

@@ -4,6 +4,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gdn_conv_step.cuh"
 #include "kernels/cuda/pdl_launch.cuh"
 
@@ -106,7 +107,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                               int Kr, bf16* tail1, bf16* const* __restrict__ tails, float q_scale, float eps,
                               const float* __restrict__ g, const float* __restrict__ beta, float* state,
                               float* const* __restrict__ states, bf16* __restrict__ out, int32_t* arrivals,
-                              bool early) {
+                              int early) {
+  if (early == 2) detail::pdl_trigger();  // the successor's blocks may read their weights during the products
   __shared__ float cq[kWarps * kRows], ck[kWarps * kRows];  // q and k after the conv, before their norms
   __shared__ float qs[kWarps * kRows], ks[kWarps * kRows];  // normed (warp w writes and reads rows 32 w ..)
   __shared__ float part[kWarps][32];
@@ -131,7 +133,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (qk) tq = detail::conv_taps(tail, C, chq, w, K), tk = detail::conv_taps(tail, C, chk, w, K);
   if (col_ok) tv = detail::conv_taps(tail, C, chv, w, K);
   detail::pdl_wait();  // the product before writes qkv, g and beta
-  if (early) detail::pdl_trigger();
+  if (early == 1) detail::pdl_trigger();
   const bf16* x = qkv + n * C;
   const bf16 zero = __float2bfloat16_rn(0.0f);
   const bf16 xq = qk ? x[chq] : zero, xk = qk ? x[chk] : zero, xv = col_ok ? x[chv] : zero;
@@ -202,9 +204,14 @@ void gdn_conv_recurrent_rows(const bf16* qkv, int64_t N, int64_t Hk, int64_t dk,
   if (N == 0) return;
   const dim3 grid(unsigned((dv + 31) / 32), unsigned(Hv), unsigned(N));
   const bool pdl = detail::pdl_chain_enabled();
+  // Where it lets its successor start early: after its wait, or (HYPIC_CUDA_GDN_REC_TRIGGER_FIRST=1, A/B runs) at
+  // its start, so that the output product's blocks come while the input products still stream.
+  const int early = detail::pdl_trigger_early(int64_t(grid.x) * grid.y * grid.z)
+                        ? (env_is("HYPIC_CUDA_GDN_REC_TRIGGER_FIRST", "1") ? 2 : 1)
+                        : 0;
   detail::launch_pdl(pdl, K == 4 ? gdn_conv_recurrent_kernel<4> : gdn_conv_recurrent_kernel<0>, grid, dim3(kWarps * 32), 0, stream, qkv, int(Hk), int(dk),
                      int(Hv), int(dv), conv_w, int(K), tail, tails, q_scale, eps, g, beta, state, states, out, arrivals,
-                     detail::pdl_trigger_early(int64_t(grid.x) * grid.y * grid.z));
+                     early);
 }
 
 }  // namespace hypic::cuda

@@ -64,21 +64,41 @@ __global__ void __launch_bounds__(kQkWarps * 32)
     qk_norm_rope_kernel(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t T, int H, int Hkv, int hd,
                         const float* __restrict__ q_norm, const float* __restrict__ k_norm, float eps, bool zc,
                         int half, const int64_t* __restrict__ pos, Table f, const bf16* __restrict__ v_new,
-                        const KvSlot* __restrict__ slots, bool early, bool trigger_first) {
+                        const KvSlot* __restrict__ slots, bool early, bool trigger_first, bool pre) {
   if (trigger_first) detail::pdl_trigger();
-  detail::pdl_wait();  // programmatic launch in a decode step: the product before writes the rows
-  if (early && !trigger_first) detail::pdl_trigger();
   __shared__ float buf[kQkWarps][kQkMaxDim + 1];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t item = int64_t(blockIdx.x) * kQkWarps + warp, per_row = H + Hkv;
-  if (item >= T * per_row) return;
-  const int64_t t = item / per_row;
+  const bool has_item = item < T * per_row;
+  const int64_t t = has_item ? item / per_row : 0;
   const int j = int(item % per_row);
   const bool is_q = j < H;
+  // Before the wait, the norm's weights (constant); with the append (pre: a batched decode step, whose positions and
+  // slots are its inputs, copied before its first kernel) also the slot, the position and the rotation's angles:
+  // round trips off the chain that starts when the products end. Elsewhere a kernel before may write the positions.
+  constexpr int kPre = 8;  // the norm weights a lane holds (hd <= 256); the rest are read where used
+  const float* w = is_q ? q_norm : k_norm;
+  float wv[kPre];
+#pragma unroll
+  for (int m = 0; m < kPre; ++m) {
+    const int i = lane + 32 * m;
+    wv[m] = has_item && i < hd ? (zc ? 1.0f + w[i] : w[i]) : 0.0f;
+  }
+  KvSlot sl{};
+  float p = 0.0f, sn0 = 0.0f, cs0 = 0.0f;  // sn0, cs0: the lane's first pair's (half <= 32 in every model)
+  const auto angles = [&] {
+    if (has_item && !is_q && slots) sl = slots[t];
+    p = has_item ? static_cast<float>(pos[t]) : 0.0f;
+    if (has_item && lane < half) sincosf(p * f.a[lane], &sn0, &cs0);
+  };
+  if (pre) angles();
+  detail::pdl_wait();  // programmatic launch in a decode step: the product before writes the rows
+  if (early && !trigger_first) detail::pdl_trigger();
+  if (!pre) angles();
+  if (!has_item) return;
   const bf16* src = is_q ? q_src + (t * H + j) * q_stride : k + (t * Hkv + (j - H)) * hd;
   bf16* dst = is_q ? q + (t * H + j) * hd : k + (t * Hkv + (j - H)) * hd;
   if (!is_q && slots) {  // into sequence t's cache row, with its value row and position (kv_append_batched)
-    const KvSlot sl = slots[t];
     const int64_t r = int64_t(sl.rows) - 1, at = (r * Hkv + (j - H)) * hd;
     if (r < 0 || r >= sl.capacity) return;
     dst = sl.k + at;
@@ -86,7 +106,6 @@ __global__ void __launch_bounds__(kQkWarps * 32)
     for (int i = lane; i < hd; i += 32) sl.v[at + i] = vs[i];
     if (j == H && lane == 0) sl.pos[r] = pos[t];
   }
-  const float* w = is_q ? q_norm : k_norm;
   float ss = 0;
   for (int i = lane; i < hd; i += 32) {
     const float v = __bfloat162float(src[i]);
@@ -94,13 +113,17 @@ __global__ void __launch_bounds__(kQkWarps * 32)
   }
   const float inv = rsqrtf(detail::warp_sum(ss) / hd + eps);
   float* b = buf[warp];
-  for (int i = lane; i < hd; i += 32)
+#pragma unroll
+  for (int m = 0; m < kPre; ++m) {
+    const int i = lane + 32 * m;
+    if (i < hd) b[i] = detail::round_bf16(__bfloat162float(src[i]) * inv * wv[m]);
+  }
+  for (int i = lane + 32 * kPre; i < hd; i += 32)
     b[i] = detail::round_bf16(__bfloat162float(src[i]) * inv * (zc ? 1.0f + w[i] : w[i]));
   __syncwarp();
-  const float p = static_cast<float>(pos[t]);
   for (int d = lane; d < half; d += 32) {
-    float sn, cs;
-    sincosf(p * f.a[d], &sn, &cs);
+    float sn = sn0, cs = cs0;
+    if (d != lane) sincosf(p * f.a[d], &sn, &cs);
     const float a = b[d], c = b[d + half];
     dst[d] = __float2bfloat16_rn(a * cs - c * sn);
     dst[d + half] = __float2bfloat16_rn(c * cs + a * sn);
@@ -231,11 +254,14 @@ void qk_norm_rope(const bf16* q_src, int64_t q_stride, bf16* q, bf16* k, int64_t
   // this kernel still run: it reads only older cache rows before its own wait, and those stream under the
   // products' tail. HYPIC_CUDA_QK_TRIGGER_FIRST=0: after this kernel's wait (A/B runs).
   const bool first = early && append && !env_is("HYPIC_CUDA_QK_TRIGGER_FIRST", "0");
+  // HYPIC_CUDA_QK_PRE_ANGLES=1 (opt-in, not yet measured on a device): with the append, the slot, position and
+  // angles read before the wait.
+  const bool pre = append && env_is("HYPIC_CUDA_QK_PRE_ANGLES", "1");
   detail::launch_pdl(pdl, qk_norm_rope_kernel, dim3(detail::blocks_for(items, kQkWarps)), dim3(kQkWarps * 32), 0,
                      stream, q_src, q_stride, q, k, T, int(H), int(Hkv), int(head_dim), q_norm, k_norm, eps,
                      zero_centred, int(rot_dim / 2), positions, inv_freq_table(rot_dim, theta),
                      append ? append->v_new : static_cast<const bf16*>(nullptr),
-                     append ? append->slots : static_cast<const KvSlot*>(nullptr), early, first);
+                     append ? append->slots : static_cast<const KvSlot*>(nullptr), early, first, pre);
 }
 
 void rope_shift(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot_dim, int64_t delta, double theta,

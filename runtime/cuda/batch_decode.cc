@@ -136,12 +136,18 @@ void CudaModel::record_batch_step(BatchStep& b, StepProfile* prof) {
       const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
       // The keys and values go straight into the caches where the norm/rotation kernel takes them.
       const cuda::QkAppend app{a.vn.as<bf16>(), b.slots(ai)};
-      const bool appended = attention_project(l, a, &app);
+      cuda::DecodeNewRows fold;  // filled where the attention norms, rotates and appends the new rows itself
+      const bool appended = attention_project(l, a, &app, &fold);
       mark("attention_projections");
       if (!appended) cuda::kv_append_batched(a.kn.as<bf16>(), a.vn.as<bf16>(), a.posp(), N, Hkv * hd, b.slots(ai), cs);
       const bf16* q = cfg_.attn_output_gate ? a.aq.as<bf16>() : a.qg.as<bf16>();
-      cuda::attention_decode_batched({N, b.bound, H, Hkv, hd}, q, b.slots(ai), a.posp(),
-                                     1.0f / std::sqrt(static_cast<float>(hd)), a.att.as<bf16>(), b.att_ws.get(), cs);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      if (fold.q_src)
+        cuda::attention_decode_batched({N, b.bound, H, Hkv, hd}, fold, b.slots(ai), a.posp(), scale,
+                                       a.att.as<bf16>(), b.att_ws.get(), cs);
+      else
+        cuda::attention_decode_batched({N, b.bound, H, Hkv, hd}, q, b.slots(ai), a.posp(), scale, a.att.as<bf16>(),
+                                       b.att_ws.get(), cs);
       mark("attention");
       attention_output(l, a);
       mark("attention_output");

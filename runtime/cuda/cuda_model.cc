@@ -923,17 +923,18 @@ void CudaModel::linear_output_local(int layer, CudaActivations& s) {
   gemm(o, T, vd, G.out, s.hp(), DType::F32, /*accumulate=*/true);  // residual add
 }
 
-bool CudaModel::attention_project(int layer, CudaActivations& s, const cuda::QkAppend* append) {
+bool CudaModel::attention_project(int layer, CudaActivations& s, const cuda::QkAppend* append,
+                                  cuda::DecodeNewRows* fold) {
   if (cfg_.mla) {
     run_pending_norm(s);
     mla_project(layer, s);
     return false;
   }
-  return attention_project_into(layer, s, s.kn.as<bf16>(), s.vn.as<bf16>(), append);
+  return attention_project_into(layer, s, s.kn.as<bf16>(), s.vn.as<bf16>(), append, fold);
 }
 
 bool CudaModel::attention_project_into(int layer, CudaActivations& s, bf16* kn, bf16* vn,
-                                       const cuda::QkAppend* append) {
+                                       const cuda::QkAppend* append, cuda::DecodeNewRows* fold) {
   const int64_t T = s.T, D = cfg_.hidden_size;
   const DeviceAttention& A = w_.layers[layer].attn;
   const int64_t H = cfg_.num_heads, Hkv = cfg_.num_kv_heads, hd = cfg_.head_dim;
@@ -950,6 +951,11 @@ bool CudaModel::attention_project_into(int layer, CudaActivations& s, bf16* kn, 
   }
   bf16* q = gated ? s.aq.as<bf16>() : qg;
   if (A.q_norm && cfg_.rotary_dim > 0 && hd < 1024) {  // the copy, both norms and both rotations in one launch
+    if (append && fold && cuda::attention_decode_folds(H, Hkv, hd, cfg_.rotary_dim)) {
+      *fold = {qg, gated ? 2 * hd : hd, kn, append->v_new, A.q_norm, A.k_norm, cfg_.rms_norm_eps,
+               cfg_.zero_centred_norms, cfg_.rotary_dim, cfg_.rope_theta};
+      return true;
+    }
     cuda::qk_norm_rope(qg, gated ? 2 * hd : hd, q, kn, T, H, Hkv, hd, A.q_norm, A.k_norm, cfg_.rms_norm_eps,
                        cfg_.zero_centred_norms, cfg_.rotary_dim, s.posp(), cfg_.rope_theta, cs, append);
     return append != nullptr;

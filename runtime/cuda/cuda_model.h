@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/memory.h"
@@ -142,7 +143,8 @@ class CudaModel {
   //   attention_output: output gate and projection of every row, h += out.
   // With append (a decode step, one row a sequence): the keys and values may go straight into the
   // sequences' caches (attention_project_into); true when they did.
-  bool attention_project(int layer, CudaActivations& a, const cuda::QkAppend* append = nullptr);
+  bool attention_project(int layer, CudaActivations& a, const cuda::QkAppend* append = nullptr,
+                         cuda::DecodeNewRows* fold = nullptr);
   void attention_core(int layer, CudaActivations& a, int64_t row0, int64_t n, CudaAttentionLayerState& kv);
   void attention_output(int layer, CudaActivations& a);
   //   attention_isolated: isolated prefills' attention straight over the pass's own K/V rows (no state
@@ -251,8 +253,10 @@ class CudaModel {
   // attention_project (not MLA) with this pass's keys and values written to kn, vn; with append (a
   // decode step, one row a sequence) the keys and values may go straight into the caches instead
   // (cuda::qk_norm_rope's append): true when they did, false when the caller must still append kn, vn.
+  // With fold as well, where cuda::attention_decode_folds allows, the norms, the rotation and the append are
+  // left to the attention: fold is filled (q_src non-null) and true returned without running them.
   bool attention_project_into(int layer, CudaActivations& a, cuda::bf16* kn, cuda::bf16* vn,
-                              const cuda::QkAppend* append = nullptr);
+                              const cuda::QkAppend* append = nullptr, cuda::DecodeNewRows* fold = nullptr);
   // The MoE feed-forward of one row with a shared expert on the one-row kernels (false: not this layer).
   bool ffn_one_row(int layer, CudaActivations& a);
 

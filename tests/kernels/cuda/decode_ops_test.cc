@@ -4,7 +4,8 @@
 // (cuda::gdn_conv_split_rows), conv + split + recurrent step (cuda::gdn_conv_recurrent_rows) and the MoE
 // sublayer in one launch (cuda::moe_layer_decode) against the CUDA ops they replace, bit for bit (those ops are
 // checked against the CPU in backend_ops_test.cc); and the batched decode attention after the kernel that
-// appends its new row.
+// appends its new row, and with that kernel's work folded into it; and the split combine's one-trip form
+// against its loops.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -699,6 +700,135 @@ TEST_F(CudaOps, AttentionDecodeBatchedReadsTheRowTheNormKernelAppends) {
     unsetenv("HYPIC_CUDA_DECODE_ATTN_WAVE");
     unsetenv("HYPIC_CUDA_QK_TRIGGER_FIRST");
   }
+}
+
+// The combine pass with every load of a thread issued at once (HYPIC_CUDA_COMBINE_ONE_TRIP=1) against its loops,
+// bit for bit: a decode row just past 8k keys under a 16k bound (132 or 128
+// splits), a few keys under that bound (most splits empty), d 128 and 256, one query row and three; then against
+// the CPU attention.
+TEST_F(CudaOps, SplitCombineOneTripGivesTheSameBits) {
+  Stream st;
+  struct Case {
+    int64_t Tq, H, Hkv, hd, keys;
+  };
+  int seed = 90;
+  for (const Case c : {Case{1, 16, 2, 256, 8200}, Case{1, 16, 2, 256, 40}, Case{3, 16, 2, 256, 3000},
+                       Case{1, 8, 1, 128, 5000}, Case{2, 4, 4, 128, 700}}) {
+    SCOPED_TRACE("Tq " + std::to_string(c.Tq) + " H " + std::to_string(c.H) + " keys " + std::to_string(c.keys));
+    const int64_t row = c.Hkv * c.hd, bound = 16384;
+    const auto qh = randn_bf16(c.Tq * c.H * c.hd, ++seed, 2.0f), kc = randn_bf16(c.keys * row, ++seed),
+               vc = randn_bf16(c.keys * row, ++seed);
+    std::vector<int64_t> kpos(c.keys), qpos(c.Tq);
+    std::iota(kpos.begin(), kpos.end(), 0);
+    for (int64_t t = 0; t < c.Tq; ++t) qpos[t] = c.keys - 1 - 5 * t;
+    auto dq = to_device_bf16(pool, qh), dk = to_device_bf16(pool, kc), dv = to_device_bf16(pool, vc);
+    DevArray<int64_t> dkp(pool, kpos), dqp(pool, qpos);
+    DevArray<int32_t> keys(pool, std::vector<int32_t>{int32_t(c.keys)});
+    const AttentionShape shape{c.Tq, bound, c.H, c.Hkv, c.hd};
+    DevArray<unsigned char> ws(pool, attention_decode_workspace_bytes(shape));
+    const float scale = 1.0f / std::sqrt(float(c.hd));
+    std::vector<std::vector<float>> outs;
+    for (const char* form : {"0", "1"}) {
+      setenv("HYPIC_CUDA_COMBINE_ONE_TRIP", form, 1);
+      DevArray<bf16> out(pool, c.Tq * c.H * c.hd);
+      attention_decode(shape, dq.get(), dk.get(), dv.get(), dqp.get(), dkp.get(), scale, out.get(), ws.get(), st,
+                       keys.get());
+      st.synchronize();
+      outs.push_back(from_device_bf16(out));
+    }
+    unsetenv("HYPIC_CUDA_COMBINE_ONE_TRIP");
+    EXPECT_EQ(outs[1], outs[0]);
+    std::vector<float> ref(c.Tq * c.H * c.hd);
+    cpu::attention({c.Tq, c.keys, c.H, c.Hkv, c.hd, c.hd}, qh.data(), kc.data(), vc.data(), qpos.data(), kpos.data(),
+                   scale, ref.data());
+    HYPIC_EXPECT_ERR_LT(rel_err(outs[1], ref), kTolBf16Out);
+  }
+}
+
+// The batched attention given the step's new rows unnormed (HYPIC_CUDA_DECODE_ATTN_FOLD=1) against
+// qk_norm_rope with the append and then the attention, bit for bit: the outputs and every cache (keys, values,
+// positions). Each new row holds stale 40s before the step, so a walk that read it before the append would
+// differ. One sequence just past 8k keys under a 16k bound, and three sequences of other lengths (one of a
+// single key); d 256 with 16 query heads over 2 (gated queries, as Qwen3.5) and d 128 with 8 over 1.
+TEST_F(CudaOps, AttentionDecodeFoldedNormGivesTheSameBitsAndCaches) {
+  setenv("HYPIC_CUDA_DECODE_ATTN_FOLD", "1", 1);
+  Stream st;
+  struct Case {
+    int64_t H, Hkv, hd, rot;
+    bool gated, zc;
+    std::vector<int32_t> rows;
+  };
+  int seed = 110;
+  for (const Case& c : {Case{16, 2, 256, 64, true, true, {8200}}, Case{16, 2, 256, 64, true, false, {700, 1, 4100}},
+                        Case{8, 1, 128, 64, false, true, {3000, 50}}}) {
+    const int64_t N = int64_t(c.rows.size()), row = c.Hkv * c.hd, qs = c.gated ? 2 * c.hd : c.hd, bound = 16384;
+    SCOPED_TRACE("N " + std::to_string(N) + " hd " + std::to_string(c.hd));
+    ASSERT_TRUE(attention_decode_folds(c.H, c.Hkv, c.hd, c.rot));
+    const auto qsrc = randn_bf16(N * c.H * qs, ++seed, 2.0f), knew = randn_bf16(N * row, ++seed, 2.0f),
+               vnew = randn_bf16(N * row, ++seed);
+    const auto qn = hypic::test::randn(c.hd, ++seed, 0.3f), kn = hypic::test::randn(c.hd, ++seed, 0.3f);
+    auto dqsrc = to_device_bf16(pool, qsrc), dvnew = to_device_bf16(pool, vnew);
+    DevArray<float> dqn(pool, qn), dkn(pool, kn);
+    std::vector<int64_t> qpos(N);
+    for (int64_t n = 0; n < N; ++n) qpos[n] = c.rows[n] - 1;
+    DevArray<int64_t> dqp(pool, qpos);
+    const AttentionShape shape{N, bound, c.H, c.Hkv, c.hd};
+    DevArray<unsigned char> ws(pool, attention_decode_workspace_bytes(shape));
+    const float scale = 1.0f / std::sqrt(float(c.hd));
+    // Two copies of every cache: one for each path.
+    std::vector<DevArray<bf16>> kc, vc;
+    std::vector<DevArray<int64_t>> pc;
+    std::vector<KvSlot> slots[2];
+    for (int path = 0; path < 2; ++path)
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t cap = c.rows[n] + 5;
+        auto k0 = randn_bf16(cap * row, 200 + n), v0 = randn_bf16(cap * row, 300 + n);
+        std::fill(k0.begin() + (c.rows[n] - 1) * row, k0.begin() + c.rows[n] * row, 40.0f);
+        std::fill(v0.begin() + (c.rows[n] - 1) * row, v0.begin() + c.rows[n] * row, 40.0f);
+        std::vector<int64_t> p0(cap);
+        std::iota(p0.begin(), p0.end(), 0);
+        p0[c.rows[n] - 1] = 0;  // stale: visible to the query
+        kc.push_back(to_device_bf16(pool, k0));
+        vc.push_back(to_device_bf16(pool, v0));
+        pc.emplace_back(pool, p0);
+        slots[path].push_back({kc.back().get(), vc.back().get(), pc.back().get(), c.rows[n], int32_t(cap)});
+      }
+    DevArray<KvSlot> s0(pool, slots[0]), s1(pool, slots[1]);
+    std::vector<std::vector<float>> outs;
+    for (int rep = 0; rep < 2; ++rep) {  // the second step re-appends the same row: the same bits again
+      DevArray<bf16> qa(pool, N * c.H * c.hd), oa(pool, N * c.H * c.hd), ob(pool, N * c.H * c.hd);
+      auto dk = to_device_bf16(pool, knew);
+      const QkAppend app{dvnew.get(), s0.get()};
+      qk_norm_rope(dqsrc.get(), qs, qa.get(), dk.get(), N, c.H, c.Hkv, c.hd, dqn.get(), dkn.get(), 1e-6f, c.zc, c.rot,
+                   dqp.get(), 1e7, st, &app);
+      attention_decode_batched(shape, qa.get(), s0.get(), dqp.get(), scale, oa.get(), ws.get(), st);
+      auto dk2 = to_device_bf16(pool, knew);
+      DecodeNewRows nr;
+      nr.q_src = dqsrc.get();
+      nr.q_stride = qs;
+      nr.k = dk2.get();
+      nr.v = dvnew.get();
+      nr.q_norm = dqn.get();
+      nr.k_norm = dkn.get();
+      nr.eps = 1e-6f;
+      nr.zero_centred = c.zc;
+      nr.rot_dim = c.rot;
+      nr.theta = 1e7;
+      attention_decode_batched(shape, nr, s1.get(), dqp.get(), scale, ob.get(), ws.get(), st);
+      st.synchronize();
+      EXPECT_EQ(from_device_bf16(ob), from_device_bf16(oa)) << "outputs, step " << rep;
+      EXPECT_EQ(from_device_bf16(dk2), knew) << "the new keys are left as they were";
+      outs.push_back(from_device_bf16(ob));
+    }
+    EXPECT_EQ(outs[1], outs[0]);
+    for (int64_t n = 0; n < N; ++n) {
+      EXPECT_EQ(from_device_bf16(kc[N + n]), from_device_bf16(kc[n])) << "K cache " << n;
+      EXPECT_EQ(from_device_bf16(vc[N + n]), from_device_bf16(vc[n])) << "V cache " << n;
+      EXPECT_EQ(pc[N + n].download(), pc[n].download()) << "positions " << n;
+      EXPECT_EQ(pc[N + n].download()[c.rows[n] - 1], qpos[n]) << "the append wrote the position " << n;
+    }
+  }
+  unsetenv("HYPIC_CUDA_DECODE_ATTN_FOLD");
 }
 
 }  // namespace
