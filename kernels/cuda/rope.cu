@@ -73,20 +73,20 @@ __global__ void __launch_bounds__(kQkWarps * 32)
   const int64_t t = has_item ? item / per_row : 0;
   const int j = int(item % per_row);
   const bool is_q = j < H;
-  // Before the wait, the norm's weights (constant); with the append (pre: a batched decode step, whose positions and
-  // slots are its inputs, copied before its first kernel) also the slot, the position and the rotation's angles:
-  // round trips off the chain that starts when the products end. Elsewhere a kernel before may write the positions.
+  // pre (with the append: a batched decode step, whose positions and slots are its inputs, copied before its first
+  // kernel): the norm's weights, the slot, the position and the rotation's angles before the wait, round trips off
+  // the chain that starts when the products end. Elsewhere a kernel before may write the positions.
   constexpr int kPre = 8;  // the norm weights a lane holds (hd <= 256); the rest are read where used
   const float* w = is_q ? q_norm : k_norm;
   float wv[kPre];
-#pragma unroll
-  for (int m = 0; m < kPre; ++m) {
-    const int i = lane + 32 * m;
-    wv[m] = has_item && i < hd ? (zc ? 1.0f + w[i] : w[i]) : 0.0f;
-  }
   KvSlot sl{};
   float p = 0.0f, sn0 = 0.0f, cs0 = 0.0f;  // sn0, cs0: the lane's first pair's (half <= 32 in every model)
   const auto angles = [&] {
+#pragma unroll
+    for (int m = 0; m < kPre; ++m) {
+      const int i = lane + 32 * m;
+      wv[m] = has_item && i < hd ? (zc ? 1.0f + w[i] : w[i]) : 0.0f;
+    }
     if (has_item && !is_q && slots) sl = slots[t];
     p = has_item ? static_cast<float>(pos[t]) : 0.0f;
     if (has_item && lane < half) sincosf(p * f.a[lane], &sn0, &cs0);
