@@ -3,7 +3,6 @@
 // the lanes (all 8 loads in flight before the first is used), and a combine pass merges the partial
 // softmaxes. Memory-bound: K and V are read once per query head.
 #include <climits>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -14,6 +13,7 @@
 #include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/pdl_launch.cuh"
+#include "kernels/cuda/rope.h"
 
 namespace hypic::cuda {
 namespace {
@@ -672,10 +672,7 @@ void launch_decode(const AttentionShape& s, const bf16* q, const bf16* k, const 
       if (nr) {
         fa = {nr->q_src, nr->q_stride, nr->k, nr->v, nr->q_norm, nr->k_norm, nr->eps, nr->zero_centred ? 1 : 0,
               int(nr->rot_dim / 2), {}};
-        for (int64_t d = 0; d < nr->rot_dim / 2; ++d) {  // rope.cu's table: fp32 exponent, double pow
-          const float expo = static_cast<float>(2 * d) / static_cast<float>(nr->rot_dim);
-          fa.inv_freq[d] = 1.0f / static_cast<float>(std::pow(nr->theta, static_cast<double>(expo)));
-        }
+        rope_inv_freq(nr->rot_dim, nr->theta, fa.inv_freq);
       }
       auto* kernel = nr ? (D == 256 ? decode_gqa_mma_kernel<256, true> : decode_gqa_mma_kernel<128, true>)
                         : (D == 256 ? decode_gqa_mma_kernel<256, false> : decode_gqa_mma_kernel<128, false>);

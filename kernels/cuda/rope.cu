@@ -274,6 +274,12 @@ void rope_shift(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t 
   HYPIC_CUDA_LAUNCH_CHECK();
 }
 
+void rope_inv_freq(int64_t rot_dim, double theta, float* out) {
+  check(rot_dim, rot_dim, "rope_inv_freq");
+  const Table t = inv_freq_table(rot_dim, theta);
+  for (int64_t d = 0; d < rot_dim / 2; ++d) out[d] = t.a[d];
+}
+
 void rope_shift_table(int64_t rot_dim, int64_t delta, double theta, float* cos_out, float* sin_out) {
   check(rot_dim, rot_dim, "rope_shift_table");
   const Table t = shift_table(rot_dim, delta, theta);

@@ -44,6 +44,9 @@ void rope_shift_state(float* state, int64_t heads, int64_t dk, int64_t dv, int64
 
 // The cos/sin table rope_shift uses for `delta` (rot_dim / 2 values each), computed on the host.
 void rope_shift_table(int64_t rot_dim, int64_t delta, double theta, float* cos_out, float* sin_out);
+// The rotation's frequencies inv_freq_d = 1 / theta^(2d / rot_dim), d < rot_dim / 2, as every kernel here forms them
+// (host; for kernels elsewhere that rotate as rope_apply does).
+void rope_inv_freq(int64_t rot_dim, double theta, float* out);
 
 // Several ranges of cached K/V rows appended to one cache in one launch (a stitch appends every cached
 // block's body). Range i copies n rows from k/v (each [n, heads, head_dim] bf16) to rows [row, row + n) of
