@@ -494,7 +494,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   if constexpr (kFold) {
 #pragma unroll
     for (int m = 0; m < E; ++m) {
-      const float a = fa.q_norm[lane + 32 * m], b = fa.k_norm[lane + 32 * m];
+      const float a = fa.q_norm[lane + 32 * m];
+      const float b = warp == kWarps - 1 ? fa.k_norm[lane + 32 * m] : 0.0f;  // the warp that may append the key
       wq[m] = fa.zc ? 1.0f + a : a;
       wk[m] = fa.zc ? 1.0f + b : b;
     }

@@ -803,17 +803,16 @@ TEST_F(CudaOps, AttentionDecodeFoldedNormGivesTheSameBitsAndCaches) {
                    dqp.get(), 1e7, st, &app);
       attention_decode_batched(shape, qa.get(), s0.get(), dqp.get(), scale, oa.get(), ws.get(), st);
       auto dk2 = to_device_bf16(pool, knew);
-      DecodeNewRows nr;
-      nr.q_src = dqsrc.get();
-      nr.q_stride = qs;
-      nr.k = dk2.get();
-      nr.v = dvnew.get();
-      nr.q_norm = dqn.get();
-      nr.k_norm = dkn.get();
-      nr.eps = 1e-6f;
-      nr.zero_centred = c.zc;
-      nr.rot_dim = c.rot;
-      nr.theta = 1e7;
+      const DecodeNewRows nr{.q_src = dqsrc.get(),
+                             .q_stride = qs,
+                             .k = dk2.get(),
+                             .v = dvnew.get(),
+                             .q_norm = dqn.get(),
+                             .k_norm = dkn.get(),
+                             .eps = 1e-6f,
+                             .zero_centred = c.zc,
+                             .rot_dim = c.rot,
+                             .theta = 1e7};
       attention_decode_batched(shape, nr, s1.get(), dqp.get(), scale, ob.get(), ws.get(), st);
       st.synchronize();
       EXPECT_EQ(from_device_bf16(ob), from_device_bf16(oa)) << "outputs, step " << rep;
