@@ -40,3 +40,13 @@ fla_gdn() {
   PYTHONPATH=/tmp/site timeout "${FT:-150}" python3 tools/bench/bench_peers.py --ops gdn "$@" > "$O/bench_peers_gdn.json" 2>&1
   grep -E '"ms"|variant|error' "$O/bench_peers_gdn.json" | paste - - | sed -E 's/ +/ /g' | head -40
 }
+# dec NAME VAR=VALUE[,VAR=VALUE] ARGS...: hypic_bench_model at the 35B-A3B shape (random weights, 8k prefill) with ARGS
+# under those variables, into $O/decode_NAME.json (stderr .err), printing the copy rate and each decode figure.
+dec() {
+  local n=$1 e=$2; shift 2
+  env $(tr , " " <<< "$e") timeout "${DT:-100}" "$B/hypic_bench_model" --config tools/bench/configs/qwen3_5_35b_a3b.json \
+    --random-weights --prefill 8192 "$@" > "$O/decode_$n.json" 2> "$O/decode_$n.err"
+  echo "$n: $(grep -oE '"copy_tb_per_s": [0-9.]+' "$O/decode_$n.json") $(grep -oE '"(decode|graph_drawn)": \{[^}]*' "$O/decode_$n.json" |
+    grep -oE '"(decode|graph_drawn)"|"(ms_per_token|ms_per_step|tokens_per_s|fraction_of_copy)": [0-9.]+' | tr '\n' ' ')"
+  tail -1 "$O/decode_$n.err"
+}

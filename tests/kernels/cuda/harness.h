@@ -34,6 +34,14 @@ class CudaOps : public ::testing::Test {
   DevicePool pool;
 };
 
+// cudaMemcpy from pageable host memory may return before its DMA lands, and device-to-device copies return at
+// once; the ops under test run on non-blocking streams, which the legacy stream does not order. So every copy
+// into a device array waits for the device before the test launches on it.
+inline void copy_to_device(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
+  HYPIC_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+  HYPIC_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 template <class T>
 struct DevArray {
   DeviceBuffer buf;
@@ -42,7 +50,7 @@ struct DevArray {
   DevArray(DevicePool& pool, const std::vector<T>& host) : DevArray(pool, host.size()) { upload(host); }
   T* get() const { return buf.as<T>(); }
   void upload(const std::vector<T>& host) {
-    HYPIC_CUDA_CHECK(cudaMemcpy(get(), host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice));
+    copy_to_device(get(), host.data(), sizeof(T) * host.size());
   }
   std::vector<T> download() const {
     std::vector<T> h(n);
@@ -69,7 +77,7 @@ inline DevArray<bf16> to_device_bf16(DevicePool& pool, const std::vector<float>&
   std::vector<uint16_t> h(v.size());
   for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
   DevArray<bf16> d(pool, v.size());
-  HYPIC_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), 2 * h.size(), cudaMemcpyHostToDevice));
+  copy_to_device(d.get(), h.data(), 2 * h.size());
   return d;
 }
 

@@ -52,6 +52,8 @@ void append_rows(CudaSequenceState& s, int l, int64_t n, int seed, std::vector<s
   HYPIC_CUDA_CHECK(cudaMemcpy(dk.get(), k.data(), 2 * k.size(), cudaMemcpyHostToDevice));
   HYPIC_CUDA_CHECK(cudaMemcpy(dv.get(), v.data(), 2 * v.size(), cudaMemcpyHostToDevice));
   HYPIC_CUDA_CHECK(cudaMemcpy(dp.get(), pos.data(), sizeof(int64_t) * pos.size(), cudaMemcpyHostToDevice));
+  // A pageable copy may land after cudaMemcpy returns, and the legacy stream does not order `stream`.
+  HYPIC_CUDA_CHECK(cudaDeviceSynchronize());
   const bool on_device = seed % 2 == 1;
   s.attn[static_cast<size_t>(l)].append(dk.get(), dv.get(), on_device ? dp.as<int64_t>() : pos.data(), n, kRow, stream,
                                         on_device);
