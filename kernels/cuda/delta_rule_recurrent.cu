@@ -204,8 +204,9 @@ void gdn_conv_recurrent_rows(const bf16* qkv, int64_t N, int64_t Hk, int64_t dk,
   if (N == 0) return;
   const dim3 grid(unsigned((dv + 31) / 32), unsigned(Hv), unsigned(N));
   const bool pdl = detail::pdl_chain_enabled();
-  // Where it lets its successor start early: after its wait, or (HYPIC_CUDA_GDN_REC_TRIGGER_FIRST=1, A/B runs) at
-  // its start, so that the output product's blocks come while the input products still stream.
+  // Where it lets its successor start early: after its wait, or (HYPIC_CUDA_GDN_REC_TRIGGER_FIRST=1, A/B runs; the
+  // batch-1 step unchanged on an H100) at its start, so that the output product's blocks come while the input
+  // products still stream.
   const int early = detail::pdl_trigger_early(int64_t(grid.x) * grid.y * grid.z)
                         ? (env_is("HYPIC_CUDA_GDN_REC_TRIGGER_FIRST", "1") ? 2 : 1)
                         : 0;

@@ -372,7 +372,7 @@ TEST_F(CudaOps, GemvGatedInputEqualsGatedNormThenProduct) {
     const auto nw = hypic::test::randn(hd, 64, 0.3f);
     auto d_o = to_device_bf16(pool, o), dz = to_device_bf16(pool, z), dw = to_device_bf16(pool, w);
     DevArray<float> dnw(pool, nw), y1(pool, hypic::test::randn(N, 65, 1.0f)), y2(pool, N);
-    HYPIC_CUDA_CHECK(cudaMemcpy(y2.get(), y1.get(), sizeof(float) * N, cudaMemcpyDeviceToDevice));
+    copy_to_device(y2.get(), y1.get(), sizeof(float) * N, cudaMemcpyDeviceToDevice);
     DevArray<bf16> xn(pool, K);
     rmsnorm_gated_silu(d_o.get(), dz.get(), xn.get(), H, hd, dnw.get(), 1e-6f, st);
     GemvInput plain;
@@ -415,7 +415,7 @@ TEST_F(CudaOps, GemvSigmoidInputEqualsSigmoidMulThenProduct) {
     auto datt = to_device_bf16(pool, att), dqg = to_device_bf16(pool, qg), dw = to_device_bf16(pool, w);
     auto gated = to_device_bf16(pool, att);
     DevArray<float> y1(pool, hypic::test::randn(N, 74, 1.0f)), y2(pool, N);
-    HYPIC_CUDA_CHECK(cudaMemcpy(y2.get(), y1.get(), sizeof(float) * N, cudaMemcpyDeviceToDevice));
+    copy_to_device(y2.get(), y1.get(), sizeof(float) * N, cudaMemcpyDeviceToDevice);
     sigmoid_mul(gated.get(), hd, dqg.get() + hd, 2 * hd, H, hd, st);
     GemvInput plain;
     plain.x = gated.get();
@@ -656,12 +656,15 @@ TEST_F(CudaOps, QkNormRopeEqualsSeparateOps) {
 // sequence of 8200 keys under a bound of 16k (the serving step just past 8k: as many splits as a wave),
 // the norm kernel letting the attention start before its own wait (the default); the norm kernel
 // triggering after its wait (HYPIC_CUDA_QK_TRIGGER_FIRST=0); neither the wave nor the early tile
-// (HYPIC_CUDA_DECODE_ATTN_WAVE=0).
+// (HYPIC_CUDA_DECODE_ATTN_WAVE=0); the norm kernel's slot, position and angles after its wait
+// (HYPIC_CUDA_QK_PRE_ANGLES=0; before it by default).
 TEST_F(CudaOps, AttentionDecodeBatchedReadsTheRowTheNormKernelAppends) {
-  for (const char* form : {"default", "after the wait", "neither"}) {
+  for (const char* form : {"default", "after the wait", "neither", "angles after the wait"}) {
     SCOPED_TRACE(form);
+    const bool dflt = std::strcmp(form, "default") == 0, late = std::strcmp(form, "angles after the wait") == 0;
     setenv("HYPIC_CUDA_DECODE_ATTN_WAVE", std::strcmp(form, "neither") == 0 ? "0" : "1", 1);
-    setenv("HYPIC_CUDA_QK_TRIGGER_FIRST", std::strcmp(form, "default") == 0 ? "1" : "0", 1);
+    setenv("HYPIC_CUDA_QK_TRIGGER_FIRST", dflt || late ? "1" : "0", 1);
+    setenv("HYPIC_CUDA_QK_PRE_ANGLES", late ? "0" : "1", 1);
     Stream st;
     const int64_t H = 16, Hkv = 2, hd = 256, rot = 64, row = Hkv * hd, rows = 8200, cap = 8300, bound = 16384;
     const auto qsrc = randn_bf16(H * 2 * hd, 61, 2.0f), knew = randn_bf16(row, 62, 2.0f), vnew = randn_bf16(row, 63);
@@ -699,6 +702,7 @@ TEST_F(CudaOps, AttentionDecodeBatchedReadsTheRowTheNormKernelAppends) {
     }
     unsetenv("HYPIC_CUDA_DECODE_ATTN_WAVE");
     unsetenv("HYPIC_CUDA_QK_TRIGGER_FIRST");
+    unsetenv("HYPIC_CUDA_QK_PRE_ANGLES");
   }
 }
 
