@@ -1,6 +1,7 @@
 #!/bin/bash
 # Issue 12 goals 3 and 5 on an H200 (main at 9f15500): the decode op test; batch 1/8/32 under the default and
-# HYPIC_CUDA_QK_PRE_ANGLES=0, twice, interleaved; the RAG TTFT against the prefix cache.
+# HYPIC_CUDA_QK_PRE_ANGLES=0, twice, interleaved; the three forms left opt-in on the H100 (fold, one-trip combine,
+# early recurrence trigger) at batch 1 against the default, twice; the RAG TTFT against the prefix cache.
 # Pack: TARGETS="cuda_decode_ops_test hypic_bench_model engine_batch_model_test cuda_model_test engine_model_test hypic_bench_ttft" tools/bench/pack_gpu_binaries.sh build
 . tools/bench/gpu_env.sh
 T0=$(date +%s); left() { echo $(( ${1} - ($(date +%s) - T0) )); }
@@ -9,11 +10,17 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,memory.total --format=csv,
 BS=1,8; grep -q H200 $O/device.txt && BS=1,8,32
 TT=120 gtest cuda_decode_ops_test "" ""
 for r in 1 2; do
-  [ $(left 330) -gt 90 ] || break
-  for f in default:X=1 late:HYPIC_CUDA_QK_PRE_ANGLES=0; do DT=120 dec b_${f%%:*}_$r ${f#*:} --decode 0 --batch $BS --batch-steps 24; done; date +%T
+  [ $(left 220) -gt 120 ] || break
+  for f in default:X=1 late:HYPIC_CUDA_QK_PRE_ANGLES=0; do DT=100 dec b_${f%%:*}_$r ${f#*:} --decode 0 --batch $BS --batch-steps 24; done; date +%T
 done
-if [ $(left 330) -gt 60 ]; then
-  timeout $(left 320) $B/hypic_bench_ttft --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 > $O/ttft.json 2>$O/ttft.err
+for r in 1 2; do
+  [ $(left 220) -gt 90 ] || break
+  for f in d:X=1 fold:HYPIC_CUDA_DECODE_ATTN_FOLD=1 trip:HYPIC_CUDA_COMBINE_ONE_TRIP=1 recf:HYPIC_CUDA_GDN_REC_TRIGGER_FIRST=1; do
+    DT=60 dec one_${f%%:*}_$r ${f#*:} --decode 0 --batch 1 --batch-steps 24
+  done; date +%T
+done
+if [ $(left 220) -gt 60 ]; then
+  timeout $(left 215) $B/hypic_bench_ttft --config tools/bench/configs/qwen3_5_35b_a3b.json --case rag --requests 8 > $O/ttft.json 2>$O/ttft.err
   grep -E '"mode"|p50|p90' $O/ttft.json | head -20
 fi
 date +%T
