@@ -9,7 +9,8 @@
 //   for 1 to 2048 tokens, on every path the CUDA model has (few-row GEMVs, expert-major on CUDA cores and
 //   on tensor cores, cuBLAS grouped GEMM with its host round trip), routing included;
 //   one GDN layer's segment chain of an all-hit stitch (cuda::state_chain: 17 cached blocks, each a seam of
-//   8 rows then its body's transfer operator and state, then 22 question rows), and its two halves alone;
+//   8 rows then its body's transfer operator and state, then 22 question rows), and its two halves alone (the
+//   products also with one operator for every step, and over one 32-column tile a head);
 //   the dense products of a stitch and of batched decode (8-256 rows), cuda::gemm_skinny against cuBLASLt.
 // Usage: hypic_bench_kernels [--tokens 8192,32768] [--iters 20]
 //        [--only gdn|attention|lightning|kda|gemv|decode_attention|moe|chain|skinny]
@@ -23,6 +24,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -297,6 +299,20 @@ int main(int argc, char** argv) {
                   first ? "" : ",\n", variant, list->size(),
                   static_cast<long long>(list == &products ? 0 : rows), ms);
       first = false;
+    }
+    // What bounds a product step: the same 17 products with one T and B shared by every step (read from L2
+    // after the first), and over one 32-column tile a head (dv 32: no two blocks read the same T).
+    std::vector<StateStep> shared(products.size(), StateStep{Ts[0].as<float>(), Bs[0].as<float>(), nullptr, nullptr, 0});
+    for (const auto& [variant, list, width] :
+         {std::tuple<const char*, const std::vector<StateStep>*, int64_t>{"products only, one T and B (L2)", &shared, dv},
+          {"products only, one column tile a head", &products, int64_t{32}}}) {
+      DeviceBuffer d(pool, sizeof(StateStep) * list->size());
+      HYPIC_CUDA_CHECK(cudaMemcpy(d.get(), list->data(), sizeof(StateStep) * list->size(), cudaMemcpyHostToDevice));
+      const double ms = time_ms([&] {
+        state_chain(H, dk, width, d.as<StateStep>(), static_cast<int64_t>(list->size()), S.as<float>(), st, Hk);
+      }, iters * 5, st);
+      std::printf(",\n  {\"op\": \"state_chain\", \"variant\": \"%s\", \"steps\": %zu, \"rows\": 0, \"ms\": %.4f}",
+                  variant, list->size(), ms);
     }
   }
   const bool skinny_here = current_device_is_sm90();  // gemm_skinny runs on sm_90 only
