@@ -286,33 +286,25 @@ int main(int argc, char** argv) {
     }
     all.push_back(span(blocks * seam, question));
     spans.push_back(all.back());
-    for (const auto& [variant, list] : {std::pair<const char*, const std::vector<StateStep>*>{"seams, products, question", &all},
-                                        {"products only", &products},
-                                        {"row spans only", &spans}}) {
-      DeviceBuffer d(pool, sizeof(StateStep) * list->size());
-      HYPIC_CUDA_CHECK(cudaMemcpy(d.get(), list->data(), sizeof(StateStep) * list->size(), cudaMemcpyHostToDevice));
-      const double ms = time_ms([&] {
-        state_chain(H, dk, dv, d.as<StateStep>(), static_cast<int64_t>(list->size()), S.as<float>(), st, Hk);
-      }, iters * 5, st);
-      std::printf("%s  {\"op\": \"state_chain\", \"variant\": \"%s\", \"steps\": %zu, \"rows\": %lld, "
-                  "\"ms\": %.4f}",
-                  first ? "" : ",\n", variant, list->size(),
-                  static_cast<long long>(list == &products ? 0 : rows), ms);
-      first = false;
-    }
-    // What bounds a product step: the same 17 products with one T and B shared by every step (read from L2
-    // after the first), and over one 32-column tile a head (dv 32: no two blocks read the same T).
+    // The last two bound a product step: the same 17 products with one T and B shared by every step (read from
+    // L2 after the first), and over one 32-column tile a head (dv 32: no two blocks read the same T).
     std::vector<StateStep> shared(products.size(), StateStep{Ts[0].as<float>(), Bs[0].as<float>(), nullptr, nullptr, 0});
-    for (const auto& [variant, list, width] :
-         {std::tuple<const char*, const std::vector<StateStep>*, int64_t>{"products only, one T and B (L2)", &shared, dv},
-          {"products only, one column tile a head", &products, int64_t{32}}}) {
+    using ChainCase = std::tuple<const char*, const std::vector<StateStep>*, int64_t>;
+    for (const auto& [variant, list, width] : {ChainCase{"seams, products, question", &all, dv},
+                                               ChainCase{"products only", &products, dv},
+                                               ChainCase{"row spans only", &spans, dv},
+                                               ChainCase{"products only, one T and B (L2)", &shared, dv},
+                                               ChainCase{"products only, one column tile a head", &products, 32}}) {
       DeviceBuffer d(pool, sizeof(StateStep) * list->size());
       HYPIC_CUDA_CHECK(cudaMemcpy(d.get(), list->data(), sizeof(StateStep) * list->size(), cudaMemcpyHostToDevice));
       const double ms = time_ms([&] {
         state_chain(H, dk, width, d.as<StateStep>(), static_cast<int64_t>(list->size()), S.as<float>(), st, Hk);
       }, iters * 5, st);
-      std::printf(",\n  {\"op\": \"state_chain\", \"variant\": \"%s\", \"steps\": %zu, \"rows\": 0, \"ms\": %.4f}",
-                  variant, list->size(), ms);
+      const bool with_rows = list == &all || list == &spans;
+      std::printf("%s  {\"op\": \"state_chain\", \"variant\": \"%s\", \"steps\": %zu, \"rows\": %lld, "
+                  "\"ms\": %.4f}",
+                  first ? "" : ",\n", variant, list->size(), static_cast<long long>(with_rows ? rows : 0), ms);
+      first = false;
     }
   }
   const bool skinny_here = current_device_is_sm90();  // gemm_skinny runs on sm_90 only
